@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the test suite drives for real (podman/buildah builds, debootstrap'd
+# base image, Debian's rocm-smi/rocminfo, headless Chromium). Idempotent; skips what is present.
+set -euo pipefail
+want=(podman buildah debootstrap chromium rocm-smi rocminfo)
+declare -A bin_of=([podman]=podman [buildah]=buildah [debootstrap]=debootstrap [chromium]=chromium
+                   [rocm-smi]=rocm-smi [rocminfo]=rocminfo)
+missing=()
+for pkg in "${want[@]}"; do
+  command -v "${bin_of[$pkg]}" >/dev/null 2>&1 || missing+=("$pkg")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "rocmstack: missing system packages: ${missing[*]} (install them with your package manager, then re-run make test)" >&2
+  exit 2
+fi
+echo "rocmstack: installing system packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

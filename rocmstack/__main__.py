@@ -1,0 +1,3 @@
+from rocmstack.cli import main
+
+main()

@@ -1,0 +1,66 @@
+"""Every failure class rocmstack reports, each with its own exit code.
+
+A RocmstackError is printed as one line (``rocmstack: error: ...``) with no traceback; the message says
+what was wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1  # a check, rule, verdict or validation failed
+    USAGE = 2  # bad input: recipe, override, argument
+    BUILD = 3  # the container build itself failed
+    ENGINE = 4  # no usable container engine, or a registry/base image out of reach
+    INTERRUPTED = 130
+
+
+class RocmstackError(Exception):
+    exit_code: ExitCode = ExitCode.USAGE
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def one_line(self) -> str:
+        return f"{self.message} ({self.fix})" if self.fix else self.message
+
+
+class InputError(RocmstackError):
+    """Bad input from the command line or a file."""
+
+
+class RecipeError(InputError):
+    """A recipe file (or an override of it) is invalid."""
+
+
+class PatchError(RocmstackError):
+    """A patch did not apply: its target text moved or its version does not match."""
+
+    exit_code = ExitCode.BUILD
+
+
+class RuleFailure(RocmstackError):
+    """A compatibility rule failed; render/build refuse to go on."""
+
+    exit_code = ExitCode.FAILED
+
+
+class BuildError(RocmstackError):
+    exit_code = ExitCode.BUILD
+
+
+class EngineError(RocmstackError):
+    """No container engine usable, or the registry / base image cannot be reached."""
+
+    exit_code = ExitCode.ENGINE
+
+
+class CheckFailed(RocmstackError):
+    """A doctor check, smoke verdict, bench gate or validation did not pass."""
+
+    exit_code = ExitCode.FAILED
