@@ -1,0 +1,167 @@
+"""The reference engine against transformers' own Qwen3 on the same random weights.
+
+Tolerances:
+- fp32 (CPU): both sides compute the same function in fp32 (unit roundoff 6e-8); only the order of
+  summation differs (fused q|k|v and gate|up matmuls, residual added inside addmm, fused RMSNorm), so
+  logits agree to ~1e-6 relative. 1e-4 leaves 100x margin; a real bug (wrong head order, RoPE sign,
+  norm weight on the wrong heads, off-by-one cache position) moves logits by O(1).
+- bf16: bf16 keeps 8 mantissa bits (roundoff 4e-3), and the two implementations round at different
+  points, so they do not match each other bit for bit. The fair test is against the fp32 truth: our
+  bf16 logits must be no further from it than transformers' own bf16 logits are (with 25 % slack).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from rocmstack.bench.engine import KV_BUCKET, ReferenceEngine
+from rocmstack.errors import InputError
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+TINY = {
+    "model_type": "qwen3",
+    "vocab_size": 96,
+    "hidden_size": 64,
+    "intermediate_size": 160,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,  # != hidden / heads, as in Qwen3-8B's explicit head_dim
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+    "max_position_embeddings": 256,
+    "tie_word_embeddings": False,
+}
+
+
+def hf_model(config: dict, seed: int = 0) -> Qwen3ForCausalLM:
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(Qwen3Config(**config)).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("norm.weight"):
+                param.uniform_(0.5, 1.5)  # not ones: a norm weight on the wrong heads must show
+            else:
+                param.normal_(0.0, 0.08)
+    return model
+
+
+def engine_for(model, *, device="cpu", dtype=torch.float32, max_batch=4, max_seq_len=160, graphs=False):
+    engine = ReferenceEngine(
+        model.config.to_dict() | {"model_type": "qwen3"},
+        device=device,
+        dtype=dtype,
+        max_batch=max_batch,
+        max_seq_len=max_seq_len,
+        use_graphs=graphs,
+    )
+    engine.load_hf_state_dict(model.state_dict())
+    return engine
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_prefill_logits_match_transformers_fp32(tied):
+    model = hf_model(TINY | {"tie_word_embeddings": tied})
+    engine = engine_for(model)
+    ids = torch.randint(0, TINY["vocab_size"], (3, 13), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = model(ids).logits
+    got = engine.forward_logits(ids)
+    assert got.shape == (3, 13, TINY["vocab_size"])
+    assert rel_err(got, expected) < 1e-4
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bf16_is_as_close_to_fp32_truth_as_transformers_bf16(device):
+    model = hf_model(TINY)
+    ids = torch.randint(0, TINY["vocab_size"], (2, 24), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        truth = model(ids).logits
+        hf_bf16 = model.to(device=device, dtype=torch.bfloat16)(ids.to(device)).logits.float().cpu()
+    engine = engine_for(model.float().cpu(), device=device, dtype=torch.bfloat16)
+    ours = engine.forward_logits(ids).cpu()
+    assert rel_err(ours, truth) <= 1.25 * rel_err(hf_bf16, truth) + 1e-3
+    assert rel_err(ours, truth) < 3e-2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_greedy_decode_matches_transformers_generate_across_a_kv_bucket(device):
+    model = hf_model(TINY | {"tie_word_embeddings": True})
+    graphs = device == "cuda"
+    engine = engine_for(model, device=device, graphs=graphs)
+    prompt = KV_BUCKET - 4  # decoding crosses the first attention-length bucket
+    ids = torch.randint(0, TINY["vocab_size"], (3, prompt), generator=torch.Generator().manual_seed(3))
+    out = engine.generate(ids, 10, temperature=0.0)
+    with torch.no_grad():
+        expected = model.generate(
+            ids, max_new_tokens=10, do_sample=False, eos_token_id=None, pad_token_id=0, attention_mask=torch.ones_like(ids)
+        )[:, prompt:]
+    assert torch.equal(out.tokens.cpu(), expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sampled_logprobs_are_the_full_tempered_distribution(device):
+    model = hf_model(TINY)
+    engine = engine_for(model, device=device, graphs=device == "cuda")
+    ids = torch.randint(0, TINY["vocab_size"], (4, 9), generator=torch.Generator().manual_seed(4))
+    temperature, top_p = 0.7, 0.8
+
+    def run(seed):
+        gen = torch.Generator(device=device).manual_seed(seed)
+        return engine.generate(ids, 12, temperature=temperature, top_p=top_p, generator=gen)
+
+    out = run(5)
+    assert torch.equal(out.tokens, run(5).tokens)  # the generator alone decides the draw
+    assert not torch.equal(out.tokens, run(6).tokens)
+
+    full = torch.cat([ids.to(device), out.tokens[:, :-1]], dim=1)
+    logits = engine.forward_logits(full)[:, ids.shape[1] - 1 :] / temperature
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    expected = logp.gather(-1, out.tokens.unsqueeze(-1)).squeeze(-1)
+    assert torch.allclose(out.logprobs, expected, atol=1e-4)
+
+    # Every draw lies in its step's nucleus: the mass of strictly more likely tokens is below top_p.
+    probs = logp.exp()
+    chosen = probs.gather(-1, out.tokens.unsqueeze(-1))
+    mass_above = (probs * (probs > chosen)).sum(-1)
+    assert (mass_above < top_p + 1e-5).all()
+
+
+def test_weights_reload_in_place_changes_outputs():
+    a, b = hf_model(TINY, seed=0), hf_model(TINY, seed=1)
+    engine = engine_for(a)
+    before = {k: v.data_ptr() for k, v in engine.parameters().items()}
+    ids = torch.randint(0, TINY["vocab_size"], (1, 5))
+    engine.load_hf_state_dict(b.state_dict())
+    assert {k: v.data_ptr() for k, v in engine.parameters().items()} == before
+    with torch.no_grad():
+        assert rel_err(engine.forward_logits(ids), b(ids).logits) < 1e-4
+
+
+def test_load_rejects_bad_state_dicts():
+    model = hf_model(TINY)
+    engine = engine_for(model)
+    sd = model.state_dict()
+    with pytest.raises(InputError, match="unknown parameter 'model.layers.9.mlp.up_proj.weight'"):
+        engine.load_hf_state_dict(sd | {"model.layers.9.mlp.up_proj.weight": torch.zeros(1)})
+    with pytest.raises(InputError, match=r"model.norm.weight has shape \(3,\)"):
+        engine.load_hf_state_dict(sd | {"model.norm.weight": torch.zeros(3)})
+    partial = {k: v for k, v in sd.items() if "layers.1." not in k}
+    with pytest.raises(InputError, match="parameters missing"):
+        engine.load_hf_state_dict(partial)
+    assert engine.load_hf_state_dict(partial, strict=False) > 0
+
+
+def test_generate_rejects_shapes_beyond_the_static_cache():
+    engine = ReferenceEngine(TINY, device="cpu", dtype=torch.float32, max_batch=2, max_seq_len=16)
+    with pytest.raises(InputError, match="max_batch=2"):
+        engine.generate(torch.zeros(3, 4, dtype=torch.long), 2)
+    with pytest.raises(InputError, match="max_seq_len=16"):
+        engine.generate(torch.zeros(1, 10, dtype=torch.long), 7)
