@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Build-time guards run inside the image (standard library only). Each failure names its cause.
+
+    guard.py freeze NAME==EXPECTED|NAME ...  write the constraints file pinning the base's packages
+    guard.py python X.Y                      the interpreter must be Python X.Y
+    guard.py final [--require-hip] [--forbid-nvidia]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as md
+import os
+import re
+import sys
+from pathlib import Path
+
+EXIT_FAILED = 3
+
+
+def _root() -> Path:
+    return Path(os.environ.get("ROCMSTACK_ROOT", "/opt/rocmstack"))
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _installed() -> dict[str, str]:
+    return {_norm(d.metadata["Name"]): d.version for d in md.distributions() if d.metadata["Name"]}
+
+
+def fail(message: str) -> int:
+    print(f"rocmstack guard FAILED: {message}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def freeze(items: list[str]) -> int:
+    installed = _installed()
+    lines = []
+    for item in items:
+        name, _, expected = item.partition("==")
+        have = installed.get(_norm(name))
+        if have is None:
+            if expected:
+                return fail(f"the base image has no {name}, but the recipe declares {name} {expected} from the base")
+            continue
+        if expected and have.split("+")[0] != expected:
+            return fail(f"the base image provides {name} {have}, but the recipe declares {expected}: fix base.{name} or the base tag")
+        lines.append(f"{name}=={have}")
+    path = _root() / "constraints.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    print(f"rocmstack guard: froze {', '.join(lines) or 'nothing'} in {path}")
+    return 0
+
+
+def python(version: str) -> int:
+    have = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if have != version:
+        return fail(f"Python {have} in the image, but vLLM ROCm wheels/builds need Python {version}: "
+                    "on other versions pip silently installs the CUDA wheel (libcudart.so errors at run time)")
+    return 0
+
+
+def final(require_hip: bool, forbid_nvidia: bool) -> int:
+    installed = _installed()
+    if forbid_nvidia:
+        cuda = sorted(n for n in installed if n.startswith("nvidia-"))
+        if cuda:
+            return fail(f"CUDA wheels got installed: {', '.join(cuda)}; a dependency pulled them in "
+                        "(find it with pip show, install it with --no-deps or constrain it)")
+    constraints = _root() / "constraints.txt"
+    if constraints.is_file():
+        for line in constraints.read_text(encoding="utf-8").split():
+            name, _, pinned = line.partition("==")
+            if installed.get(_norm(name)) != pinned:
+                return fail(f"{name} changed from the base's {pinned} to {installed.get(_norm(name))}: "
+                            "a later install replaced it despite the constraints file")
+    if require_hip:
+        try:
+            import torch  # noqa: PLC0415 - only needed for this check
+        except Exception as exc:  # noqa: BLE001 - any import failure is the finding
+            return fail(f"import torch failed: {exc!r}")
+        if not getattr(torch.version, "hip", None):
+            return fail(f"torch {torch.__version__} is not a ROCm build (torch.version.hip is unset)")
+    print("rocmstack guard: final checks passed")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("freeze").add_argument("items", nargs="*")
+    sub.add_parser("python").add_argument("version")
+    f = sub.add_parser("final")
+    f.add_argument("--require-hip", action="store_true")
+    f.add_argument("--forbid-nvidia", action="store_true")
+    args = parser.parse_args(argv)
+    if args.cmd == "freeze":
+        return freeze(args.items)
+    if args.cmd == "python":
+        return python(args.version)
+    return final(args.require_hip, args.forbid_nvidia)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

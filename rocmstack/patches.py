@@ -1,0 +1,144 @@
+"""Patch metadata: ``patches/<id>.yaml`` files, validated, plus applicability against a component pin.
+
+The in-image application lives in ``rocmstack/incontext/apply_patches.py`` (stdlib only); this module
+turns each YAML into the JSON spec that script reads, and answers "does this patch target that pin?".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rocmstack.errors import RecipeError
+from rocmstack.recipe.model import Component, Name, RelPath, Url
+from rocmstack.resources import patches_dir
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Target(_Strict):
+    module: str | None = Field(default=None, description="python package holding the file (found with importlib)")
+    source: bool = Field(default=False, description="path is relative to the component's git checkout, patched before its build")
+    path: RelPath
+
+    @model_validator(mode="after")
+    def _one(self) -> Target:
+        if bool(self.module) == self.source:
+            raise ValueError("target needs exactly one of module or source: true")
+        return self
+
+
+class Edit(_Strict):
+    find: str = Field(min_length=1)
+    replace: str
+    count: int = Field(default=1, ge=1)
+
+
+class Symlink(_Strict):
+    glob: str = Field(pattern=r"^[A-Za-z0-9_.*?-]+$", description="file name pattern inside target.path")
+    link: str = Field(pattern=r"^/[A-Za-z0-9_./+-]+$")
+    ldconfig: bool = True
+
+
+class PipInstallDir(_Strict):
+    verify_module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+class Applies(_Strict):
+    versions: str | None = Field(default=None, description="PEP 440 specifier over the component version")
+    refs: tuple[str, ...] = Field(default=(), description="git refs/commits the patch was made against")
+
+
+class Patch(_Strict):
+    id: Name
+    component: Name
+    summary: str
+    why: str
+    upstream: tuple[Url, ...] = Field(min_length=1)
+    drop_when: str
+    fixed_in: str | None = Field(default=None, description="first upstream version with the fix: pinned >= this means drop the patch")
+    applies_to: Applies
+    target: Target
+    action: Literal["edit", "symlink", "pip-install-dir"]
+    edits: tuple[Edit, ...] = ()
+    symlink: Symlink | None = None
+    install: PipInstallDir | None = None
+    tested_with: str | None = Field(default=None, description="PyPI requirement the test suite applies it to")
+
+    @model_validator(mode="after")
+    def _action_fields(self) -> Patch:
+        given = {"edit": bool(self.edits), "symlink": self.symlink is not None, "pip-install-dir": self.install is not None}
+        if not given[self.action] or sum(given.values()) != 1:
+            raise ValueError(f"action {self.action!r} needs exactly its own block ({'edits' if self.action == 'edit' else self.action})")
+        return self
+
+    def spec(self) -> dict:
+        """The JSON the in-image applier reads."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def load_patch(path: Path) -> Patch:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        patch = Patch.model_validate_json(json.dumps(raw))
+    except (yaml.YAMLError, OSError) as exc:
+        raise RecipeError(f"{path}: cannot read patch: {exc}") from None
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise RecipeError(f"{path}: {loc}: {err['msg']}") from None
+    if patch.id != path.stem:
+        raise RecipeError(f"{path}: id {patch.id!r} must match the file name")
+    return patch
+
+
+def load_patches(directory: Path | None = None) -> dict[str, Patch]:
+    root = directory or patches_dir()
+    return {p.stem: load_patch(p) for p in sorted(root.glob("*.yaml"))}
+
+
+def select(ids: tuple[str, ...], available: dict[str, Patch], components: dict[str, Component], origin: str) -> list[Patch]:
+    chosen = []
+    for pid in ids:
+        if pid not in available:
+            raise RecipeError(f"{origin}: patches: unknown patch {pid!r}", fix=f"known: {', '.join(available)}")
+        patch = available[pid]
+        if patch.component not in components:
+            raise RecipeError(f"{origin}: patches: {pid} targets component {patch.component!r}, which the recipe does not have")
+        chosen.append(patch)
+    return chosen
+
+
+def _version_of(component: Component) -> Version | None:
+    text = component.version or ""
+    try:
+        return Version(text) if text and text[0].isdigit() else None
+    except InvalidVersion:
+        return None
+
+
+def applicability(patch: Patch, component: Component) -> tuple[str, str]:
+    """("ok"|"drop"|"mismatch"|"unknown", reason) for a patch against its component's pin."""
+    version = _version_of(component)
+    if patch.fixed_in and version is not None and version >= Version(patch.fixed_in):
+        return "drop", f"{patch.component} {version} already contains the fix (fixed in {patch.fixed_in}): drop patch {patch.id}"
+    if patch.applies_to.refs and component.ref:
+        if component.ref in patch.applies_to.refs:
+            return "ok", f"made against {patch.component} {component.ref}"
+        if version is None:
+            return "mismatch", f"made against {', '.join(patch.applies_to.refs)}, pinned {component.ref}"
+    if patch.applies_to.versions:
+        if version is None:
+            return "unknown", f"{patch.component} has no exact version to compare with {patch.applies_to.versions}"
+        if version in SpecifierSet(patch.applies_to.versions, prereleases=True):
+            return "ok", f"{patch.component} {version} is in {patch.applies_to.versions}"
+        return "mismatch", f"{patch.component} {version} is outside {patch.applies_to.versions}"
+    return "ok", "applies to any version"

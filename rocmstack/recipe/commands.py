@@ -1,0 +1,111 @@
+"""CLI: recipes, show, render, schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+RECIPE_ARG = typer.Argument(..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
+ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
+SET_OPT = typer.Option([], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value")
+JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
+
+
+def load_resolved(recipe: str, gpu_arch: str | None, overrides: list[str]):
+    from rocmstack.recipe.load import load_recipe
+    from rocmstack.recipe.resolve import resolve
+
+    model, path = load_recipe(recipe, overrides)
+    return resolve(model, path, gpu_arch, tuple(overrides))
+
+
+def _warn_unverified(resolved) -> list[str]:
+    from rocmstack.output import warn
+    from rocmstack.recipe.resolve import unverified_warnings
+
+    warnings = unverified_warnings(resolved.recipe)
+    for line in warnings:
+        warn(line)
+    return warnings
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("recipes")
+    def recipes_cmd(json_out: bool = JSON_OPT) -> None:
+        """List the shipped recipes."""
+        from rich.table import Table
+
+        from rocmstack.output import print_json, stdout
+        from rocmstack.recipe.load import load_recipe, recipe_files
+
+        rows = []
+        for name in recipe_files():
+            model, _ = load_recipe(name)
+            rows.append({"name": name, "description": model.description, "base": f"{model.base.image}:{model.base.tag}",
+                         "gpu_archs": list(model.gpu_archs), "unverified": len(model.unverified)})
+        if json_out:
+            print_json(rows)
+            return
+        table = Table("recipe", "base", "archs", "description", "unverified")
+        for row in rows:
+            table.add_row(row["name"], row["base"], ";".join(row["gpu_archs"]), row["description"], str(row["unverified"]))
+        stdout().print(table)
+
+    @app.command("show")
+    def show_cmd(recipe: str = RECIPE_ARG, gpu_arch: str | None = ARCH_OPT, overrides: list[str] = SET_OPT,
+                 json_out: bool = JSON_OPT) -> None:
+        """Print the resolved pins of a recipe."""
+        from rich.table import Table
+
+        from rocmstack.output import print_json, stdout
+
+        resolved = load_resolved(recipe, gpu_arch, overrides)
+        warnings = _warn_unverified(resolved)
+        r = resolved.recipe
+        if json_out:
+            print_json({"recipe": r.model_dump(mode="json", by_alias=True), "gpu_archs": list(resolved.gpu_archs),
+                        "pins": resolved.pins(), "overrides": overrides, "warnings": warnings})
+            return
+        out = stdout()
+        out.print(f"[bold]{r.name}[/bold]: {r.description}")
+        out.print(f"base {r.base.image}:{r.base.tag}{'@' + r.base.digest if r.base.digest else ''} "
+                  f"(ROCm {r.base.rocm}, Python {r.base.python}, torch {r.base.torch}); archs {resolved.arch_list}")
+        table = Table("component", "layer", "source", "version", "ref / package")
+        unverified = set(r.unverified)
+        for name, c in sorted(r.components.items(), key=lambda kv: (list(type(kv[1].layer)).index(kv[1].layer), kv[0])):
+            flag = " [yellow](unverified)[/yellow]" if any(u.startswith(f"components.{name}.") for u in unverified) else ""
+            table.add_row(name, c.layer.value, c.source, c.version or "", (c.ref or c.package or "") + flag)
+        out.print(table)
+        out.print(f"patches: {', '.join(r.patches) or 'none'}")
+
+    @app.command("render")
+    def render_cmd(recipe: str = RECIPE_ARG, gpu_arch: str | None = ARCH_OPT, overrides: list[str] = SET_OPT,
+                   output: Path = typer.Option(..., "-o", "--output", help="Folder for the build context"),
+                   json_out: bool = JSON_OPT) -> None:
+        """Write a complete build context (Dockerfile + every file it COPYs) and print the render hash."""
+        from rocmstack.output import print_json, stdout
+        from rocmstack.render.context import render, write_context
+
+        resolved = load_resolved(recipe, gpu_arch, overrides)
+        warnings = _warn_unverified(resolved)
+        rendered = render(resolved)
+        write_context(rendered, output)
+        if json_out:
+            print_json({"output": str(output), "render_hash": rendered.render_hash, "files": sorted(rendered.files),
+                        "warnings": warnings})
+        else:
+            stdout().print(f"rendered {resolved.recipe.name} for {resolved.arch_list} -> {output}")
+            stdout().print(rendered.render_hash)
+
+    @app.command("schema")
+    def schema_cmd(output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout")) -> None:
+        """Print the recipe JSON Schema (for editors)."""
+        from rocmstack.output import dumps
+        from rocmstack.recipe.model import json_schema
+
+        text = dumps(json_schema())
+        if output:
+            output.write_text(text, encoding="utf-8")
+        else:
+            typer.echo(text, nl=False)

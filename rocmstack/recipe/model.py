@@ -1,0 +1,249 @@
+"""The recipe model: what a recipe YAML may say, validated strictly.
+
+pydantic (v2) rather than plain dataclasses because it gives three things we need for free and exactly:
+precise error locations (``components.vllm.ref``) for one-line errors, strict typing (no silent
+coercion of ``3.10`` into ``3.1``), and the JSON Schema that editors use (``rocmstack schema``).
+
+Every string that ends up in a Dockerfile is checked against a narrow pattern here, so a value can never
+inject an instruction (newline, quote, backslash, ``$(``, backtick).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Annotated, Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+SCHEMA_VERSION = 1
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
+# Env/build-arg values are rendered inside double quotes: no quote, backslash, $, backtick or newline.
+_ENV_VALUE = re.compile(r"^[A-Za-z0-9_.,:;=/+@%* -]{0,512}$")
+_GIT_URL = re.compile(r"^https://[A-Za-z0-9.-]+(/[A-Za-z0-9._~-]+)+?(\.git)?$")
+_GIT_REF = re.compile(r"^(?!.*\.\.)(?!.*//)[A-Za-z0-9][A-Za-z0-9._/+-]{0,127}(?<![./])$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_IMAGE_REPO = re.compile(
+    r"^(?:[a-z0-9]+(?:[.-][a-z0-9]+)*(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
+)
+_IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
+_ARCH = re.compile(r"^gfx[0-9a-f]{3,4}$")
+_PKG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_EXTRA = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+_PATH = re.compile(r"^(?!/)(?!.*\.\.)[A-Za-z0-9_./-]{1,200}$")
+_SETUP = re.compile(r"^[A-Za-z0-9_.-]{1,64}\.py$")
+_APT = re.compile(r"^[a-z0-9][a-z0-9+.-]{0,63}$")
+_URL = re.compile(r"^https://[^\s\"'\\`$<>]{4,300}$")
+_TEXT = re.compile(r"^[^\n\r\"\\`$]{0,400}$")
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL")
+_SHORT_VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,3}$")
+
+
+def _matching(pattern: re.Pattern[str], what: str):
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"{value!r} is not a valid {what}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _version(value: str) -> str:
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise ValueError(f"{value!r} is not a PEP 440 version") from None
+    if not _PKG.fullmatch(value.replace("!", "")):
+        raise ValueError(f"{value!r} is not a PEP 440 version")
+    return value
+
+
+def _version_or_spec(value: str) -> str:
+    """An exact version (``2.58.0``) or a specifier set (``>=5.12``)."""
+    if value and value[0].isdigit():
+        return _version(value)
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        raise ValueError(f"{value!r} is neither a PEP 440 version nor a version specifier") from None
+    if not re.fullmatch(r"^[0-9A-Za-z.,<>=!~* +]+$", value):
+        raise ValueError(f"{value!r} is neither a PEP 440 version nor a version specifier")
+    return value
+
+
+Name = Annotated[str, _matching(_NAME, "name (lowercase letters, digits, '.', '_', '-')")]
+EnvName = Annotated[str, _matching(_ENV_NAME, "environment variable name (A-Z, 0-9, _)")]
+EnvValue = Annotated[
+    str, _matching(_ENV_VALUE, "value: only letters, digits, spaces and _.,:;=/+@%*- are allowed (no quotes, \\, $ or newlines)")
+]
+GitUrl = Annotated[str, _matching(_GIT_URL, "git URL (https://host/owner/repo[.git])")]
+GitRef = Annotated[str, _matching(_GIT_REF, "git ref (a tag, branch or full 40-hex commit)")]
+ImageRepo = Annotated[str, _matching(_IMAGE_REPO, "image repository (OCI reference grammar)")]
+ImageTag = Annotated[str, _matching(_IMAGE_TAG, "image tag (OCI reference grammar)")]
+Digest = Annotated[str, _matching(_DIGEST, "digest (sha256:<64 hex>)")]
+Arch = Annotated[str, _matching(_ARCH, "GPU arch (gfxNNN)")]
+Package = Annotated[str, _matching(_PKG, "package name")]
+Extra = Annotated[str, _matching(_EXTRA, "package extra")]
+RelPath = Annotated[str, _matching(_PATH, "relative path")]
+SetupScript = Annotated[str, _matching(_SETUP, "setup script file name")]
+AptPackage = Annotated[str, _matching(_APT, "Debian package name")]
+Url = Annotated[str, _matching(_URL, "https URL")]
+Text = Annotated[str, _matching(_TEXT, "one line of text without quotes, backslashes, $ or backticks")]
+ShortVersion = Annotated[str, _matching(_SHORT_VERSION, "version like 3.12 or 10.0")]
+Version_ = Annotated[str, AfterValidator(_version)]
+VersionOrSpec = Annotated[str, AfterValidator(_version_or_spec)]
+
+
+class Layer(str, Enum):
+    """Image layers, in build order: least often changed first, so a pin bump rebuilds only its layer and later."""
+
+    system = "system"
+    amdsmi = "amdsmi"
+    ray = "ray"
+    megatron = "megatron"
+    vllm = "vllm"
+    sglang = "sglang"
+    verl = "verl"
+    app = "app"  # the RL framework on top (vime, slime): after verl's stack
+
+
+LAYER_ORDER: tuple[Layer, ...] = tuple(Layer)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Base(_Strict):
+    """The base image; torch, triton and the ROCm runtime come from here and are never reinstalled."""
+
+    image: ImageRepo
+    tag: ImageTag
+    digest: Digest | None = None
+    os: Text | None = None
+    rocm: ShortVersion
+    python: ShortVersion
+    torch: Version_
+    torch_archs: tuple[Arch, ...] = Field(min_length=1, description="GPU archs the base image's torch was built for")
+    frozen: tuple[Package, ...] = Field(
+        default=("torch", "torchvision", "torchaudio", "triton"),
+        description="Packages the base provides that every later pip install must keep (constraints file)",
+    )
+
+
+class Component(_Strict):
+    source: Literal["pypi", "git", "base", "sdk"]
+    layer: Layer
+    package: Package | None = Field(default=None, description="distribution name (defaults to the component name)")
+    extras: tuple[Extra, ...] = ()
+    version: VersionOrSpec | None = Field(default=None, description="pypi: the pin; git/base/sdk: the version it provides")
+    url: GitUrl | None = None
+    ref: GitRef | None = None
+    subdir: RelPath | None = Field(default=None, description="git: directory to install from")
+    requirements: RelPath | None = Field(default=None, description="git: requirements file installed before the build")
+    setup_script: SetupScript | None = Field(default=None, description="git: run `python <script> install` instead of pip")
+    no_deps: bool = False
+    build_isolation: bool = False
+    build_env: dict[EnvName, EnvValue] = Field(default_factory=dict)
+    cite: Url | None = None
+
+    @model_validator(mode="after")
+    def _source_fields(self) -> Component:
+        if self.source == "pypi" and not self.version:
+            raise ValueError("a pypi component needs a version")
+        if self.source == "git" and not (self.url and self.ref):
+            raise ValueError("a git component needs url and ref")
+        if self.source != "git" and (self.url or self.ref or self.subdir or self.setup_script or self.requirements):
+            raise ValueError(f"url/ref/subdir/setup_script only apply to git components, not {self.source}")
+        if self.source in ("base", "sdk") and (self.extras or self.no_deps or self.build_env):
+            raise ValueError(f"a {self.source} component is not installed by rocmstack: no extras/no_deps/build_env")
+        return self
+
+    @property
+    def is_commit(self) -> bool:
+        return bool(self.ref and _COMMIT.fullmatch(self.ref))
+
+
+class Guards(_Strict):
+    require_hip: bool = Field(default=True, description="fail the build unless torch.version.hip is set")
+    forbid_nvidia_wheels: bool = Field(default=True, description="fail the build if any nvidia-* CUDA wheel got installed")
+    vllm_python: ShortVersion | None = Field(
+        default="3.12", description="Python required wherever vLLM ROCm wheels/builds are used (null: no check)"
+    )
+
+
+class User(_Strict):
+    """The non-root user the image runs as, in the groups that own /dev/kfd and /dev/dri."""
+
+    name: Name = "rocm"
+    uid: int = Field(default=1000, ge=1, le=65535)
+    groups: tuple[Name, ...] = ("video", "render")
+
+
+class Publish(_Strict):
+    repository: ImageRepo
+    tag: str = Field(description="descriptive immutable tag; {dotted.path} fields from the resolved pins, {arch}")
+    aliases: tuple[ImageTag, ...] = ()
+
+
+class ValidatedSet(_Strict):
+    """Component values that were validated together upstream; moving any of them needs re-validation."""
+
+    id: Name
+    members: dict[str, Annotated[str, _matching(_TEXT, "value")]]
+    revalidate: Name = Field(description="the component that must be re-validated when a member moves")
+    source: Url
+    note: Text | None = None
+
+
+class Recipe(_Strict):
+    schema_: Literal[1] = Field(default=1, alias="schema")
+    name: Name
+    description: Text
+    extends: Name | None = None
+    sources: dict[Name, Url] = Field(min_length=1, description="public sources the pins were transcribed from")
+    base: Base
+    gpu_archs: tuple[Arch, ...] = Field(min_length=1)
+    default_gpu_archs: tuple[Arch, ...] = Field(min_length=1)
+    system_packages: tuple[AptPackage, ...] = ()
+    components: dict[Name, Component]
+    patches: tuple[Name, ...] = ()
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict)
+    build_args: dict[EnvName, EnvValue] = Field(default_factory=dict)
+    guards: Guards = Field(default_factory=Guards)
+    user: User = Field(default_factory=User)
+    publish: Publish
+    validated_together: tuple[ValidatedSet, ...] = ()
+    unverified: tuple[Annotated[str, _matching(re.compile(r"^[a-z_]+(\.[A-Za-z0-9_.-]+)*$"), "field path")], ...] = ()
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Recipe:
+        unknown = sorted(set(self.default_gpu_archs) - set(self.gpu_archs))
+        if unknown:
+            raise ValueError(f"default_gpu_archs {unknown} are not in gpu_archs {list(self.gpu_archs)}")
+        if len(set(self.patches)) != len(self.patches):
+            raise ValueError("patches lists an id twice")
+        if "GPU_ARCH" in self.build_args:
+            raise ValueError("GPU_ARCH is set by --gpu-arch, not by build_args")
+        for name in (*self.env, *self.build_args):
+            if _SECRET.search(name):
+                raise ValueError(
+                    f"{name}: secrets never go into ENV or ARG (they would be baked into the image); "
+                    "pass them at build time with RUN --mount=type=secret"
+                )
+        return self
+
+
+def json_schema() -> dict:
+    schema = Recipe.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://rocmstack.dev/schema/recipe-v1.json"
+    return schema

@@ -1,0 +1,119 @@
+"""Resolved pins: a validated recipe plus the GPU archs of one build. The single input to render."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rocmstack import __version__
+from rocmstack.errors import InputError, RecipeError
+from rocmstack.recipe.model import LAYER_ORDER, Component, Recipe
+from rocmstack.resources import recipes_dir
+
+LOCK_SCHEMA = 1
+_ARCH = re.compile(r"^gfx[0-9a-f]{3,4}$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolved:
+    recipe: Recipe
+    source: Path
+    gpu_archs: tuple[str, ...]
+    overrides: tuple[str, ...] = ()
+
+    @property
+    def arch_list(self) -> str:
+        return ";".join(self.gpu_archs)
+
+    def components_in(self, layer: str) -> list[tuple[str, Component]]:
+        return [(n, c) for n, c in sorted(self.recipe.components.items()) if c.layer.value == layer]
+
+    def pins(self) -> dict[str, str]:
+        """name -> the exact thing installed (version for pypi/base/sdk, ref for git), sorted."""
+        pins = {"base": f"{self.recipe.base.image}:{self.recipe.base.tag}", "python": self.recipe.base.python,
+                "rocm": self.recipe.base.rocm, "torch": self.recipe.base.torch}
+        for name, comp in sorted(self.recipe.components.items()):
+            pins[name] = (comp.ref if comp.source == "git" else comp.version) or comp.source
+        return pins
+
+    def lock(self, *, render_hash: str, revision: str) -> dict[str, Any]:
+        r = self.recipe
+        return {
+            "schema": LOCK_SCHEMA,
+            "recipe": r.name,
+            "render_hash": render_hash,
+            "gpu_archs": list(self.gpu_archs),
+            "base": {"image": f"{r.base.image}:{r.base.tag}", "digest": r.base.digest, "rocm": r.base.rocm,
+                     "python": r.base.python, "torch": r.base.torch},
+            "components": {
+                name: {"source": c.source, "package": c.package or name if c.source == "pypi" else c.package,
+                       "version": c.version, "url": c.url, "ref": c.ref}
+                for name, c in sorted(r.components.items())
+            },
+            "patches": list(r.patches),
+            "env": dict(sorted(r.env.items())),
+            "overrides": list(self.overrides),
+            "unverified": list(r.unverified),
+            "rocmstack": {"version": __version__, "revision": revision},
+        }
+
+
+def known_archs() -> dict[str, dict[str, Any]]:
+    data = yaml.safe_load((recipes_dir() / "_archs.yaml").read_text(encoding="utf-8"))
+    return dict(data)
+
+
+def parse_archs(text: str | None, recipe: Recipe) -> tuple[str, ...]:
+    """``gfx950`` or ``gfx942;gfx950`` (commas accepted too) -> a sorted, de-duplicated tuple."""
+    if not text:
+        return tuple(sorted(recipe.default_gpu_archs))
+    parts = [p.strip() for p in re.split(r"[;,]", text) if p.strip()]
+    if not parts:
+        raise InputError(f"--gpu-arch {text!r}: no architecture given", fix=f"supported: {';'.join(recipe.gpu_archs)}")
+    known = known_archs()
+    supported = set(recipe.gpu_archs) & set(recipe.base.torch_archs)
+    for arch in parts:
+        if not _ARCH.fullmatch(arch) or arch not in known:
+            raise InputError(f"--gpu-arch: unknown GPU arch {arch!r}", fix=f"known: {', '.join(known)}")
+        if arch not in supported:
+            why = (
+                f"the base image's torch ({recipe.base.image}:{recipe.base.tag}) was not built for it"
+                if arch in recipe.gpu_archs
+                else f"recipe {recipe.name} does not support it"
+            )
+            raise InputError(
+                f"--gpu-arch: {arch} is not supported: {why}", fix=f"supported: {';'.join(sorted(supported))}"
+            )
+    return tuple(sorted(set(parts)))
+
+
+def unverified_warnings(recipe: Recipe) -> list[str]:
+    out = []
+    for path in recipe.unverified:
+        node: Any = recipe.model_dump(by_alias=True)
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        out.append(f"{recipe.name}: {path} = {node!r} is UNVERIFIED (no public source gives the exact value)")
+    return out
+
+
+def check_unverified_paths(recipe: Recipe, origin: str) -> None:
+    dumped = recipe.model_dump(by_alias=True)
+    for path in recipe.unverified:
+        node: Any = dumped
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise RecipeError(f"{origin}: unverified: {path!r} names no field of the recipe")
+            node = node[part]
+
+
+def resolve(recipe: Recipe, source: Path, gpu_arch: str | None, overrides: tuple[str, ...] = ()) -> Resolved:
+    check_unverified_paths(recipe, str(source))
+    return Resolved(recipe=recipe, source=source, gpu_archs=parse_archs(gpu_arch, recipe), overrides=overrides)
+
+
+__all__ = ["LAYER_ORDER", "Resolved", "resolve", "parse_archs", "unverified_warnings", "known_archs"]

@@ -1,0 +1,209 @@
+"""Render a resolved recipe into a build context: Dockerfile + every file it COPYs.
+
+Deterministic: the same inputs give byte-identical files on any machine. The render hash covers the
+templates, the in-image scripts, the resolved recipe, the patch specs and the arguments; it does not
+cover the source revision or creation time, which ``rocmstack build`` passes as build args so that the
+Dockerfile stays the same across commits that do not change what is built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from rocmstack import __version__
+from rocmstack.errors import InputError
+from rocmstack.patches import Patch, load_patches, select
+from rocmstack.recipe.model import LAYER_ORDER
+from rocmstack.recipe.resolve import Resolved
+from rocmstack.resources import templates_dir
+
+INCONTEXT = Path(__file__).resolve().parent.parent / "incontext"
+IN_IMAGE_SCRIPTS = ("apply_patches.py", "guard.py")
+LABEL_NS = "dev.rocmstack"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rendered:
+    files: dict[str, bytes]
+    render_hash: str
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def dockerfile(self) -> str:
+        return self.files["Dockerfile"].decode()
+
+
+def _canonical(obj: object) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def source_revision(repo: Path | None = None) -> tuple[str, str]:
+    """(git sha or 'unknown', ISO-8601 commit time or the epoch): fixed per source, reproducible."""
+    root = repo or Path(__file__).resolve().parents[2]
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    try:
+        out = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%H %ct"], capture_output=True,
+                             text=True, timeout=10, check=True).stdout.split()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        sha, ct = out[0] + ("-dirty" if dirty else ""), out[1]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        sha, ct = "unknown", "0"
+    import datetime as _dt
+
+    stamp = _dt.datetime.fromtimestamp(int(epoch or ct), tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return sha, stamp
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+        extensions=["jinja2.ext.do"],
+    )
+    env.filters["dq"] = _double_quoted
+    return env
+
+
+def _double_quoted(value: object) -> str:
+    text = str(value)
+    # Model validation already forbids these; refuse again here so no template can smuggle one through.
+    if any(ch in text for ch in '"\\$`\n\r'):
+        raise InputError(f"refusing to render {text!r} into the Dockerfile: it contains a quote, \\, $, ` or newline")
+    return f'"{text}"'
+
+
+def _template_inputs() -> dict[str, str]:
+    root = templates_dir()
+    files = {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+    files.update({f"incontext/{n}": hashlib.sha256((INCONTEXT / n).read_bytes()).hexdigest() for n in IN_IMAGE_SCRIPTS})
+    return files
+
+
+def render_hash(resolved: Resolved, patches: list[Patch], ignored_rules: tuple[str, ...] = ()) -> str:
+    inputs = {
+        "templates": _template_inputs(),
+        "recipe": resolved.recipe.model_dump(mode="json", by_alias=True),
+        "patches": [p.spec() for p in patches],
+        "args": {"gpu_archs": list(resolved.gpu_archs), "ignored_rules": sorted(ignored_rules)},
+    }
+    return hashlib.sha256(_canonical(inputs)).hexdigest()
+
+
+def _layers(resolved: Resolved, patches: list[Patch]) -> list[dict]:
+    by_component: dict[str, list[Patch]] = {}
+    for p in patches:
+        by_component.setdefault(p.component, []).append(p)
+    layers = []
+    checkouts: dict[tuple[str | None, str | None], str] = {}
+    for layer in LAYER_ORDER:
+        comps = []
+        for name, comp in resolved.components_in(layer.value):
+            mine = by_component.get(name, [])
+            key = (comp.url, comp.ref)
+            comps.append({
+                "name": name,
+                "c": comp,
+                # Components built from one repo at one ref (sglang + sgl-kernel) share a checkout.
+                "reuse_checkout": comp.source == "git" and key in checkouts,
+                "src": checkouts.setdefault(key, f"/opt/src/{name}") if comp.source == "git" else None,
+                "install_name": comp.package or name,
+                "source_patches": [p.id for p in mine if p.target.source],
+                "patches": [p.id for p in mine if not p.target.source],
+            })
+        if comps:
+            layers.append({"name": layer.value, "components": comps})
+    return layers
+
+
+def _labels(resolved: Resolved, digest: str, ignored_rules: tuple[str, ...]) -> dict[str, str]:
+    r = resolved.recipe
+    pins = ",".join(f"{k}:{v}" for k, v in resolved.pins().items())
+    labels = {
+        "org.opencontainers.image.title": f"rocmstack {r.name}",
+        "org.opencontainers.image.description": r.description,
+        "org.opencontainers.image.base.name": f"{r.base.image}:{r.base.tag}",
+        "org.opencontainers.image.vendor": "rocmstack",
+        f"{LABEL_NS}.recipe": r.name,
+        f"{LABEL_NS}.render-hash": digest,
+        f"{LABEL_NS}.gpu-archs": resolved.arch_list,
+        f"{LABEL_NS}.pins": pins,
+        f"{LABEL_NS}.patches": ",".join(r.patches),
+        f"{LABEL_NS}.version": __version__,
+    }
+    if r.base.digest:
+        labels["org.opencontainers.image.base.digest"] = r.base.digest
+    if ignored_rules:
+        labels[f"{LABEL_NS}.ignored-rules"] = ",".join(sorted(ignored_rules))
+    return labels
+
+
+def render(resolved: Resolved, *, ignored_rules: tuple[str, ...] = (), patches_dir: Path | None = None,
+           revision: tuple[str, str] | None = None) -> Rendered:
+    recipe = resolved.recipe
+    patches = select(recipe.patches, load_patches(patches_dir), dict(recipe.components), str(resolved.source))
+    digest = render_hash(resolved, patches, ignored_rules)
+    sha, created = revision or source_revision()
+    context = {
+        "r": recipe,
+        "archs": resolved.gpu_archs,
+        "arch_list": resolved.arch_list,
+        "layers": _layers(resolved, patches),
+        "patches": {p.id: p for p in patches},
+        "has_vllm": any(c.layer.value == "vllm" for c in recipe.components.values()),
+        "labels": _labels(resolved, digest, ignored_rules),
+        "render_hash": digest,
+        "version": __version__,
+    }
+    dockerfile = _environment().get_template("Dockerfile.j2").render(context)
+    files: dict[str, bytes] = {"Dockerfile": dockerfile.encode()}
+    for name in IN_IMAGE_SCRIPTS:
+        files[f"rocmstack/bin/{name}"] = (INCONTEXT / name).read_bytes()
+    for p in patches:
+        files[f"rocmstack/patches/{p.id}.json"] = _canonical(p.spec()) + b"\n"
+    lock = resolved.lock(render_hash=digest, revision=sha)
+    files["rocmstack/lock.json"] = json.dumps(lock, indent=2, sort_keys=True).encode() + b"\n"
+    meta = {"recipe": recipe.name, "render_hash": digest, "gpu_archs": list(resolved.gpu_archs),
+            "revision": sha, "created": created, "labels": context["labels"]}
+    return Rendered(files=files, render_hash=digest, meta=meta)
+
+
+def write_context(rendered: Rendered, out: Path) -> None:
+    """Write the context atomically: a complete new folder replaces the old one, or nothing changes."""
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"-o {out}: exists and is not a directory")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for rel, data in sorted(rendered.files.items()):
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            if rel.startswith("rocmstack/bin/"):
+                path.chmod(0o755)
+        (tmp / "render.json").write_text(json.dumps(rendered.meta, indent=2, sort_keys=True) + "\n")
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out.rename(old)
+            tmp.rename(out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
