@@ -45,7 +45,8 @@ def freeze(items: list[str]) -> int:
             if expected:
                 return fail(f"the base image has no {name}, but the recipe declares {name} {expected} from the base")
             continue
-        if expected and have.split("+")[0] != expected:
+        release = re.match(r"\d+(?:\.\d+)*", have)
+        if expected and (release.group() if release else have) != expected:
             return fail(f"the base image provides {name} {have}, but the recipe declares {expected}: fix base.{name} or the base tag")
         lines.append(f"{name}=={have}")
     path = _root() / "constraints.txt"

@@ -169,6 +169,11 @@ class Component(_Strict):
     def is_commit(self) -> bool:
         return bool(self.ref and _COMMIT.fullmatch(self.ref))
 
+    @property
+    def is_short_commit(self) -> bool:
+        """An abbreviated hash (7-39 hex): needs a full clone to resolve; flagged by the rules."""
+        return bool(self.ref and re.fullmatch(r"[0-9a-f]{7,39}", self.ref))
+
 
 class Guards(_Strict):
     require_hip: bool = Field(default=True, description="fail the build unless torch.version.hip is set")
