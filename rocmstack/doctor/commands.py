@@ -1,9 +1,95 @@
-"""CLI commands for this concern (registered by rocmstack.cli)."""
+"""``rocmstack doctor``: the CLI over rocmstack.doctor.run_doctor (node) and run_cluster (--ray-address)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import typer
+
+from rocmstack.errors import ExitCode, InputError
+
+
+def _ids(values: list[str]) -> tuple[str, ...]:
+    # --only a --only b and --only a,b both work.
+    return tuple(v.strip() for item in values for v in item.split(",") if v.strip())
 
 
 def register(app: typer.Typer) -> None:
-    """Work in progress: this concern registers no command yet."""
+    @app.command("doctor")
+    def doctor(
+        fast: bool = typer.Option(False, "--fast", help="Skip every probe that imports torch, Ray or vLLM."),
+        expect_gpus: int | None = typer.Option(None, "--expect-gpus", metavar="N",
+                                               help="GPUs this node must show (after the visibility masks)."),
+        only: list[str] = typer.Option([], "--only", metavar="ID", help="Run only these check ids (repeat or a,b)."),
+        skip: list[str] = typer.Option([], "--skip", metavar="ID", help="Leave these check ids out."),
+        list_checks: bool = typer.Option(False, "--list-checks", help="List the checks and exit."),
+        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (schema rocmstack.doctor/1)."),
+        markdown: bool = typer.Option(False, "--markdown", help="Print the report as Markdown (CI job summary)."),
+        junit: Path | None = typer.Option(None, "--junit", metavar="FILE", help="Also write JUnit XML to FILE."),
+        ray_address: str | None = typer.Option(None, "--ray-address", metavar="ADDR",
+                                               help="Run on every alive node of this Ray cluster."),
+        tensor_parallel: int | None = typer.Option(None, "--tensor-parallel", metavar="N",
+                                                   help="Rollout TP size, to judge allocator x all-reduce."),
+        timeout: float = typer.Option(30.0, "--timeout", metavar="S", help="Time limit of each probe (s)."),
+        cluster_timeout: float = typer.Option(180.0, "--cluster-timeout", metavar="S",
+                                              help="Time limit of a cluster run (s)."),
+        sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
+        dev_root: Path = typer.Option(Path("/dev"), "--dev-root", hidden=True),
+        proc_root: Path = typer.Option(Path("/proc"), "--proc-root", hidden=True),
+    ) -> None:
+        """Check that this node (or every node of a Ray cluster) is ready for RL post-training."""
+        from rocmstack.doctor.checks import ALL_CHECKS
+        from rocmstack.doctor.model import DoctorOptions
+        from rocmstack.doctor.report import list_checks_table, render_junit, render_markdown, render_table
+        from rocmstack.doctor.runner import select_checks
+        from rocmstack.output import print_json, stderr, stdout
+
+        if json_out and markdown:
+            raise InputError("--json and --markdown both given", fix="choose one output format")
+        for name, value in (("--timeout", timeout), ("--cluster-timeout", cluster_timeout)):
+            if value <= 0:
+                raise InputError(f"{name} {value} must be positive", fix=f"e.g. {name} 30")
+        if expect_gpus is not None and expect_gpus < 0:
+            raise InputError(f"--expect-gpus {expect_gpus} is negative", fix="give the number of GPUs, e.g. 8")
+        if tensor_parallel is not None and tensor_parallel < 1:
+            raise InputError(f"--tensor-parallel {tensor_parallel} must be >= 1", fix="e.g. --tensor-parallel 2")
+        opts = DoctorOptions(fast=fast, expect_gpus=expect_gpus, only=_ids(only), skip=_ids(skip),
+                             tensor_parallel=tensor_parallel, probe_timeout=timeout,
+                             sysfs_root=sysfs_root, dev_root=dev_root, proc_root=proc_root)
+        checks = select_checks(opts.only, opts.skip)  # validates ids before any work
+        if list_checks:
+            if json_out:
+                print_json([{"id": c.id, "group": c.group, "title": c.title, "needs": sorted(c.needs),
+                             "source": c.source} for c in ALL_CHECKS])
+            else:
+                list_checks_table(checks if (opts.only or opts.skip) else ALL_CHECKS, stdout())
+            return
+        err = stderr()
+        if ray_address:
+            from rocmstack.doctor.cluster import run_cluster
+
+            report = run_cluster(opts, ray_address, timeout=cluster_timeout,
+                                 progress=lambda msg: err.print(f"[dim]doctor:[/dim] {msg}"))
+        else:
+            from rocmstack.doctor.runner import run_doctor
+
+            interactive = not (json_out or markdown) and sys.stderr.isatty()
+            if interactive:
+                with err.status(f"running {len(checks)} checks..."):
+                    report = run_doctor(opts)
+            else:
+                report = run_doctor(opts)
+        if junit is not None:
+            try:
+                junit.write_text(render_junit(report), encoding="utf-8")
+            except OSError as exc:
+                raise InputError(f"--junit {junit}: {exc.strerror}", fix="give a writable file path") from None
+        if json_out:
+            print_json(report)
+        elif markdown:
+            sys.stdout.write(render_markdown(report))
+        else:
+            render_table(report, stdout())
+        if not report.get("ok"):
+            raise typer.Exit(int(ExitCode.FAILED))

@@ -1,0 +1,18 @@
+"""All doctor checks, in report order. One module per concern; ids are stable (CI filters on them)."""
+
+from __future__ import annotations
+
+from rocmstack.doctor.checks import amdsmi, gpus, image, packages, runtime, system, visibility
+from rocmstack.doctor.model import Check
+
+ALL_CHECKS: tuple[Check, ...] = (
+    *gpus.CHECKS,
+    *amdsmi.CHECKS,
+    *visibility.CHECKS,
+    *system.CHECKS,
+    *packages.CHECKS,
+    *runtime.CHECKS,
+    *image.CHECKS,
+)
+BY_ID = {c.id: c for c in ALL_CHECKS}
+assert len(BY_ID) == len(ALL_CHECKS), "duplicate check id"

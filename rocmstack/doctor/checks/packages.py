@@ -1,0 +1,107 @@
+"""Python packages: vLLM wheel flavour and Python version, CUDA packages in a ROCm env, torch's arch list."""
+
+from __future__ import annotations
+
+from rocmstack.doctor.model import Check, DoctorOptions, Result, errored, failed, passed, skipped, warned
+from rocmstack.platform.snapshot import Snapshot
+
+VLLM_ROCM_PYTHON = "3.12"  # the ROCm wheels and images of vLLM are built for CPython 3.12 only
+
+
+def vllm_python(snap: Snapshot, opts: DoctorOptions) -> Result:
+    version = snap.dists.get("vllm")
+    if version is None:
+        return skipped("vLLM is not installed")
+    py = ".".join(snap.python_version.split(".")[:2])
+    if not snap.rocm_env():
+        return skipped(f"vLLM {version} in a non-ROCm environment")
+    if py != VLLM_ROCM_PYTHON:
+        return failed(f"Python {py} with vLLM {version} on ROCm: vLLM's ROCm wheels exist for Python "
+                      f"{VLLM_ROCM_PYTHON} only, so pip picked a CUDA wheel or an sdist",
+                      fix=f"Use Python {VLLM_ROCM_PYTHON} (the ROCm base image's), or build vLLM from source "
+                          "with VLLM_TARGET_DEVICE=rocm")
+    return passed(f"Python {py} matches vLLM's ROCm wheels")
+
+
+def vllm_flavour(snap: Snapshot, opts: DoctorOptions) -> Result:
+    version = snap.dists.get("vllm")
+    if version is None:
+        return skipped("vLLM is not installed")
+    rocm = snap.rocm_env()
+    probe = snap.probes.get("vllm")
+    data = probe.data if probe is not None else None
+    ext_error = (data or {}).get("ext_error", "")
+    if rocm and ("libcudart" in ext_error or "libcuda.so" in ext_error):
+        return failed(f"vLLM {version} is a CUDA build: import vllm._C fails ({ext_error})",
+                      fix="Install vLLM built for ROCm (VLLM_TARGET_DEVICE=rocm source build or the ROCm index)")
+    if not rocm and "+rocm" in version:
+        return failed(f"vLLM {version} is a ROCm build on a non-ROCm node", fix="Install the CUDA wheel of vLLM")
+    if probe is not None and data is None:
+        return errored(probe.reason(), fix="Run `python -c 'import vllm._C'` by hand to see the error")
+    if data is not None and not data.get("ext_ok"):
+        return failed(f"import vllm._C fails: {ext_error}", fix="Reinstall vLLM for this torch and ROCm")
+    if rocm and "+rocm" not in version:
+        note = "import vllm._C loads" if data else f"not loaded ({snap.not_run.get('vllm', 'probe not run')})"
+        return warned(f"vLLM {version} has no +rocm tag: a CUDA wheel unless built from source here ({note})",
+                      fix="Confirm with `python -c 'import vllm._C'` (a CUDA wheel asks for libcudart)")
+    return passed(f"vLLM {version}" + (" (import vllm._C loads)" if data else ""))
+
+
+def nvidia_packages(snap: Snapshot, opts: DoctorOptions) -> Result:
+    if not snap.rocm_env():
+        return skipped("not a ROCm environment")
+    found = sorted(f"{name}=={v}" for name, v in snap.dists.items()
+                   if name.startswith("nvidia-") or name.startswith("cupy-cuda"))
+    if found:
+        return failed(f"{len(found)} CUDA package(s) in a ROCm environment: {', '.join(found[:6])}"
+                      + (" ..." if len(found) > 6 else ""), *found,
+                      fix="Uninstall them and install with a constraints file pinning the ROCm torch "
+                          "(PIP_CONSTRAINT), so no dependency pulls a CUDA wheel again")
+    return passed("no nvidia-* / cupy-cuda* packages")
+
+
+def torch_arch(snap: Snapshot, opts: DoctorOptions) -> Result:
+    probe = snap.probes.get("torch")
+    if probe is None:
+        return skipped(f"torch probe not run: {snap.not_run.get('torch', 'not requested')}")
+    if probe.data is None:
+        return errored(probe.reason(), fix="Run `python -c 'import torch; print(torch.cuda.device_count())'`")
+    data = probe.data
+    if "import_error" in data:
+        if data["import_error"].startswith("ModuleNotFoundError"):
+            return skipped("torch is not installed")
+        return failed(f"import torch fails: {data['import_error']}", fix="See amdsmi-import / amdsmi-duplicate")
+    arch_list = data.get("arch_list") or []
+    devices = data.get("devices") or []
+    archs = sorted({d["arch"] for d in devices if d.get("arch")})
+    if not archs and snap.kfd and data.get("hip"):
+        archs = sorted({n.arch for n in snap.kfd})  # torch sees none: judge by the driver's view
+    if not archs:
+        return skipped("no GPU visible to torch")
+    if not arch_list:
+        return warned(f"torch reports no compiled arch list (devices: {', '.join(archs)})")
+    missing = []
+    for arch in archs:
+        if arch in arch_list:
+            continue
+        if arch.startswith("sm_") and any(a.startswith("compute_") and int(a[8:]) <= int(arch[3:]) for a in arch_list
+                                          if a[8:].isdigit()):
+            continue  # PTX for an older arch: the driver JIT-compiles it
+        missing.append(arch)
+    if missing:
+        return failed(f"torch {data.get('version')} has no kernels for {', '.join(missing)} "
+                      f"(built for {', '.join(arch_list)})",
+                      fix="Install a torch built for this GPU (PYTORCH_ROCM_ARCH / TORCH_CUDA_ARCH_LIST includes it)")
+    return passed(f"device arch {', '.join(archs)} in torch's arch list", f"arch list: {', '.join(arch_list)}")
+
+
+CHECKS = (
+    Check("vllm-python", "packages", "Python version fits vLLM's ROCm wheels", vllm_python,
+          "https://docs.vllm.ai/en/latest/getting_started/installation/gpu.html"),
+    Check("vllm-flavour", "packages", "vLLM wheel built for this platform", vllm_flavour,
+          "https://docs.vllm.ai/en/latest/getting_started/installation/gpu.html", frozenset({"vllm"})),
+    Check("nvidia-packages", "packages", "No CUDA packages in a ROCm env", nvidia_packages,
+          "https://github.com/sgl-project/sglang/blob/main/docker/rocm.Dockerfile"),
+    Check("torch-arch", "packages", "torch built for the device arch", torch_arch,
+          "https://pytorch.org/docs/stable/generated/torch.cuda.get_arch_list.html", frozenset({"torch"})),
+)

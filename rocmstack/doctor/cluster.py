@@ -1,0 +1,111 @@
+"""Cluster mode: the same checks on every alive node of a Ray cluster, one task pinned per node.
+
+Each task asks for no CPU and no GPU (so it runs even on a full cluster and never changes what the node's
+GPUs look like), is never retried, and is waited for with one deadline. While waiting, node liveness is
+polled: a node that dies mid-run is reported as died at once instead of being waited on."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+
+from rocmstack.doctor.model import SCHEMA, DoctorOptions
+from rocmstack.errors import EngineError
+
+PORTABLE = ("fast", "expect_gpus", "only", "skip", "tensor_parallel", "probe_timeout", "tool_timeout")
+
+
+def _node_doctor(payload: dict) -> dict:
+    """Runs on the node (a Ray task): the node's own environment, sysfs and tools."""
+    from rocmstack.doctor.runner import run_doctor
+
+    opts = DoctorOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in payload.items()})
+    report = run_doctor(opts)
+    report["node_hostname"] = socket.gethostname()
+    return report
+
+
+def _label(node: dict) -> str:
+    return f"{node.get('NodeManagerAddress', '?')}:{node.get('NodeManagerPort', '?')}"
+
+
+def run_cluster(opts: DoctorOptions, address: str, *, timeout: float = 180.0,
+                progress: Callable[[str], None] = lambda _msg: None) -> dict:
+    try:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    except ImportError as exc:
+        raise EngineError(f"--ray-address needs Ray in this environment ({exc})", fix="pip install 'ray[default]'")
+    t0 = time.monotonic()
+    payload = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k in PORTABLE}
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except Exception as exc:  # ConnectionError, ValueError on a bad address, ...
+        raise EngineError(f"cannot connect to the Ray cluster at {address!r}: {exc}",
+                          fix="give the head's GCS address (host:port) or 'auto' on a cluster node")
+    try:
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        task = ray.remote(num_cpus=0, num_gpus=0, max_retries=0)(_node_doctor)
+        pending: dict = {}
+        nodes: dict[str, dict] = {}
+        for n in alive:
+            node_id = n["NodeID"]
+            nodes[node_id] = {"node_id": node_id, "label": _label(n), "address": n.get("NodeManagerAddress"),
+                              "state": "running", "error": None, "report": None}
+            ref = task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(payload)
+            pending[ref] = node_id
+        progress(f"dispatched to {len(alive)} node(s)")
+        deadline = t0 + timeout
+        last_poll = 0.0
+        while pending and time.monotonic() < deadline:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=min(1.0, max(0.05, deadline - time.monotonic())))
+            for ref in ready:
+                node = nodes[pending.pop(ref)]
+                try:
+                    node["report"] = ray.get(ref)
+                    node["state"] = "ok" if node["report"].get("ok") else "failed"
+                except Exception as exc:  # the task failed: its node died, its worker crashed, ...
+                    node["state"] = "died" if _dead(ray, node["node_id"]) else "error"
+                    node["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                progress(f"{node['label']}: {node['state']}")
+            if pending and time.monotonic() - last_poll > 1.0:
+                last_poll = time.monotonic()
+                dead = {nid for nid in pending.values() if _dead(ray, nid)}
+                for ref, nid in list(pending.items()):
+                    if nid in dead:
+                        del pending[ref]
+                        ray.cancel(ref, force=False)
+                        nodes[nid]["state"] = "died"
+                        nodes[nid]["error"] = "the node left the cluster while its checks were running"
+                        progress(f"{nodes[nid]['label']}: died")
+        for nid in pending.values():
+            nodes[nid]["state"] = "timeout"
+            nodes[nid]["error"] = f"no answer within {timeout:.0f} s"
+    finally:
+        ray.shutdown()
+    ordered = sorted(nodes.values(), key=lambda n: n["label"])
+    ids = []
+    for n in ordered:
+        for c in (n["report"] or {}).get("checks", []):
+            if c["id"] not in ids:
+                ids.append(c["id"])
+    bad = [n for n in ordered if n["state"] != "ok"]
+    ok = bool(ordered) and not bad
+    verdict = (f"READY: {len(ordered)} node(s) pass" if ok else
+               "NOT READY: " + ", ".join(f"{n['label']} {n['state']}" for n in bad) if bad else
+               "NOT READY: no alive node")
+    return {"schema": SCHEMA, "mode": "cluster", "address": address, "seconds": round(time.monotonic() - t0, 3),
+            "check_ids": ids, "nodes": ordered, "ok": ok, "verdict": verdict,
+            "options": payload}
+
+
+def _dead(ray, node_id: str) -> bool:
+    try:
+        return not any(n["NodeID"] == node_id and n.get("Alive") for n in ray.nodes())
+    except Exception:
+        return False
+
+
+__all__ = ["run_cluster"]

@@ -1,0 +1,91 @@
+"""The doctor's value types: options in, one result per check out. Plain frozen dataclasses."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rocmstack.platform.snapshot import Snapshot
+
+SCHEMA = "rocmstack.doctor/1"  # bump the suffix on any incompatible change of the JSON report
+
+
+class Status(str, Enum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+    ERROR = "error"
+
+
+FAILING = (Status.FAIL, Status.ERROR)
+
+
+@dataclass(frozen=True)
+class Result:
+    status: Status
+    summary: str
+    details: tuple[str, ...] = ()
+    fix: str | None = None
+
+
+def passed(summary: str, *details: str) -> Result:
+    return Result(Status.PASS, summary, tuple(details))
+
+
+def warned(summary: str, *details: str, fix: str | None = None) -> Result:
+    return Result(Status.WARN, summary, tuple(details), fix)
+
+
+def failed(summary: str, *details: str, fix: str | None = None) -> Result:
+    return Result(Status.FAIL, summary, tuple(details), fix)
+
+
+def skipped(summary: str, *details: str) -> Result:
+    return Result(Status.SKIP, summary, tuple(details))
+
+
+def errored(summary: str, *details: str, fix: str | None = None) -> Result:
+    return Result(Status.ERROR, summary, tuple(details), fix)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: a stable id (never renamed: CI filters on it), a group, and a pure function of a snapshot."""
+
+    id: str
+    group: str
+    title: str
+    run: Callable[[Snapshot, DoctorOptions], Result]
+    source: str  # where the failure mode is documented
+    needs: frozenset[str] = frozenset()  # probes ("torch", "ray", "vllm", "amdsmi", "nvml") and "tools"/"partition"
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    fast: bool = False
+    expect_gpus: int | None = None
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    tensor_parallel: int | None = None
+    probe_timeout: float = 30.0
+    tool_timeout: float = 10.0
+    python: str | None = None  # interpreter whose environment is checked (default: this one)
+    env: Mapping[str, str] | None = None  # default: os.environ
+    sysfs_root: Path = Path("/sys")
+    dev_root: Path = Path("/dev")
+    proc_root: Path = Path("/proc")
+    image_root: Path | None = None  # default: $ROCMSTACK_ROOT or /opt/rocmstack
+
+    def environ(self) -> dict[str, str]:
+        return dict(self.env if self.env is not None else os.environ)
+
+    def resolved_image_root(self) -> Path:
+        if self.image_root is not None:
+            return self.image_root
+        return Path(self.environ().get("ROCMSTACK_ROOT") or "/opt/rocmstack")

@@ -1,0 +1,42 @@
+"""Secrets never leave the doctor: the environment dump masks them by name, and every string in a report is
+scrubbed of their values (a tool's error message can echo a token)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+REDACTED = "<redacted>"
+SECRET_WORDS = ("token", "secret", "key", "password", "passwd", "credential")
+SECRET_NAMES = ("HF_TOKEN", "WANDB_API_KEY", "HUGGING_FACE_HUB_TOKEN")
+DUMP_PREFIXES = ("HIP_", "ROCR_", "CUDA_", "HSA_", "ROCM", "RAY_", "PYTORCH_", "TORCH_", "VLLM_", "SGLANG_",
+                 "NCCL_", "RCCL_", "AMD_", "HF_", "WANDB_", "ROCMSTACK_")
+
+
+def is_secret(name: str) -> bool:
+    lowered = name.lower()
+    return name.upper() in SECRET_NAMES or any(word in lowered for word in SECRET_WORDS)
+
+
+def secret_values(env: Mapping[str, str]) -> list[str]:
+    # Longest first, so a token that contains another is replaced whole; short values would mask noise.
+    return sorted({v for k, v in env.items() if is_secret(k) and len(v) >= 6}, key=len, reverse=True)
+
+
+def env_dump(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables that matter to a GPU job, secrets masked."""
+    return {k: (REDACTED if is_secret(k) else v) for k, v in sorted(env.items())
+            if k.startswith(DUMP_PREFIXES) or is_secret(k)}
+
+
+def scrub(obj: object, secrets: list[str]) -> object:
+    if not secrets:
+        return obj
+    if isinstance(obj, str):
+        for value in secrets:
+            obj = obj.replace(value, REDACTED)
+        return obj
+    if isinstance(obj, dict):
+        return {k: scrub(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [scrub(v, secrets) for v in obj]
+    return obj

@@ -1,0 +1,102 @@
+"""Run the selected checks on this node: ``run_doctor(options) -> report dict`` (the in-process API that
+``rocmstack doctor`` and ``rocmstack validate`` call). Never raises for what it finds; raises InputError
+for an unknown check id."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import time
+
+from rocmstack import __version__
+from rocmstack.doctor.checks import ALL_CHECKS, BY_ID
+from rocmstack.doctor.model import FAILING, SCHEMA, Check, DoctorOptions, Status, errored
+from rocmstack.doctor.redact import env_dump, scrub, secret_values
+from rocmstack.errors import InputError
+from rocmstack.platform.snapshot import SnapshotRequest, default_python, take_snapshot
+
+PROBES = frozenset({"torch", "ray", "vllm", "amdsmi", "nvml"})
+VENDOR_TOOLS = frozenset({"rocm-smi", "amd-smi", "rocminfo", "nvidia-smi"})
+
+
+def select_checks(only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> list[Check]:
+    for given in (*only, *skip):
+        if given not in BY_ID:
+            raise InputError(f"unknown check id {given!r}", fix="see `rocmstack doctor --list-checks`")
+    chosen = [c for c in ALL_CHECKS if (not only or c.id in only) and c.id not in skip]
+    if not chosen:
+        raise InputError("--only/--skip leave no check to run", fix="see `rocmstack doctor --list-checks`")
+    return chosen
+
+
+def run_doctor(options: DoctorOptions | None = None) -> dict:
+    opts = options or DoctorOptions()
+    if opts.expect_gpus is not None and opts.expect_gpus < 0:
+        raise InputError(f"--expect-gpus {opts.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8")
+    checks = select_checks(opts.only, opts.skip)
+    started = dt.datetime.now(dt.timezone.utc)
+    t0 = time.monotonic()
+    needs = frozenset().union(*(c.needs for c in checks))
+    tools = (VENDOR_TOOLS if "tools" in needs else frozenset()) | (
+        {"amd-smi-partition"} if "partition" in needs else frozenset())
+    env = opts.environ()
+    snap = take_snapshot(SnapshotRequest(
+        probes=needs & PROBES, tools=frozenset(tools), fast=opts.fast, python=opts.python or default_python(),
+        env=env, probe_timeout=opts.probe_timeout, tool_timeout=opts.tool_timeout, sysfs_root=opts.sysfs_root,
+        dev_root=opts.dev_root, proc_root=opts.proc_root,
+    ))
+    results = []
+    for check in checks:
+        c0 = time.monotonic()
+        try:
+            result = check.run(snap, opts)
+        except Exception as exc:  # a check bug must not hide the other findings
+            result = errored(f"check crashed: {type(exc).__name__}: {exc}")
+        results.append({
+            "id": check.id, "group": check.group, "title": check.title, "status": result.status.value,
+            "summary": result.summary, "details": list(result.details), "fix": result.fix,
+            "source": check.source, "seconds": round(time.monotonic() - c0, 4),
+        })
+    try:
+        platform = {
+            "vendor": snap.vendor(), "rocm_env": snap.rocm_env(), "python": snap.python_version,
+            "physical_gpus": snap.physical_count(), "visible_gpus": snap.masks().visible_count,
+        }
+        sources = [s.as_dict() for s in snap.sources()]
+    except Exception as exc:  # same rule as a check: report, never crash
+        platform, sources = {"error": f"{type(exc).__name__}: {exc}"}, []
+    counts = {s.value: sum(r["status"] == s.value for r in results) for s in Status}
+    failing = [r["id"] for r in results if r["status"] in {s.value for s in FAILING}]
+    report = {
+        "schema": SCHEMA,
+        "rocmstack_version": __version__,
+        "mode": "node",
+        "host": socket.gethostname(),
+        "started_at": started.isoformat(timespec="seconds"),
+        "seconds": round(time.monotonic() - t0, 3),
+        "options": {"fast": opts.fast, "expect_gpus": opts.expect_gpus, "only": list(opts.only),
+                    "skip": list(opts.skip), "tensor_parallel": opts.tensor_parallel},
+        "platform": platform,
+        "sources": sources,
+        "checks": results,
+        "summary": counts,
+        "ok": not failing,
+        "verdict": verdict_line(counts, failing),
+        "environment": env_dump(env),
+        "timings": {k: round(v, 3) for k, v in snap.timings.items()},
+        "not_run": dict(snap.not_run),
+    }
+    return scrub(report, secret_values(env))  # type: ignore[return-value]
+
+
+def verdict_line(counts: dict[str, int], failing: list[str]) -> str:
+    tally = ", ".join(f"{counts[s]} {s}" for s in ("pass", "warn", "fail", "error", "skip") if counts.get(s))
+    if failing:
+        return f"NOT READY: {', '.join(failing)} ({tally})"
+    return f"READY ({tally})"
+
+
+def report_ok(report: dict) -> bool:
+    if report.get("mode") == "cluster":
+        return bool(report.get("ok"))
+    return not any(c["status"] in ("fail", "error") for c in report.get("checks", []))

@@ -1,0 +1,32 @@
+"""Probe: NVML's device count (nvidia-ml-py), independent of CUDA_VISIBLE_DEVICES."""
+
+import sys
+import time
+
+from _emit import emit, error_text
+
+t0 = time.monotonic()
+out = {}
+try:
+    import pynvml
+except BaseException as exc:
+    out["import_error"] = error_text(exc)
+    emit(out)
+    sys.exit(0)
+try:
+    pynvml.nvmlInit()
+    try:
+        out["count"] = int(pynvml.nvmlDeviceGetCount())
+        names = []
+        for i in range(out["count"]):
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+            names.append(name.decode() if isinstance(name, bytes) else str(name))
+        out["names"] = names
+        version = pynvml.nvmlSystemGetDriverVersion()
+        out["driver"] = version.decode() if isinstance(version, bytes) else str(version)
+    finally:
+        pynvml.nvmlShutdown()
+except BaseException as exc:
+    out["init_error"] = error_text(exc)
+out["seconds"] = round(time.monotonic() - t0, 3)
+emit(out)

@@ -1,0 +1,24 @@
+"""Probe: does vLLM's compiled extension load? A CUDA wheel on ROCm fails here asking for libcudart."""
+
+import sys
+import time
+
+from _emit import emit, error_text
+
+t0 = time.monotonic()
+out = {}
+try:
+    from importlib.metadata import version
+
+    out["version"] = version("vllm")
+except BaseException as exc:
+    out["metadata_error"] = error_text(exc)
+try:
+    import vllm._C  # noqa: F401
+
+    out["ext_ok"] = True
+except BaseException as exc:
+    out["ext_ok"] = False
+    out["ext_error"] = error_text(exc)
+out["seconds"] = round(time.monotonic() - t0, 3)
+emit(out)
