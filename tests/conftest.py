@@ -1,0 +1,59 @@
+"""Shared fixtures: the repo root, a CLI runner that goes through rocmstack.cli.main, and PyPI downloads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("ROCMSTACK_TEST_CACHE", Path.home() / ".cache" / "rocmstack-test"))
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 120) -> Result:
+    """Run the real console entry point in a subprocess, exactly as a user would."""
+    proc = subprocess.run([sys.executable, "-m", "rocmstack", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env={**os.environ, **(env or {})}, timeout=timeout)
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def cli():
+    return run_cli
+
+
+def pypi_download(requirement: str, *, sdist: bool = False) -> Path:
+    """Download one real distribution from PyPI (cached across runs) and return its path."""
+    kind = "sdist" if sdist else "wheel"
+    dest = CACHE / "pypi" / kind / requirement.replace("==", "-")
+    pattern = "*.tar.gz" if sdist else "*.whl"
+    found = sorted(dest.glob(pattern))
+    if not found:
+        dest.mkdir(parents=True, exist_ok=True)
+        only = ["--no-binary=:all:"] if sdist else ["--only-binary=:all:"]
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *only,
+                        "--dest", str(dest), requirement], check=True, timeout=600)
+        found = sorted(dest.glob(pattern))
+    return found[0]
+
+
+def pypi_wheel(requirement: str) -> Path:
+    return pypi_download(requirement)
+
+
+def unpack_wheel(requirement: str, target: Path) -> Path:
+    with zipfile.ZipFile(pypi_wheel(requirement)) as zf:
+        zf.extractall(target)
+    return target

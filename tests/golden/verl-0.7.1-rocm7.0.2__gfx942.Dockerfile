@@ -1,0 +1,77 @@
+# syntax=docker/dockerfile:1.7
+# Rendered by rocmstack 0.1.0 from recipe verl-0.7.1-rocm7.0.2 for gfx942. Do not edit: re-render.
+# render hash 85af402cb6ad6b4a4934de827352fc380c630aa29c21ffe863155d2cb73d57b2
+# Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
+FROM rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2@sha256:64072e02ef3fc364a0bef09e71c0f4b3ae32ba6fc65e4d121a4736a538aa2bb8
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+USER 0
+WORKDIR /
+
+# Compile-time jobs: lower it if a source build (vLLM, sgl-kernel) runs out of memory.
+ARG MAX_JOBS="64"
+# Every GPU-code build below targets exactly these archs.
+ENV PYTORCH_ROCM_ARCH="gfx942" \
+    AMDGPU_TARGETS="gfx942" \
+    GPU_TARGETS="gfx942" \
+    AMDGPU_TARGET="gfx942" \
+    GPU_ARCHS="gfx942" \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# --- guards (early): freeze the base's torch stack for every later pip install ---
+COPY rocmstack/bin/ /opt/rocmstack/bin/
+RUN python3 /opt/rocmstack/bin/guard.py freeze torch==2.9.1 torchvision torchaudio triton
+RUN python3 /opt/rocmstack/bin/guard.py python 3.12
+ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
+
+# --- system ---
+
+# --- amdsmi: ROCm SDK fixes and amdsmi: without amdsmi Ray's AMD detector reports 0 GPUs ---
+
+
+
+# --- ray: Ray ---
+
+
+
+# --- megatron: Megatron-Core and its bridge ---
+
+
+
+# --- vllm: vLLM (built from source for the archs above) ---
+
+
+
+# --- verl: verl and its Python stack ---
+
+
+
+# --- env: runtime defaults (last, so changing one rebuilds nothing above) ---
+ENV VLLM_ROCM_USE_AITER="1" \
+    VLLM_WORKER_MULTIPROC_METHOD="spawn"
+
+# --- guards (final) and provenance ---
+RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
+# Source revision and creation time are build args so this file stays identical across commits.
+ARG ROCMSTACK_REVISION=unknown
+ARG ROCMSTACK_CREATED=1970-01-01T00:00:00Z
+LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
+      org.opencontainers.image.created="${ROCMSTACK_CREATED}" \
+      dev.rocmstack.gpu-archs="gfx942" \
+      dev.rocmstack.patches="" \
+      dev.rocmstack.pins="base:rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2,python:3.12,rocm:7.0.2,torch:2.9.1,amdsmi:7.0.2,cupy-rocm-7-0:base,megatron-core:0.16.0,ray:2.55.1,verl:0.7.1,vllm:0.20.2rc1.dev253" \
+      dev.rocmstack.recipe="verl-0.7.1-rocm7.0.2" \
+      dev.rocmstack.render-hash="85af402cb6ad6b4a4934de827352fc380c630aa29c21ffe863155d2cb73d57b2" \
+      dev.rocmstack.version="0.1.0" \
+      org.opencontainers.image.base.digest="sha256:64072e02ef3fc364a0bef09e71c0f4b3ae32ba6fc65e4d121a4736a538aa2bb8" \
+      org.opencontainers.image.base.name="rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2" \
+      org.opencontainers.image.description="verl 0.7.1.amd0 with vLLM 0.20.2 on ROCm 7.0.2 (published image as base)" \
+      org.opencontainers.image.title="rocmstack verl-0.7.1-rocm7.0.2" \
+      org.opencontainers.image.vendor="rocmstack"
+COPY rocmstack/lock.json /opt/rocmstack/lock.json
+
+# Run as the non-root user rocm (numeric, so runAsNonRoot can verify it), in the groups that own /dev/kfd and /dev/dri.
+RUN (getent group video >/dev/null || groupadd --system video) \
+ && (getent group render >/dev/null || groupadd --system render) \
+ && (id -u rocm >/dev/null 2>&1 || useradd --create-home --uid 1000 --shell /bin/bash rocm) \
+ && usermod -aG video,render rocm
+USER 1000

@@ -1,0 +1,119 @@
+# syntax=docker/dockerfile:1.7
+# Rendered by rocmstack 0.1.0 from recipe vime-megatron-vllm-rocm7.14 for gfx942. Do not edit: re-render.
+# render hash 50b64827856c1a40781540c8d38171c89b3e6e06345298685d12b96737e8bc39
+# Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
+FROM rocm/primus:v26.4
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+USER 0
+WORKDIR /
+
+# Compile-time jobs: lower it if a source build (vLLM, sgl-kernel) runs out of memory.
+ARG MAX_JOBS="64"
+# Every GPU-code build below targets exactly these archs.
+ENV PYTORCH_ROCM_ARCH="gfx942" \
+    AMDGPU_TARGETS="gfx942" \
+    GPU_TARGETS="gfx942" \
+    AMDGPU_TARGET="gfx942" \
+    GPU_ARCHS="gfx942" \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# --- guards (early): freeze the base's torch stack for every later pip install ---
+COPY rocmstack/bin/ /opt/rocmstack/bin/
+RUN python3 /opt/rocmstack/bin/guard.py freeze torch==2.12.0 torchvision torchaudio triton
+RUN python3 /opt/rocmstack/bin/guard.py python 3.12
+ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
+
+# --- system ---
+
+# --- amdsmi: ROCm SDK fixes and amdsmi: without amdsmi Ray's AMD detector reports 0 GPUs ---
+
+COPY rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/amdsmi-install.json
+COPY rocmstack/patches/rtld-local.json /opt/rocmstack/patches/rtld-local.json
+RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/rtld-local.json
+
+
+# --- megatron: Megatron-Core and its bridge ---
+
+# megatron-lm: https://github.com/NVIDIA/Megatron-LM @ 1dcf0dafa884ad52ffb243625717a3471643e087
+RUN git init -q /opt/src/megatron-lm \
+ && git -C /opt/src/megatron-lm remote add origin https://github.com/NVIDIA/Megatron-LM \
+ && git -C /opt/src/megatron-lm fetch -q --depth 1 origin 1dcf0dafa884ad52ffb243625717a3471643e087 \
+ && git -C /opt/src/megatron-lm checkout -q --detach FETCH_HEAD \
+ && test "$(git -C /opt/src/megatron-lm rev-parse HEAD)" = 1dcf0dafa884ad52ffb243625717a3471643e087
+RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
+    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/megatron-lm
+
+
+
+# --- vllm: vLLM (built from source for the archs above) ---
+
+# vllm: https://github.com/vllm-project/vllm @ 98dff2a81d747d1dba01a47f939f48c3526d4206 (0.29.0)
+RUN git init -q /opt/src/vllm \
+ && git -C /opt/src/vllm remote add origin https://github.com/vllm-project/vllm \
+ && git -C /opt/src/vllm fetch -q --depth 1 origin 98dff2a81d747d1dba01a47f939f48c3526d4206 \
+ && git -C /opt/src/vllm checkout -q --detach FETCH_HEAD \
+ && test "$(git -C /opt/src/vllm rev-parse HEAD)" = 98dff2a81d747d1dba01a47f939f48c3526d4206
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python3 -m pip install -r /opt/src/vllm/requirements/rocm.txt
+RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
+    SETUPTOOLS_SCM_PRETEND_VERSION="0.29.0" \
+    VLLM_TARGET_DEVICE="rocm" \
+    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/vllm
+
+
+
+# --- app: the RL framework on top ---
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python3 -m pip install \
+      "numpy==1.26.4"
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python3 -m pip install --no-deps \
+      "flash-linear-attention==0.4.2"
+
+# torch-memory-saver: https://github.com/fzyzcjy/torch_memory_saver.git @ d64a639
+RUN git clone -q https://github.com/fzyzcjy/torch_memory_saver.git /opt/src/torch-memory-saver \
+ && git -C /opt/src/torch-memory-saver checkout -q --detach d64a639 \
+ && git -C /opt/src/torch-memory-saver rev-parse HEAD > /opt/rocmstack/refs.torch-memory-saver
+RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
+    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/torch-memory-saver
+
+# vime: https://github.com/vllm-project/vime @ main
+RUN git clone -q --depth 1 --branch main https://github.com/vllm-project/vime /opt/src/vime \
+ && git -C /opt/src/vime rev-parse HEAD > /opt/rocmstack/refs.vime
+RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
+    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-build-isolation /opt/src/vime
+
+
+
+# --- env: runtime defaults (last, so changing one rebuilds nothing above) ---
+ENV CUDA_DEVICE_MAX_CONNECTIONS="1" \
+    HSA_ENABLE_IPC_MODE_LEGACY="1" \
+    RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES="1" \
+    RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1" \
+    VLLM_USE_MEGA_AOT_ARTIFACT="0"
+
+# --- guards (final) and provenance ---
+RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
+# Source revision and creation time are build args so this file stays identical across commits.
+ARG ROCMSTACK_REVISION=unknown
+ARG ROCMSTACK_CREATED=1970-01-01T00:00:00Z
+LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
+      org.opencontainers.image.created="${ROCMSTACK_CREATED}" \
+      dev.rocmstack.gpu-archs="gfx942" \
+      dev.rocmstack.patches="rtld-local,amdsmi-install" \
+      dev.rocmstack.pins="base:rocm/primus:v26.4,python:3.12,rocm:7.14,torch:2.12.0,amdsmi:sdk,flash-linear-attention:0.4.2,megatron-lm:1dcf0dafa884ad52ffb243625717a3471643e087,numpy:1.26.4,rocm-sdk:7.14,torch-memory-saver:d64a639,vime:main,vllm:98dff2a81d747d1dba01a47f939f48c3526d4206" \
+      dev.rocmstack.recipe="vime-megatron-vllm-rocm7.14" \
+      dev.rocmstack.render-hash="50b64827856c1a40781540c8d38171c89b3e6e06345298685d12b96737e8bc39" \
+      dev.rocmstack.version="0.1.0" \
+      org.opencontainers.image.base.name="rocm/primus:v26.4" \
+      org.opencontainers.image.description="vime (Megatron-LM + vLLM 0.29.0 rollout) on ROCm 7.14 (Primus v26.4)" \
+      org.opencontainers.image.title="rocmstack vime-megatron-vllm-rocm7.14" \
+      org.opencontainers.image.vendor="rocmstack"
+COPY rocmstack/lock.json /opt/rocmstack/lock.json
+
+# Run as the non-root user rocm (numeric, so runAsNonRoot can verify it), in the groups that own /dev/kfd and /dev/dri.
+RUN (getent group video >/dev/null || groupadd --system video) \
+ && (getent group render >/dev/null || groupadd --system render) \
+ && (id -u rocm >/dev/null 2>&1 || useradd --create-home --uid 1000 --shell /bin/bash rocm) \
+ && usermod -aG video,render rocm
+USER 1000

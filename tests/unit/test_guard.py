@@ -1,0 +1,68 @@
+"""Build-time guards (rocmstack/incontext/guard.py) run against real interpreters and packages."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GUARD = ROOT / "rocmstack" / "incontext" / "guard.py"
+
+
+def guard(*args: str, state: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ROCMSTACK_ROOT": str(state)}
+    if pythonpath:
+        env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run([sys.executable, str(GUARD), *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_freeze_writes_installed_versions(tmp_path):
+    import torch
+
+    proc = guard("freeze", f"torch=={torch.__version__.split('+')[0]}", "packaging", "not-installed-pkg", state=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = (tmp_path / "constraints.txt").read_text().split()
+    assert lines[0] == f"torch=={torch.__version__}" and lines[1].startswith("packaging==") and len(lines) == 2
+
+
+def test_freeze_fails_when_base_torch_differs_from_recipe(tmp_path):
+    proc = guard("freeze", "torch==1.0.0", state=tmp_path)
+    assert proc.returncode == 3 and "the base image provides torch" in proc.stderr and "declares 1.0.0" in proc.stderr
+
+
+def test_python_version_guard(tmp_path):
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert guard("python", here, state=tmp_path).returncode == 0
+    proc = guard("python", "3.99", state=tmp_path)
+    assert proc.returncode == 3 and "vLLM ROCm wheels/builds need Python 3.99" in proc.stderr
+
+
+def test_final_rejects_a_cpu_torch_when_hip_is_required(tmp_path):
+    # The test venv's torch is the CPU build: exactly the "torch replaced by a non-ROCm wheel" case.
+    proc = guard("final", "--require-hip", state=tmp_path)
+    assert proc.returncode == 3 and "is not a ROCm build (torch.version.hip is unset)" in proc.stderr
+    assert guard("final", state=tmp_path).returncode == 0
+
+
+def test_final_rejects_nvidia_wheels(tmp_path):
+    site = tmp_path / "site"
+    dist = site / "nvidia_cublas_cu12-12.4.5.8.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: nvidia-cublas-cu12\nVersion: 12.4.5.8\n")
+    proc = guard("final", "--forbid-nvidia", state=tmp_path, pythonpath=site)
+    assert proc.returncode == 3 and "CUDA wheels got installed: nvidia-cublas-cu12" in proc.stderr
+
+
+def test_final_detects_a_replaced_frozen_package(tmp_path):
+    (tmp_path / "constraints.txt").write_text("packaging==0.0.1\n")
+    proc = guard("final", state=tmp_path)
+    assert proc.returncode == 3 and "packaging changed from the base's 0.0.1" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [(), ("nonsense",)])
+def test_usage_errors(tmp_path, args):
+    assert guard(*args, state=tmp_path).returncode == 2

