@@ -82,21 +82,36 @@ def register(app: typer.Typer) -> None:
     @app.command("render")
     def render_cmd(recipe: str = RECIPE_ARG, gpu_arch: str | None = ARCH_OPT, overrides: list[str] = SET_OPT,
                    output: Path = typer.Option(..., "-o", "--output", help="Folder for the build context"),
+                   ignore_rules: list[str] = typer.Option([], "--ignore-rule", help="Override a failing rule (repeatable); recorded in the image labels"),
+                   relock: bool = typer.Option(False, "--relock", help="Accept recipe changes: rewrite its lock entry"),
                    json_out: bool = JSON_OPT) -> None:
         """Write a complete build context (Dockerfile + every file it COPYs) and print the render hash."""
-        from rocmstack.output import print_json, stdout
+        from rocmstack.output import print_json, stdout, warn
         from rocmstack.render.context import render, write_context
+        from rocmstack.rules.lock import gate
 
-        resolved = load_resolved(recipe, gpu_arch, overrides)
+        # Lock drift (exit 2) and compatibility rules (exit 1) are checked before anything is written.
+        checked = gate(recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock)
+        resolved = checked.resolved
         warnings = _warn_unverified(resolved)
-        rendered = render(resolved)
+        for note in checked.notes:
+            warn(note)
+        rendered = render(resolved, ignored_rules=checked.ignored)
         write_context(rendered, output)
         if json_out:
             print_json({"output": str(output), "render_hash": rendered.render_hash, "files": sorted(rendered.files),
-                        "warnings": warnings})
+                        "warnings": warnings + list(checked.notes), "ignored_rules": list(checked.ignored),
+                        "lock": {"status": checked.lock.status, "path": str(checked.lock.path), "key": checked.lock.key},
+                        "rules": [r.to_json() for r in checked.results]})
         else:
             stdout().print(f"rendered {resolved.recipe.name} for {resolved.arch_list} -> {output}")
+            if checked.ignored:
+                stdout().print(f"ignored rules: {', '.join(checked.ignored)} (label dev.rocmstack.ignored-rules)")
             stdout().print(rendered.render_hash)
+
+    from rocmstack.rules.commands import register as register_rules
+
+    register_rules(app)  # check, lock
 
     @app.command("schema")
     def schema_cmd(output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout")) -> None:

@@ -1,0 +1,132 @@
+"""CLI: ``rocmstack check`` and ``rocmstack lock`` (registered through rocmstack.recipe.commands)."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+RECIPE_ARG = typer.Argument(None, help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
+ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
+SET_OPT = typer.Option([], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value")
+IGNORE_OPT = typer.Option([], "--ignore-rule", help="Rule id to override (repeatable); shown in the output and image labels")
+ALL_OPT = typer.Option(False, "--all", help="Every shipped recipe x its default arch sets")
+JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
+
+_STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "ignored": "magenta"}
+
+
+def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: list[str]):
+    """[(resolved)] for one recipe (one arch set, or its default sets when locking) or all shipped recipes."""
+    from rocmstack.errors import InputError
+    from rocmstack.recipe.load import load_recipe, recipe_files
+    from rocmstack.recipe.resolve import resolve
+    from rocmstack.rules.lock import arch_key, default_arch_sets
+
+    if every == bool(recipe):
+        raise InputError("give a RECIPE or --all (not both, not neither)", fix="e.g. rocmstack check verl-0.9.0-rocm10")
+    if every and (gpu_arch or overrides):
+        raise InputError("--all checks the shipped recipes as written", fix="drop --gpu-arch/--set, or name one recipe")
+    out = []
+    for name in sorted(recipe_files()) if every else [recipe]:
+        model, path = load_recipe(name, overrides)
+        sets = [gpu_arch] if gpu_arch or not every else [arch_key(s) for s in default_arch_sets(model)]
+        out += [resolve(model, path, s, tuple(overrides)) for s in sets]
+    return out
+
+
+def check_all_shipped() -> list[tuple[str, str, list]]:
+    """Every shipped recipe x its default arch sets, evaluated (the benchmarked path of ``check --all``)."""
+    from rocmstack.patches import load_patches
+    from rocmstack.rules.engine import evaluate_rules, load_rules
+
+    rules, patches = load_rules(), load_patches()
+    return [(r.recipe.name, r.arch_list, evaluate_rules(r, rules=rules, patches=patches))
+            for r in _targets(None, None, True, [])]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("check")
+    def check_cmd(recipe: str | None = RECIPE_ARG, gpu_arch: str | None = ARCH_OPT, overrides: list[str] = SET_OPT,
+                  ignore: list[str] = IGNORE_OPT, every: bool = ALL_OPT, json_out: bool = JSON_OPT) -> None:
+        """Evaluate every compatibility rule against the resolved pins; exit 1 if any rule fails."""
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+
+        from rocmstack.errors import RuleFailure
+        from rocmstack.output import print_json
+        from rocmstack.patches import load_patches
+        from rocmstack.rules.engine import evaluate_rules, load_rules
+
+        rules, patches = load_rules(), load_patches()
+        runs = [(r, evaluate_rules(r, ignore=ignore, rules=rules, patches=patches))
+                for r in _targets(recipe, gpu_arch, every, overrides)]
+        failed = [(r, x) for r, results in runs for x in results if x.status == "fail"]
+        if json_out:
+            print_json([{"recipe": r.recipe.name, "gpu_archs": list(r.gpu_archs), "overrides": list(r.overrides),
+                         "ok": not any(x.status == "fail" for x in results),
+                         "results": [x.to_json() for x in results]} for r, results in runs])
+            if failed:
+                raise typer.Exit(1)
+            return
+        # Piped output (CI logs) gets a wide table instead of rich's 80-column default.
+        out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+        for resolved, results in runs:
+            table = Table(title=escape(f"{resolved.recipe.name} [{resolved.arch_list}]"), title_justify="left")
+            table.add_column("rule", overflow="fold")
+            table.add_column("status", no_wrap=True)
+            for name in ("reason", "fix", "source"):
+                table.add_column(name, overflow="fold")
+            for x in results:
+                table.add_row(x.id, f"[{_STYLE[x.status]}]{x.status}[/]", escape(x.reason),
+                              escape(x.fix) if x.status != "pass" else "", x.source)
+            out.print(table)
+            counts = {s: sum(1 for x in results if x.status == s) for s in _STYLE}
+            out.print(", ".join(f"{n} {s}" for s, n in counts.items() if n))
+        if failed:
+            resolved, first = failed[0]
+            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+            raise RuleFailure(f"{resolved.recipe.name} [{resolved.arch_list}]: rule {first.id} failed: {first.reason}{more}",
+                              fix=first.fix)
+
+    @app.command("lock")
+    def lock_cmd(recipe: str | None = RECIPE_ARG, gpu_arch: str | None = ARCH_OPT, ignore: list[str] = IGNORE_OPT,
+                 every: bool = ALL_OPT, json_out: bool = JSON_OPT) -> None:
+        """Write <recipe>.lock.json next to the recipe: resolved pins, base digest, rule results, render hash.
+
+        Without --gpu-arch every default arch set is locked and stale entries are dropped."""
+        from rich.table import Table
+
+        from rocmstack.output import print_json, stdout
+        from rocmstack.render.context import source_revision
+        from rocmstack.rules.lock import arch_key, default_arch_sets, lock_path, lock_resolved, write_lock
+        from rocmstack.recipe.load import load_recipe, recipe_files
+        from rocmstack.recipe.resolve import resolve
+
+        if every == bool(recipe):
+            from rocmstack.errors import InputError
+
+            raise InputError("give a RECIPE or --all (not both, not neither)", fix="e.g. rocmstack lock verl-0.9.0-rocm10")
+        revision = source_revision()[0]
+        rows = []
+        for name in sorted(recipe_files()) if every else [recipe]:
+            model, path = load_recipe(name)
+            sets = [gpu_arch] if gpu_arch else [arch_key(s) for s in default_arch_sets(model)]
+            entries = {}
+            for arch in sets:
+                resolved = resolve(model, path, arch)
+                entry = lock_resolved(resolved, ignore=ignore, revision=revision)
+                entries[resolved.arch_list] = entry
+                rows.append({"recipe": model.name, "gpu_archs": resolved.arch_list, "render_hash": entry["render_hash"],
+                             "lock": str(lock_path(path)),
+                             "rules": {s: sum(1 for r in entry["rules"] if r["status"] == s) for s in _STYLE}})
+            write_lock(lock_path(path), model.name, entries, replace=not gpu_arch)
+        if json_out:
+            print_json(rows)
+            return
+        table = Table("recipe", "archs", "render hash", "rules", "lock file")
+        for row in rows:
+            rules = ", ".join(f"{n} {s}" for s, n in row["rules"].items() if n)
+            table.add_row(row["recipe"], row["gpu_archs"], row["render_hash"][:16], rules, row["lock"])
+        stdout().print(table)

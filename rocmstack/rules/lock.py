@@ -1,0 +1,193 @@
+"""Lock files: ``recipes/<name>.lock.json`` next to each recipe, one entry per GPU arch set.
+
+An entry records what a build of that arch set is: the fully resolved pins (the same document the image
+carries as /opt/rocmstack/lock.json), the base digest if the recipe gives one, the rule results, the render
+hash, and the whole recipe as validated. ``render``/``build`` compare the recipe (without ``--set``
+overrides, which are explicit per-run changes) against its entry and refuse on drift unless ``--relock``.
+
+Drift is judged on the recipe fields only: the source revision (``rocmstack.revision``) changes with
+every commit and is ignored; a render hash that moved while the recipe did not (templates, patches or
+rocmstack changed) is reported as a note, not an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rocmstack.errors import InputError, RecipeError
+from rocmstack.recipe.load import load_recipe
+from rocmstack.recipe.model import Recipe
+from rocmstack.recipe.resolve import Resolved, resolve
+from rocmstack.rules.engine import Result, enforce
+
+LOCK_FILE_SCHEMA = 1
+
+
+class LockDrift(InputError):
+    """The recipe no longer matches its lock file (exit 2)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockState:
+    status: Literal["locked", "relocked", "unlocked"]
+    path: Path
+    key: str
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gate:
+    """What render/build may go on with: the resolved pins (with overrides), rule results and lock state."""
+
+    resolved: Resolved
+    results: list[Result]
+    lock: LockState
+    ignored: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def lock_path(source: Path) -> Path:
+    return source.with_name(f"{source.stem}.lock.json")
+
+
+def arch_key(archs: Iterable[str]) -> str:
+    return ";".join(sorted(archs))
+
+
+def default_arch_sets(recipe: Recipe) -> list[tuple[str, ...]]:
+    """The recipe's default arch set, then each arch it supports on its own."""
+    supported = sorted(set(recipe.gpu_archs) & set(recipe.base.torch_archs))
+    sets = [tuple(sorted(recipe.default_gpu_archs))] + [(a,) for a in supported]
+    return list(dict.fromkeys(sets))
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, Mapping) and node:
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: node}
+
+
+def _recipe_fields(resolved: Resolved) -> dict[str, Any]:
+    return resolved.recipe.model_dump(mode="json", by_alias=True)
+
+
+def make_entry(resolved: Resolved, results: list[Result], *, ignored: tuple[str, ...], revision: str) -> dict[str, Any]:
+    from rocmstack.patches import load_patches, select
+    from rocmstack.render.context import render_hash
+
+    recipe = resolved.recipe
+    patches = select(recipe.patches, load_patches(), dict(recipe.components), str(resolved.source))
+    digest = render_hash(resolved, patches, ignored)
+    entry = resolved.lock(render_hash=digest, revision=revision)
+    entry["base_digest"] = recipe.base.digest
+    entry["pins"] = resolved.pins()
+    entry["ignored_rules"] = sorted(ignored)
+    # Reasons only where they say something (warn/fail/ignored): keeps the committed locks small.
+    entry["rules"] = [{"id": r.id, "status": r.status, **({"reason": r.reason} if r.status != "pass" else {})}
+                      for r in results]
+    entry["recipe_fields"] = _recipe_fields(resolved)
+    return entry
+
+
+def read_lock(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RecipeError(f"{path}: unreadable lock file: {exc}", fix="delete it and run `rocmstack lock`") from None
+    if not isinstance(data, dict) or data.get("schema") != LOCK_FILE_SCHEMA or not isinstance(data.get("entries"), dict):
+        raise RecipeError(f"{path}: not a rocmstack lock file (schema {LOCK_FILE_SCHEMA})", fix="run `rocmstack lock` to rewrite it")
+    return data
+
+
+def write_lock(path: Path, recipe_name: str, entries: Mapping[str, Any], *, replace: bool = False) -> None:
+    """Merge ``entries`` into the lock file (or replace all entries), atomically."""
+    current = None if replace else read_lock(path)
+    merged = dict(current["entries"]) if current else {}
+    merged.update(entries)
+    doc = {"schema": LOCK_FILE_SCHEMA, "recipe": recipe_name, "entries": dict(sorted(merged.items()))}
+    text = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def drift(entry: Mapping[str, Any], resolved: Resolved) -> list[str]:
+    """Dotted recipe fields whose value differs between the lock entry and the recipe now."""
+    locked = flatten(entry.get("recipe_fields", {}))
+    now = flatten(_recipe_fields(resolved))
+    return sorted(k for k in set(locked) | set(now) if locked.get(k, "<absent>") != now.get(k, "<absent>"))
+
+
+def lock_resolved(resolved: Resolved, *, ignore: Iterable[str] = (), revision: str | None = None) -> dict[str, Any]:
+    """Run the rules (RuleFailure if one fails: a failing set is never locked) and build its lock entry."""
+    from rocmstack.render.context import source_revision
+
+    ignored = tuple(sorted(set(ignore)))
+    results = enforce(resolved, ignored)
+    return make_entry(resolved, results, ignored=ignored, revision=revision or source_revision()[0])
+
+
+def verify(resolved: Resolved, *, relock: bool = False, ignore: Iterable[str] = ()) -> LockState:
+    """Compare a recipe (resolved without overrides) against its lock entry; LockDrift on drift unless relock."""
+    path = lock_path(resolved.source)
+    key = arch_key(resolved.gpu_archs)
+    name = resolved.recipe.name
+    if relock:
+        write_lock(path, name, {key: lock_resolved(resolved, ignore=ignore)})
+        return LockState(status="relocked", path=path, key=key, notes=(f"relocked {path.name} [{key}]",))
+    data = read_lock(path)
+    entry = (data or {}).get("entries", {}).get(key)
+    if entry is None:
+        return LockState(status="unlocked", path=path, key=key,
+                         notes=(f"{name} [{key}] has no lock entry in {path.name}: run `rocmstack lock {name} --gpu-arch '{key}'`",))
+    drifted = drift(entry, resolved)
+    if drifted:
+        shown = ", ".join(drifted[:8]) + (f" (+{len(drifted) - 8} more)" if len(drifted) > 8 else "")
+        raise LockDrift(f"{name}: recipe drifted from {path.name} [{key}]: {shown}",
+                        fix=f"run `rocmstack lock {name} --gpu-arch '{key}'` to accept the change, or pass --relock")
+    notes = []
+    fresh = make_entry(resolved, [], ignored=tuple(entry.get("ignored_rules", ())), revision="")
+    if fresh["render_hash"] != entry.get("render_hash"):
+        notes.append(f"render hash moved since {path.name} [{key}] (templates, patches or rocmstack changed); "
+                     f"`rocmstack lock {name}` refreshes it")
+    return LockState(status="locked", path=path, key=key, notes=tuple(notes))
+
+
+def gate(recipe: str, gpu_arch: str | None, overrides: Iterable[str] = (), *, ignore: Iterable[str] = (),
+         relock: bool = False) -> Gate:
+    """The check every render/build runs first: lock drift (exit 2), then the rules (exit 1).
+
+    The lock is compared with the recipe as written; ``--set`` overrides apply on top and are reported."""
+    overrides = tuple(overrides)
+    ignored = tuple(sorted(set(ignore)))
+    model, path = load_recipe(recipe, overrides)
+    resolved = resolve(model, path, gpu_arch, overrides)
+    base = resolved
+    if overrides:
+        plain, _ = load_recipe(recipe)
+        base = resolve(plain, path, gpu_arch)
+    state = verify(base, relock=relock, ignore=ignored if relock else ())
+    results = enforce(resolved, ignored)
+    notes = list(state.notes)
+    if overrides:
+        notes.append(f"--set on top of the lock: {', '.join(overrides)}")
+    if ignored:
+        notes.append(f"rules ignored by --ignore-rule (recorded in the image labels): {', '.join(ignored)}")
+    notes += [f"rule {r.id}: {r.reason}" for r in results if r.status == "warn"]
+    return Gate(resolved=resolved, results=results, lock=state, ignored=ignored, notes=tuple(notes))
