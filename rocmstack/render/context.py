@@ -26,7 +26,9 @@ from rocmstack.recipe.model import LAYER_ORDER
 from rocmstack.recipe.resolve import Resolved
 from rocmstack.resources import templates_dir
 
-INCONTEXT = Path(__file__).resolve().parent.parent / "incontext"
+PACKAGE = Path(__file__).resolve().parent.parent
+INCONTEXT = PACKAGE / "incontext"
+DATA_DIRS = ("recipes", "dockerfiles", "patches")
 IN_IMAGE_SCRIPTS = ("apply_patches.py", "guard.py")
 LABEL_NS = "dev.rocmstack"
 
@@ -151,6 +153,27 @@ def _labels(resolved: Resolved, digest: str, ignored_rules: tuple[str, ...]) -> 
     return labels
 
 
+def self_requirements() -> list[str]:
+    """rocmstack's own runtime requirements (from its installed metadata), for the in-image copy."""
+    from importlib.metadata import requires
+
+    return sorted(r for r in requires("rocmstack") or [] if "extra ==" not in r)
+
+
+def self_source() -> dict[str, bytes]:
+    """rocmstack's source and data, laid out as a checkout, so the image runs the same revision."""
+    from rocmstack.resources import data_dir
+
+    files: dict[str, bytes] = {}
+    roots = [("rocmstack", PACKAGE)] + [(name, data_dir(name)) for name in DATA_DIRS]
+    for prefix, root in roots:
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(root)
+            if path.is_file() and "__pycache__" not in rel.parts and rel.parts[0] != "_data" and path.suffix != ".pyc":
+                files[f"rocmstack/src/{prefix}/{rel.as_posix()}"] = path.read_bytes()
+    return files
+
+
 def render(resolved: Resolved, *, ignored_rules: tuple[str, ...] = (), patches_dir: Path | None = None,
            revision: tuple[str, str] | None = None) -> Rendered:
     recipe = resolved.recipe
@@ -167,11 +190,13 @@ def render(resolved: Resolved, *, ignored_rules: tuple[str, ...] = (), patches_d
         "labels": _labels(resolved, digest, ignored_rules),
         "render_hash": digest,
         "version": __version__,
+        "self_requirements": self_requirements(),
     }
     dockerfile = _environment().get_template("Dockerfile.j2").render(context)
     files: dict[str, bytes] = {"Dockerfile": dockerfile.encode()}
     for name in IN_IMAGE_SCRIPTS:
         files[f"rocmstack/bin/{name}"] = (INCONTEXT / name).read_bytes()
+    files.update(self_source())
     for p in patches:
         files[f"rocmstack/patches/{p.id}.json"] = _canonical(p.spec()) + b"\n"
     lock = resolved.lock(render_hash=digest, revision=sha)

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe verl-0.7.1-rocm7.0.2 for gfx942. Do not edit: re-render.
-# render hash 85af402cb6ad6b4a4934de827352fc380c630aa29c21ffe863155d2cb73d57b2
+# render hash 9dc8f9466df3acd8ac1dfd69db7bf3ac467da69b4432a01b9939d3328f8fe9a7
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2@sha256:64072e02ef3fc364a0bef09e71c0f4b3ae32ba6fc65e4d121a4736a538aa2bb8
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -49,6 +49,15 @@ ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
 ENV VLLM_ROCM_USE_AITER="1" \
     VLLM_WORKER_MULTIPROC_METHOD="spawn"
 
+# --- rocmstack itself: `rocmstack validate` runs the image's own copy (same source revision as the lock) ---
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python3 -m pip install "jinja2>=3.1" "packaging>=24.0" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13.7" "typer>=0.12"
+COPY rocmstack/src/ /opt/rocmstack/src/
+RUN python3 -c "import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 'w').write('/opt/rocmstack/src\n')" \
+ && printf '#!/bin/sh\nexec python3 -m rocmstack "$@"\n' > /usr/local/bin/rocmstack \
+ && chmod 0755 /usr/local/bin/rocmstack \
+ && rocmstack --version
+
 # --- guards (final) and provenance ---
 RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
 # Source revision and creation time are build args so this file stays identical across commits.
@@ -60,7 +69,7 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="" \
       dev.rocmstack.pins="base:rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2,python:3.12,rocm:7.0.2,torch:2.9.1,amdsmi:7.0.2,cupy-rocm-7-0:base,megatron-core:0.16.0,ray:2.55.1,verl:0.7.1,vllm:0.20.2rc1.dev253" \
       dev.rocmstack.recipe="verl-0.7.1-rocm7.0.2" \
-      dev.rocmstack.render-hash="85af402cb6ad6b4a4934de827352fc380c630aa29c21ffe863155d2cb73d57b2" \
+      dev.rocmstack.render-hash="9dc8f9466df3acd8ac1dfd69db7bf3ac467da69b4432a01b9939d3328f8fe9a7" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.digest="sha256:64072e02ef3fc364a0bef09e71c0f4b3ae32ba6fc65e4d121a4736a538aa2bb8" \
       org.opencontainers.image.base.name="rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2" \

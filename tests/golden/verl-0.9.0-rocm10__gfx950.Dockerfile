@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe verl-0.9.0-rocm10 for gfx950. Do not edit: re-render.
-# render hash 7afb24108dc5d1c4d77e4fbdb2358c6a24eaf71751ccca27154ca7f4af669fa2
+# render hash 4013a5777947abcd59f787756b834458816e835d1c1fe6fe152b1ebba27c972c
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/primus:v26.7
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -130,6 +130,15 @@ ENV HIP_FORCE_DEV_KERNARG="1" \
     VLLM_ROCM_USE_AITER="1" \
     VLLM_WORKER_MULTIPROC_METHOD="spawn"
 
+# --- rocmstack itself: `rocmstack validate` runs the image's own copy (same source revision as the lock) ---
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python3 -m pip install "jinja2>=3.1" "packaging>=24.0" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13.7" "typer>=0.12"
+COPY rocmstack/src/ /opt/rocmstack/src/
+RUN python3 -c "import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 'w').write('/opt/rocmstack/src\n')" \
+ && printf '#!/bin/sh\nexec python3 -m rocmstack "$@"\n' > /usr/local/bin/rocmstack \
+ && chmod 0755 /usr/local/bin/rocmstack \
+ && rocmstack --version
+
 # --- guards (final) and provenance ---
 RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
 # Source revision and creation time are build args so this file stays identical across commits.
@@ -141,7 +150,7 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="rtld-local,amdsmi-install,libz3-soname,sglang-rmsnorm,sglang-qwen3-asr,verl-rollout-defaults" \
       dev.rocmstack.pins="base:rocm/primus:v26.7,python:3.12,rocm:10.0,torch:2.12.0,accelerate:>=1.14.0,amdsmi:sdk,cupy-rocm-7-0:14.2.0,flash-linear-attention:main,mbridge:main,megatron-core:0.18.0,ray:2.58.0,rocm-sdk:10.0,sgl-kernel:0801cc05ed202544e2e5c67d6b0a1d454de54fca,sglang:0801cc05ed202544e2e5c67d6b0a1d454de54fca,torchao:>=0.16.0,transformers:>=5.12,verl:release/0.9.0.amd0,vllm:v0.27.0,z3-solver:==4.15.*" \
       dev.rocmstack.recipe="verl-0.9.0-rocm10" \
-      dev.rocmstack.render-hash="7afb24108dc5d1c4d77e4fbdb2358c6a24eaf71751ccca27154ca7f4af669fa2" \
+      dev.rocmstack.render-hash="4013a5777947abcd59f787756b834458816e835d1c1fe6fe152b1ebba27c972c" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.name="rocm/primus:v26.7" \
       org.opencontainers.image.description="verl 0.9.0.amd0 with vLLM 0.27.0 and SGLang on ROCm 10.0 (Primus v26.7)" \

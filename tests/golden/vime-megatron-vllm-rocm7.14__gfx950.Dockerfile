@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe vime-megatron-vllm-rocm7.14 for gfx950. Do not edit: re-render.
-# render hash 5ec74c02d86e9cff5f220fc47042f9f9cf7badc50b66138a45e4f620c4235246
+# render hash 1edb74b51e7b4daf45d0c92808b148cd399e2e99c4ec4a0c10bba7cc6a5002d3
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/primus:v26.4
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -92,6 +92,15 @@ ENV CUDA_DEVICE_MAX_CONNECTIONS="1" \
     RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES="1" \
     VLLM_USE_MEGA_AOT_ARTIFACT="0"
 
+# --- rocmstack itself: `rocmstack validate` runs the image's own copy (same source revision as the lock) ---
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python3 -m pip install "jinja2>=3.1" "packaging>=24.0" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13.7" "typer>=0.12"
+COPY rocmstack/src/ /opt/rocmstack/src/
+RUN python3 -c "import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 'w').write('/opt/rocmstack/src\n')" \
+ && printf '#!/bin/sh\nexec python3 -m rocmstack "$@"\n' > /usr/local/bin/rocmstack \
+ && chmod 0755 /usr/local/bin/rocmstack \
+ && rocmstack --version
+
 # --- guards (final) and provenance ---
 RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
 # Source revision and creation time are build args so this file stays identical across commits.
@@ -103,7 +112,7 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="rtld-local,amdsmi-install" \
       dev.rocmstack.pins="base:rocm/primus:v26.4,python:3.12,rocm:7.14,torch:2.12.0,amdsmi:sdk,flash-linear-attention:0.4.2,megatron-lm:1dcf0dafa884ad52ffb243625717a3471643e087,numpy:1.26.4,rocm-sdk:7.14,torch-memory-saver:d64a639,vime:main,vllm:98dff2a81d747d1dba01a47f939f48c3526d4206" \
       dev.rocmstack.recipe="vime-megatron-vllm-rocm7.14" \
-      dev.rocmstack.render-hash="5ec74c02d86e9cff5f220fc47042f9f9cf7badc50b66138a45e4f620c4235246" \
+      dev.rocmstack.render-hash="1edb74b51e7b4daf45d0c92808b148cd399e2e99c4ec4a0c10bba7cc6a5002d3" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.name="rocm/primus:v26.4" \
       org.opencontainers.image.description="vime (Megatron-LM + vLLM 0.29.0 rollout) on ROCm 7.14 (Primus v26.4)" \
