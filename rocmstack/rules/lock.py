@@ -121,6 +121,7 @@ def write_lock(path: Path, recipe_name: str, entries: Mapping[str, Any], *, repl
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a lock file is an ordinary committed file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

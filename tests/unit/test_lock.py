@@ -1,0 +1,125 @@
+"""Lock files: written next to the recipe per arch set; drift between recipe and lock is an error (exit 2)
+naming the fields, unless --relock; the committed locks of the shipped recipes are current."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rocmstack.errors import RuleFailure
+from rocmstack.recipe.load import find_recipe, load_recipe, recipe_files
+from rocmstack.recipe.resolve import resolve
+from rocmstack.rules.lock import (
+    LockDrift, arch_key, default_arch_sets, gate, lock_path, lock_resolved, read_lock, verify, write_lock,
+)
+
+NAME = "verl-0.9.0-rocm10"
+
+
+@pytest.fixture
+def recipe_copy(tmp_path: Path) -> Path:
+    dest = tmp_path / f"{NAME}.yaml"
+    shutil.copy(find_recipe(NAME), dest)
+    return dest
+
+
+def _resolved(path: Path, arch: str | None = None, overrides: tuple[str, ...] = ()):
+    recipe, source = load_recipe(str(path), overrides)
+    return resolve(recipe, source, arch, overrides)
+
+
+def _lock(path: Path, arch: str | None = None) -> dict:
+    resolved = _resolved(path, arch)
+    entry = lock_resolved(resolved, revision="abc123")
+    write_lock(lock_path(path), resolved.recipe.name, {resolved.arch_list: entry})
+    return entry
+
+
+def test_lock_entry_holds_pins_digest_rules_and_render_hash(recipe_copy):
+    entry = _lock(recipe_copy)
+    data = read_lock(recipe_copy.with_name(f"{NAME}.lock.json"))
+    assert list(data["entries"]) == ["gfx942;gfx950"] and data["recipe"] == NAME
+    assert entry["components"]["vllm"]["ref"] == "v0.27.0" and entry["pins"]["vllm"] == "v0.27.0"
+    assert entry["base_digest"] is None and entry["base"]["image"] == "rocm/primus:v26.7"
+    assert len(entry["render_hash"]) == 64 and entry["rocmstack"]["revision"] == "abc123"
+    statuses = {r["id"]: r["status"] for r in entry["rules"]}
+    assert statuses["verl-vllm-floor"] == "pass" and statuses["verl-transformers-range"] == "warn"
+
+
+def test_no_drift_then_drift_names_the_fields(recipe_copy):
+    _lock(recipe_copy)
+    assert verify(_resolved(recipe_copy)).status == "locked"
+    text = recipe_copy.read_text().replace("\n    ref: v0.27.0\n", "\n    ref: v0.28.0\n").replace('SGLANG_USE_AITER: "0"', 'SGLANG_USE_AITER: "1"')
+    recipe_copy.write_text(text)
+    with pytest.raises(LockDrift) as err:
+        verify(_resolved(recipe_copy))
+    assert err.value.message.endswith("recipe drifted from verl-0.9.0-rocm10.lock.json [gfx942;gfx950]: "
+                                      "components.vllm.ref, env.SGLANG_USE_AITER")
+    assert int(err.value.exit_code) == 2 and "--relock" in err.value.fix
+
+
+def test_relock_accepts_the_change(recipe_copy):
+    _lock(recipe_copy)
+    recipe_copy.write_text(recipe_copy.read_text().replace("version: 2.58.0", "version: 2.58.1"))
+    with pytest.raises(LockDrift, match="components.ray.version"):
+        verify(_resolved(recipe_copy))
+    assert verify(_resolved(recipe_copy), relock=True).status == "relocked"
+    assert verify(_resolved(recipe_copy)).status == "locked"
+    assert read_lock(lock_path(recipe_copy))["entries"]["gfx942;gfx950"]["components"]["ray"]["version"] == "2.58.1"
+
+
+def test_revision_is_ignored_and_a_moved_render_hash_is_only_a_note(recipe_copy):
+    _lock(recipe_copy)
+    path = lock_path(recipe_copy)
+    data = json.loads(path.read_text())
+    entry = data["entries"]["gfx942;gfx950"]
+    entry["rocmstack"]["revision"] = "some-other-commit"
+    path.write_text(json.dumps(data))
+    assert verify(_resolved(recipe_copy)) .notes == ()
+    entry["render_hash"] = "0" * 64
+    path.write_text(json.dumps(data))
+    state = verify(_resolved(recipe_copy))
+    assert state.status == "locked" and "render hash moved" in state.notes[0]
+
+
+def test_an_arch_set_without_entry_is_unlocked_not_an_error(recipe_copy):
+    _lock(recipe_copy)
+    state = verify(_resolved(recipe_copy, "gfx950"))
+    assert state.status == "unlocked" and "rocmstack lock verl-0.9.0-rocm10 --gpu-arch 'gfx950'" in state.notes[0]
+
+
+def test_a_failing_set_is_never_locked(recipe_copy):
+    recipe_copy.write_text(recipe_copy.read_text().replace('python: "3.12"', 'python: "3.11"'))
+    with pytest.raises(RuleFailure, match="vllm-rocm-python"):
+        lock_resolved(_resolved(recipe_copy))
+    assert not lock_path(recipe_copy).exists()
+
+
+def test_gate_compares_the_recipe_without_overrides(recipe_copy):
+    _lock(recipe_copy)
+    checked = gate(str(recipe_copy), None, ["ray.version=2.58.1"])
+    assert checked.lock.status == "locked"
+    assert checked.resolved.recipe.components["ray"].version == "2.58.1"
+    assert "--set on top of the lock: ray.version=2.58.1" in checked.notes
+    with pytest.raises(RuleFailure):
+        gate(str(recipe_copy), None, ["base.python=3.11"])
+    assert gate(str(recipe_copy), None, ["base.python=3.11"], ignore=["vllm-rocm-python"]).ignored == ("vllm-rocm-python",)
+
+
+def test_unreadable_lock_is_a_one_line_error(recipe_copy):
+    lock_path(recipe_copy).write_text("{not json")
+    with pytest.raises(Exception, match="unreadable lock file"):
+        verify(_resolved(recipe_copy))
+
+
+@pytest.mark.parametrize("name", sorted(recipe_files()))
+def test_committed_locks_cover_the_default_arch_sets_without_drift(name):
+    recipe, path = load_recipe(name)
+    data = read_lock(lock_path(path))
+    assert data is not None, f"{name}: no committed lock; run `rocmstack lock --all`"
+    assert set(data["entries"]) == {arch_key(s) for s in default_arch_sets(recipe)}
+    for archs in default_arch_sets(recipe):
+        assert verify(resolve(recipe, path, arch_key(archs))).status == "locked"

@@ -1,0 +1,77 @@
+"""`rocmstack check`, `rocmstack lock` and the render gate, through the real console entry point."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from rocmstack.recipe.load import find_recipe
+
+NAME = "verl-0.9.0-rocm10"
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_check_passes_a_shipped_recipe_with_one_row_per_rule(cli):
+    res = cli("check", NAME, "--json")
+    assert res.code == 0, res.err
+    (run,) = json.loads(res.out)
+    assert run["ok"] and run["gpu_archs"] == ["gfx942", "gfx950"]
+    row = {r["id"]: r for r in run["results"]}["verl-vllm-floor"]
+    assert row["status"] == "pass" and row["source"] == "https://github.com/verl-project/verl/pull/7190"
+    assert set(row) == {"id", "status", "severity", "reason", "fix", "source", "description"}
+
+
+def test_check_fails_with_exit_1_and_names_rule_reason_fix_source(cli):
+    res = cli("check", NAME, "--set", "vllm.version=0.17.0", "--set", "vllm.ref=v0.17.0")
+    assert res.code == 1
+    line = [ln for ln in res.out.splitlines() if "verl-vllm-floor" in ln][0]
+    assert "fail" in line and "https://github.com/verl-project/verl/pull/7190" in line
+    assert res.err.strip() == ("rocmstack: error: verl-0.9.0-rocm10 [gfx942;gfx950]: rule verl-vllm-floor failed: "
+                               "verl 0.9.0 needs vLLM >= 0.18.0, the recipe pins vLLM 0.17.0 "
+                               "(pin vLLM >= 0.18.0 (e.g. v0.27.0), or use verl < 0.9)")
+    warned = cli("check", NAME, "--set", "vllm.version=0.17.0", "--set", "vllm.ref=v0.17.0",
+                 "--ignore-rule", "verl-vllm-floor", "--json")
+    assert warned.code == 0
+    rows = {r["id"]: r for r in json.loads(warned.out)[0]["results"]}
+    assert rows["verl-vllm-floor"]["status"] == "ignored"
+    assert rows["validated:sglang-on-primus-vllm"]["reason"] == "re-validate sglang: components.vllm.ref v0.27.0 -> v0.17.0"
+
+
+def test_check_bad_input_is_one_line_exit_2(cli):
+    res = cli("check", NAME, "--ignore-rule", "no-such-rule")
+    assert res.code == 2 and res.err.count("\n") == 1 and "--ignore-rule no-such-rule: no such rule" in res.err
+    res = cli("check")
+    assert res.code == 2 and "give a RECIPE or --all" in res.err
+
+
+def test_lock_then_render_uses_the_lock_and_refuses_drift(cli, tmp_path):
+    recipe = tmp_path / f"{NAME}.yaml"
+    shutil.copy(find_recipe(NAME), recipe)
+    res = cli("lock", str(recipe), "--gpu-arch", "gfx950", "--json")
+    assert res.code == 0, res.err
+    lock = json.loads((tmp_path / f"{NAME}.lock.json").read_text())
+    assert list(lock["entries"]) == ["gfx950"]
+    ok = cli("render", str(recipe), "--gpu-arch", "gfx950", "-o", str(tmp_path / "ctx"), "--json")
+    assert ok.code == 0, ok.err
+    assert json.loads(ok.out)["render_hash"] == lock["entries"]["gfx950"]["render_hash"]
+    recipe.write_text(recipe.read_text().replace("version: 0.18.0", "version: 0.18.1"))
+    drift = cli("render", str(recipe), "--gpu-arch", "gfx950", "-o", str(tmp_path / "ctx2"))
+    assert drift.code == 2 and not (tmp_path / "ctx2").exists()
+    assert drift.err.strip().startswith("rocmstack: error: verl-0.9.0-rocm10: recipe drifted from "
+                                        "verl-0.9.0-rocm10.lock.json [gfx950]: components.megatron-core.version (")
+    relock = cli("render", str(recipe), "--gpu-arch", "gfx950", "-o", str(tmp_path / "ctx2"), "--relock")
+    assert relock.code == 0, relock.err
+    assert "relocked" in relock.err
+
+
+def test_render_refuses_a_failing_set_and_labels_an_ignored_rule(cli, tmp_path):
+    bad = cli("render", NAME, "--set", "env.SGLANG_ATTENTION_BACKEND=aiter", "-o", str(tmp_path / "a"))
+    assert bad.code == 1 and not (tmp_path / "a").exists()
+    assert "rule sglang-attention-triton failed" in bad.err
+    ok = cli("render", NAME, "--set", "env.SGLANG_ATTENTION_BACKEND=aiter", "--ignore-rule", "sglang-attention-triton",
+             "-o", str(tmp_path / "b"))
+    assert ok.code == 0, ok.err
+    assert "ignored rules: sglang-attention-triton" in ok.out
+    assert 'dev.rocmstack.ignored-rules="sglang-attention-triton"' in (tmp_path / "b" / "Dockerfile").read_text()
