@@ -1,0 +1,213 @@
+"""CLI: build, tags, inspect, matrix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+RECIPE_ARG = typer.Argument(..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
+ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
+SET_OPT = typer.Option([], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value")
+IGNORE_OPT = typer.Option([], "--ignore-rule", help="Override a failing rule (repeatable); recorded in the image labels")
+RELOCK_OPT = typer.Option(False, "--relock", help="Accept recipe changes: rewrite its lock entry")
+REGISTRY_OPT = typer.Option(None, "--registry", help="Registry prefix for the tags: host[:port][/namespace]")
+ALIAS_OPT = typer.Option([], "--alias", help="Extra floating alias, e.g. latest (repeatable)")
+ENGINE_OPT = typer.Option("auto", "--engine", help="auto (docker buildx if a daemon answers, else podman), docker, podman")
+JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
+
+
+def _gate_and_render(recipe: str, gpu_arch: str | None, overrides: list[str], ignore: list[str], relock: bool,
+                     patches_dir: Path | None):
+    from rocmstack.output import warn
+    from rocmstack.recipe.resolve import unverified_warnings
+    from rocmstack.render.context import render, source_revision
+    from rocmstack.rules.lock import gate
+
+    # Same gate as `render`: lock drift (exit 2), then the compatibility rules (exit 1).
+    checked = gate(recipe, gpu_arch, overrides, ignore=ignore, relock=relock)
+    notes = [*unverified_warnings(checked.resolved.recipe), *checked.notes]
+    for note in notes:
+        warn(note)
+    revision = source_revision()
+    rendered = render(checked.resolved, ignored_rules=checked.ignored, patches_dir=patches_dir, revision=revision)
+    return checked, rendered, revision, notes
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("build")
+    def build_cmd(
+        recipe: str = RECIPE_ARG,
+        gpu_arch: str | None = ARCH_OPT,
+        overrides: list[str] = SET_OPT,
+        engine: str = ENGINE_OPT,
+        push: bool = typer.Option(False, "--push", help="Push after a successful build (immutable tags are guarded)"),
+        push_tags: str = typer.Option("all", "--push-tags", help="With --push: all, or content (the r-<hash> staging tag only)"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and the exact engine command; run nothing"),
+        registry: str | None = REGISTRY_OPT,
+        aliases: list[str] = ALIAS_OPT,
+        builder: str | None = typer.Option(None, "--builder", help="docker buildx builder instance"),
+        cache_from: list[str] = typer.Option([], "--cache-from", help="Engine cache source (repeatable), e.g. type=registry,ref=..."),
+        cache_to: list[str] = typer.Option([], "--cache-to", help="Engine cache export (repeatable)"),
+        source: str | None = typer.Option(None, "--source-url", help="org.opencontainers.image.source (default: GitHub env or git origin)"),
+        out_dir: Path = typer.Option(Path("build/images"), "--out-dir", help="Where contexts, logs and manifests go"),
+        patches_dir: Path | None = typer.Option(None, "--patches-dir", help="Patch specs directory (default: the shipped patches/)"),
+        ignore_rules: list[str] = IGNORE_OPT,
+        relock: bool = RELOCK_OPT,
+        json_out: bool = JSON_OPT,
+    ) -> None:
+        """Render the recipe and build the image: progress per step, a log file, a manifest, tags."""
+        from rocmstack.build import engines
+        from rocmstack.build.pipeline import Options, execute, make_plan, print_plan
+        from rocmstack.build.tags import tag_set
+        from rocmstack.errors import EngineError, InputError
+        from rocmstack.output import print_json, stderr
+        from rocmstack.render.context import write_context
+
+        if push_tags not in ("all", "content"):
+            raise InputError(f"--push-tags {push_tags!r}: expected all or content")
+        if dry_run and push:
+            raise InputError("--dry-run and --push together: a dry run pushes nothing", fix="drop one of them")
+        checked, rendered, revision, _ = _gate_and_render(recipe, gpu_arch, overrides, ignore_rules, relock, patches_dir)
+        resolved = checked.resolved
+        tags = tag_set(resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases))
+        note = None
+        try:
+            found = engines.detect(engine, builder=builder)
+        except EngineError as exc:
+            if not dry_run:
+                raise
+            # A dry run still shows the exact command: the podman form, with the reason no engine works.
+            found = engines.Engine(name="docker" if engine == "docker" else "podman",
+                                   argv=("docker",) if engine == "docker" else engines.podman_prefix(),
+                                   version="(not usable here)", builder=builder)
+            note = exc.one_line()
+        options = Options(out_dir=out_dir, registry=registry, aliases=tuple(aliases), cache_from=tuple(cache_from),
+                          cache_to=tuple(cache_to), source_url=source, push=push_tags if push else None)
+        plan = make_plan(resolved, rendered, tags, engine=found, engine_note=note, options=options, revision=revision)
+        write_context(rendered, plan.context)
+        err = stderr()
+        for warning in plan.warnings:
+            err.print(f"[yellow]warning:[/yellow] {warning}")
+        if dry_run:
+            if json_out:
+                print_json({"dry_run": True, **plan.as_dict()})
+            else:
+                from rocmstack.output import stdout
+
+                print_plan(plan, stdout())
+            return
+        print_plan(plan, err)
+        manifest = execute(plan, err)
+        if json_out:
+            print_json(manifest)
+            return
+        cache = manifest["cache"]
+        err.print(f"[green]built[/green] {manifest['image']['id'][:19]} in {manifest['duration_s']:.0f}s "
+                  f"(cache: {cache['hits']} hits, {cache['misses']} misses)")
+        for ref in manifest["tags"]["applied"]:
+            typer.echo(ref)
+        err.print(f"manifest: {plan.manifest}  log: {plan.log}")
+
+    @app.command("tags")
+    def tags_cmd(
+        recipe: str = RECIPE_ARG,
+        gpu_arch: str | None = ARCH_OPT,
+        overrides: list[str] = SET_OPT,
+        registry: str | None = REGISTRY_OPT,
+        aliases: list[str] = ALIAS_OPT,
+        ignore_rules: list[str] = IGNORE_OPT,
+        promote: bool = typer.Option(False, "--promote", help="Point the descriptive tag and aliases at the pushed content tag (registry side)"),
+        engine: str = ENGINE_OPT,
+        json_out: bool = JSON_OPT,
+    ) -> None:
+        """Print the tags a build would get: descriptive (immutable), content r-<hash> (immutable), aliases."""
+        from rocmstack.build.tags import tag_set
+        from rocmstack.output import print_json, stderr
+
+        checked, rendered, _, _ = _gate_and_render(recipe, gpu_arch, overrides, ignore_rules, False, None)
+        tags = tag_set(checked.resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases))
+        promoted = None
+        if promote:
+            from rocmstack.build import engines
+            from rocmstack.build.pipeline import promote as do_promote
+
+            promoted = do_promote(engines.detect(engine), tags, rendered.render_hash, stderr())
+        if json_out:
+            print_json({**tags.as_dict(), "render_hash": rendered.render_hash,
+                        **({"promoted": promoted} if promoted is not None else {})})
+            return
+        for tag in tags.immutable:
+            typer.echo(f"{tags.ref(tag)}\timmutable")
+        for tag in tags.aliases:
+            typer.echo(f"{tags.ref(tag)}\talias")
+
+    @app.command("inspect")
+    def inspect_cmd(
+        image: str = typer.Argument(..., help="Image reference or id in the engine's local store"),
+        engine: str = ENGINE_OPT,
+        json_out: bool = JSON_OPT,
+    ) -> None:
+        """Read an image's provenance back: OCI + dev.rocmstack.* labels and /opt/rocmstack/lock.json."""
+        import json
+
+        from rocmstack.build import engines
+        from rocmstack.build.pipeline import LOCK_PATH, RENDER_HASH_LABEL
+        from rocmstack.errors import CheckFailed
+        from rocmstack.output import print_json, stdout, warn
+
+        found = engines.detect(engine)
+        info = engines.inspect_image(found, image)
+        raw = engines.read_file(found, image, LOCK_PATH)
+        lock = json.loads(raw) if raw else None
+        labels = {k: v for k, v in sorted(info["labels"].items())
+                  if k.startswith(("org.opencontainers.image.", "dev.rocmstack."))}
+        problems = []
+        if lock is None:
+            problems.append(f"{LOCK_PATH} is missing: not a rocmstack image")
+        elif lock.get("render_hash") != labels.get(RENDER_HASH_LABEL):
+            problems.append(f"lock render hash {lock.get('render_hash')} differs from label {labels.get(RENDER_HASH_LABEL)}")
+        if json_out:
+            print_json({"image": image, "id": info["id"], "repo_tags": info["repo_tags"], "labels": labels,
+                        "lock": lock, "problems": problems})
+        else:
+            out = stdout()
+            out.print(f"[bold]{image}[/bold]  {info['id'][:19]}")
+            for key, value in labels.items():
+                out.print(f"  {key} = {value}", markup=False)
+            if lock:
+                comps = ", ".join(f"{n} {c.get('version') or c.get('ref') or c.get('source')}"
+                                  for n, c in sorted(lock.get("components", {}).items()))
+                out.print(f"  lock: recipe {lock.get('recipe')}, archs {';'.join(lock.get('gpu_archs', []))}, "
+                          f"revision {lock.get('rocmstack', {}).get('revision')}", markup=False)
+                out.print(f"  components: {comps}", markup=False)
+            for p in problems:
+                warn(p)
+        if problems:
+            raise CheckFailed(f"{image}: {problems[0]}")
+
+    @app.command("matrix")
+    def matrix_cmd(
+        recipes: list[str] = typer.Option([], "--recipe", help="Recipe (repeatable; default: every shipped recipe)"),
+        gpu_archs: list[str] = typer.Option([], "--gpu-arch", help="Arch set (repeatable; default: each recipe's default set)"),
+        registry: str | None = REGISTRY_OPT,
+        build_runner: str | None = typer.Option(None, "--build-runner", help="Comma-separated runner labels for builds"),
+        gpu_runner: str | None = typer.Option(None, "--gpu-runner", help="Comma-separated label prefix of GPU runners; the arch is appended"),
+        fmt: str = typer.Option("github", "--format", help="github (a matrix=<json> line for $GITHUB_OUTPUT) or json"),
+    ) -> None:
+        """Expand recipes x GPU archs into a GitHub Actions strategy.matrix include list."""
+        from rocmstack.build import matrix
+        from rocmstack.errors import InputError
+        from rocmstack.output import print_json
+
+        if fmt not in ("github", "json"):
+            raise InputError(f"--format {fmt!r}: expected github or json")
+        entries = matrix.expand(
+            recipes, gpu_archs, registry=registry,
+            build_runner=matrix.parse_labels(build_runner, matrix.DEFAULT_BUILD_RUNNER, "--build-runner"),
+            gpu_runner_prefix=matrix.parse_labels(gpu_runner, matrix.DEFAULT_GPU_RUNNER, "--gpu-runner"),
+        )
+        if fmt == "json":
+            print_json({"include": [e.as_dict() for e in entries]})
+        else:
+            typer.echo(matrix.github_output(entries))

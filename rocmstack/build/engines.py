@@ -1,0 +1,246 @@
+"""Container engines: BuildKit through ``docker buildx build``, or daemonless podman.
+
+The docker Python SDK does not speak BuildKit, so every engine is driven through its CLI, with argument
+lists and timeouts. An :class:`Engine` is a frozen value: the command prefix (podman carries its storage
+driver, so every later call sees the same image store) plus what was detected about it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocmstack.errors import EngineError
+
+ENGINES = ("auto", "docker", "podman")
+PROBE_TIMEOUT = 20
+QUICK_TIMEOUT = 120
+PULL_TIMEOUT = 4 * 3600  # a ROCm base image is tens of GB
+PUSH_TIMEOUT = 4 * 3600
+# vfs is the one storage driver that works everywhere, including inside an unprivileged container
+# (overlay-on-overlay does not); override with ROCMSTACK_PODMAN_STORAGE_DRIVER=overlay on a normal host.
+PODMAN_DRIVER_ENV = "ROCMSTACK_PODMAN_STORAGE_DRIVER"
+DEFAULT_PODMAN_DRIVER = "vfs"
+INSTALL_HINT = ("install podman and buildah for daemonless builds (Debian/Ubuntu: apt-get install podman buildah), "
+                "or start a Docker daemon with the buildx plugin (docker-buildx-plugin)")
+
+Runner = Callable[..., subprocess.CompletedProcess]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Engine:
+    name: str  # "docker" | "podman"
+    argv: tuple[str, ...]  # command prefix, e.g. ("podman", "--storage-driver", "vfs")
+    version: str
+    builder: str | None = None  # docker buildx builder instance
+
+    def cmd(self, *args: str) -> list[str]:
+        return [*self.argv, *args]
+
+    def describe(self) -> str:
+        return f"{self.name} {self.version}" + (f" (builder {self.builder})" if self.builder else "")
+
+
+def _run(argv: Sequence[str], timeout: float, runner: Runner = subprocess.run) -> subprocess.CompletedProcess:
+    try:
+        return runner(list(argv), capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        return subprocess.CompletedProcess(list(argv), 127, "", f"{argv[0]}: not installed")
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(list(argv), 124, "", f"{' '.join(argv[:3])}: no answer in {timeout:.0f}s")
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def podman_prefix() -> tuple[str, ...]:
+    driver = os.environ.get(PODMAN_DRIVER_ENV, DEFAULT_PODMAN_DRIVER)
+    return ("podman", "--storage-driver", driver)
+
+
+def probe_docker(builder: str | None = None, *, which=shutil.which, runner: Runner = subprocess.run) -> Engine | str:
+    """An Engine, or a short reason why docker buildx cannot build here."""
+    if not which("docker"):
+        return "docker: not installed"
+    server = _run(["docker", "version", "--format", "{{.Server.Version}}"], PROBE_TIMEOUT, runner)
+    if server.returncode != 0 or not server.stdout.strip():
+        return f"docker: daemon not reachable ({_last_line(server.stderr or server.stdout)})"
+    bx = _run(["docker", "buildx", "version"], PROBE_TIMEOUT, runner)
+    if bx.returncode != 0:
+        return "docker: the buildx plugin is missing (install docker-buildx-plugin)"
+    if builder:
+        ins = _run(["docker", "buildx", "inspect", builder], PROBE_TIMEOUT, runner)
+        if ins.returncode != 0:
+            return f"docker: buildx builder {builder!r} not found ({_last_line(ins.stderr)})"
+    return Engine(name="docker", argv=("docker",), version=server.stdout.strip(), builder=builder)
+
+
+def probe_podman(*, which=shutil.which, runner: Runner = subprocess.run) -> Engine | str:
+    if not which("podman"):
+        return "podman: not installed"
+    prefix = podman_prefix()
+    out = _run([*prefix, "version", "--format", "{{.Client.Version}}"], PROBE_TIMEOUT, runner)
+    if out.returncode != 0 or not out.stdout.strip():
+        return f"podman: not usable ({_last_line(out.stderr or out.stdout)})"
+    return Engine(name="podman", argv=prefix, version=out.stdout.strip())
+
+
+def detect(choice: str = "auto", *, builder: str | None = None, which=shutil.which,
+           runner: Runner = subprocess.run) -> Engine:
+    """docker buildx when a daemon answers, else podman; one EngineError line when neither works."""
+    if choice not in ENGINES:
+        from rocmstack.errors import InputError
+
+        raise InputError(f"--engine {choice!r}: unknown engine", fix=f"one of {', '.join(ENGINES)}")
+    if builder and choice == "podman":
+        from rocmstack.errors import InputError
+
+        raise InputError("--builder names a docker buildx builder; it does not apply to --engine podman")
+    reasons = []
+    if choice in ("auto", "docker"):
+        found = probe_docker(builder, which=which, runner=runner)
+        if isinstance(found, Engine):
+            return found
+        reasons.append(found)
+        if choice == "docker":
+            raise EngineError(f"--engine docker cannot build: {found}",
+                              fix="start the Docker daemon with buildx, or use --engine podman")
+    found = probe_podman(which=which, runner=runner)
+    if isinstance(found, Engine):
+        return found
+    reasons.append(found)
+    raise EngineError(f"no usable container engine ({'; '.join(reasons)})", fix=INSTALL_HINT)
+
+
+def qualify(image: str) -> str:
+    """Fully qualify a short name (``rocm/primus:v26.7`` -> ``docker.io/rocm/primus:v26.7``).
+
+    Podman refuses unqualified names when no unqualified-search registry is configured; Docker assumes
+    docker.io. Qualifying removes the difference.
+    """
+    first, sep, _ = image.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return image
+    return f"docker.io/{image}" if sep else f"docker.io/library/{image}"
+
+
+def registry_of(image: str) -> str:
+    return qualify(image).split("/", 1)[0]
+
+
+_UNREACHABLE = re.compile(
+    r"no such host|dial tcp|connection refused|i/o timeout|network is unreachable|TLS handshake timeout|"
+    r"Temporary failure in name resolution|could not resolve|server misbehaving|no route to host|"
+    r"context deadline exceeded|connection reset",
+    re.IGNORECASE,
+)
+_NOT_FOUND = re.compile(r"manifest unknown|not found|does not exist|no such image|name unknown", re.IGNORECASE)
+_DENIED = re.compile(r"unauthorized|denied|authentication required|forbidden", re.IGNORECASE)
+
+
+def classify_pull_error(image: str, output: str) -> str:
+    """One sentence: why the registry did not give us this image."""
+    registry = registry_of(image)
+    detail = _last_line(output)
+    if len(detail) > 160:
+        detail = detail[:157] + "..."
+    if _UNREACHABLE.search(output):
+        return f"registry {registry} is unreachable from this machine ({detail})"
+    if _DENIED.search(output):
+        return f"registry {registry} refused access (log in with `docker login {registry}` / `podman login {registry}`) ({detail})"
+    if _NOT_FOUND.search(output):
+        return f"registry {registry} has no such image or tag ({detail})"
+    return f"pull from registry {registry} failed ({detail})"
+
+
+def image_present(engine: Engine, ref: str, runner: Runner = subprocess.run) -> bool:
+    args = ("image", "exists", ref) if engine.name == "podman" else ("image", "inspect", "--format", "{{.Id}}", ref)
+    return _run(engine.cmd(*args), QUICK_TIMEOUT, runner).returncode == 0
+
+
+def build_command(engine: Engine, *, context: Path, iidfile: Path, build_args: dict[str, str],
+                  labels: dict[str, str], cache_from: Sequence[str] = (), cache_to: Sequence[str] = (),
+                  target_platform: str = "linux/amd64") -> list[str]:
+    """The exact build invocation. No -t: tags are applied only after the build succeeded."""
+    if engine.name == "docker":
+        argv = engine.cmd("buildx", "build")
+        if engine.builder:
+            argv += ["--builder", engine.builder]
+        argv += ["--progress=plain", "--load", "--platform", target_platform]
+    else:
+        # docker format: the OCI format drops SHELL (the Dockerfile relies on bash -o pipefail).
+        # chroot isolation: no cgroups or namespaces needed, so it builds inside unprivileged containers.
+        argv = engine.cmd("build", "--format", "docker", "--isolation", "chroot", "--layers", "--platform", target_platform)
+    argv += ["--iidfile", str(iidfile), "--file", str(context / "Dockerfile")]
+    for key, value in sorted(build_args.items()):
+        argv += ["--build-arg", f"{key}={value}"]
+    for key, value in sorted(labels.items()):
+        argv += ["--label", f"{key}={value}"]
+    for ref in cache_from:
+        argv += ["--cache-from", ref]
+    for ref in cache_to:
+        argv += ["--cache-to", ref]
+    argv.append(str(context))
+    return argv
+
+
+def inspect_image(engine: Engine, ref: str, runner: Runner = subprocess.run) -> dict:
+    """Normalised ``image inspect``: id, labels, repo digests, created."""
+    out = _run(engine.cmd("image", "inspect", ref), QUICK_TIMEOUT, runner)
+    if out.returncode != 0:
+        raise EngineError(f"image {ref} not found in the {engine.name} image store ({_last_line(out.stderr)})",
+                          fix="build it first, or pull it")
+    data = json.loads(out.stdout)[0]
+    config = data.get("Config") or {}
+    labels = config.get("Labels") or data.get("Labels") or {}
+    return {"id": data.get("Id", ""), "labels": dict(labels), "repo_digests": list(data.get("RepoDigests") or []),
+            "repo_tags": list(data.get("RepoTags") or []), "created": data.get("Created"),
+            "digest": data.get("Digest")}
+
+
+def read_file(engine: Engine, ref: str, path: str, runner: Runner = subprocess.run) -> bytes | None:
+    """Copy one file out of an image without running it (create, cp, rm); None when it is absent."""
+    created = _run(engine.cmd("create", ref, "true"), QUICK_TIMEOUT, runner)
+    if created.returncode != 0:
+        raise EngineError(f"cannot open image {ref} to read {path} ({_last_line(created.stderr)})")
+    cid = created.stdout.strip().splitlines()[-1]
+    try:
+        with tempfile.TemporaryDirectory(prefix="rocmstack-cp.") as tmp:
+            dest = Path(tmp) / "out"
+            cp = _run(engine.cmd("cp", f"{cid}:{path}", str(dest)), QUICK_TIMEOUT, runner)
+            if cp.returncode != 0 or not dest.is_file():
+                return None
+            return dest.read_bytes()
+    finally:
+        _run(engine.cmd("rm", "--force", cid), QUICK_TIMEOUT, runner)
+
+
+def remote_labels(engine: Engine, ref: str, *, which=shutil.which, runner: Runner = subprocess.run) -> dict | None:
+    """The labels of ``ref`` in its registry, without pulling it; None when the tag does not exist."""
+    if engine.name == "docker":
+        out = _run(engine.cmd("buildx", "imagetools", "inspect", ref, "--format", "{{json .Image}}"), QUICK_TIMEOUT, runner)
+    else:
+        if not which("skopeo"):
+            raise EngineError(f"cannot check whether {ref} already exists: skopeo is not installed",
+                              fix="apt-get install skopeo (the immutability guard reads the registry's labels with it)")
+        out = _run(["skopeo", "inspect", "--no-tags", f"docker://{qualify(ref)}"], QUICK_TIMEOUT, runner)
+    if out.returncode != 0:
+        text = out.stderr + out.stdout
+        if _NOT_FOUND.search(text) and not _UNREACHABLE.search(text):
+            return None
+        raise EngineError(f"cannot check whether {ref} already exists: {classify_pull_error(ref, text)}")
+    data = json.loads(out.stdout)
+    if engine.name == "podman":
+        return dict(data.get("Labels") or {})
+    if "config" not in data and data:  # a multi-platform index: {platform: config}
+        data = next(iter(data.values()))
+    return dict((data.get("config") or {}).get("Labels") or {})

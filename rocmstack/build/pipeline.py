@@ -1,0 +1,393 @@
+"""One build, start to end: plan -> base image preflight -> engine build -> tags -> manifest (-> push).
+
+The plan is a value computed before anything runs; ``--dry-run`` prints it, a real build executes it.
+Tags are applied only after the engine succeeded, and rolled back if applying them fails or is
+interrupted, so an image is never left half-tagged.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rocmstack.build import engines
+from rocmstack.build.engines import Engine
+from rocmstack.build.progress import Event
+from rocmstack.build.runner import RunResult, run_logged
+from rocmstack.build.tags import TagSet, immutability_verdict
+from rocmstack.errors import BuildError, EngineError
+
+MANIFEST_SCHEMA = 1
+BUILD_TIMEOUT_S = 8 * 3600
+SOURCE_LABEL = "org.opencontainers.image.source"
+RENDER_HASH_LABEL = "dev.rocmstack.render-hash"
+LOCK_PATH = "/opt/rocmstack/lock.json"
+_PATCH_FAILED = re.compile(r"rocmstack patch FAILED: \[([a-z0-9._-]+)\] (.*)")
+_GUARD_FAILED = re.compile(r"rocmstack guard FAILED: (.*)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    recipe: str
+    gpu_archs: tuple[str, ...]
+    render_hash: str
+    base: str  # fully qualified
+    base_in_dockerfile: str
+    out_dir: Path
+    context: Path
+    log: Path
+    manifest: Path
+    iidfile: Path
+    tags: TagSet
+    build_args: dict[str, str]
+    labels: dict[str, str]
+    command: tuple[str, ...]
+    engine: Engine
+    engine_note: str | None
+    instructions: int
+    pins: dict[str, str]
+    push: str | None  # None | "all" | "content"
+    warnings: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {
+            "recipe": self.recipe, "gpu_archs": list(self.gpu_archs), "render_hash": self.render_hash,
+            "base": self.base, "context": str(self.context), "log": str(self.log), "manifest": str(self.manifest),
+            "tags": self.tags.as_dict(), "build_args": self.build_args, "labels": self.labels,
+            "command": list(self.command), "engine": {"name": self.engine.name, "version": self.engine.version,
+                                                      "builder": self.engine.builder, "note": self.engine_note},
+            "instructions": self.instructions, "pins": self.pins, "push": self.push, "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    out_dir: Path
+    registry: str | None = None
+    aliases: tuple[str, ...] = ()
+    cache_from: tuple[str, ...] = ()
+    cache_to: tuple[str, ...] = ()
+    source_url: str | None = None
+    push: str | None = None
+    timeout_s: float = BUILD_TIMEOUT_S
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def source_url(explicit: str | None = None, repo: Path | None = None) -> str | None:
+    """Where the source lives: --source-url, the GitHub Actions repository, or git's origin remote (as https)."""
+    if explicit:
+        return explicit
+    server, repository = os.environ.get("GITHUB_SERVER_URL"), os.environ.get("GITHUB_REPOSITORY")
+    if server and repository:
+        return f"{server.rstrip('/')}/{repository}"
+    root = repo or Path(__file__).resolve().parents[2]
+    try:
+        url = subprocess.run(["git", "-C", str(root), "config", "--get", "remote.origin.url"], capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if m := re.fullmatch(r"git@([^:]+):(.+?)(?:\.git)?", url):
+        return f"https://{m[1]}/{m[2]}"
+    if m := re.fullmatch(r"(https://[^\s@]+?)(?:\.git)?", url):
+        return m[1]
+    return None  # a local path or credentials-bearing URL: never put it in a label
+
+
+def count_instructions(dockerfile: str) -> int:
+    """Top-level instructions, continuation lines and comments excluded."""
+    count, continued = 0, False
+    for raw in dockerfile.splitlines():
+        line = raw.strip()
+        if not continued and line and not line.startswith("#"):
+            count += 1
+        continued = line.endswith("\\") if line and not line.startswith("#") else continued and bool(line)
+    return count
+
+
+def make_plan(resolved, rendered, tags: TagSet, *, engine: Engine, engine_note: str | None, options: Options,
+              revision: tuple[str, str]) -> Plan:
+    recipe = resolved.recipe
+    name = f"{recipe.name}-{'-'.join(resolved.gpu_archs)}"
+    out = options.out_dir / name
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    context = out / "context"
+    iidfile = out / "image.iid"
+    sha, created = revision
+    build_args = {"ROCMSTACK_REVISION": sha, "ROCMSTACK_CREATED": created}
+    warnings = []
+    url = source_url(options.source_url)
+    labels = {SOURCE_LABEL: url} if url else {}
+    if not url:
+        warnings.append(f"no source URL known (no --source-url, no GitHub Actions env, no https origin remote): "
+                        f"{SOURCE_LABEL} is left out")
+    base_ref = f"{recipe.base.image}:{recipe.base.tag}" + (f"@{recipe.base.digest}" if recipe.base.digest else "")
+    command = engines.build_command(engine, context=context, iidfile=iidfile, build_args=build_args, labels=labels,
+                                    cache_from=options.cache_from, cache_to=options.cache_to)
+    return Plan(recipe=recipe.name, gpu_archs=resolved.gpu_archs, render_hash=rendered.render_hash,
+                base=engines.qualify(base_ref), base_in_dockerfile=base_ref, out_dir=out, context=context,
+                log=out / "logs" / f"build-{stamp}.log", manifest=out / "manifest.json", iidfile=iidfile, tags=tags,
+                build_args=build_args, labels=labels, command=tuple(command), engine=engine, engine_note=engine_note,
+                instructions=count_instructions(rendered.dockerfile), pins=resolved.pins(), push=options.push,
+                warnings=tuple(warnings))
+
+
+def print_plan(plan: Plan, console) -> None:
+    import shlex
+
+    console.print(f"[bold]plan[/bold]: build {plan.recipe} for {';'.join(plan.gpu_archs)}")
+    rows = [
+        ("render hash", plan.render_hash),
+        ("engine", plan.engine.describe() + (f"  [yellow]({plan.engine_note})[/yellow]" if plan.engine_note else "")),
+        ("base image", f"{plan.base} (pulled first if not present)"),
+        ("context", str(plan.context)),
+        ("dockerfile", f"{plan.instructions} instructions"),
+        ("log", str(plan.log)),
+        ("manifest", str(plan.manifest)),
+    ]
+    for key, value in rows:
+        console.print(f"  {key:<12} {value}")
+    for tag in plan.tags.immutable:
+        console.print(f"  {'tag':<12} {plan.tags.ref(tag)}  (immutable)")
+    for tag in plan.tags.aliases:
+        console.print(f"  {'tag':<12} {plan.tags.ref(tag)}  (floating alias)")
+    if plan.push:
+        console.print(f"  {'push':<12} {'content tag only' if plan.push == 'content' else 'all tags'}, immutable tags guarded")
+    console.print("[bold]command[/bold]:")
+    console.print(f"  {shlex.join(plan.command)}", markup=False, highlight=False)
+
+
+# -- execution ---------------------------------------------------------------------------------------
+
+def _log(plan: Plan, text: str) -> None:
+    plan.log.parent.mkdir(parents=True, exist_ok=True)
+    with open(plan.log, "a", encoding="utf-8") as fh:
+        fh.write(text.rstrip("\n") + "\n")
+
+
+def ensure_base(plan: Plan, console) -> dict:
+    """Make sure the engine has the base image; pull it if not. EngineError names the image and the registry."""
+    engine = plan.engine
+    if engine.name == "docker" and engine.builder:
+        # A docker-container builder pulls by itself; check the registry answers for this image.
+        out = engines._run(engine.cmd("buildx", "imagetools", "inspect", plan.base), engines.QUICK_TIMEOUT)
+        if out.returncode != 0:
+            raise EngineError(f"cannot pull base image {plan.base}: "
+                              f"{engines.classify_pull_error(plan.base, out.stderr + out.stdout)}")
+        return {"image": plan.base, "id": None, "digest": None}
+    if not engines.image_present(engine, plan.base):
+        console.print(f"pulling base image {plan.base} ...")
+        result = run_logged(engine.cmd("pull", plan.base), log_path=plan.log, engine=engine.name,
+                            timeout_s=engines.PULL_TIMEOUT)
+        if not result.ok:
+            raise EngineError(f"cannot pull base image {plan.base}: "
+                              f"{engines.classify_pull_error(plan.base, chr(10).join(result.tail))}",
+                              fix=f"the plan above runs once the registry is reachable; log: {plan.log}")
+    info = engines.inspect_image(engine, plan.base)
+    digest = next((d.split("@", 1)[1] for d in info["repo_digests"] if "@" in d), None) or info.get("digest")
+    return {"image": plan.base, "id": info["id"], "digest": digest}
+
+
+def _progress_printer(console):
+    def on_event(event: Event) -> None:
+        s = event.step
+        if event.kind == "start":
+            return
+        state = "[red]FAILED[/red]" if s.failed else ("[dim]cached[/dim]" if s.cached else f"{s.seconds:7.1f}s")
+        text = s.instruction if len(s.instruction) <= 100 else s.instruction[:97] + "..."
+        console.print(f"  {state:>8}  {s.index:>2}/{s.total} {text}", highlight=False)
+
+    return on_event
+
+
+def run_engine(plan: Plan, console) -> RunResult:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    printer = _progress_printer(console)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  transient=True) as progress:
+        task = progress.add_task(f"building {plan.recipe}", total=None)
+
+        def on_event(event: Event) -> None:
+            if event.kind == "start":
+                text = event.step.instruction[:80]
+                progress.update(task, description=f"step {event.step.index}/{event.step.total}: {text}")
+            else:
+                printer(event)
+
+        return run_logged(plan.command, log_path=plan.log, engine=plan.engine.name, timeout_s=BUILD_TIMEOUT_S,
+                          on_event=on_event)
+
+
+def failure_message(plan: Plan, result: RunResult) -> str:
+    step = next((s for s in result.steps if s.failed), None)
+    where = f"step {step.index}/{step.total} ({_short(step.instruction)})" if step else (
+        f"step {_short(result.failed_instruction)}" if result.failed_instruction else "before the first step")
+    cause = None
+    for line in reversed(result.tail):
+        if m := _PATCH_FAILED.search(line):
+            cause = f"patch {m[1]} did not apply: {m[2]}"
+            break
+        if m := _GUARD_FAILED.search(line):
+            cause = f"guard failed: {m[1]}"
+            break
+    if result.timed_out:
+        cause = "the build ran past its time limit and was stopped"
+    cause = cause or result.error or f"exit status {result.returncode}"
+    return f"build of {plan.recipe} failed at {where}: {cause}; full log: {plan.log}"
+
+
+def _short(text: str | None, n: int = 90) -> str:
+    text = text or ""
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def apply_tags(plan: Plan, image_id: str) -> list[str]:
+    """Tag the image with every ref, or with none: a failure (or Ctrl-C) rolls back the tags applied."""
+    engine = plan.engine
+    done: list[str] = []
+    try:
+        for ref in plan.tags.refs():
+            out = engines._run(engine.cmd("tag", image_id, ref), engines.QUICK_TIMEOUT)
+            if out.returncode != 0:
+                raise BuildError(f"tagging {image_id[:19]} as {ref} failed: {engines._last_line(out.stderr)}")
+            done.append(ref)
+    except BaseException:
+        for ref in done:
+            args = ("untag", image_id, ref) if engine.name == "podman" else ("image", "rm", "--no-prune", ref)
+            engines._run(engine.cmd(*args), engines.QUICK_TIMEOUT)
+        raise
+    return done
+
+
+def push_tags(engine: Engine, tags: TagSet, render_hash: str, mode: str, console) -> list[dict]:
+    """Push the content tag (and, for mode "all", the descriptive tag and the aliases).
+
+    Immutable tags are guarded: one that exists in the registry with another render hash is refused
+    before anything is pushed; one that exists with the same render hash is left alone.
+    """
+    wanted = [tags.content] if mode == "content" else list(tags.all)
+    decisions = []
+    for tag in wanted:
+        if tag in tags.immutable:
+            labels = engines.remote_labels(engine, tags.ref(tag))
+            verdict = immutability_verdict(tags.ref(tag), (labels or {}).get(RENDER_HASH_LABEL), render_hash,
+                                           exists=labels is not None)
+        else:
+            verdict = "push"
+        decisions.append((tag, verdict))
+    pushed = []
+    for tag, verdict in decisions:
+        ref = tags.ref(tag)
+        if verdict == "skip":
+            console.print(f"  {ref}: already in the registry with this render hash, not pushed again")
+            pushed.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
+            continue
+        out = engines._run(engine.cmd("push", ref), engines.PUSH_TIMEOUT)
+        if out.returncode != 0:
+            raise EngineError(f"push of {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}")
+        console.print(f"  pushed {ref}")
+        pushed.append({"ref": ref, "pushed": True})
+    return pushed
+
+
+def host_info() -> dict:
+    return {"hostname": platform.node(), "platform": platform.platform(), "machine": platform.machine(),
+            "cpus": os.cpu_count()}
+
+
+def write_manifest(plan: Plan, *, base: dict, image: dict, result: RunResult, tagged: list[str],
+                   pushed: list[dict], started: str) -> dict:
+    manifest = {
+        "schema": MANIFEST_SCHEMA,
+        "recipe": plan.recipe,
+        "gpu_archs": list(plan.gpu_archs),
+        "render_hash": plan.render_hash,
+        "pins": plan.pins,
+        "image": image,
+        "tags": {**plan.tags.as_dict(), "applied": tagged, "pushed": pushed},
+        "base": base,
+        "steps": [s.as_dict() for s in result.steps],
+        "cache": result.cache,
+        "duration_s": round(result.seconds, 2),
+        "engine": {"name": plan.engine.name, "version": plan.engine.version, "builder": plan.engine.builder},
+        "command": list(plan.command),
+        "build_args": plan.build_args,
+        "labels": plan.labels,
+        "host": host_info(),
+        "started": started,
+        "log": str(plan.log),
+    }
+    plan.manifest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = plan.manifest.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(plan.manifest)
+    return manifest
+
+
+def execute(plan: Plan, console) -> dict:
+    started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _log(plan, f"rocmstack build {plan.recipe} {';'.join(plan.gpu_archs)} render {plan.render_hash} at {started}")
+    base = ensure_base(plan, console)
+    plan.iidfile.unlink(missing_ok=True)
+    result = run_engine(plan, console)
+    if not result.ok:
+        console.print(f"[red]last {len(result.tail)} log lines[/red] ({plan.log}):")
+        for line in result.tail:
+            console.print(f"  | {line}", markup=False, highlight=False)
+        raise BuildError(failure_message(plan, result))
+    image_id = plan.iidfile.read_text(encoding="utf-8").strip()
+    tagged = apply_tags(plan, image_id)
+    info = engines.inspect_image(plan.engine, image_id)
+    if info["labels"].get(RENDER_HASH_LABEL) != plan.render_hash:
+        raise BuildError(f"built image {image_id[:19]} carries render hash {info['labels'].get(RENDER_HASH_LABEL)!r}, "
+                         f"expected {plan.render_hash}: the context changed during the build")
+    pushed = push_tags(plan.engine, plan.tags, plan.render_hash, plan.push, console) if plan.push else []
+    info = engines.inspect_image(plan.engine, image_id) if pushed else info
+    digest = next((d.split("@", 1)[1] for d in info["repo_digests"] if "@" in d), None) or info.get("digest")
+    image = {"id": image_id, "digest": digest, "repo_digests": info["repo_digests"]}
+    return write_manifest(plan, base=base, image=image, result=result, tagged=tagged, pushed=pushed, started=started)
+
+
+def promote(engine: Engine, tags: TagSet, render_hash: str, console, *, which=None) -> list[dict]:
+    """Point the descriptive tag and the aliases at the already-pushed content tag, registry to registry.
+
+    The publish step after validation: nothing is rebuilt or pulled. The content tag must carry this
+    render hash; the descriptive tag is guarded like any immutable push.
+    """
+    import shutil
+
+    which = which or shutil.which
+    source = tags.ref(tags.content)
+    labels = engines.remote_labels(engine, source, which=which)
+    if labels is None:
+        raise EngineError(f"cannot promote: {source} is not in the registry", fix="build with --push --push-tags content first")
+    if labels.get(RENDER_HASH_LABEL) != render_hash:
+        raise EngineError(f"cannot promote: {source} carries render hash {labels.get(RENDER_HASH_LABEL)!r}, "
+                          f"expected {render_hash}")
+    results = []
+    for tag in (tags.descriptive, *tags.aliases):
+        ref = tags.ref(tag)
+        if tag in tags.immutable:
+            remote = engines.remote_labels(engine, ref, which=which)
+            if immutability_verdict(ref, (remote or {}).get(RENDER_HASH_LABEL), render_hash,
+                                    exists=remote is not None) == "skip":
+                results.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
+                continue
+        if engine.name == "docker":
+            argv = engine.cmd("buildx", "imagetools", "create", "--tag", ref, source)
+        else:
+            if not which("skopeo"):
+                raise EngineError("promote with podman needs skopeo to copy between registry tags", fix="apt-get install skopeo")
+            argv = ["skopeo", "copy", "--all", f"docker://{engines.qualify(source)}", f"docker://{engines.qualify(ref)}"]
+        out = engines._run(argv, engines.PUSH_TIMEOUT)
+        if out.returncode != 0:
+            raise EngineError(f"promote {source} -> {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}")
+        console.print(f"  {ref} -> {source}")
+        results.append({"ref": ref, "pushed": True})
+    return results

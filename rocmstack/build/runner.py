@@ -1,0 +1,102 @@
+"""Run one engine build: every line to the log file, step progress on the console, Ctrl-C stops the child.
+
+The child runs in its own process group, so the whole build (podman and its chroot'd RUN, or the
+buildx client) is stopped as one: SIGINT first (engines clean up their working containers on it), then
+SIGTERM, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocmstack.build.progress import Event, Step, StepTracker
+
+TAIL_LINES = 30
+STOP_GRACE_S = 20
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    returncode: int
+    steps: tuple[Step, ...]
+    tail: tuple[str, ...]
+    seconds: float
+    timed_out: bool
+    failed_instruction: str | None
+    error: str | None
+    cache: dict
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop the child's whole process group: SIGINT, then SIGTERM, then SIGKILL."""
+    for sig, wait in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_logged(argv: Sequence[str], *, log_path: Path, engine: str, timeout_s: float,
+               on_event: Callable[[Event], None] | None = None, on_line: Callable[[str], None] | None = None,
+               env: dict[str, str] | None = None) -> RunResult:
+    """Run ``argv``; KeyboardInterrupt stops the child and propagates once it is gone."""
+    tracker = StepTracker(engine, on_event)
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    timed_out = threading.Event()
+    t0 = time.monotonic()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a", encoding="utf-8", errors="replace") as log:
+        log.write(f"$ {' '.join(argv)}\n")
+        log.flush()
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                text=True, errors="replace", bufsize=1, start_new_session=True,
+                                env={**os.environ, **(env or {})})
+
+        def _deadline() -> None:
+            timed_out.set()
+            _stop(proc)
+
+        watchdog = threading.Timer(timeout_s, _deadline)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                tail.append(line.rstrip("\n"))
+                tracker.feed(line)
+                if on_line:
+                    on_line(line)
+            returncode = proc.wait()
+        except BaseException:
+            # Ctrl-C (or any error here): the build must not go on without us.
+            _stop(proc)
+            log.write("\nrocmstack: build interrupted; the engine was stopped\n")
+            raise
+        finally:
+            watchdog.cancel()
+    ok = returncode == 0 and not timed_out.is_set()
+    tracker.close(ok)
+    return RunResult(returncode=returncode, steps=tuple(tracker.steps), tail=tuple(tail),
+                     seconds=time.monotonic() - t0, timed_out=timed_out.is_set(),
+                     failed_instruction=tracker.failed_instruction, error=tracker.error, cache=tracker.cache_counts())

@@ -1,0 +1,171 @@
+"""Image tags: a descriptive immutable tag from the pins, a content tag from the render hash, floating aliases.
+
+Pure functions: no engine, no registry. Every reference is checked against the OCI distribution
+reference grammar (github.com/distribution/reference, ``reference.go``) before anything uses it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rocmstack.errors import InputError
+
+# The distribution reference grammar, spelled out piece by piece.
+_ALNUM = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[._]|__|[-]+)"
+_PATH_COMPONENT = rf"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_IPV6 = r"\[(?:[a-fA-F0-9:]+)\]"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|{_IPV6})(?::[0-9]+)?"
+TAG_RE = re.compile(r"[\w][\w.-]{0,127}")
+DIGEST_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}")
+NAME_RE = re.compile(rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*")
+REFERENCE_RE = re.compile(rf"(?P<name>{NAME_RE.pattern})(?::(?P<tag>{TAG_RE.pattern}))?(?:@(?P<digest>{DIGEST_RE.pattern}))?")
+NAME_MAX = 255
+CONTENT_PREFIX = "r-"
+CONTENT_HEX = 12
+_FIELD = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reference:
+    name: str
+    tag: str | None = None
+    digest: str | None = None
+
+    def __str__(self) -> str:
+        return self.name + (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
+
+
+def parse_reference(text: str) -> Reference:
+    """Parse ``[domain[:port]/]path[:tag][@digest]``; raise InputError naming what is wrong."""
+    m = REFERENCE_RE.fullmatch(text)
+    if not m:
+        raise InputError(f"{text!r} is not a valid image reference",
+                         fix="lowercase [registry[:port]/]name[/name...][:tag], tag of [A-Za-z0-9_.-] up to 128 characters")
+    if len(m["name"]) > NAME_MAX:
+        raise InputError(f"image name {m['name'][:40]}... is longer than {NAME_MAX} characters")
+    return Reference(name=m["name"], tag=m["tag"], digest=m["digest"])
+
+
+def validate_tag(tag: str, *, what: str = "tag") -> str:
+    if not TAG_RE.fullmatch(tag):
+        raise InputError(f"{what} {tag!r} is not a valid image tag",
+                         fix="up to 128 characters of A-Z a-z 0-9 _ . -, not starting with . or -")
+    return tag
+
+
+def repository(publish_repo: str, registry: str | None) -> str:
+    """The repository to tag: ``--registry`` (host[:port][/namespace]) is prefixed to ``publish.repository``."""
+    repo = f"{registry.rstrip('/')}/{publish_repo}" if registry else publish_repo
+    if not NAME_RE.fullmatch(repo) or len(repo) > NAME_MAX:
+        raise InputError(f"image repository {repo!r} is not valid in the OCI reference grammar",
+                         fix="--registry takes host[:port][/namespace] in lowercase, e.g. ghcr.io/myorg")
+    return repo
+
+
+def _lookup(tree: dict[str, Any], dotted: str, template: str) -> str:
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise InputError(f"publish.tag {template!r}: field {{{dotted}}} does not exist in the resolved recipe",
+                             fix="use a dotted path such as {components.verl.version} or {base.rocm}, or {arch}")
+        node = node[part]
+    if node is None or isinstance(node, (dict, list)):
+        raise InputError(f"publish.tag {template!r}: field {{{dotted}}} is {node!r}, not a single value",
+                         fix="point it at a pinned version or ref")
+    return str(node)
+
+
+def arch_field(gpu_archs: tuple[str, ...]) -> str:
+    return "-".join(gpu_archs)
+
+
+def expand_template(template: str, tree: dict[str, Any], gpu_archs: tuple[str, ...]) -> str:
+    """``verl-{components.verl.version}_{arch}`` -> ``verl-0.9.0_gfx950``, validated as a tag."""
+
+    def field(m: re.Match[str]) -> str:
+        if m[1] == "arch":
+            return arch_field(gpu_archs)
+        return _lookup(tree, m[1], template)
+
+    leftover = _FIELD.sub("", template)
+    if "{" in leftover or "}" in leftover:
+        raise InputError(f"publish.tag {template!r}: unbalanced or empty {{...}} field")
+    tag = _FIELD.sub(field, template)
+    if not TAG_RE.fullmatch(tag):
+        raise InputError(f"publish.tag {template!r} expands to {tag!r}, which is not a valid image tag",
+                         fix="pin the fields it uses to exact versions (a specifier such as >=5.12 cannot be in a tag)")
+    return tag
+
+
+def content_tag(render_hash: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{64}", render_hash):
+        raise InputError(f"render hash {render_hash!r} is not 64 hex digits")
+    return CONTENT_PREFIX + render_hash[:CONTENT_HEX]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TagSet:
+    repository: str
+    descriptive: str
+    content: str
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def immutable(self) -> tuple[str, ...]:
+        return (self.descriptive, self.content)
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return (*self.immutable, *self.aliases)
+
+    def ref(self, tag: str) -> str:
+        return f"{self.repository}:{tag}"
+
+    def refs(self) -> tuple[str, ...]:
+        return tuple(self.ref(t) for t in self.all)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"repository": self.repository, "descriptive": self.descriptive, "content": self.content,
+                "aliases": list(self.aliases), "refs": list(self.refs()),
+                "immutable_refs": [self.ref(t) for t in self.immutable]}
+
+
+def tag_set(resolved, render_hash: str, *, registry: str | None = None, extra_aliases: tuple[str, ...] = ()) -> TagSet:
+    """All tags of one build. Aliases name the recipe's default arch set; other arch sets get ``_<arch>``."""
+    recipe = resolved.recipe
+    tree = recipe.model_dump(mode="json", by_alias=True)
+    descriptive = expand_template(recipe.publish.tag, tree, resolved.gpu_archs)
+    content = content_tag(render_hash)
+    default = tuple(sorted(recipe.default_gpu_archs)) == tuple(resolved.gpu_archs)
+    aliases = []
+    for alias in (*recipe.publish.aliases, *extra_aliases):
+        validate_tag(alias, what="alias")
+        name = alias if default else f"{alias}_{arch_field(resolved.gpu_archs)}"
+        validate_tag(name, what="alias")
+        if name in (descriptive, content):
+            raise InputError(f"alias {name!r} equals an immutable tag; aliases must differ from {descriptive} and {content}")
+        if name not in aliases:
+            aliases.append(name)
+    repo = repository(recipe.publish.repository, registry)
+    tags = TagSet(repository=repo, descriptive=descriptive, content=content, aliases=tuple(aliases))
+    for ref in tags.refs():
+        parse_reference(ref)
+    return tags
+
+
+def immutability_verdict(tag: str, remote_hash: str | None, local_hash: str, *, exists: bool) -> str:
+    """'push' | 'skip' (already there, same render) | raise: an immutable tag never moves to another render."""
+    if not exists:
+        return "push"
+    if remote_hash == local_hash:
+        return "skip"
+    from rocmstack.errors import CheckFailed
+
+    shown = remote_hash[:12] if remote_hash else "no rocmstack render-hash label"
+    raise CheckFailed(f"refusing to push {tag}: it already exists in the registry with render hash {shown}, "
+                      f"this image is {local_hash[:12]}; immutable tags never move",
+                      fix="bump a pin so the descriptive tag changes, or push only the floating aliases")
