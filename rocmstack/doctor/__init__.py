@@ -2,9 +2,26 @@
 
     from rocmstack.doctor import DoctorOptions, run_doctor
     report = run_doctor(DoctorOptions(fast=True))   # dict, schema SCHEMA; report["ok"] is the verdict
+
+Names resolve lazily, so importing the CLI (which imports rocmstack.doctor.commands) costs nothing here.
 """
 
-from rocmstack.doctor.model import SCHEMA, DoctorOptions, Status
-from rocmstack.doctor.runner import run_doctor, select_checks
+from __future__ import annotations
 
-__all__ = ["SCHEMA", "DoctorOptions", "Status", "run_doctor", "select_checks"]
+import importlib
+
+_EXPORTS = {
+    "SCHEMA": "rocmstack.doctor.model",
+    "DoctorOptions": "rocmstack.doctor.model",
+    "Status": "rocmstack.doctor.model",
+    "run_doctor": "rocmstack.doctor.runner",
+    "select_checks": "rocmstack.doctor.runner",
+    "run_cluster": "rocmstack.doctor.cluster",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'rocmstack.doctor' has no attribute {name!r}")

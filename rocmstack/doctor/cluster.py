@@ -14,7 +14,7 @@ from dataclasses import asdict
 from rocmstack.doctor.model import SCHEMA, DoctorOptions
 from rocmstack.errors import EngineError
 
-PORTABLE = ("fast", "expect_gpus", "only", "skip", "tensor_parallel", "probe_timeout", "tool_timeout")
+PORTABLE = ("fast", "deep", "expect_gpus", "only", "skip", "tensor_parallel", "probe_timeout", "tool_timeout")
 
 
 def _node_doctor(payload: dict) -> dict:

@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
     @app.command("doctor")
     def doctor(
         fast: bool = typer.Option(False, "--fast", help="Skip every probe that imports torch, Ray or vLLM."),
+        deep: bool = typer.Option(False, "--deep", help="Also initialise the GPU runtime in the torch probe."),
         expect_gpus: int | None = typer.Option(None, "--expect-gpus", metavar="N",
                                                help="GPUs this node must show (after the visibility masks)."),
         only: list[str] = typer.Option([], "--only", metavar="ID", help="Run only these check ids (repeat or a,b)."),
@@ -54,7 +55,9 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--expect-gpus {expect_gpus} is negative", fix="give the number of GPUs, e.g. 8")
         if tensor_parallel is not None and tensor_parallel < 1:
             raise InputError(f"--tensor-parallel {tensor_parallel} must be >= 1", fix="e.g. --tensor-parallel 2")
-        opts = DoctorOptions(fast=fast, expect_gpus=expect_gpus, only=_ids(only), skip=_ids(skip),
+        if fast and deep:
+            raise InputError("--fast and --deep both given", fix="--deep initialises torch's runtime; drop one")
+        opts = DoctorOptions(fast=fast, deep=deep, expect_gpus=expect_gpus, only=_ids(only), skip=_ids(skip),
                              tensor_parallel=tensor_parallel, probe_timeout=timeout,
                              sysfs_root=sysfs_root, dev_root=dev_root, proc_root=proc_root)
         checks = select_checks(opts.only, opts.skip)  # validates ids before any work

@@ -69,6 +69,7 @@ class Check:
 @dataclass(frozen=True)
 class DoctorOptions:
     fast: bool = False
+    deep: bool = False  # also initialise the GPU runtime in the torch probe (seconds more)
     expect_gpus: int | None = None
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()

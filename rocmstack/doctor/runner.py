@@ -40,9 +40,10 @@ def run_doctor(options: DoctorOptions | None = None) -> dict:
     tools = (VENDOR_TOOLS if "tools" in needs else frozenset()) | (
         {"amd-smi-partition"} if "partition" in needs else frozenset())
     env = opts.environ()
+    probe_env = {**env, "ROCMSTACK_PROBE_DEEP": "1"} if opts.deep else env
     snap = take_snapshot(SnapshotRequest(
         probes=needs & PROBES, tools=frozenset(tools), fast=opts.fast, python=opts.python or default_python(),
-        env=env, probe_timeout=opts.probe_timeout, tool_timeout=opts.tool_timeout, sysfs_root=opts.sysfs_root,
+        env=probe_env, probe_timeout=opts.probe_timeout, tool_timeout=opts.tool_timeout, sysfs_root=opts.sysfs_root,
         dev_root=opts.dev_root, proc_root=opts.proc_root,
     ))
     results = []
@@ -74,7 +75,7 @@ def run_doctor(options: DoctorOptions | None = None) -> dict:
         "host": socket.gethostname(),
         "started_at": started.isoformat(timespec="seconds"),
         "seconds": round(time.monotonic() - t0, 3),
-        "options": {"fast": opts.fast, "expect_gpus": opts.expect_gpus, "only": list(opts.only),
+        "options": {"fast": opts.fast, "deep": opts.deep, "expect_gpus": opts.expect_gpus, "only": list(opts.only),
                     "skip": list(opts.skip), "tensor_parallel": opts.tensor_parallel},
         "platform": platform,
         "sources": sources,

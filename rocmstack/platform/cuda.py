@@ -11,7 +11,7 @@ from pathlib import Path
 from rocmstack.platform.rocm import SmiCount
 from rocmstack.platform.tools import ToolRun
 
-NVIDIA_SMI_ARGV = ["nvidia-smi", "--query-gpu=index,name,uuid,pci.bus_id", "--format=csv,noheader"]
+NVIDIA_SMI_ARGV = ["nvidia-smi", "--query-gpu=index,name,uuid,pci.bus_id", "--format=csv"]
 
 
 def proc_driver_gpus(proc_root: Path) -> list[str] | None:
@@ -41,12 +41,22 @@ class NvidiaSmiGpu:
 
 
 def parse_nvidia_smi_csv(text: str) -> list[NvidiaSmiGpu]:
-    """``nvidia-smi --query-gpu=index,name,uuid,pci.bus_id --format=csv,noheader`` rows."""
+    """``nvidia-smi --query-gpu=... --format=csv``: a header row names the columns (in any order; units like
+    ``memory.total [MiB]`` are ignored), one row per GPU."""
+    rows = [[c.strip() for c in line.split(",")] for line in text.splitlines() if line.strip()]
+    header_at = next((i for i, r in enumerate(rows) if "index" in [c.split(" [")[0] for c in r]), None)
+    if header_at is None:
+        return []
+    cols = {c.split(" [")[0]: i for i, c in enumerate(rows[header_at])}
     gpus = []
-    for line in text.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) >= 4 and parts[0].isdigit():
-            gpus.append(NvidiaSmiGpu(int(parts[0]), parts[1], parts[2], parts[3]))
+    for row in rows[header_at + 1 :]:
+        if len(row) != len(cols) or not row[cols["index"]].isdigit():
+            continue
+
+        def get(name: str) -> str:
+            return row[cols[name]] if name in cols else ""
+
+        gpus.append(NvidiaSmiGpu(int(get("index")), get("name"), get("uuid"), get("pci.bus_id") or get("pci.bus")))
     return gpus
 
 

@@ -38,8 +38,15 @@ def gpu_count(snap: Snapshot, opts: DoctorOptions) -> Result:
         problems.append(f"torch sees {torch.count} device(s), the masks leave {expected_visible} of {n_physical}")
     if rocr is not None and masks.after_rocr is not None and n_physical and rocr.count != len(masks.after_rocr):
         problems.append(f"rocminfo lists {rocr.count} GPU agent(s), ROCR_VISIBLE_DEVICES leaves {len(masks.after_rocr)}")
+    runtime = (snap.probe("torch") or {}).get("runtime_count")
+    if runtime is not None and torch.count is not None and runtime != torch.count:
+        problems.append(f"torch.cuda.device_count() says {torch.count}, the initialised runtime {runtime}")
     if expect is not None and expected_visible != expect:
         problems.append(f"--expect-gpus {expect}, but {expected_visible} visible ({n_physical} on the node)")
+    factor = max((PARTITION_FACTORS.get(m, 1) for m in snap.partitions_sysfs.values()), default=1)
+    if problems and expect is not None and factor > 1 and expect * factor == expected_visible and len(problems) == 1:
+        return warned(f"{expected_visible} devices = --expect-gpus {expect} x {factor} compute partitions "
+                      "(see gpu-partition)", *details, fix="Count partitions, not cards, in --expect-gpus")
     if problems:
         fix = "Make the job see the devices it expects."
         if torch.count == 0 and n_physical:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rocmstack.doctor.model import Check, DoctorOptions, Result, errored, failed, passed, skipped, warned
 from rocmstack.platform.snapshot import Snapshot
 
-VLLM_ROCM_PYTHON = "3.12"  # the ROCm wheels and images of vLLM are built for CPython 3.12 only
+VLLM_ROCM_PYTHON = "3.12"
+HARMLESS_NVIDIA = frozenset({"nvidia-ml-py", "nvidia-ml-py3"})  # the ROCm wheels and images of vLLM are built for CPython 3.12 only
 
 
 def vllm_python(snap: Snapshot, opts: DoctorOptions) -> Result:
@@ -50,8 +51,10 @@ def vllm_flavour(snap: Snapshot, opts: DoctorOptions) -> Result:
 def nvidia_packages(snap: Snapshot, opts: DoctorOptions) -> Result:
     if not snap.rocm_env():
         return skipped("not a ROCm environment")
+    # CUDA runtime wheels (nvidia-cublas-cu12, nvidia-nccl-cu13, CUDA 13's unsuffixed nvidia-cublas, ...) and
+    # cupy-cuda*; nvidia-ml-py is a pure-Python NVML binding and harmless.
     found = sorted(f"{name}=={v}" for name, v in snap.dists.items()
-                   if name.startswith("nvidia-") or name.startswith("cupy-cuda"))
+                   if (name.startswith("nvidia-") and name not in HARMLESS_NVIDIA) or name.startswith("cupy-cuda"))
     if found:
         return failed(f"{len(found)} CUDA package(s) in a ROCm environment: {', '.join(found[:6])}"
                       + (" ..." if len(found) > 6 else ""), *found,
@@ -72,12 +75,14 @@ def torch_arch(snap: Snapshot, opts: DoctorOptions) -> Result:
             return skipped("torch is not installed")
         return failed(f"import torch fails: {data['import_error']}", fix="See amdsmi-import / amdsmi-duplicate")
     arch_list = data.get("arch_list") or []
-    devices = data.get("devices") or []
-    archs = sorted({d["arch"] for d in devices if d.get("arch")})
-    if not archs and snap.kfd and data.get("hip"):
-        archs = sorted({n.arch for n in snap.kfd})  # torch sees none: judge by the driver's view
+    if data.get("devices"):  # --deep: torch's own view of each device
+        archs = sorted({d["arch"] for d in data["devices"] if d.get("arch")})
+    elif data.get("hip") or snap.vendor() == "amd":
+        archs = sorted({n.arch for n in snap.kfd or []})  # the driver's gfx target of each GPU
+    else:
+        archs = sorted(set((snap.probe("nvml") or {}).get("archs") or []))  # NVML compute capability
     if not archs:
-        return skipped("no GPU visible to torch")
+        return skipped("no GPU arch known on this node")
     if not arch_list:
         return warned(f"torch reports no compiled arch list (devices: {', '.join(archs)})")
     missing = []
@@ -103,5 +108,5 @@ CHECKS = (
     Check("nvidia-packages", "packages", "No CUDA packages in a ROCm env", nvidia_packages,
           "https://github.com/sgl-project/sglang/blob/main/docker/rocm.Dockerfile"),
     Check("torch-arch", "packages", "torch built for the device arch", torch_arch,
-          "https://pytorch.org/docs/stable/generated/torch.cuda.get_arch_list.html", frozenset({"torch"})),
+          "https://pytorch.org/docs/stable/generated/torch.cuda.get_arch_list.html", frozenset({"torch", "nvml"})),
 )

@@ -17,11 +17,15 @@ try:
     pynvml.nvmlInit()
     try:
         out["count"] = int(pynvml.nvmlDeviceGetCount())
-        names = []
+        names, archs = [], []
         for i in range(out["count"]):
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(handle)
             names.append(name.decode() if isinstance(name, bytes) else str(name))
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            archs.append("sm_%d%d" % (major, minor))
         out["names"] = names
+        out["archs"] = archs
         version = pynvml.nvmlSystemGetDriverVersion()
         out["driver"] = version.decode() if isinstance(version, bytes) else str(version)
     finally:

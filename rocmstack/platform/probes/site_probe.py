@@ -9,22 +9,27 @@ import os
 import re
 import sys
 import time
-from importlib import metadata
 
 from _emit import emit, error_text
 
 t0 = time.monotonic()
 out = {"python": "%d.%d.%d" % sys.version_info[:3], "executable": sys.executable}
 
+# Installed distributions from the *.dist-info / *.egg-info folder names on sys.path: name and version
+# are in the name, so no METADATA file is parsed (that costs ~0.5 s in a 300-package image).
 dists = {}
-try:
-    for dist in metadata.distributions():
-        name = dist.metadata["Name"] if dist.metadata else None
-        if name:
-            key = re.sub(r"[-_.]+", "-", name).lower()
-            dists.setdefault(key, dist.version)
-except BaseException as exc:
-    out["dists_error"] = error_text(exc)
+for entry in sys.path:
+    try:
+        names = os.listdir(entry or ".")
+    except OSError:
+        continue
+    for name in names:
+        for suffix in (".dist-info", ".egg-info"):
+            if name.endswith(suffix) and "-" in name:
+                stem = name[: -len(suffix)]
+                dist, _, version = stem.partition("-")
+                key = re.sub(r"[-_.]+", "-", dist).lower()
+                dists.setdefault(key, version.split("-py")[0])
 out["dists"] = dists
 
 
