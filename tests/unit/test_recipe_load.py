@@ -230,3 +230,8 @@ def test_fuzzed_overrides_fail_only_with_recipe_errors(text):
         load_recipe("verl-0.9.0-rocm10", [text])
     except RecipeError as exc:
         assert "\n" not in exc.one_line()
+
+
+def test_committed_schema_is_current():
+    committed = json.loads((ROOT / "recipes" / "recipe.schema.json").read_text())
+    assert committed == json.loads(json.dumps(json_schema())), "run: rocmstack schema -o recipes/recipe.schema.json"
