@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from rocmstack.rules.conditions import Facts, check_condition, evaluate, version_verdict
 
@@ -114,3 +118,31 @@ def test_patch_and_tag_ops_report_what_is_wrong():
 def test_shape_errors(condition, problem):
     problems = check_condition(condition, "t")
     assert problems and problem in problems[0]
+
+
+_V = st.tuples(st.integers(0, 3), st.integers(0, 12), st.integers(0, 4)).map(lambda t: ".".join(map(str, t)))
+_OPS = st.sampled_from([">=", ">", "<", "<=", "==", "!=", "~="])
+
+
+def _spec(op: str, v: str) -> str:
+    return f"{op}{v}"
+
+
+_SPEC = st.one_of(
+    st.builds(_spec, _OPS, _V),
+    st.builds(lambda a, b: f"{a},{b}", st.builds(_spec, _OPS, _V), st.builds(_spec, _OPS, _V)),
+    _V.map(lambda v: "==" + v.rsplit(".", 1)[0] + ".*"),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pin=_SPEC, spec=_SPEC, probes=st.lists(_V, min_size=1, max_size=30))
+def test_version_verdict_is_sound_for_ranges(pin, spec, probes):
+    """True: every version the pin allows satisfies spec; False: none does (checked on sampled versions)."""
+    verdict = version_verdict(pin, spec)
+    allowed = [p for p in probes if Version(p) in SpecifierSet(pin)]
+    hits = [Version(p) in SpecifierSet(spec) for p in allowed]
+    if verdict is True:
+        assert all(hits)
+    elif verdict is False:
+        assert not any(hits)
