@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 
 import typer
 
@@ -73,13 +74,15 @@ def register(app: typer.Typer) -> None:
         # Piped output (CI logs) gets a wide table instead of rich's 80-column default.
         out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
         for resolved, results in runs:
-            table = Table(title=escape(f"{resolved.recipe.name} [{resolved.arch_list}]"), title_justify="left")
-            table.add_column("rule", overflow="fold")
+            table = Table(title=escape(f"{resolved.recipe.name} [{resolved.arch_list}]"), title_justify="left", expand=True)
+            table.add_column("rule", no_wrap=True)
             table.add_column("status", no_wrap=True)
-            for name in ("reason", "fix", "source"):
-                table.add_column(name, overflow="fold")
+            for name, ratio in (("reason", 4), ("fix", 3), ("source", 3)):
+                table.add_column(name, overflow="fold", ratio=ratio)
             for x in results:
-                table.add_row(x.id, f"[{_STYLE[x.status]}]{x.status}[/]", escape(x.reason),
+                # Passing rows get a shortened reason; --json always has the full text.
+                reason = x.reason if x.status != "pass" else textwrap.shorten(x.reason, 72, placeholder=" ...")
+                table.add_row(x.id, f"[{_STYLE[x.status]}]{x.status}[/]", escape(reason),
                               escape(x.fix) if x.status != "pass" else "", x.source)
             out.print(table)
             counts = {s: sum(1 for x in results if x.status == s) for s in _STYLE}
