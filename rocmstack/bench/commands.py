@@ -1,9 +1,236 @@
-"""CLI commands for this concern (registered by rocmstack.cli)."""
+"""`rocmstack bench ...`: the rollout hot path against the hardware's memory roofline.
+
+torch, transformers and the engines are imported inside the commands, so `rocmstack --help` stays fast.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from rocmstack.errors import CheckFailed, InputError
+from rocmstack.output import print_json, stderr, stdout, warn
+
+
+def _parse_batches(text: str) -> tuple[int, ...]:
+    try:
+        batches = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        batches = ()
+    if not batches or any(b <= 0 for b in batches):
+        raise InputError(f"--batch {text!r}: expected positive integers separated by commas", fix="e.g. --batch 1,64,256")
+    return batches
+
+
+def _parse_engines(text: str) -> tuple[str, ...]:
+    from rocmstack.bench.rollout import ENGINES
+
+    engines = tuple(e.strip() for e in text.split(",") if e.strip())
+    bad = [e for e in engines if e not in ENGINES]
+    if not engines or bad:
+        raise InputError(f"--engine {text!r}: unknown engine {bad[0] if bad else ''!r}", fix=f"use {'|'.join(ENGINES)}")
+    return engines
+
+
+def _resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise InputError(f"--device {device!r}: expected cpu, cuda or auto", fix="ROCm GPUs are 'cuda' in PyTorch too")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError(
+            f"--device cuda: torch {torch.__version__} sees no GPU",
+            fix="run inside the image on a GPU node, or pass --device cpu",
+        )
+    return device
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _render(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    dev = report["device"]
+    spec = dev["spec"]
+    out = stdout()
+    out.print(
+        f"[bold]{report['shape']['name']}[/bold] on {dev['name']} ({dev['backend']}): "
+        f"copy bandwidth {dev['copy_bandwidth_gb_s']:.0f} GB/s measured"
+        + (f", {spec['hbm_tb_per_s'] * 1e3:.0f} GB/s spec ({spec['name']})" if spec else ", no spec entry")
+    )
+    s = report["settings"]
+    table = Table(
+        title=f"prompt {s['prompt_len']}, {s['new_tokens']} new tokens, {s['dtype']}",
+        title_justify="left",
+    )
+    for col in ("engine", "batch", "tok/s", "tok/s/GPU", "step ms", "prefill tok/s", "MBU", "MBU spec", "roofline tok/s", "peak GB"):
+        table.add_column(col, justify="left" if col == "engine" else "right")
+    reasons: dict[str, str] = {}
+    for r in report["results"]:
+        if r["status"] != "ok":
+            table.add_row(r["engine"], str(r["batch"]), r["status"], *[""] * 7)
+            reasons.setdefault(f"{r['engine']} {r['status']}", r["reason"])
+            continue
+        table.add_row(
+            r["engine"],
+            str(r["batch"]),
+            _fmt(r["tokens_per_s"], ",.1f"),
+            _fmt(r["tokens_per_s_per_gpu"], ",.1f"),
+            _fmt(r["median_step_ms"], ".2f"),
+            _fmt(r["prefill_tokens_per_s"], ",.0f"),
+            _fmt(r["mbu"], ".3f"),
+            _fmt(r["mbu_spec"], ".3f"),
+            _fmt(r["roofline_tokens_per_s"], ",.0f"),
+            _fmt(r["peak_memory_gb"], ".1f"),
+        )
+    out.print(table)
+    for what, why in reasons.items():
+        out.print(f"{what}: {why}")
+    for w in report["weight_sync"]:
+        if w["status"] == "ok":
+            out.print(
+                f"weight sync {w['method']}: {w['bytes'] / 1e9:.2f} GB in {w['median_s'] * 1e3:.1f} ms "
+                f"= {w['gb_per_s']:.0f} GB/s ({w['vs_device_copy']:.2f} of device copy), first push "
+                f"{w['first_s'] * 1e3:.0f} ms, verified={w['verified']}"
+            )
+        else:
+            out.print(f"weight sync {w['method']}: {w['status']}: {w['reason']}")
+    base = report.get("baseline")
+    if base:
+        for c in base["checks"]:
+            mark = "ok" if c["ok"] else "[red]REGRESSION[/red]"
+            out.print(
+                f"baseline {c['engine']} batch {c['batch']}: {c['tokens_per_s']:,.1f} vs {c['baseline_tokens_per_s']:,.1f}"
+                f" tok/s ({c['ratio']:.2f}x) {mark}"
+            )
+
+
+def rollout(
+    shape: str = typer.Option("qwen3-8b", "--shape", help="qwen3-0.6b | qwen3-8b | PATH/config.json (HF Qwen3 fields)."),
+    batch: str = typer.Option("1,64,256", "--batch", help="Batch sizes, comma-separated."),
+    prompt_len: int = typer.Option(128, "--prompt-len", min=1, help="Prompt tokens per sequence."),
+    new_tokens: int = typer.Option(256, "--new-tokens", min=1, help="Generated tokens per sequence."),
+    engine: str = typer.Option("reference", "--engine", help="reference | hf | vllm | sglang, comma-separated."),
+    device: str = typer.Option("auto", "--device", help="cpu | cuda (ROCm GPUs are 'cuda' in PyTorch) | auto."),
+    dtype: str = typer.Option("bfloat16", "--dtype", help="bfloat16 | float16 | float32."),
+    temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="0 = greedy."),
+    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus mass in (0, 1]."),
+    graphs: bool = typer.Option(True, "--graphs/--no-graphs", help="Capture the reference decode step as a graph."),
+    fused: bool | None = typer.Option(
+        None, "--fused/--no-fused", help="Reference engine's Triton decode kernels (default: when available)."
+    ),
+    weight_sync: bool = typer.Option(False, "--weight-sync", help="Also time a full state-dict push (IPC, 2-rank)."),
+    seed: int = typer.Option(0, "--seed"),
+    tokenizer: str | None = typer.Option(None, "--tokenizer", help="Local tokenizer for vllm/sglang (offline)."),
+    engine_timeout: float = typer.Option(1800.0, "--engine-timeout", min=1.0, help="Seconds per vllm/sglang run."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Also write the JSON report to this file."),
+    baseline: Path | None = typer.Option(None, "--baseline", help="Gate: exit 1 when tokens/s fall below this baseline."),
+    tolerance: float | None = typer.Option(None, "--tolerance", min=0.0, max=1.0, help="Allowed drop (default: file's)."),
+    save_baseline: Path | None = typer.Option(None, "--save-baseline", help="Merge this run into a baseline file."),
+) -> None:
+    """Decode throughput of the rollout path (random weights, no download) against the memory roofline."""
+    from rocmstack.bench.rollout import DTYPES, RolloutSpec
+    from rocmstack.bench.shapes import load_config
+
+    shape_name, config = load_config(shape)
+    batches = _parse_batches(batch)
+    engines = _parse_engines(engine)
+    if dtype not in DTYPES:
+        raise InputError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}", fix="e.g. --dtype bfloat16")
+    if not 0.0 < top_p <= 1.0:
+        raise InputError(f"--top-p {top_p}: must be in (0, 1]", fix="e.g. --top-p 1.0")
+    base = None
+    if baseline is not None:
+        from rocmstack.bench.baseline import load_baseline
+
+        base = load_baseline(baseline)  # bad files fail before minutes of benchmarking
+    spec = RolloutSpec(
+        shape_name=shape_name,
+        config=config,
+        batches=batches,
+        prompt_len=prompt_len,
+        new_tokens=new_tokens,
+        engines=engines,
+        device=_resolve_device(device),
+        dtype=dtype,
+        temperature=temperature,
+        top_p=top_p,
+        use_graphs=graphs,
+        fused=fused,
+        seed=seed,
+        weight_sync=weight_sync,
+        tokenizer=tokenizer,
+        engine_timeout_s=engine_timeout,
+    )
+    from rocmstack.bench.rollout import run_rollout
+
+    console = stderr()
+    with console.status("bench rollout") as status:
+        report = run_rollout(spec, progress=lambda msg: status.update(f"bench rollout: {msg}"))
+    if base is not None:
+        from rocmstack.bench.baseline import compare
+
+        report["baseline"] = compare(report, base, tolerance=tolerance) | {"file": str(baseline)}
+    if save_baseline is not None:
+        from rocmstack.bench.baseline import DEFAULT_TOLERANCE, update_baseline
+
+        update_baseline(save_baseline, report, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
+    if output is not None:
+        from rocmstack.output import dumps
+
+        output.write_text(dumps(report))
+    if json_out:
+        print_json(report)
+    else:
+        _render(report)
+    for r in report["results"]:
+        if r["status"] == "error":
+            warn(f"{r['engine']} batch {r['batch']}: {r['reason']}")
+    verdict = report.get("baseline")
+    if verdict is not None:
+        if not verdict["checks"]:
+            raise InputError(
+                f"--baseline {baseline}: no config of this run has an entry in it",
+                fix="run the shapes, batches and lengths the baseline records",
+            )
+        failed = [c for c in verdict["checks"] if not c["ok"]]
+        if failed:
+            c = failed[0]
+            raise CheckFailed(
+                f"rollout regression: {len(failed)} config(s) below baseline; {c['engine']} batch {c['batch']} "
+                f"{c['tokens_per_s']:,.1f} tok/s = {c['ratio']:.2f}x of {c['baseline_tokens_per_s']:,.1f}",
+                fix=f"tolerance {verdict['tolerance']:.0%}; check AITER, the attention backend and CPU fallbacks",
+            )
+
+
+def plot(
+    reports: list[Path] = typer.Argument(..., help="JSON reports written by `bench rollout --output`."),
+    output: Path = typer.Option(..., "--output", "-o", help="PNG to write."),
+) -> None:
+    """Plot tokens/s and MBU against batch size: reference vs HF vs roofline."""
+    import json
+
+    from rocmstack.bench.plot import plot_reports
+
+    loaded = []
+    for path in reports:
+        try:
+            loaded.append(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"{path}: cannot read a JSON report ({exc})", fix="pass files from --output") from exc
+    plot_reports(loaded, output)
+    stdout().print(f"wrote {output}")
 
 
 def register(app: typer.Typer) -> None:
-    """Work in progress: this concern registers no command yet."""
+    bench = typer.Typer(help="Benchmarks: the rollout hot path against the memory roofline.", no_args_is_help=True)
+    bench.command("rollout")(rollout)
+    bench.command("plot")(plot)
+    app.add_typer(bench, name="bench")

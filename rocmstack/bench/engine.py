@@ -8,7 +8,9 @@ smoke job. What makes it fast is what makes any decode engine fast, kept readabl
 - a static KV cache allocated once, so the decode step has fixed shapes and addresses;
 - the decode step captured as a CUDA/HIP graph, one per (batch, attention-length bucket): launch
   overhead disappears and attention reads only the cache up to the bucket, not max_seq_len;
-- batched prefill through SDPA; sampling (temperature / top-p) on the device, no host syncs per token.
+- batched prefill through SDPA; sampling (temperature / top-p) on the device, no host syncs per token;
+- on GPUs, four fused Triton kernels (kernels.py) for the small ops of the decode step; the plain
+  PyTorch step below stays the readable spec and the CPU path.
 
 Weights arrive by HF names (``model.layers.0.self_attn.q_proj.weight``) and are copied in place, so
 captured graphs stay valid after a weight sync. All sequences in a batch share one prompt length.
@@ -82,6 +84,7 @@ class ReferenceEngine:
         max_batch: int = 1,
         max_seq_len: int = 512,
         use_graphs: bool = True,
+        fused: bool | None = None,
     ) -> None:
         self.shape = s = shape_from_config(config)
         self.device = torch.device(device)
@@ -89,6 +92,10 @@ class ReferenceEngine:
         self.max_batch = max_batch
         self.max_seq_len = max_seq_len
         self.use_graphs = use_graphs and self.device.type == "cuda"
+        # Fused Triton kernels for the decode step (GPU only); None: use them when Triton is there.
+        self._kernels = _load_kernels() if (fused is not False and self.device.type == "cuda") else None
+        if fused and self._kernels is None:
+            raise InputError("fused=True needs a GPU and Triton", fix="pass fused=None or False")
         if max_batch <= 0 or max_seq_len <= 0:
             raise InputError(f"max_batch={max_batch}, max_seq_len={max_seq_len}: both must be positive")
 
@@ -251,6 +258,28 @@ class ReferenceEngine:
         x = self._rms_norm(x if all_logits else x[:, -1], self.final_norm)
         return F.linear(x, self.lm_head).float()
 
+    @property
+    def fused(self) -> bool:
+        return self._kernels is not None
+
+    @torch.no_grad()
+    def _decode_step_fused(self, batch: int) -> torch.Tensor:
+        """The same step as _decode_step through kernels.py: 9 launches a layer, attention over [0, pos]."""
+        s, k = self.shape, self._kernels
+        eps = s.rms_norm_eps
+        x = F.embedding(self._tokens[:batch], self.embed)
+        for layer in self.layers:
+            qkv = F.linear(k.rms_norm(x, layer.ln1, eps), layer.qkv)
+            q = k.qk_norm_rope_store(
+                qkv, layer.qk_norm, self.cos, self.sin, self._pos, layer.k_cache, layer.v_cache,
+                num_heads=s.num_heads, num_kv_heads=s.num_kv_heads, head_dim=s.head_dim, eps=eps,
+            )  # fmt: skip
+            attn = k.decode_attention(q, layer.k_cache, layer.v_cache, self._pos, num_kv_heads=s.num_kv_heads, scale=s.head_dim**-0.5)
+            x = torch.addmm(x, attn.view(batch, s.q_size), layer.o.t())
+            act = k.silu_mul(F.linear(k.rms_norm(x, layer.ln2, eps), layer.gate_up))
+            x = torch.addmm(x, act, layer.down.t())
+        return F.linear(k.rms_norm(x, self.final_norm, eps), self.lm_head)
+
     @torch.no_grad()
     def _decode_step(self, batch: int, kv_len: int) -> torch.Tensor:
         """One token per sequence at position self._pos, attending to cache[:kv_len]; bf16 logits [B, V].
@@ -280,20 +309,24 @@ class ReferenceEngine:
         return F.linear(self._rms_norm(x, self.final_norm), self.lm_head)
 
     def _step_logits(self, batch: int, pos: int) -> torch.Tensor:
-        kv_len = min(-(-(pos + 1) // KV_BUCKET) * KV_BUCKET, self.max_seq_len)
+        if self.fused:  # attention length is read on the device: one graph per batch size
+            kv_len, step = 0, lambda: self._decode_step_fused(batch)
+        else:
+            kv_len = min(-(-(pos + 1) // KV_BUCKET) * KV_BUCKET, self.max_seq_len)
+            step = lambda: self._decode_step(batch, kv_len)  # noqa: E731
         if not self.use_graphs:
-            return self._decode_step(batch, kv_len)
+            return step()
         key = (batch, kv_len)
         if key not in self._graphs:
-            # Warm up on a side stream (cuBLAS handles, workspaces), then capture into the shared pool.
+            # Warm up on a side stream (cuBLAS handles, workspaces, Triton JIT), then capture into the shared pool.
             stream = torch.cuda.Stream(device=self.device)
             stream.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(stream):
-                self._decode_step(batch, kv_len)
+                step()
             torch.cuda.current_stream(self.device).wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=self._pool):
-                out = self._decode_step(batch, kv_len)
+                out = step()
             self._graphs[key] = (graph, out)
         graph, out = self._graphs[key]
         graph.replay()
@@ -380,6 +413,14 @@ class ReferenceEngine:
             prefill_seconds=times[0] if timed else None,
             step_seconds=tuple(times[1:]),
         )
+
+
+def _load_kernels():
+    try:
+        from rocmstack.bench import kernels
+    except ImportError:  # no Triton in this environment: the plain-PyTorch step
+        return None
+    return kernels
 
 
 class _Events:

@@ -1,0 +1,431 @@
+"""`bench rollout`: run each engine over each batch size and put every result on the decode roofline.
+
+Definitions (one place, used by every engine):
+- tokens/s: generated tokens (batch x new_tokens) over the whole generation, prefill included;
+- decode tokens/s: batch x (new_tokens - 1) over the decode steps alone (prefill yields the first token);
+- MBU: decode tokens/s x bytes per step / batch / bandwidth, against the bandwidth measured in this run
+  (a device-to-device copy, bytes read + written) and against the datasheet figure;
+- peak memory: the most device memory the engine held during its run (weights, cache, activations).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rocmstack.bench import roofline
+from rocmstack.bench.shapes import ModelShape, shape_from_config
+
+ENGINES = ("reference", "hf", "vllm", "sglang")
+DTYPES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutSpec:
+    shape_name: str
+    config: Mapping[str, Any]
+    batches: tuple[int, ...]
+    prompt_len: int
+    new_tokens: int
+    engines: tuple[str, ...]
+    device: str  # cpu | cuda
+    dtype: str = "bfloat16"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    use_graphs: bool = True
+    fused: bool | None = None  # reference engine's Triton decode kernels; None = when available
+    seed: int = 0
+    weight_sync: bool = False
+    tokenizer: str | None = None
+    engine_timeout_s: float = 1800.0
+
+
+def measure_copy_bandwidth(device: str, *, nbytes: int | None = None, repeats: int = 20) -> float:
+    """Device-to-device copy rate in bytes/s, counting bytes read plus bytes written (median of repeats)."""
+    import torch
+
+    dev = torch.device(device)
+    nbytes = nbytes or (2 << 30 if dev.type == "cuda" else 64 << 20)
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=dev).uniform_()  # never time zeros
+    dst = torch.empty_like(src)
+    times = []
+    for i in range(repeats + 3):
+        if dev.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            dst.copy_(src)
+            end.record()
+            end.synchronize()
+            elapsed = start.elapsed_time(end) / 1e3
+        else:
+            t0 = time.perf_counter()
+            dst.copy_(src)
+            elapsed = time.perf_counter() - t0
+        if i >= 3:
+            times.append(elapsed)
+    times.sort()
+    return 2 * nbytes / times[len(times) // 2]
+
+
+class _Memory:
+    """Peak device memory of one engine run (CPU: the process's max RSS, which only grows)."""
+
+    def __init__(self, device: str) -> None:
+        self.cuda = device == "cuda"
+
+    def reset(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+
+    def peak_gb(self) -> float:
+        if self.cuda:
+            import torch
+
+            return torch.cuda.max_memory_allocated() / 1e9
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _prompt(vocab: int, batch: int, prompt_len: int, seed: int, device: str):
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + batch)
+    return torch.randint(0, vocab, (batch, prompt_len), generator=gen).to(device)
+
+
+def _record(
+    engine: str,
+    batch: int,
+    spec: RolloutSpec,
+    shape: ModelShape,
+    bandwidth: float,
+    spec_bw: float | None,
+    *,
+    total_s: float | None = None,
+    prefill_s: float | None = None,
+    decode_s: float | None = None,
+    median_step_s: float | None = None,
+    tokens_per_s: float | None = None,
+    decode_tokens_per_s: float | None = None,
+    prefill_tokens_per_s: float | None = None,
+    peak_gb: float | None = None,
+    status: str = "ok",
+    reason: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    b = roofline.decode_bytes(
+        shape, batch=batch, prompt_len=spec.prompt_len, new_tokens=spec.new_tokens, dtype_bytes=DTYPES[spec.dtype]
+    )
+    n, p = spec.new_tokens, spec.prompt_len
+    if tokens_per_s is None and total_s:
+        tokens_per_s = batch * n / total_s
+    if decode_tokens_per_s is None and decode_s and n > 1:
+        decode_tokens_per_s = batch * (n - 1) / decode_s
+    if prefill_tokens_per_s is None and prefill_s:
+        prefill_tokens_per_s = batch * p / prefill_s
+    rate = decode_tokens_per_s or tokens_per_s  # engines that report no decode phase: whole-run rate
+    out = {
+        "engine": engine,
+        "batch": batch,
+        "prompt_len": p,
+        "new_tokens": n,
+        "status": status,
+        "reason": reason,
+        "gpus": 1,
+        "tokens_per_s": tokens_per_s,
+        "tokens_per_s_per_gpu": tokens_per_s,
+        "decode_tokens_per_s": decode_tokens_per_s,
+        "median_step_ms": median_step_s * 1e3 if median_step_s else None,
+        "prefill_tokens_per_s": prefill_tokens_per_s,
+        "bytes_per_step": b.per_step,
+        "roofline_tokens_per_s": roofline.roofline_tokens_per_s(b, batch=batch, bandwidth_bytes_per_s=bandwidth),
+        "roofline_tokens_per_s_spec": (
+            roofline.roofline_tokens_per_s(b, batch=batch, bandwidth_bytes_per_s=spec_bw) if spec_bw else None
+        ),
+        "mbu": roofline.mbu(rate, b, batch=batch, bandwidth_bytes_per_s=bandwidth) if rate else None,
+        "mbu_spec": roofline.mbu(rate, b, batch=batch, bandwidth_bytes_per_s=spec_bw) if rate and spec_bw else None,
+        "peak_memory_gb": peak_gb,
+    }
+    out.update(extra or {})
+    return out
+
+
+def _hf_model(spec: RolloutSpec):
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    fields = {k: v for k, v in spec.config.items() if k not in ("model_type", "architectures", "torch_dtype", "dtype")}
+    with torch.device(spec.device):
+        model = Qwen3ForCausalLM._from_config(Qwen3Config(**fields), dtype=getattr(torch, spec.dtype))
+    return model.eval()
+
+
+def _run_hf(model, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, Any]]:
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StepClock(StoppingCriteria):
+        """Called once per generated token: marks time without a host sync."""
+
+        def __init__(self) -> None:
+            self.marks: list[Any] = []
+
+        def __call__(self, input_ids, scores, **kwargs):
+            if spec.device == "cuda":
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                self.marks.append(ev)
+            else:
+                self.marks.append(time.perf_counter())
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    def generate(ids, new_tokens, clock=None):
+        sampling = {"do_sample": True, "temperature": spec.temperature, "top_p": spec.top_p, "top_k": 0}
+        return model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=new_tokens,
+            pad_token_id=0,
+            eos_token_id=None,
+            stopping_criteria=StoppingCriteriaList([clock] if clock else []),
+            **(sampling if spec.temperature > 0 else {"do_sample": False}),
+        )
+
+    memory = _Memory(spec.device)
+    out = []
+    for batch in spec.batches:
+        progress(f"hf generate: batch {batch}")
+        ids = _prompt(shape.vocab_size, batch, spec.prompt_len, spec.seed, spec.device)
+        with torch.no_grad():
+            generate(ids, 4)  # warm-up: kernels, allocator
+            _sync(spec.device)
+            t0 = time.perf_counter()
+            model(ids, use_cache=True)
+            _sync(spec.device)
+            prefill_s = time.perf_counter() - t0
+            memory.reset()
+            clock = StepClock()
+            t0 = time.perf_counter()
+            generate(ids, spec.new_tokens, clock)
+            _sync(spec.device)
+            total_s = time.perf_counter() - t0
+        if spec.device == "cuda":
+            steps = [a.elapsed_time(b) / 1e3 for a, b in zip(clock.marks, clock.marks[1:])]
+        else:
+            steps = [b - a for a, b in zip(clock.marks, clock.marks[1:])]
+        out.append(
+            _record(
+                "hf", batch, spec, shape, bandwidth, spec_bw,
+                total_s=total_s, prefill_s=prefill_s, decode_s=max(total_s - prefill_s, 1e-9),
+                median_step_s=_median(steps) if steps else None, peak_gb=memory.peak_gb(),
+            )  # fmt: skip
+        )
+    return out
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def _run_reference(engine, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, Any]]:
+    import torch
+
+    memory = _Memory(spec.device)
+    out = []
+    for batch in spec.batches:
+        ids = _prompt(shape.vocab_size, batch, spec.prompt_len, spec.seed, spec.device)
+        gen = torch.Generator(device=spec.device).manual_seed(spec.seed)
+        kwargs = {"temperature": spec.temperature, "top_p": spec.top_p, "generator": gen}
+        progress(f"reference: batch {batch}: warm-up (captures the decode graphs)")
+        engine.generate(ids, spec.new_tokens, **kwargs)
+        _sync(spec.device)
+        memory.reset()
+        progress(f"reference: batch {batch}: timed run")
+        t0 = time.perf_counter()
+        result = engine.generate(ids, spec.new_tokens, timed=True, **kwargs)
+        _sync(spec.device)
+        wall_s = time.perf_counter() - t0
+        decode_s = sum(result.step_seconds)
+        out.append(
+            _record(
+                "reference", batch, spec, shape, bandwidth, spec_bw,
+                total_s=result.prefill_seconds + decode_s, prefill_s=result.prefill_seconds, decode_s=decode_s,
+                median_step_s=_median(list(result.step_seconds)) if result.step_seconds else None,
+                peak_gb=memory.peak_gb(), extra={"wall_s": wall_s, "graphs": engine.use_graphs, "fused": engine.fused},
+            )  # fmt: skip
+        )
+    return out
+
+
+def _run_external(name, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, Any]]:
+    from rocmstack.bench.adapters import run_engine
+
+    out = []
+    for batch in spec.batches:
+        progress(f"{name}: batch {batch}")
+        run = run_engine(
+            name, spec.config, batch=batch, prompt_len=spec.prompt_len, new_tokens=spec.new_tokens,
+            tokenizer=spec.tokenizer, timeout_s=spec.engine_timeout_s,
+        )  # fmt: skip
+        out.append(
+            _record(
+                name, batch, spec, shape, bandwidth, spec_bw,
+                tokens_per_s=run.tokens_per_s, decode_tokens_per_s=run.decode_tokens_per_s,
+                median_step_s=run.median_step_s, prefill_tokens_per_s=run.prefill_tokens_per_s,
+                status=run.status, reason=run.reason, extra={"command": list(run.command)},
+            )  # fmt: skip
+        )
+        if run.status == "skip":  # same reason for every batch
+            out.extend(
+                _record(name, b, spec, shape, bandwidth, spec_bw, status="skip", reason=run.reason)
+                for b in spec.batches[len(out) :]
+            )
+            break
+    return out
+
+
+def _device_info(device: str) -> tuple[str, str]:
+    import torch
+
+    if device == "cuda":
+        return torch.cuda.get_device_name(), "hip" if torch.version.hip else "cuda"
+    return platform.processor() or platform.machine(), "cpu"
+
+
+def _versions() -> dict[str, str | None]:
+    import torch
+
+    from rocmstack import __version__
+
+    try:
+        import transformers
+
+        tf = transformers.__version__
+    except ImportError:
+        tf = None
+    return {
+        "rocmstack": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "hip": torch.version.hip,
+        "cuda": torch.version.cuda,
+        "transformers": tf,
+    }
+
+
+def run_rollout(spec: RolloutSpec, progress: Progress = lambda msg: None) -> dict[str, Any]:
+    import torch
+
+    from rocmstack.bench.engine import ReferenceEngine
+
+    shape = shape_from_config(spec.config)
+    device_name, backend = _device_info(spec.device)
+    arch = roofline.lookup_spec(device_name) if spec.device == "cuda" else None
+    spec_bw = arch.hbm_tb_per_s * 1e12 if arch else None
+    progress("measuring device copy bandwidth")
+    bandwidth = measure_copy_bandwidth(spec.device)
+    results: list[dict[str, Any]] = []
+
+    hf_model = None
+    if "hf" in spec.engines or "reference" in spec.engines:
+        torch.manual_seed(spec.seed)
+    if "hf" in spec.engines:
+        progress("building the transformers model (random weights)")
+        hf_model = _hf_model(spec)
+        results += _run_hf(hf_model, spec, shape, bandwidth, spec_bw, progress)
+    if "reference" in spec.engines:
+        progress("building the reference engine")
+        engine = ReferenceEngine(
+            spec.config,
+            device=spec.device,
+            dtype=getattr(torch, spec.dtype),
+            max_batch=max(spec.batches),
+            max_seq_len=spec.prompt_len + spec.new_tokens,
+            use_graphs=spec.use_graphs,
+            fused=spec.fused,
+        )
+        if hf_model is not None:  # the very weights transformers ran with
+            engine.load_hf_state_dict(hf_model.state_dict())
+        else:
+            engine.init_random_(spec.seed)
+        del hf_model
+        hf_model = None
+        if spec.device == "cuda":
+            torch.cuda.empty_cache()
+        results += _run_reference(engine, spec, shape, bandwidth, spec_bw, progress)
+        del engine
+        if spec.device == "cuda":
+            torch.cuda.empty_cache()
+    del hf_model
+    for name in ("vllm", "sglang"):
+        if name in spec.engines:
+            results += _run_external(name, spec, shape, bandwidth, spec_bw, progress)
+
+    sync_results = []
+    if spec.weight_sync:
+        from rocmstack.bench.weightsync import bench_dist, bench_ipc
+
+        progress("weight sync: IPC on one device")
+        sync_results.append(bench_ipc(spec.config, device=spec.device, dtype=spec.dtype, copy_bandwidth=bandwidth).to_dict())
+        progress("weight sync: two ranks")
+        sync_results.append(bench_dist(spec.config, device=spec.device, dtype=spec.dtype, copy_bandwidth=bandwidth).to_dict())
+
+    dtype_bytes = DTYPES[spec.dtype]
+    return {
+        "schema": 1,
+        "kind": "rocmstack.bench.rollout",
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "command": ["rocmstack", *sys.argv[1:]],
+        "host": platform.node(),
+        "device": {
+            "type": spec.device,
+            "backend": backend,
+            "name": device_name,
+            "gpus": 1 if spec.device == "cuda" else 0,
+            "spec": (
+                {"name": arch.name, "arch": arch.arch, "hbm_tb_per_s": arch.hbm_tb_per_s, "source": arch.source}
+                if arch
+                else None
+            ),
+            "copy_bandwidth_gb_s": bandwidth / 1e9,
+        },
+        "versions": _versions(),
+        "shape": {
+            "name": spec.shape_name,
+            "params": shape.total_params(),
+            "params_read_per_step": shape.params_read_per_step(),
+            "weight_bytes_per_step": shape.params_read_per_step() * dtype_bytes,
+            "kv_bytes_per_token": shape.kv_bytes_per_token(dtype_bytes),
+        },
+        "settings": {
+            "prompt_len": spec.prompt_len,
+            "new_tokens": spec.new_tokens,
+            "dtype": spec.dtype,
+            "temperature": spec.temperature,
+            "top_p": spec.top_p,
+            "graphs": spec.use_graphs,
+            "fused": spec.fused,
+            "seed": spec.seed,
+        },
+        "results": results,
+        "weight_sync": sync_results,
+    }

@@ -1,0 +1,76 @@
+"""The decode roofline: bytes a decode step must move, and what share of the bandwidth a run used (MBU).
+
+Decode is memory-bound: each step reads every weight once (for the whole batch) plus each sequence's
+KV cache. bytes/step = weights + sum over the batch of context x KV bytes/token; the roofline is
+tokens/s = batch x bandwidth / bytes/step. No torch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rocmstack.bench.shapes import ModelShape
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArchSpec:
+    name: str
+    arch: str  # gfx target or CUDA compute capability
+    hbm_tb_per_s: float  # vendor datasheet peak HBM bandwidth, TB/s (1e12 bytes/s)
+    match: tuple[str, ...]  # substrings of the device name (lowercase) that identify it
+    source: str
+
+
+# Datasheet figures. Order matters: the first match wins, so the more specific names come first.
+SPEC_TABLE: tuple[ArchSpec, ...] = (
+    ArchSpec(name="MI355X", arch="gfx950", hbm_tb_per_s=8.0, match=("mi355",), source="AMD Instinct MI355X datasheet"),
+    ArchSpec(name="MI350X", arch="gfx950", hbm_tb_per_s=8.0, match=("mi350",), source="AMD Instinct MI350X datasheet"),
+    ArchSpec(name="MI325X", arch="gfx942", hbm_tb_per_s=6.0, match=("mi325",), source="AMD Instinct MI325X datasheet"),
+    ArchSpec(name="MI300X", arch="gfx942", hbm_tb_per_s=5.3, match=("mi300x",), source="AMD Instinct MI300X datasheet"),
+    ArchSpec(name="MI250X", arch="gfx90a", hbm_tb_per_s=3.2768, match=("mi250",), source="AMD Instinct MI250X datasheet"),
+    ArchSpec(name="H200", arch="sm_90", hbm_tb_per_s=4.8, match=("h200",), source="NVIDIA H200 datasheet (SXM)"),
+    ArchSpec(name="H100 PCIe", arch="sm_90", hbm_tb_per_s=2.0, match=("h100 pcie",), source="NVIDIA H100 datasheet (PCIe)"),
+    ArchSpec(name="H100", arch="sm_90", hbm_tb_per_s=3.35, match=("h100",), source="NVIDIA H100 datasheet (SXM)"),
+    ArchSpec(name="B200", arch="sm_100", hbm_tb_per_s=8.0, match=("b200",), source="NVIDIA B200 datasheet"),
+    ArchSpec(name="A100", arch="sm_80", hbm_tb_per_s=2.039, match=("a100",), source="NVIDIA A100 80GB SXM datasheet"),
+)
+
+
+def lookup_spec(device_name: str) -> ArchSpec | None:
+    """The datasheet entry for a device name as torch reports it ("NVIDIA H200", "AMD Instinct MI300X")."""
+    name = device_name.lower()
+    for spec in SPEC_TABLE:
+        if any(m in name for m in spec.match):
+            return spec
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeBytes:
+    weights: int  # bytes of weights one step reads
+    kv: float  # bytes of KV cache one step reads, averaged over the decode steps, whole batch
+
+    @property
+    def per_step(self) -> float:
+        return self.weights + self.kv
+
+
+def decode_bytes(shape: ModelShape, *, batch: int, prompt_len: int, new_tokens: int, dtype_bytes: int) -> DecodeBytes:
+    """Average bytes per decode step over a generation of new_tokens after a prompt of prompt_len.
+
+    Prefill yields the first token; decode steps i = 1..N-1 each attend over prompt_len + i positions,
+    so the mean context is prompt_len + N/2.
+    """
+    steps = max(new_tokens - 1, 1)
+    mean_context = prompt_len + sum(range(1, new_tokens)) / steps if new_tokens > 1 else prompt_len
+    kv = batch * mean_context * shape.kv_bytes_per_token(dtype_bytes)
+    return DecodeBytes(weights=shape.params_read_per_step() * dtype_bytes, kv=kv)
+
+
+def roofline_tokens_per_s(bytes_: DecodeBytes, *, batch: int, bandwidth_bytes_per_s: float) -> float:
+    return batch * bandwidth_bytes_per_s / bytes_.per_step
+
+
+def mbu(decode_tokens_per_s: float, bytes_: DecodeBytes, *, batch: int, bandwidth_bytes_per_s: float) -> float:
+    """Model bandwidth utilisation: bytes the decode had to move per second over the bandwidth."""
+    return decode_tokens_per_s / batch * bytes_.per_step / bandwidth_bytes_per_s

@@ -1,0 +1,96 @@
+"""`rocmstack bench rollout` end to end on CPU with a tiny config: the code paths and the JSON, no speed claims."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rocmstack.cli import main
+
+TINY = {
+    "model_type": "qwen3", "vocab_size": 96, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "tie_word_embeddings": True,
+}  # fmt: skip
+RUN = ["bench", "rollout", "--device", "cpu", "--batch", "1,3", "--prompt-len", "6", "--new-tokens", "5"]
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err
+
+
+@pytest.fixture
+def shape(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY))
+    return str(path)
+
+
+def test_json_report_has_every_field(capsys, shape, tmp_path):
+    code, out, err = cli(
+        capsys, *RUN, "--shape", shape, "--engine", "reference,hf,sglang", "--json",
+        "-o", str(tmp_path / "r.json"), "--save-baseline", str(tmp_path / "b.json"),
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads(out)
+    assert report == json.loads((tmp_path / "r.json").read_text())
+    assert report["device"]["type"] == "cpu" and report["device"]["spec"] is None
+    assert report["device"]["copy_bandwidth_gb_s"] > 0
+    ok = [r for r in report["results"] if r["status"] == "ok"]
+    assert sorted((r["engine"], r["batch"]) for r in ok) == [("hf", 1), ("hf", 3), ("reference", 1), ("reference", 3)]
+    bw = report["device"]["copy_bandwidth_gb_s"] * 1e9
+    for r in ok:
+        for field in ("tokens_per_s", "tokens_per_s_per_gpu", "decode_tokens_per_s", "median_step_ms",
+                      "prefill_tokens_per_s", "mbu", "roofline_tokens_per_s", "peak_memory_gb"):  # fmt: skip
+            assert r[field] > 0, field
+        assert r["mbu_spec"] is None
+        assert r["mbu"] == pytest.approx(r["decode_tokens_per_s"] * r["bytes_per_step"] / r["batch"] / bw)
+    skipped = [r for r in report["results"] if r["engine"] == "sglang"]
+    assert [r["status"] for r in skipped] == ["skip", "skip"] and "not installed" in skipped[0]["reason"]
+    assert report["weight_sync"] == []
+    assert len(json.loads((tmp_path / "b.json").read_text())["entries"]) == 4
+
+
+def test_baseline_gate_exits_1_on_a_regression(capsys, shape, tmp_path):
+    base = tmp_path / "b.json"
+    code, _, err = cli(capsys, *RUN, "--shape", shape, "--save-baseline", str(base), "--json")
+    assert code == 0, err
+    data = json.loads(base.read_text())
+    for entry in data["entries"]:
+        entry["tokens_per_s"] *= 100  # a baseline this run cannot reach
+    base.write_text(json.dumps(data))
+    code, out, err = cli(capsys, *RUN, "--shape", shape, "--baseline", str(base))
+    assert code == 1
+    assert err.startswith("rocmstack: error: rollout regression: 2 config(s) below baseline") and err.count("\n") == 1
+    assert "REGRESSION" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--batch", "1,x"], "--batch '1,x': expected positive integers"),
+        (["--batch", "0"], "--batch '0'"),
+        (["--engine", "reference,trt"], "--engine 'reference,trt': unknown engine 'trt'"),
+        (["--dtype", "int4"], "--dtype 'int4'"),
+        (["--top-p", "0"], "--top-p 0.0: must be in (0, 1]"),
+        (["--shape", "llama-70b"], "--shape 'llama-70b': not a built-in shape"),
+        (["--baseline", "/nonexistent/b.json"], "--baseline /nonexistent/b.json: no such file"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(capsys, args, message):
+    code, _, err = cli(capsys, "bench", "rollout", "--device", "cpu", *args)
+    assert code == 2
+    assert err == f"rocmstack: error: {err.removeprefix('rocmstack: error: ')}" and err.count("\n") == 1
+    assert message in err
+
+
+def test_cuda_request_without_a_gpu_is_exit_2(capsys, shape):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    code, _, err = cli(capsys, "bench", "rollout", "--shape", shape, "--device", "cuda")
+    assert code == 2 and "--device cuda: torch" in err and "sees no GPU" in err

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import pytest
+
+from rocmstack.bench.rollout import RolloutSpec, measure_copy_bandwidth, run_rollout
+
+TINY = {
+    "vocab_size": 96, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+}  # fmt: skip
+
+
+def test_copy_bandwidth_is_a_plausible_rate():
+    bw = measure_copy_bandwidth("cpu", nbytes=8 << 20, repeats=5)
+    assert 1e8 < bw < 1e13  # bytes/s: more than a floppy, less than any HBM
+
+
+def test_reference_and_hf_share_weights_and_definitions():
+    spec = RolloutSpec(
+        shape_name="tiny", config=TINY, batches=(2,), prompt_len=4, new_tokens=6, engines=("hf", "reference"),
+        device="cpu", dtype="float32", temperature=0.0,
+    )  # fmt: skip
+    seen = []
+    report = run_rollout(spec, progress=seen.append)
+    assert any("reference" in m for m in seen) and any("hf generate" in m for m in seen)
+    by_engine = {r["engine"]: r for r in report["results"]}
+    for r in by_engine.values():
+        # tokens/s counts every generated token over the whole run, decode tokens/s the decode steps only
+        assert r["tokens_per_s"] < r["decode_tokens_per_s"] * 6 / 5 * 1.5
+        assert r["roofline_tokens_per_s"] == pytest.approx(2 * report["device"]["copy_bandwidth_gb_s"] * 1e9 / r["bytes_per_step"])
+    assert by_engine["reference"]["fused"] is False and by_engine["reference"]["graphs"] is False
+    assert report["shape"]["kv_bytes_per_token"] == 2 * 2 * 2 * 32 * 4
