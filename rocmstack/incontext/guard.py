@@ -3,6 +3,7 @@
 
     guard.py freeze NAME==EXPECTED|NAME ...  write the constraints file pinning the base's packages
     guard.py python X.Y                      the interpreter must be Python X.Y
+    guard.py pin NAME==VERSION               a source-built dist is at its declared version; freeze it
     guard.py final [--require-hip] [--forbid-nvidia]
 """
 
@@ -56,6 +57,22 @@ def freeze(items: list[str]) -> int:
     return 0
 
 
+def pin(item: str) -> int:
+    """After a source build: the dist must exist at the declared version, and later installs may not replace it."""
+    name, _, expected = item.partition("==")
+    have = _installed().get(_norm(name))
+    if have is None:
+        return fail(f"{name} was built from source but no distribution named {name} is installed (check the component's package name)")
+    release = re.match(r"\d+(?:\.\d+)*", have)
+    if expected and not (release and release.group() == re.match(r"\d+(?:\.\d+)*", expected).group()):
+        return fail(f"{name} built from source reports version {have}, but the recipe declares {expected}: the ref is not that release")
+    path = _root() / "constraints.txt"
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(f"{name}=={have}\n")
+    print(f"rocmstack guard: pinned {name}=={have} for every later install")
+    return 0
+
+
 def python(version: str) -> int:
     have = f"{sys.version_info.major}.{sys.version_info.minor}"
     if have != version:
@@ -94,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("freeze").add_argument("items", nargs="*")
     sub.add_parser("python").add_argument("version")
+    sub.add_parser("pin").add_argument("item")
     f = sub.add_parser("final")
     f.add_argument("--require-hip", action="store_true")
     f.add_argument("--forbid-nvidia", action="store_true")
@@ -102,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         return freeze(args.items)
     if args.cmd == "python":
         return python(args.version)
+    if args.cmd == "pin":
+        return pin(args.item)
     return final(args.require_hip, args.forbid_nvidia)
 
 

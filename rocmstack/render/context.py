@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -192,7 +193,7 @@ def render(resolved: Resolved, *, ignored_rules: tuple[str, ...] = (), patches_d
         "version": __version__,
         "self_requirements": self_requirements(),
     }
-    dockerfile = _environment().get_template("Dockerfile.j2").render(context)
+    dockerfile = re.sub(r"\n{3,}", "\n\n", _environment().get_template("Dockerfile.j2").render(context))
     files: dict[str, bytes] = {"Dockerfile": dockerfile.encode()}
     for name in IN_IMAGE_SCRIPTS:
         files[f"rocmstack/bin/{name}"] = (INCONTEXT / name).read_bytes()

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe verl-0.9.0-rocm10 for gfx942. Do not edit: re-render.
-# render hash 0b29c2e4fc04e91e7904be51ff9413b6ee3ee239e88a2d1c3d1192193e10d865
+# render hash 5bf97771c7fc5de855942a45b52934eef9e417ff0b40bd1a824ba3ce02d8537a
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/primus:v26.7
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -31,13 +31,10 @@ COPY rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/amdsmi-install
 COPY rocmstack/patches/rtld-local.json /opt/rocmstack/patches/rtld-local.json
 RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/rtld-local.json
 
-
 # --- ray: Ray ---
 RUN --mount=type=cache,target=/root/.cache/pip \
     python3 -m pip install \
       "ray[default,serve]==2.58.0"
-
-
 
 # --- megatron: Megatron-Core and its bridge ---
 RUN --mount=type=cache,target=/root/.cache/pip \
@@ -49,8 +46,6 @@ RUN git clone -q --depth 1 --branch main https://github.com/ISEEKYAN/mbridge.git
  && git -C /opt/src/mbridge rev-parse HEAD > /opt/rocmstack/refs.mbridge
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
     MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/mbridge
-
-
 
 # --- vllm: vLLM (built from source for the archs above) ---
 RUN --mount=type=cache,target=/root/.cache/pip \
@@ -65,10 +60,10 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
     VLLM_TARGET_DEVICE="rocm" \
     MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/vllm
+RUN python3 /opt/rocmstack/bin/guard.py pin vllm==0.27.0
 
 COPY rocmstack/patches/libz3-soname.json /opt/rocmstack/patches/libz3-soname.json
 RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/libz3-soname.json
-
 
 # --- sglang: SGLang and sgl-kernel (re-validate when the base or vLLM moves) ---
 
@@ -87,11 +82,11 @@ WORKDIR /
 # (same checkout as /opt/src/sgl-kernel)
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
     MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/sgl-kernel/python
+RUN python3 /opt/rocmstack/bin/guard.py pin sglang==0.5.19
 
 COPY rocmstack/patches/sglang-rmsnorm.json /opt/rocmstack/patches/sglang-rmsnorm.json
 COPY rocmstack/patches/sglang-qwen3-asr.json /opt/rocmstack/patches/sglang-qwen3-asr.json
 RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/sglang-rmsnorm.json /opt/rocmstack/patches/sglang-qwen3-asr.json
-
 
 # --- verl: verl and its Python stack ---
 RUN --mount=type=cache,target=/root/.cache/pip \
@@ -112,10 +107,10 @@ RUN git clone -q --depth 1 --branch release/0.9.0.amd0 https://github.com/AMD-Ec
  && git -C /opt/src/verl rev-parse HEAD > /opt/rocmstack/refs.verl
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
     MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/verl
+RUN python3 /opt/rocmstack/bin/guard.py pin verl==0.9.0
 
 COPY rocmstack/patches/verl-rollout-defaults.json /opt/rocmstack/patches/verl-rollout-defaults.json
 RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/verl-rollout-defaults.json
-
 
 # --- env: runtime defaults (last, so changing one rebuilds nothing above) ---
 ENV HIP_FORCE_DEV_KERNARG="1" \
@@ -150,7 +145,7 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="rtld-local,amdsmi-install,libz3-soname,sglang-rmsnorm,sglang-qwen3-asr,verl-rollout-defaults" \
       dev.rocmstack.pins="base:rocm/primus:v26.7,python:3.12,rocm:10.0,torch:2.12.0,accelerate:>=1.14.0,amdsmi:sdk,cupy-rocm-7-0:14.2.0,flash-linear-attention:main,mbridge:main,megatron-core:0.18.0,ray:2.58.0,rocm-sdk:10.0,sgl-kernel:0801cc05ed202544e2e5c67d6b0a1d454de54fca,sglang:0801cc05ed202544e2e5c67d6b0a1d454de54fca,torchao:>=0.16.0,transformers:>=5.12,verl:release/0.9.0.amd0,vllm:v0.27.0,z3-solver:==4.15.*" \
       dev.rocmstack.recipe="verl-0.9.0-rocm10" \
-      dev.rocmstack.render-hash="0b29c2e4fc04e91e7904be51ff9413b6ee3ee239e88a2d1c3d1192193e10d865" \
+      dev.rocmstack.render-hash="5bf97771c7fc5de855942a45b52934eef9e417ff0b40bd1a824ba3ce02d8537a" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.name="rocm/primus:v26.7" \
       org.opencontainers.image.description="verl 0.9.0.amd0 with vLLM 0.27.0 and SGLang on ROCm 10.0 (Primus v26.7)" \

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe vime-megatron-vllm-rocm7.14 for gfx950. Do not edit: re-render.
-# render hash 1edb74b51e7b4daf45d0c92808b148cd399e2e99c4ec4a0c10bba7cc6a5002d3
+# render hash 34ffaf103e974dc199be0d9c36de7c85f1f88684d3002c8c44994d9c923246e2
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/primus:v26.4
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -31,7 +31,6 @@ COPY rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/amdsmi-install
 COPY rocmstack/patches/rtld-local.json /opt/rocmstack/patches/rtld-local.json
 RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/rtld-local.json
 
-
 # --- megatron: Megatron-Core and its bridge ---
 
 # megatron-lm: https://github.com/NVIDIA/Megatron-LM @ 1dcf0dafa884ad52ffb243625717a3471643e087
@@ -42,8 +41,6 @@ RUN git init -q /opt/src/megatron-lm \
  && test "$(git -C /opt/src/megatron-lm rev-parse HEAD)" = 1dcf0dafa884ad52ffb243625717a3471643e087
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
     MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/megatron-lm
-
-
 
 # --- vllm: vLLM (built from source for the archs above) ---
 
@@ -59,8 +56,7 @@ RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.
     SETUPTOOLS_SCM_PRETEND_VERSION="0.29.0" \
     VLLM_TARGET_DEVICE="rocm" \
     MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/vllm
-
-
+RUN python3 /opt/rocmstack/bin/guard.py pin vllm==0.29.0
 
 # --- app: the RL framework on top ---
 RUN --mount=type=cache,target=/root/.cache/pip \
@@ -82,8 +78,6 @@ RUN git clone -q --depth 1 --branch main https://github.com/vllm-project/vime /o
  && git -C /opt/src/vime rev-parse HEAD > /opt/rocmstack/refs.vime
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
     MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-build-isolation /opt/src/vime
-
-
 
 # --- env: runtime defaults (last, so changing one rebuilds nothing above) ---
 ENV CUDA_DEVICE_MAX_CONNECTIONS="1" \
@@ -112,7 +106,7 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="rtld-local,amdsmi-install" \
       dev.rocmstack.pins="base:rocm/primus:v26.4,python:3.12,rocm:7.14,torch:2.12.0,amdsmi:sdk,flash-linear-attention:0.4.2,megatron-lm:1dcf0dafa884ad52ffb243625717a3471643e087,numpy:1.26.4,rocm-sdk:7.14,torch-memory-saver:d64a639,vime:main,vllm:98dff2a81d747d1dba01a47f939f48c3526d4206" \
       dev.rocmstack.recipe="vime-megatron-vllm-rocm7.14" \
-      dev.rocmstack.render-hash="1edb74b51e7b4daf45d0c92808b148cd399e2e99c4ec4a0c10bba7cc6a5002d3" \
+      dev.rocmstack.render-hash="34ffaf103e974dc199be0d9c36de7c85f1f88684d3002c8c44994d9c923246e2" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.name="rocm/primus:v26.4" \
       org.opencontainers.image.description="vime (Megatron-LM + vLLM 0.29.0 rollout) on ROCm 7.14 (Primus v26.4)" \

@@ -66,3 +66,15 @@ def test_final_detects_a_replaced_frozen_package(tmp_path):
 @pytest.mark.parametrize("args", [(), ("nonsense",)])
 def test_usage_errors(tmp_path, args):
     assert guard(*args, state=tmp_path).returncode == 2
+
+
+def test_pin_appends_source_built_dist_and_checks_its_version(tmp_path):
+    import packaging
+
+    (tmp_path / "constraints.txt").write_text("torch==2.13.0+cpu\n")
+    assert guard("pin", f"packaging=={packaging.__version__}", state=tmp_path).returncode == 0
+    assert (tmp_path / "constraints.txt").read_text().split()[-1] == f"packaging=={packaging.__version__}"
+    wrong = guard("pin", "packaging==0.1", state=tmp_path)
+    assert wrong.returncode == 3 and "the ref is not that release" in wrong.stderr
+    missing = guard("pin", "not-a-dist==1.0", state=tmp_path)
+    assert missing.returncode == 3 and "no distribution named not-a-dist" in missing.stderr
