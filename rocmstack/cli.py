@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "rocmstack.doctor.commands",
     "rocmstack.bench.commands",
     "rocmstack.smoke.commands",
+    "rocmstack.validate.commands",
 )
 
 

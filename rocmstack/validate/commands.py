@@ -1,0 +1,136 @@
+"""``rocmstack validate`` (the post-build gate) and ``rocmstack publish`` (push only what passed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rocmstack.errors import ExitCode, InputError
+
+DEFAULT_REPORT = Path("validate-report")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("validate")
+    def validate(
+        image: Optional[str] = typer.Argument(None, help="Image to validate (omit with --in-place)."),
+        engine: str = typer.Option("auto", "--engine", help="auto | docker | podman | buildah (buildah run --isolation chroot)."),
+        in_place: bool = typer.Option(False, "--in-place", help="Validate this node (already inside the image); no container."),
+        expect_gpus: Optional[int] = typer.Option(None, "--expect-gpus", metavar="N", help="GPUs the doctor must see."),
+        report: Path = typer.Option(DEFAULT_REPORT, "--report", metavar="DIR", help="Write report.json/.md/.html here."),
+        skip_smoke: bool = typer.Option(False, "--skip-smoke", help="Leave out the GRPO smoke job."),
+        skip_bench: bool = typer.Option(False, "--skip-bench", help="Leave out the rollout bench."),
+        baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="FILE", help="Bench baseline: a regression fails."),
+        device: str = typer.Option("auto", "--device", help="auto (GPU when torch sees one) | cpu."),
+        smoke_steps: Optional[int] = typer.Option(None, "--smoke-steps", metavar="N", help="GRPO steps (default: the smoke's)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact engine command(s) and exit."),
+        json_out: bool = typer.Option(False, "--json", help="Print report.json to stdout."),
+    ) -> None:
+        """Run the doctor, the GRPO smoke job and the rollout bench inside IMAGE; exit 0 only if all that ran passed."""
+        from rocmstack.validate.pipeline import ValidateOptions
+
+        opts = ValidateOptions(report_dir=report, expect_gpus=expect_gpus, skip_smoke=skip_smoke,
+                               skip_bench=skip_bench, baseline=baseline, device=device, smoke_steps=smoke_steps)
+        if in_place:
+            if image:
+                raise InputError(f"--in-place validates this node; IMAGE {image!r} was given too",
+                                 fix="drop IMAGE, or drop --in-place to validate the image in a container")
+            if dry_run:
+                raise InputError("--dry-run prints the engine command; --in-place runs none", fix="drop one of them")
+            result = _in_place(opts.validated(), quiet=json_out)
+        else:
+            if not image:
+                raise InputError("IMAGE missing", fix="rocmstack validate IMAGE [--engine buildah], or --in-place")
+            result = _in_container(image, engine, opts.validated(), dry_run=dry_run, json_out=json_out)
+            if result is None:
+                return
+        _finish(result, report, json_out)
+
+    @app.command("publish")
+    def publish(
+        image: str = typer.Argument(..., help="Image to push (its local tags in this repository are pushed)."),
+        report: Path = typer.Option(..., "--report", metavar="DIR", help="Folder `rocmstack validate IMAGE` wrote."),
+        engine: str = typer.Option("auto", "--engine", help="auto | docker | podman (buildah = podman's store)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Check the gate and the guard; push nothing."),
+        json_out: bool = typer.Option(False, "--json", help="Print what was pushed as JSON."),
+    ) -> None:
+        """Push IMAGE's tags only when its report passed and was made from this image (render hash, id)."""
+        from rocmstack.output import print_json, stderr, stdout
+        from rocmstack.validate import publish as gate
+        from rocmstack.validate.report import load
+
+        gate.check_engine_choice(engine)
+        loaded = load(report)
+        console = stderr() if json_out else stdout()
+        result = gate.publish(image=image, report=loaded, engine_choice=engine, dry_run=dry_run, console=console)
+        if json_out:
+            print_json(result)
+            return
+        if dry_run:
+            console.print(f"gate open for {image} (render hash {result['render_hash'][:12]}); would push:")
+            for ref in result["refs"]:
+                console.print(f"  {ref}" + ("  (immutable, guarded)" if ref in result["immutable"] else ""))
+        else:
+            console.print(f"published {image}: {sum(p['pushed'] for p in result['pushed'])} pushed, "
+                          f"{sum(not p['pushed'] for p in result['pushed'])} already there")
+
+
+def _progress():
+    from rocmstack.output import stderr
+
+    err = stderr()
+    return lambda msg: err.print(f"[dim]validate:[/dim] {msg}", highlight=False)
+
+
+def _in_place(opts, *, quiet: bool) -> dict:
+    from rocmstack.validate.pipeline import run_in_place
+    from rocmstack.validate.report import write_all
+
+    result = run_in_place(opts, progress=_progress())
+    write_all(result, opts.report_dir)
+    return result
+
+
+def _in_container(image: str, engine: str, opts, *, dry_run: bool, json_out: bool) -> dict | None:
+    from rocmstack.validate import container
+
+    engine = container.resolve_engine(engine)
+    host = container.detect_host()
+    plan = container.plan(engine=engine, host=host, image=image, report_dir=opts.report_dir,
+                          args=container.in_image_args(opts), baseline=opts.baseline)
+    if dry_run:
+        import sys
+
+        if json_out:
+            from rocmstack.output import print_json
+
+            print_json(plan.as_dict())
+        else:
+            sys.stdout.write(plan.shell() + "\n")
+        return None
+    return container.validate_image(plan, opts, on_line=None if json_out else _echo())
+
+
+def _echo():
+    from rocmstack.output import stderr
+
+    err = stderr()
+    return lambda line: err.print(f"image | {line}", markup=False, highlight=False)
+
+
+def _finish(result: dict, report_dir: Path, json_out: bool) -> None:
+    from rocmstack.output import print_json, stdout
+
+    if json_out:
+        print_json(result)
+    else:
+        console = stdout()
+        for s in result["stages"]:
+            mark = {"pass": "[green]PASS[/green]", "skipped": "[dim]skipped[/dim]"}.get(s["status"], f"[red]{s['status'].upper()}[/red]")
+            console.print(f"  {s['name']:<7} {mark}  {s['summary']}", highlight=False)
+        color = "green" if result["passed"] else "red"
+        console.print(f"[{color}]{result['verdict']}[/{color}]  report: {report_dir / 'report.html'}", highlight=False)
+    if not result["passed"]:
+        raise typer.Exit(int(ExitCode.FAILED))

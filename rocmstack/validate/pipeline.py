@@ -1,0 +1,282 @@
+"""``rocmstack validate --in-place``: doctor -> GRPO smoke -> rollout bench on this node, one report dict.
+
+Each stage runs through its owner's in-process API (``run_doctor``, ``run_grpo_smoke``, ``run_rollout``).
+A stage that crashes is recorded as ``error`` and the next stage still runs, so one report shows every
+finding. The report passes only when every stage that ran passed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rocmstack import __version__
+from rocmstack.errors import InputError, RocmstackError
+
+SCHEMA = "rocmstack.validate/1"  # bump the suffix on any incompatible change of report.json
+DEVICES = ("auto", "cpu")
+PASS, FAIL, ERROR, SKIPPED = "pass", "fail", "error", "skipped"
+SMOKE_DIR = "smoke"
+BENCH_DIR = "bench"
+ROOFLINE_PNG = "roofline.png"
+BENCH_JSON = "rollout.json"
+
+# The bench's settings per device. GPU: a real model shape (Qwen3-0.6B, random weights) at the rollout
+# batch sizes that matter; CPU: a small Qwen3 shape that proves the engine runs in seconds.
+GPU_BENCH = {"shape": "qwen3-0.6b", "batches": (1, 64), "prompt_len": 128, "new_tokens": 128, "dtype": "bfloat16"}
+CPU_BENCH_CONFIG = {
+    "model_type": "qwen3", "vocab_size": 512, "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32, "hidden_act": "silu",
+    "max_position_embeddings": 1024, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": False,
+    "attention_bias": False,
+}
+CPU_BENCH = {"shape": "qwen3-cpu-check", "batches": (1, 4), "prompt_len": 16, "new_tokens": 16, "dtype": "float32"}
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidateOptions:
+    report_dir: Path
+    expect_gpus: int | None = None
+    skip_smoke: bool = False
+    skip_bench: bool = False
+    baseline: Path | None = None
+    device: str = "auto"
+    smoke_steps: int | None = None
+    image_root: Path | None = None  # default: $ROCMSTACK_ROOT or /opt/rocmstack
+
+    def validated(self) -> ValidateOptions:
+        if self.device not in DEVICES:
+            raise InputError(f"--device {self.device!r} is not one of {', '.join(DEVICES)}",
+                             fix="auto uses the GPU when torch sees one; cpu forces the CPU")
+        if self.expect_gpus is not None and self.expect_gpus < 0:
+            raise InputError(f"--expect-gpus {self.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8")
+        if self.smoke_steps is not None and self.smoke_steps < 1:
+            raise InputError(f"--smoke-steps {self.smoke_steps} must be >= 1", fix="e.g. --smoke-steps 30")
+        if self.baseline is not None and not self.baseline.is_file():
+            raise InputError(f"--baseline {self.baseline}: no such file",
+                             fix="pass a file written by `rocmstack bench rollout --save-baseline`")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for key in ("report_dir", "baseline", "image_root"):
+            out[key] = str(out[key]) if out[key] is not None else None
+        return out
+
+    def root(self) -> Path:
+        return self.image_root or Path(os.environ.get("ROCMSTACK_ROOT") or "/opt/rocmstack")
+
+
+def stage(name: str, status: str, seconds: float, summary: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "status": status, "seconds": round(seconds, 3), "summary": summary, **extra}
+
+
+def _crash(name: str, exc: BaseException, t0: float) -> dict[str, Any]:
+    """A stage that raised: keep the one-line reason (and the last frames, for a bug) in the report."""
+    if isinstance(exc, RocmstackError):
+        return stage(name, ERROR, time.monotonic() - t0, exc.one_line())
+    frames = traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:]
+    return stage(name, ERROR, time.monotonic() - t0, f"{type(exc).__name__}: {exc}", traceback="".join(frames))
+
+
+def image_info(root: Path) -> dict[str, Any]:
+    """The image's own record (written by the render step): lock.json and the applied-patch markers."""
+    lock_path = root / "lock.json"
+    info: dict[str, Any] = {"root": str(root), "lock": None, "render_hash": None, "applied_patches": []}
+    if not lock_path.is_file():
+        info["note"] = f"not a rocmstack image (no {lock_path})"
+        return info
+    try:
+        lock = json.loads(lock_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        info["note"] = f"{lock_path} unreadable: {exc}"
+        return info
+    info["lock"] = lock
+    info["render_hash"] = lock.get("render_hash") if isinstance(lock, dict) else None
+    applied = root / "patches" / "applied"
+    info["applied_patches"] = sorted(p.stem for p in applied.glob("*.json")) if applied.is_dir() else []
+    return info
+
+
+def host_info() -> dict[str, Any]:
+    return {"hostname": socket.gethostname(), "platform": platform.platform(), "machine": platform.machine(),
+            "python": platform.python_version(), "cpus": os.cpu_count(),
+            "in_container": Path("/run/.containerenv").exists() or Path("/.dockerenv").exists()}
+
+
+def run_doctor_stage(opts: ValidateOptions) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    from rocmstack.doctor import DoctorOptions, run_doctor
+
+    t0 = time.monotonic()
+    try:
+        report = run_doctor(DoctorOptions(expect_gpus=opts.expect_gpus, image_root=opts.image_root))
+    except Exception as exc:  # noqa: BLE001  (recorded, and the other stages still run)
+        return _crash("doctor", exc, t0), None
+    status = PASS if report.get("ok") else FAIL
+    return stage("doctor", status, time.monotonic() - t0, report.get("verdict", "")), report
+
+
+def _torch_device(choice: str) -> str:
+    if choice == "cpu":
+        return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def run_smoke_stage(opts: ValidateOptions, progress: Progress) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    from rocmstack.smoke import SmokeOptions, run_grpo_smoke
+
+    t0 = time.monotonic()
+    kwargs: dict[str, Any] = {"device": "cpu" if opts.device == "cpu" else "auto",
+                              "report_dir": opts.report_dir / SMOKE_DIR}
+    if opts.smoke_steps is not None:
+        kwargs["steps"] = opts.smoke_steps
+    try:
+        smoke_opts = SmokeOptions(**kwargs)
+
+        def on_step(row: dict[str, Any]) -> None:
+            progress(f"smoke step {row['step'] + 1}/{smoke_opts.steps}: reward {row['raw_reward_mean']:.2f}")
+
+        summary = run_grpo_smoke(smoke_opts, on_step=on_step)
+    except Exception as exc:  # noqa: BLE001
+        return _crash("smoke", exc, t0), None
+    f = summary["final"]
+    text = (f"{'PASS' if summary['passed'] else 'FAIL: ' + ', '.join(summary['failed'])}; reward "
+            f"{f['reward_first_window']:.2f} -> {f['reward_last_window']:.2f} over {summary['steps']} steps on "
+            f"{summary['device']}")
+    return stage("smoke", PASS if summary["passed"] else FAIL, time.monotonic() - t0, text), summary
+
+
+def bench_spec(device: str):
+    from rocmstack.bench.rollout import RolloutSpec
+    from rocmstack.bench.shapes import load_config
+
+    if device == "cuda":
+        name, config = load_config(GPU_BENCH["shape"])
+        s = GPU_BENCH
+    else:
+        name, config, s = CPU_BENCH["shape"], dict(CPU_BENCH_CONFIG), CPU_BENCH
+    return RolloutSpec(shape_name=name, config=config, batches=tuple(s["batches"]), prompt_len=s["prompt_len"],
+                       new_tokens=s["new_tokens"], engines=("reference",), device=device, dtype=s["dtype"],
+                       use_graphs=device == "cuda")
+
+
+def bench_verdict(report: dict[str, Any]) -> tuple[str, str]:
+    """pass when every config ran and, with a baseline, none regressed; else fail and why."""
+    bad = [r for r in report["results"] if r["status"] != "ok"]
+    if bad:
+        return FAIL, f"{bad[0]['engine']} batch {bad[0]['batch']}: {bad[0]['status']}: {bad[0].get('reason')}"
+    best = max(report["results"], key=lambda r: r["batch"])
+    text = (f"{best['engine']} batch {best['batch']}: {best['tokens_per_s']:,.1f} tok/s, MBU "
+            f"{best['mbu']:.3f} on {report['device']['name']}")
+    base = report.get("baseline")
+    if base is None:
+        return PASS, text + " (no baseline)"
+    if not base["checks"]:
+        return FAIL, f"baseline {base.get('file')}: no config of this run has an entry in it"
+    failed = [c for c in base["checks"] if not c["ok"]]
+    if failed:
+        c = failed[0]
+        return FAIL, (f"regression: {c['engine']} batch {c['batch']} {c['tokens_per_s']:,.1f} tok/s = "
+                      f"{c['ratio']:.2f}x of baseline {c['baseline_tokens_per_s']:,.1f} (tolerance {base['tolerance']:.0%})")
+    return PASS, text + f"; {len(base['checks'])} config(s) within {base['tolerance']:.0%} of the baseline"
+
+
+def run_bench_stage(opts: ValidateOptions, progress: Progress) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    from rocmstack.output import dumps
+
+    t0 = time.monotonic()
+    try:
+        from rocmstack.bench.plot import plot_reports
+        from rocmstack.bench.rollout import run_rollout
+
+        base = None
+        if opts.baseline is not None:
+            from rocmstack.bench.baseline import load_baseline
+
+            base = load_baseline(opts.baseline)
+        spec = bench_spec(_torch_device(opts.device))
+        report = run_rollout(spec, progress=lambda msg: progress(f"bench: {msg}"))
+        if base is not None:
+            from rocmstack.bench.baseline import compare
+
+            report["baseline"] = compare(report, base) | {"file": str(opts.baseline)}
+        out = opts.report_dir / BENCH_DIR
+        out.mkdir(parents=True, exist_ok=True)
+        (out / BENCH_JSON).write_text(dumps(report), encoding="utf-8")
+        if any(r["status"] == "ok" and r["tokens_per_s"] for r in report["results"]):
+            plot_reports([report], out / ROOFLINE_PNG)
+    except Exception as exc:  # noqa: BLE001
+        return _crash("bench", exc, t0), None
+    status, text = bench_verdict(report)
+    return stage("bench", status, time.monotonic() - t0, text), report
+
+
+def verdict(stages: list[dict[str, Any]]) -> tuple[bool, str]:
+    ran = [s for s in stages if s["status"] != SKIPPED]
+    bad = [s for s in ran if s["status"] in (FAIL, ERROR)]
+    skipped = [s["name"] for s in stages if s["status"] == SKIPPED]
+    tail = f" ({', '.join(skipped)} skipped)" if skipped else ""
+    if not ran:
+        return False, "FAIL: nothing ran" + tail
+    if bad:
+        return False, "FAIL: " + ", ".join(f"{s['name']} {s['status']}" for s in bad) + tail
+    return True, "PASS: " + ", ".join(s["name"] for s in ran) + tail
+
+
+def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None) -> dict[str, Any]:
+    """Run every stage here and return the report dict (``report["passed"]`` is the verdict)."""
+    opts = options.validated()
+    opts.report_dir.mkdir(parents=True, exist_ok=True)
+    started = dt.datetime.now(dt.timezone.utc)
+    t0 = time.monotonic()
+    image = image_info(opts.root())
+    stages: list[dict[str, Any]] = []
+    progress("doctor: running the checks")
+    doctor_stage, doctor = run_doctor_stage(opts)
+    stages.append(doctor_stage)
+    smoke = None
+    if opts.skip_smoke:
+        stages.append(stage("smoke", SKIPPED, 0.0, "--skip-smoke"))
+    else:
+        progress("smoke: starting the GRPO job")
+        smoke_stage, smoke = run_smoke_stage(opts, progress)
+        stages.append(smoke_stage)
+    bench = None
+    if opts.skip_bench:
+        stages.append(stage("bench", SKIPPED, 0.0, "--skip-bench"))
+    else:
+        progress("bench: rollout decode against the roofline")
+        bench_stage, bench = run_bench_stage(opts, progress)
+        stages.append(bench_stage)
+    passed, line = verdict(stages)
+    return {
+        "schema": SCHEMA,
+        "rocmstack_version": __version__,
+        "created": started.isoformat(timespec="seconds"),
+        "seconds": round(time.monotonic() - t0, 3),
+        "mode": "in-place",
+        "passed": passed,
+        "verdict": line,
+        "render_hash": image["render_hash"],
+        "image": {"ref": None, "id": None, "labels": {}, **image},
+        "engine": None,
+        "host": host_info(),
+        "options": opts.to_dict(),
+        "stages": stages,
+        "doctor": {"report": doctor},
+        "smoke": {"summary": smoke, "dir": SMOKE_DIR if smoke is not None else None},
+        "bench": {"report": bench, "dir": BENCH_DIR if bench is not None else None},
+    }
