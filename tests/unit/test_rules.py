@@ -184,3 +184,4 @@ def test_readme_lists_every_rule():
     section = readme.split("<!-- rules:begin -->", 1)[1].split("<!-- rules:end -->", 1)[0]
     missing = [r.id for r in RULES if f"| `{r.id}` |" not in section]
     assert not missing, f"add these rules to the README rules table: {missing}"
+    assert f"The shipped rules ({len(RULES)})" in section
