@@ -90,6 +90,12 @@ def _parse_rule(raw: Any, origin: str, domain: str) -> Rule:
     for url in (raw["source"], *raw.get("refs", ())):
         if not isinstance(url, str) or not _URL.fullmatch(url):
             raise RecipeError(f"{where}: source {url!r} must be an https URL of a public issue, PR or doc")
+    if not isinstance(raw.get("message", ""), str):
+        raise RecipeError(f"{where}: message must be one line of text")
+    examples = raw.get("examples") or {}
+    if not isinstance(examples, dict) or set(examples) - {"pass", "fail"} or not all(
+            isinstance(v, list) and all(isinstance(e, dict) for e in v) for v in examples.values()):
+        raise RecipeError(f"{where}: examples must be {{pass: [...], fail: [...]}} with one mapping per example")
     problems = check_condition(raw["require"], f"{where}: require")
     if raw.get("when") is not None:
         problems += check_condition(raw["when"], f"{where}: when")

@@ -154,6 +154,8 @@ GOOD = {"id": "r1", "description": "d", "severity": "fail", "source": "https://e
     ({"id": "R 1"}, "rule id 'R 1' must be lowercase"),
     ({"require": {"bogus": 1}}, "require: unknown op 'bogus'"),
     ({"when": {"version": {"pin": "a"}}}, "when.version: expected keys pin, spec"),
+    ({"examples": {"pass": [{}], "flail": [{}]}}, "examples must be {pass: [...], fail: [...]}"),
+    ({"message": ["x"]}, "message must be one line of text"),
 ])
 def test_bad_rule_files_are_one_line_errors(tmp_path, change, message):
     with pytest.raises(RecipeError) as err:
