@@ -60,16 +60,14 @@ def _aliases_of_recipe(labels: dict[str, str]) -> set[str]:
     name = labels.get(RECIPE_LABEL)
     if not name:
         return set()
+    from rocmstack.recipe.load import load_recipe
+
     try:
-        from rocmstack.recipe.load import load_recipe
-    except ImportError:
-        return set()
-    try:
-        recipe = load_recipe(name)
+        recipe, _ = load_recipe(name)
     except Exception:  # noqa: BLE001  (an unknown recipe: every tag is then treated as immutable)
         return set()
     archs = "-".join(a for a in labels.get(ARCHS_LABEL, "").replace(";", ",").split(",") if a)
-    aliases = set(getattr(recipe.publish, "aliases", ()) or ())
+    aliases = {str(a) for a in recipe.publish.aliases}
     return aliases | {f"{a}_{archs}" for a in aliases if archs}
 
 

@@ -1,0 +1,135 @@
+"""Container command building for `rocmstack validate IMAGE`: least-privilege flags, exact commands."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from rocmstack.errors import EngineError, InputError
+from rocmstack.validate import container
+from rocmstack.validate.container import InImageArgs, Plan, device_flags, detect_host, plan, run_plan, seccomp_evidence
+
+FORBIDDEN = ("--privileged", "-e", "--env", "--env-file", "--env-host", "--cap-add", "--pid=host", "--network=host")
+
+
+def _flat(p: Plan) -> list[str]:
+    return [arg for cmd in p.commands() for arg in cmd]
+
+
+def test_amd_docker_flags_are_exactly_the_least_privilege_set():
+    assert device_flags("docker", "amd") == [
+        "--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", "render",
+        "--ulimit", "nofile=1048576:1048576", "--ipc=host"]
+    assert device_flags("podman", "amd") == device_flags("docker", "amd")
+
+
+def test_buildah_takes_devices_without_group_add():
+    flags = device_flags("buildah", "amd")
+    assert flags[:4] == ["--device", "/dev/kfd", "--device", "/dev/dri"] and "--group-add" not in flags
+
+
+def test_nvidia_uses_gpus_on_docker_and_cdi_elsewhere():
+    assert device_flags("docker", "nvidia")[:2] == ["--gpus", "all"]
+    assert device_flags("podman", "nvidia")[:2] == ["--device", "nvidia.com/gpu=all"]
+    assert device_flags("buildah", "nvidia")[:2] == ["--device", "nvidia.com/gpu=all"]
+
+
+@pytest.mark.parametrize("engine", container.ENGINES)
+def test_cpu_host_gets_no_device_flags(engine):
+    assert device_flags(engine, "cpu") == []
+
+
+@pytest.mark.parametrize("engine", container.ENGINES)
+@pytest.mark.parametrize("host", container.HOSTS)
+def test_never_privileged_never_host_env(engine, host, tmp_path):
+    p = plan(engine=engine, host=host, image="localhost/x:1", report_dir=tmp_path, args=InImageArgs(expect_gpus=0))
+    flat = _flat(p)
+    assert not set(FORBIDDEN) & set(flat), flat
+    assert not any(a.startswith("--security-opt") for a in flat)
+
+
+def test_seccomp_unconfined_only_when_asked():
+    assert "seccomp=unconfined" not in device_flags("docker", "amd")
+    assert device_flags("docker", "amd", seccomp_unconfined=True)[-2:] == ["--security-opt", "seccomp=unconfined"]
+
+
+def test_unknown_engine_or_host_is_input_error():
+    with pytest.raises(InputError, match="--engine 'nerdctl'"):
+        device_flags("nerdctl", "cpu")
+    with pytest.raises(InputError, match="host kind"):
+        device_flags("docker", "tpu")
+
+
+def test_buildah_plan_is_from_run_rm_with_the_build_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROCMSTACK_PODMAN_STORAGE_DRIVER", "vfs")
+    base = tmp_path / "base" / "h200.json"
+    p = plan(engine="buildah", host="cpu", image="localhost/t:1", report_dir=tmp_path / "rep", container="c1",
+             args=InImageArgs(expect_gpus=0, skip_bench=True, baseline_name="h200.json"), baseline=base)
+    rep = (tmp_path / "rep").resolve()
+    assert p.setup == ("buildah", "--storage-driver", "vfs", "from", "--pull=never", "--name", "c1", "localhost/t:1")
+    assert p.run == ("buildah", "--storage-driver", "vfs", "run", "--isolation", "chroot",
+                     "--volume", f"{rep}/.in-image:/report", "--volume", f"{base.resolve().parent}:/baseline:ro",
+                     "c1", "--", "/usr/local/bin/rocmstack", "validate", "--in-place", "--report", "/report",
+                     "--device", "auto", "--expect-gpus", "0", "--skip-bench", "--baseline", "/baseline/h200.json")
+    assert p.cleanup == ("buildah", "--storage-driver", "vfs", "rm", "c1")
+    assert p.shell().splitlines()[1].startswith("buildah --storage-driver vfs run --isolation chroot")
+
+
+def test_storage_driver_follows_the_build_engine_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROCMSTACK_PODMAN_STORAGE_DRIVER", "overlay")
+    p = plan(engine="podman", host="cpu", image="i", report_dir=tmp_path, args=InImageArgs())
+    assert p.run[:3] == ("podman", "--storage-driver", "overlay")
+
+
+def test_docker_plan_is_one_run_with_the_in_image_entrypoint(tmp_path):
+    p = plan(engine="docker", host="amd", image="ghcr.io/o/verl:t", report_dir=tmp_path, container="c",
+             args=InImageArgs(expect_gpus=8, skip_smoke=True))
+    assert p.setup is None and p.cleanup is None
+    run = list(p.run)
+    assert run[:5] == ["docker", "run", "--rm", "--name", "c"]
+    i = run.index("--entrypoint")
+    assert run[i + 1:i + 3] == ["/usr/local/bin/rocmstack", "ghcr.io/o/verl:t"]
+    assert run[i + 3:] == ["validate", "--in-place", "--report", "/report", "--device", "auto", "--expect-gpus", "8",
+                           "--skip-smoke"]
+
+
+def test_detect_host_from_device_nodes(tmp_path):
+    dev, proc = tmp_path / "dev", tmp_path / "proc"
+    dev.mkdir()
+    proc.mkdir()
+    none = lambda _name: None  # noqa: E731
+    assert detect_host(dev, proc, which=none) == "cpu"
+    (dev / "nvidiactl").touch()
+    assert detect_host(dev, proc, which=none) == "nvidia"
+    (dev / "kfd").touch()
+    assert detect_host(dev, proc, which=none) == "amd"
+
+
+def test_seccomp_evidence_needs_a_failing_check_asking_for_it():
+    def report(status, fix):
+        return {"doctor": {"report": {"checks": [{"id": "x", "status": status, "fix": fix}]}}}
+
+    assert seccomp_evidence(report("fail", "run with --security-opt seccomp=unconfined")) == "x"
+    assert seccomp_evidence(report("warn", "run with --security-opt seccomp=unconfined")) is None
+    assert seccomp_evidence(report("fail", "raise the ulimit")) is None
+    assert seccomp_evidence({"doctor": {"report": None}}) is None
+
+
+def test_engine_failure_without_report_is_one_engine_error(tmp_path):
+    # A real child process standing in for an engine that cannot start the container.
+    p = Plan(engine="podman", host="cpu", image="img", report_dir=tmp_path, container="c", setup=None, cleanup=None,
+             run=(sys.executable, "-c", "import sys; print('Error: crun: cgroups unavailable'); sys.exit(126)"))
+    with pytest.raises(EngineError, match=r"could not run rocmstack inside img \(exit 126\).*cgroups unavailable"):
+        run_plan(p)
+    lines = []
+    with pytest.raises(EngineError):
+        run_plan(p, on_line=lines.append)
+    assert lines == ["Error: crun: cgroups unavailable"]
+
+
+def test_stage_dir_is_writable_for_any_image_user(tmp_path):
+    p = Plan(engine="podman", host="cpu", image="img", report_dir=tmp_path / "r", container="c", setup=None,
+             cleanup=None, run=(sys.executable, "-c", "pass"))
+    assert run_plan(p) == 0
+    assert (tmp_path / "r" / container.STAGE).stat().st_mode & 0o777 == 0o777

@@ -1,0 +1,100 @@
+"""report.json / report.md / report.html from a real report (the H200 in-place run committed as evidence)."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from rocmstack.errors import InputError
+from rocmstack.validate.report import load, png_data_uri, render_markdown, write_all
+
+EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "validate-h200" / "report.json"
+
+
+@pytest.fixture
+def h200_report():
+    return json.loads(EVIDENCE.read_text())
+
+
+@pytest.fixture
+def with_plots(tmp_path, h200_report):
+    """The report dir as validate leaves it: the bench's roofline plot (drawn from the real bench numbers) and a smoke PNG."""
+    from rocmstack.bench.plot import plot_reports
+
+    plot_reports([h200_report["bench"]["report"]], tmp_path / "bench" / "roofline.png")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    (tmp_path / "smoke").mkdir()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1, 2], [0.1, 0.3, 0.5])
+    fig.savefig(tmp_path / "smoke" / "reward.png")
+    plt.close(fig)
+    return tmp_path
+
+
+def test_three_files_and_a_lossless_json(with_plots, h200_report):
+    paths = write_all(h200_report, with_plots)
+    assert [p.name for p in paths] == ["report.json", "report.md", "report.html"]
+    assert load(with_plots) == h200_report
+
+
+def test_html_is_self_contained(with_plots, h200_report):
+    write_all(h200_report, with_plots)
+    page = (with_plots / "report.html").read_text()
+    assert "<style>" in page and "<script" not in page.lower()
+    assert not re.search(r'(src|href)="(?!data:)', page), "every resource must be inline"
+    assert 'id="verdict">PASS: doctor, smoke, bench<' in page
+    uris = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(uris) == 2  # smoke reward curve + roofline (the other smoke plots are absent here)
+    assert base64.b64decode(uris[-1]) == (with_plots / "bench" / "roofline.png").read_bytes()
+    for check in h200_report["doctor"]["report"]["checks"]:
+        assert f"<td>{check['id']}</td>" in page
+
+
+def test_html_escapes_what_tools_printed(tmp_path, h200_report):
+    rep = copy.deepcopy(h200_report)
+    rep["doctor"]["report"]["checks"][0]["summary"] = "<script>alert(1)</script> & <b>"
+    write_all(rep, tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;" in page
+
+
+def test_failed_report_renders_as_failure(tmp_path, h200_report):
+    rep = copy.deepcopy(h200_report)
+    rep.update(passed=False, verdict="FAIL: smoke fail")
+    rep["stages"][1].update(status="fail", summary="FAIL: sync_canary | rollout stale")
+    write_all(rep, tmp_path)
+    assert 'class="verdict fail"' in (tmp_path / "report.html").read_text()
+    md = (tmp_path / "report.md").read_text()
+    assert md.startswith("## rocmstack validate: FAIL")
+    assert "| smoke | FAIL |" in md and "sync_canary \\| rollout stale" in md
+
+
+def test_markdown_has_stages_doctor_smoke_and_bench(h200_report):
+    md = render_markdown(h200_report)
+    assert "| doctor | PASS |" in md and "| gpu-count | PASS |" in md
+    assert "| sync_canary | PASS |" in md and "| reference | 64 | 29,744.6 |" in md
+
+
+def test_png_data_uri_refuses_non_png(tmp_path):
+    (tmp_path / "x.png").write_bytes(b"GIF89a")
+    assert png_data_uri(tmp_path / "x.png") is None and png_data_uri(tmp_path / "missing.png") is None
+
+
+def test_load_names_what_is_wrong(tmp_path):
+    with pytest.raises(InputError, match="no report.json in it"):
+        load(tmp_path)
+    (tmp_path / "report.json").write_text("{")
+    with pytest.raises(InputError, match="not readable JSON"):
+        load(tmp_path)
+    (tmp_path / "report.json").write_text(json.dumps({"schema": "rocmstack.doctor/1"}))
+    with pytest.raises(InputError, match="schema 'rocmstack.doctor/1', expected rocmstack.validate/1"):
+        load(tmp_path)
