@@ -14,6 +14,7 @@ from dataclasses import asdict
 from rocmstack.doctor.model import SCHEMA, DoctorOptions
 from rocmstack.errors import EngineError
 
+DEATH_GRACE_S = 15.0
 PORTABLE = ("fast", "deep", "expect_gpus", "only", "skip", "tensor_parallel", "probe_timeout", "tool_timeout")
 
 
@@ -67,8 +68,12 @@ def run_cluster(opts: DoctorOptions, address: str, *, timeout: float = 180.0,
                     node["report"] = ray.get(ref)
                     node["state"] = "ok" if node["report"].get("ok") else "failed"
                 except Exception as exc:  # the task failed: its node died, its worker crashed, ...
-                    node["state"] = "died" if _dead(ray, node["node_id"]) else "error"
-                    node["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    # The owner can hear of the lost worker before the GCS marks the node dead: give the
+                    # health check a few seconds to tell the two apart.
+                    died = _dead_within(ray, node["node_id"], min(DEATH_GRACE_S, max(0.0, deadline - time.monotonic())))
+                    node["state"] = "died" if died else "error"
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                    node["error"] = f"{type(exc).__name__}: {first}"[:500]
                 progress(f"{node['label']}: {node['state']}")
             if pending and time.monotonic() - last_poll > 1.0:
                 last_poll = time.monotonic()
@@ -99,6 +104,16 @@ def run_cluster(opts: DoctorOptions, address: str, *, timeout: float = 180.0,
     return {"schema": SCHEMA, "mode": "cluster", "address": address, "seconds": round(time.monotonic() - t0, 3),
             "check_ids": ids, "nodes": ordered, "ok": ok, "verdict": verdict,
             "options": payload}
+
+
+def _dead_within(ray, node_id: str, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while True:
+        if _dead(ray, node_id):
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.5)
 
 
 def _dead(ray, node_id: str) -> bool:

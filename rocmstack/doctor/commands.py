@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -13,6 +15,19 @@ from rocmstack.errors import ExitCode, InputError
 def _ids(values: list[str]) -> tuple[str, ...]:
     # --only a --only b and --only a,b both work.
     return tuple(v.strip() for item in values for v in item.split(",") if v.strip())
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def register(app: typer.Typer) -> None:
@@ -72,8 +87,9 @@ def register(app: typer.Typer) -> None:
         if ray_address:
             from rocmstack.doctor.cluster import run_cluster
 
-            report = run_cluster(opts, ray_address, timeout=cluster_timeout,
-                                 progress=lambda msg: err.print(f"[dim]doctor:[/dim] {msg}"))
+            with _stdout_to_stderr():  # Ray's driver threads print node events on stdout; keep it for the report
+                report = run_cluster(opts, ray_address, timeout=cluster_timeout,
+                                     progress=lambda msg: err.print(f"[dim]doctor:[/dim] {msg}"))
         else:
             from rocmstack.doctor.runner import run_doctor
 

@@ -1,0 +1,220 @@
+"""Cluster mode against a real local Ray cluster: a head and worker raylets started with `ray start --block`
+on one machine, CPU-only, each on its own ports and temp dir. Cleanup kills exactly the processes these
+tests started (never `ray stop`).
+
+One worker node gets a vendor tool that hangs; once that node's doctor task is inside it, the test kills the
+node: the doctor must report it as died, finish the others, and not wait for the dead one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from rocmstack.doctor.report import render_cluster_table, render_junit, render_markdown
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
+FAKE_TOOL = Path(__file__).resolve().parents[1] / "fixtures" / "doctor" / "bin" / "fake_tool.py"
+RAY = str(Path(sys.executable).with_name("ray"))
+# Ray 2.60 turns token auth on by default and reads ~/.ray/auth_token, which other Ray users of this machine
+# share; this throw-away cluster opts out so it depends on no file outside its temp dirs.
+RAY_ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+SYSTEM_CONFIG = json.dumps({"health_check_period_ms": 1000, "health_check_failure_threshold": 3,
+                            "health_check_initial_delay_ms": 0})
+
+
+def free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def worker_port_range(width: int = 12) -> tuple[int, int]:
+    for base in range(23000, 60000, 97):
+        socks = []
+        try:
+            for p in range(base, base + width):
+                s = socket.socket()
+                s.bind(("127.0.0.1", p))
+                socks.append(s)
+            return base, base + width - 1
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free worker port range")
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+class Cluster:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.procs: list[subprocess.Popen] = []
+        self.gcs_port = free_ports(1)[0]
+        self.address = f"127.0.0.1:{self.gcs_port}"
+        self.used_ranges: list[tuple[int, int]] = []
+
+    def _node_args(self, name: str) -> list[str]:
+        nm, om, al, ag, re_, me = free_ports(6)
+        lo, hi = worker_port_range()
+        while any(lo <= h and hi >= l for l, h in self.used_ranges):
+            lo, hi = lo + 97, hi + 97
+        self.used_ranges.append((lo, hi))
+        temp = self.root / name
+        temp.mkdir()
+        return ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--num-gpus=0", f"--temp-dir={temp}",
+                f"--node-manager-port={nm}", f"--object-manager-port={om}", f"--min-worker-port={lo}",
+                f"--max-worker-port={hi}", f"--dashboard-agent-listen-port={al}",
+                f"--dashboard-agent-grpc-port={ag}", f"--runtime-env-agent-port={re_}",
+                f"--metrics-export-port={me}", "--disable-usage-stats"]
+
+    def start(self, name: str, *, head: bool = False, env: dict | None = None) -> subprocess.Popen:
+        args = [RAY, "start", *self._node_args(name)]
+        if head:
+            args += ["--head", f"--port={self.gcs_port}", "--include-dashboard=false",
+                     f"--ray-client-server-port={free_ports(1)[0]}", f"--system-config={SYSTEM_CONFIG}"]
+        else:
+            args += [f"--address={self.address}"]
+        log = open(self.root / f"{name}.log", "w")  # noqa: SIM115  closed with the process
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**RAY_ENV, **(env or {})},
+                                start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def wait_alive(self, n: int, timeout: float = 120) -> None:
+        code = ("import ray, sys, time; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
+                "t = time.time()\n"
+                "while time.time() - t < float(sys.argv[3]):\n"
+                "    if sum(x['Alive'] for x in ray.nodes()) >= int(sys.argv[2]): sys.exit(0)\n"
+                "    time.sleep(0.5)\n"
+                "sys.exit(1)\n")
+        proc = subprocess.run([sys.executable, "-c", code, self.address, str(n), str(timeout)],
+                              capture_output=True, text=True, timeout=timeout + 60, env=RAY_ENV)
+        if proc.returncode != 0:
+            logs = "\n".join(p.read_text()[-2000:] for p in self.root.glob("*.log"))
+            raise AssertionError(f"cluster did not reach {n} alive nodes: {proc.stderr[-2000:]}\n{logs}")
+
+    @staticmethod
+    def kill_tree(proc: subprocess.Popen) -> None:
+        """SIGKILL `proc` and every descendant (raylet, agents, workers, tools they started in new sessions)."""
+        family = [proc.pid, *descendants(proc.pid)]
+        for pid in family:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            self.kill_tree(proc)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    root = Path(tempfile.mkdtemp(prefix="rdc", dir="/tmp"))  # short: Ray's unix socket paths must fit
+    c = Cluster(root)
+    try:
+        c.start("head", head=True)
+        c.wait_alive(1)
+        c.start("w1")
+        c.start("w2")
+        c.wait_alive(3)
+        yield c
+    finally:
+        c.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def doctor(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "rocmstack", "doctor", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=RAY_ENV, **kw)
+
+
+def test_every_node_reports(cluster):
+    proc = doctor("--ray-address", cluster.address, "--fast", "--json")
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err
+    report = json.loads(out)
+    assert report["mode"] == "cluster" and report["ok"]
+    assert len(report["nodes"]) == 3
+    assert {n["state"] for n in report["nodes"]} == {"ok"}
+    assert len({n["label"] for n in report["nodes"]}) == 3
+    for node in report["nodes"]:
+        ids = [c["id"] for c in node["report"]["checks"]]
+        assert ids == report["check_ids"]
+    from rich.console import Console
+
+    console = Console(record=True, width=250)
+    render_cluster_table(report, console)
+    text = console.export_text()
+    assert "READY: 3 node(s) pass" in text and "gpu-count" in text
+    assert render_markdown(report).count("| ok |") == 3
+    assert render_junit(report).count("<testsuite ") == 3
+
+
+def test_a_node_dying_mid_run_is_reported(cluster, tmp_path):
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    shutil.copy(FAKE_TOOL, tools / "rocm-smi")
+    (tools / "rocm-smi").chmod(0o755)
+    started = tmp_path / "rocm-smi.started"
+    doomed = cluster.start("doomed", env={"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
+                                          "FAKE_ROCM_SMI_SLEEP": "300", "FAKE_ROCM_SMI_STARTED": str(started)})
+    cluster.wait_alive(4)
+    t0 = time.monotonic()
+    proc = doctor("--ray-address", cluster.address, "--fast", "--json", "--cluster-timeout", "150")
+    try:
+        deadline = time.monotonic() + 150
+        while not started.exists():  # the doomed node's checks are now inside the hanging tool
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the doomed node never reached its tool"
+            time.sleep(0.2)
+        cluster.kill_tree(doomed)
+        out, err = proc.communicate(timeout=150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    report = json.loads(out)
+    states = sorted(n["state"] for n in report["nodes"])
+    assert states == ["died", "ok", "ok", "ok"], report["nodes"]
+    dead = next(n for n in report["nodes"] if n["state"] == "died")
+    assert dead["report"] is None and dead["error"]
+    assert "died" in report["verdict"]
+    assert time.monotonic() - t0 < 150  # reported, not waited on until the cluster timeout
