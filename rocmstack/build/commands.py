@@ -11,7 +11,7 @@ ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx
 SET_OPT = typer.Option([], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value")
 IGNORE_OPT = typer.Option([], "--ignore-rule", help="Override a failing rule (repeatable); recorded in the image labels")
 RELOCK_OPT = typer.Option(False, "--relock", help="Accept recipe changes: rewrite its lock entry")
-REGISTRY_OPT = typer.Option(None, "--registry", help="Registry prefix for the tags: host[:port][/namespace]")
+REGISTRY_OPT = typer.Option(None, "--registry", help="Registry prefix for the tags, e.g. ghcr.io/acme or localhost:5000")
 ALIAS_OPT = typer.Option([], "--alias", help="Extra floating alias, e.g. latest (repeatable)")
 ENGINE_OPT = typer.Option("auto", "--engine", help="auto (docker buildx if a daemon answers, else podman), docker, podman")
 JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")

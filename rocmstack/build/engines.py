@@ -24,8 +24,10 @@ PROBE_TIMEOUT = 20
 QUICK_TIMEOUT = 120
 PULL_TIMEOUT = 4 * 3600  # a ROCm base image is tens of GB
 PUSH_TIMEOUT = 4 * 3600
-# vfs is the one storage driver that works everywhere, including inside an unprivileged container
-# (overlay-on-overlay does not); override with ROCMSTACK_PODMAN_STORAGE_DRIVER=overlay on a normal host.
+# vfs works everywhere, including inside an unprivileged container (overlay-on-overlay does not), but each
+# layer is a full copy of the tree below it: for tens-of-GB ROCm images set
+# ROCMSTACK_PODMAN_STORAGE_DRIVER=overlay where the kernel allows it. Every podman call (build, tag, inspect,
+# and `rocmstack validate`) goes through this one setting, so they all see the same image store.
 PODMAN_DRIVER_ENV = "ROCMSTACK_PODMAN_STORAGE_DRIVER"
 DEFAULT_PODMAN_DRIVER = "vfs"
 INSTALL_HINT = ("install podman and buildah for daemonless builds (Debian/Ubuntu: apt-get install podman buildah), "
@@ -37,7 +39,7 @@ Runner = Callable[..., subprocess.CompletedProcess]
 @dataclass(frozen=True, kw_only=True)
 class Engine:
     name: str  # "docker" | "podman"
-    argv: tuple[str, ...]  # command prefix, e.g. ("podman", "--storage-driver", "vfs")
+    argv: tuple[str, ...]  # command prefix, e.g. ("podman",) or ("podman", "--storage-driver", "vfs")
     version: str
     builder: str | None = None  # docker buildx builder instance
 
@@ -63,7 +65,7 @@ def _last_line(text: str) -> str:
 
 
 def podman_prefix() -> tuple[str, ...]:
-    driver = os.environ.get(PODMAN_DRIVER_ENV, DEFAULT_PODMAN_DRIVER)
+    driver = os.environ.get(PODMAN_DRIVER_ENV, "").strip() or DEFAULT_PODMAN_DRIVER
     return ("podman", "--storage-driver", driver)
 
 
@@ -151,8 +153,8 @@ def classify_pull_error(image: str, output: str) -> str:
     """One sentence: why the registry did not give us this image."""
     registry = registry_of(image)
     detail = _last_line(output)
-    if len(detail) > 160:
-        detail = detail[:157] + "..."
+    if len(detail) > 160:  # the cause is at the end of the engine's error chain
+        detail = "..." + detail[-157:]
     if _UNREACHABLE.search(output):
         return f"registry {registry} is unreachable from this machine ({detail})"
     if _DENIED.search(output):

@@ -45,6 +45,11 @@ def parse_reference(text: str) -> Reference:
     if not m:
         raise InputError(f"{text!r} is not a valid image reference",
                          fix="lowercase [registry[:port]/]name[/name...][:tag], tag of [A-Za-z0-9_.-] up to 128 characters")
+    first, sep, _ = m["name"].partition("/")
+    # As docker/podman normalise: only a first component with '.', ':' or 'localhost' is a registry host
+    # (where uppercase is allowed); anything else is a lowercase path component.
+    if sep and not ("." in first or ":" in first or first == "localhost" or first.startswith("[")) and first != first.lower():
+        raise InputError(f"{text!r} is not a valid image reference: repository names are lowercase")
     if len(m["name"]) > NAME_MAX:
         raise InputError(f"image name {m['name'][:40]}... is longer than {NAME_MAX} characters")
     return Reference(name=m["name"], tag=m["tag"], digest=m["digest"])

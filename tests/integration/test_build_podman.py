@@ -1,0 +1,273 @@
+"""A real image build with podman (daemonless, chroot isolation) on the CPU machine. No mock.
+
+The fixture recipe tests/fixtures/recipes/tiny-pip.yaml goes through the shipped templates, guards, patch
+applier, labels and lock; its base is a Debian bookworm made here with debootstrap and `podman import`
+(no registry). The root filesystem tarball is cached in ~/.cache/rocmstack-test/ (ROCMSTACK_TEST_CACHE);
+the image store is fresh per run, so cache hits and misses are those of this run alone.
+
+Pip inside the build reaches PyPI for three tiny wheels (iniconfig, tomli) and rocmstack's own runtime
+requirements (the image carries rocmstack).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from rocmstack.build import engines
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE = ROOT / "tests" / "fixtures" / "recipes" / "tiny-pip.yaml"
+PATCHES = ROOT / "tests" / "fixtures" / "patches"
+BASE = "localhost/rocmstack-test-base:bookworm"
+BASE_VERSION = "v1"  # bump when the base recipe below changes
+CACHE = Path(os.environ.get("ROCMSTACK_TEST_CACHE", Path.home() / ".cache" / "rocmstack-test"))
+SOURCE_URL = "https://example.org/rocmstack-e2e"
+ARCH = "gfx942"
+# The fixture uses test-only patches, which the shipped rule `patches-apply` does not know: override it
+# (and check that the override lands in the labels).
+COMMON = ["--gpu-arch", ARCH, "--engine", "podman", "--patches-dir", str(PATCHES), "--ignore-rule", "patches-apply",
+          "--source-url", SOURCE_URL]
+
+
+def source_revision_time(commit: str) -> str:
+    ct = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%ct", commit], capture_output=True, text=True,
+                        timeout=30).stdout.strip()
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(os.environ.get("SOURCE_DATE_EPOCH") or ct)))
+
+
+def _need(tool: str) -> None:
+    if not shutil.which(tool):
+        pytest.skip(f"{tool} is not installed (ci/install-system-deps.sh installs it)")
+
+
+def _base_tarball() -> Path:
+    """debootstrap --variant=minbase bookworm + python3/pip, trimmed; built once and cached."""
+    tarball = CACHE / f"base-bookworm-{BASE_VERSION}.tar"
+    if tarball.is_file():
+        return tarball
+    _need("debootstrap")
+    if os.geteuid() != 0:
+        pytest.skip("debootstrap needs root")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="rootfs.", dir=CACHE) as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        proc = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-pip,ca-certificates",
+                               "bookworm", str(rootfs), "http://deb.debian.org/debian"],
+                              capture_output=True, text=True, timeout=1200)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        # Like a -slim image: no docs, man pages or locales (vfs copies the whole tree for every layer).
+        for sub in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info", "var/cache/apt/archives",
+                    "var/lib/apt/lists"):
+            shutil.rmtree(rootfs / sub, ignore_errors=True)
+        # A ROCm base image lets root pip-install into its Python; Debian's PEP 668 marker would refuse.
+        for marker in rootfs.glob("usr/lib/python3*/EXTERNALLY-MANAGED"):
+            marker.unlink()
+        # Trust what this machine trusts (the egress proxy's CA), so pip inside the build reaches PyPI.
+        host_ca = Path("/etc/ssl/certs/ca-certificates.crt")
+        if host_ca.is_file():
+            shutil.copyfile(host_ca, rootfs / "etc/ssl/certs/ca-certificates.crt")
+            (rootfs / "etc/pip.conf").write_text("[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n")
+        part = tarball.with_suffix(".part")
+        with tarfile.open(part, "w") as tar:
+            for entry in sorted(rootfs.iterdir()):
+                if entry.name in ("proc", "sys", "dev"):
+                    tar.add(entry, arcname=entry.name, recursive=False)
+                else:
+                    tar.add(entry, arcname=entry.name)
+        part.replace(tarball)
+    return tarball
+
+
+def _store_env(store: Path, driver: str) -> dict[str, str]:
+    shutil.rmtree(store, ignore_errors=True)
+    store.mkdir(parents=True)
+    conf = store / "storage.conf"
+    conf.write_text(f'[storage]\ndriver = "{driver}"\ngraphroot = "{store}/graph"\nrunroot = "{store}/run"\n')
+    return {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf), engines.PODMAN_DRIVER_ENV: driver}
+
+
+@pytest.fixture(scope="module")
+def podman_env(tmp_path_factory):
+    """An isolated podman store with the base image imported; env for every rocmstack/podman call.
+
+    overlay where the kernel allows it (this machine does: a build is ~10x faster than with vfs, which
+    copies the whole tree for every layer); vfs otherwise, as inside an unprivileged container.
+    """
+    _need("podman")
+    tarball = _base_tarball()
+    store = tmp_path_factory.mktemp("podman") / "store"
+    for driver in ("overlay", "vfs"):
+        env = _store_env(store, driver)
+        proc = subprocess.run(["podman", "--storage-driver", driver, "import", str(tarball), BASE], env=env,
+                              capture_output=True, text=True, timeout=600)
+        if proc.returncode == 0:
+            break
+    assert proc.returncode == 0, proc.stderr
+    yield env
+    subprocess.run(["podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV], "system", "reset", "--force"],
+                   env=env, capture_output=True, timeout=600)
+    shutil.rmtree(store, ignore_errors=True)
+
+
+def rocmstack(env, *args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "rocmstack", *args], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def podman(env, *args, timeout=300):
+    return subprocess.run(["podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV], *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def exists(env, ref: str) -> bool:
+    return podman(env, "image", "exists", ref).returncode == 0
+
+
+def image_file(env, ref: str, path: str) -> str | None:
+    engine = engines.Engine(name="podman", argv=("podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV]),
+                            version="test")
+    data = engines.read_file(engine, ref, path, runner=functools.partial(subprocess.run, env=env))
+    return data.decode() if data is not None else None
+
+
+@pytest.fixture(scope="module")
+def first_build(podman_env, tmp_path_factory):
+    out = tmp_path_factory.mktemp("images")
+    proc = rocmstack(podman_env, "build", str(RECIPE), *COMMON, "--out-dir", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    return {"manifest": json.loads(proc.stdout), "stderr": proc.stderr, "out": out}
+
+
+def test_dry_run_prints_the_exact_command(podman_env, tmp_path):
+    proc = rocmstack(podman_env, "build", str(RECIPE), *COMMON, "--out-dir", str(tmp_path), "--dry-run", "--json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    cmd = plan["command"]
+    driver = podman_env[engines.PODMAN_DRIVER_ENV]
+    assert cmd[:9] == ["podman", "--storage-driver", driver, "build", "--format", "docker", "--isolation", "chroot", "--layers"]
+    assert f"org.opencontainers.image.source={SOURCE_URL}" in cmd
+    assert (Path(cmd[-1]) / "Dockerfile").is_file()  # the context is written, so the command runs as printed
+    assert not exists(podman_env, plan["tags"]["refs"][0])  # and nothing was built
+
+
+def test_build_labels_lock_tags_and_patch(podman_env, first_build):
+    m = first_build["manifest"]
+    tags = m["tags"]
+    assert tags["content"] == "r-" + m["render_hash"][:12]
+    assert tags["descriptive"] == f"tiny-2.0.1_ini2.0.0_py3.11_{ARCH}"
+    assert tags["aliases"] == ["tiny-latest"]
+    assert tags["applied"] == tags["refs"] and len(tags["refs"]) == 3
+    for ref in tags["refs"]:
+        assert exists(podman_env, ref), ref
+    assert m["engine"]["name"] == "podman" and m["base"]["image"] == BASE and m["base"]["id"]
+    assert m["cache"]["misses"] > 0 and all(s["seconds"] >= 0 for s in m["steps"])
+    assert Path(m["log"]).is_file() and "STEP 1/" in Path(m["log"]).read_text()
+
+    proc = rocmstack(podman_env, "inspect", tags["refs"][0], "--engine", "podman", "--json")
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    labels, lock = seen["labels"], seen["lock"]
+    # The revision is the checkout's real commit (HEAD may move while the suite runs: read it from the build).
+    sha, created = m["build_args"]["ROCMSTACK_REVISION"], m["build_args"]["ROCMSTACK_CREATED"]
+    commit = sha.removesuffix("-dirty")
+    assert len(commit) == 40 and subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{commit}^{{commit}}"],
+                                                timeout=30).returncode == 0
+    assert created == source_revision_time(commit)
+    assert labels["org.opencontainers.image.revision"] == sha
+    assert labels["org.opencontainers.image.created"] == created
+    assert labels["org.opencontainers.image.source"] == SOURCE_URL
+    assert labels["dev.rocmstack.recipe"] == "tiny-pip"
+    assert labels["dev.rocmstack.render-hash"] == m["render_hash"]
+    assert "iniconfig:2.0.0" in labels["dev.rocmstack.pins"].split(",")
+    assert labels["dev.rocmstack.ignored-rules"] == "patches-apply"
+    assert lock["recipe"] == "tiny-pip" and lock["render_hash"] == m["render_hash"]
+    assert lock["components"]["tomli"]["version"] == "2.0.1" and lock["patches"] == ["tomli-marker"]
+    assert lock["rocmstack"]["revision"] == sha
+
+    marker = json.loads(image_file(podman_env, tags["refs"][0], "/opt/rocmstack/patches/applied/tomli-marker.json"))
+    assert marker["id"] == "tomli-marker" and marker["component"] == "tomli"
+    patched = image_file(podman_env, tags["refs"][0], marker["target"])
+    assert 'ROCMSTACK_PATCHED = "tomli-marker"' in patched
+    constraints = image_file(podman_env, tags["refs"][0], "/opt/rocmstack/constraints.txt")
+    assert constraints.startswith("wheel==")  # the guard froze the base's package
+
+
+def test_bumping_one_pin_rebuilds_only_from_its_layer(podman_env, first_build):
+    proc = rocmstack(podman_env, "build", str(RECIPE), *COMMON, "--set", "iniconfig.version=2.1.0",
+                     "--out-dir", str(first_build["out"]), "--json")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    m = proc.stdout and json.loads(proc.stdout)
+    steps = [s for s in m["steps"] if not s["instruction"].upper().startswith("FROM")]
+    bumped = next(i for i, s in enumerate(steps) if "iniconfig==2.1.0" in s["instruction"])
+    before, after = steps[:bumped], steps[bumped:]
+    assert before and all(s["cached"] for s in before), [s["instruction"][:60] for s in before if not s["cached"]]
+    assert not any(s["cached"] for s in after), [s["instruction"][:60] for s in after if s["cached"]]
+    assert m["cache"] == {"hits": len(before), "misses": len(after)}
+    assert m["tags"]["descriptive"] == f"tiny-2.0.1_ini2.1.0_py3.11_{ARCH}"
+    first = first_build["manifest"]["cache"]
+    print(f"\ncache: first build {first['hits']} hits / {first['misses']} misses; "
+          f"after bumping iniconfig {m['cache']['hits']} hits / {m['cache']['misses']} misses")
+
+
+def test_failing_patch_stops_the_build_with_its_id(podman_env, first_build):
+    args = [str(RECIPE), *COMMON, "--set", "patches=[tomli-moved]"]
+    proc = rocmstack(podman_env, "build", *args, "--out-dir", str(first_build["out"]))
+    assert proc.returncode == 3, proc.stderr[-4000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("rocmstack: error: build of tiny-pip failed at step ")
+    assert "patch tomli-moved did not apply" in last and "full log: " in last
+    assert "apply_patches.py" in last  # the failing step is named
+    log = Path(last.split("full log: ", 1)[1].strip())
+    assert log.is_file() and "rocmstack patch FAILED: [tomli-moved]" in log.read_text()
+    assert "last 30 log lines" in proc.stderr
+    # Nothing tagged: not the content tag of this render, and the descriptive tag still names the first image.
+    tags = json.loads(rocmstack(podman_env, "tags", *args, "--json").stdout)
+    assert not exists(podman_env, tags["refs"][1])
+    desc = podman(podman_env, "image", "inspect", "--format", "{{.Id}}", tags["refs"][0]).stdout.strip()
+    assert first_build["manifest"]["image"]["id"].endswith(desc) or desc == first_build["manifest"]["image"]["id"]
+
+
+def test_ctrl_c_stops_the_engine_and_tags_nothing(podman_env, first_build):
+    args = [str(RECIPE), *COMMON, "--set", "tomli.version=2.0.0"]
+    tags = json.loads(rocmstack(podman_env, "tags", *args, "--json").stdout)
+    out = first_build["out"] / "ctrl-c"
+    proc = subprocess.Popen([sys.executable, "-m", "rocmstack", "build", *args, "--out-dir", str(out)], env=podman_env,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    logs = out / f"tiny-pip-{ARCH}" / "logs"
+    deadline = time.monotonic() + 600
+    # Interrupt while the engine runs the tomli install (a RUN step, after the cached ones).
+    while time.monotonic() < deadline and proc.poll() is None:
+        texts = [p.read_text(errors="replace") for p in logs.glob("*.log")] if logs.is_dir() else []
+        if any("tomli==2.0.0" in t and "STEP" in t for t in texts):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the build ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert err.strip().splitlines()[-1] == "rocmstack: interrupted"
+    assert not any(exists(podman_env, ref) for ref in tags["refs"])
+    ctx = str(out / f"tiny-pip-{ARCH}" / "context")
+    leftover = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, ctx)]
+    assert not leftover, "the engine kept running after Ctrl-C"
+
+
+def _cmdline_has(proc_dir: Path, text: str) -> bool:
+    try:
+        return text in (proc_dir / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False

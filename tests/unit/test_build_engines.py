@@ -1,0 +1,144 @@
+"""Engine detection, commands and error classification.
+
+Detection runs the real CLIs found on PATH (this machine: a docker client with no daemon, and podman);
+the "nothing installed" cases hide them with an empty PATH lookup. Error texts are verbatim engine output.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rocmstack.build import engines as E
+from rocmstack.errors import EngineError, InputError
+
+# Verbatim: `podman --storage-driver vfs pull docker.io/rocm/primus:v26.7` on this machine (podman 4.3.1,
+# no route to Docker Hub), 2026-11-29.
+PODMAN_NO_REGISTRY = (
+    "Trying to pull docker.io/rocm/primus:v26.7...\n"
+    'Error: initializing source docker://rocm/primus:v26.7: pinging container registry registry-1.docker.io: '
+    'Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 10.255.255.53:53: no such host\n'
+)
+# Verbatim: `docker version` with the client installed and no daemon (docker 28 client, this machine).
+DOCKER_NO_DAEMON = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+
+
+def no_tools(_name):
+    return None
+
+
+def test_nothing_installed_is_one_line_saying_what_to_install():
+    with pytest.raises(EngineError) as err:
+        E.detect("auto", which=no_tools)
+    line = err.value.one_line()
+    assert "\n" not in line
+    assert "docker: not installed" in line and "podman: not installed" in line
+    assert "apt-get install podman buildah" in line and "buildx" in line
+
+
+def test_docker_without_daemon_is_explained():
+    if not shutil.which("docker"):
+        pytest.skip("no docker client on this machine")
+    found = E.probe_docker()
+    if isinstance(found, E.Engine):
+        pytest.skip("a Docker daemon answers here")
+    assert found.startswith("docker: daemon not reachable") or "buildx" in found
+    with pytest.raises(EngineError, match="--engine docker cannot build"):
+        E.detect("docker")
+
+
+def test_auto_falls_back_to_podman():
+    if not shutil.which("podman"):
+        pytest.skip("podman is not installed")
+    which = lambda name: None if name == "docker" else shutil.which(name)  # noqa: E731 - hide docker only
+    engine = E.detect("auto", which=which)
+    assert engine.name == "podman" and engine.argv[0] == "podman"
+    assert engine.version[0].isdigit()
+
+
+def test_bad_engine_choice_and_builder_with_podman():
+    with pytest.raises(InputError, match="unknown engine"):
+        E.detect("kaniko")
+    with pytest.raises(InputError, match="--builder"):
+        E.detect("podman", builder="b1")
+
+
+def test_storage_driver_override(monkeypatch):
+    monkeypatch.setenv(E.PODMAN_DRIVER_ENV, "overlay")
+    assert E.podman_prefix() == ("podman", "--storage-driver", "overlay")
+    monkeypatch.delenv(E.PODMAN_DRIVER_ENV)
+    assert E.podman_prefix() == ("podman", "--storage-driver", "vfs")
+
+
+@pytest.mark.parametrize(("short", "full"), [
+    ("rocm/primus:v26.7", "docker.io/rocm/primus:v26.7"),
+    ("ubuntu:24.04", "docker.io/library/ubuntu:24.04"),
+    ("localhost/rocmstack-test-base:bookworm", "localhost/rocmstack-test-base:bookworm"),
+    ("ghcr.io/org/img:1", "ghcr.io/org/img:1"),
+    ("localhost:5000/img:1", "localhost:5000/img:1"),
+])
+def test_qualify(short, full):
+    assert E.qualify(short) == full
+
+
+def test_classify_unreachable_registry_keeps_the_cause():
+    text = E.classify_pull_error("rocm/primus:v26.7", PODMAN_NO_REGISTRY)
+    assert text.startswith("registry docker.io is unreachable from this machine")
+    assert text.endswith("no such host)")
+    assert E.classify_pull_error("rocm/primus:v26.7", DOCKER_NO_DAEMON).startswith("pull from registry docker.io failed")
+
+
+def test_classify_other_failures():
+    assert "has no such image" in E.classify_pull_error("ghcr.io/a/b:1", "Error: reading manifest 1 in ghcr.io/a/b: manifest unknown")
+    assert "refused access" in E.classify_pull_error("ghcr.io/a/b:1", "Error: unauthorized: authentication required")
+
+
+def test_podman_build_command_is_exact(tmp_path):
+    engine = E.Engine(name="podman", argv=("podman", "--storage-driver", "vfs"), version="4.3.1")
+    cmd = E.build_command(engine, context=tmp_path, iidfile=tmp_path / "iid",
+                          build_args={"ROCMSTACK_REVISION": "abc", "ROCMSTACK_CREATED": "2026-11-29T00:00:00Z"},
+                          labels={"org.opencontainers.image.source": "https://example.org/x"},
+                          cache_from=("quay.io/a/cache",))
+    assert cmd == ["podman", "--storage-driver", "vfs", "build", "--format", "docker", "--isolation", "chroot",
+                   "--layers", "--platform", "linux/amd64", "--iidfile", str(tmp_path / "iid"),
+                   "--file", str(tmp_path / "Dockerfile"),
+                   "--build-arg", "ROCMSTACK_CREATED=2026-11-29T00:00:00Z", "--build-arg", "ROCMSTACK_REVISION=abc",
+                   "--label", "org.opencontainers.image.source=https://example.org/x",
+                   "--cache-from", "quay.io/a/cache", str(tmp_path)]
+    assert "-t" not in cmd and "--tag" not in cmd  # tags come after success only
+
+
+def test_buildx_build_command(tmp_path):
+    engine = E.Engine(name="docker", argv=("docker",), version="28.2.2", builder="ci")
+    cmd = E.build_command(engine, context=tmp_path, iidfile=tmp_path / "iid", build_args={}, labels={},
+                          cache_to=("type=registry,ref=r/c,mode=max",))
+    assert cmd[:7] == ["docker", "buildx", "build", "--builder", "ci", "--progress=plain", "--load"]
+    assert cmd[-3:] == ["--cache-to", "type=registry,ref=r/c,mode=max", str(tmp_path)]
+
+
+def _isolated_podman(tmp_path: Path):
+    if not shutil.which("podman") or os.geteuid() != 0:
+        pytest.skip("needs podman as root")
+    conf = tmp_path / "storage.conf"
+    conf.write_text(f'[storage]\ndriver = "vfs"\ngraphroot = "{tmp_path}/g"\nrunroot = "{tmp_path}/r"\n')
+    env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf)}
+    return E.Engine(name="podman", argv=("podman", "--storage-driver", "vfs"), version="x"), \
+        functools.partial(subprocess.run, env=env)
+
+
+def test_real_podman_missing_image(tmp_path):
+    engine, runner = _isolated_podman(tmp_path)
+    assert not E.image_present(engine, "localhost/nothing-here:1", runner=runner)
+    with pytest.raises(EngineError, match="not found in the podman image store"):
+        E.inspect_image(engine, "localhost/nothing-here:1", runner=runner)
+
+
+def test_remote_labels_needs_skopeo_with_podman():
+    engine = E.Engine(name="podman", argv=("podman",), version="x")
+    with pytest.raises(EngineError, match="skopeo"):
+        E.remote_labels(engine, "ghcr.io/a/b:1", which=no_tools)

@@ -1,0 +1,70 @@
+"""The build runner with real child processes: log file, tail, timeout, and stopping the child on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+
+import pytest
+
+from rocmstack.build import runner as R
+
+pytestmark = pytest.mark.timeout(120)
+
+# A stand-in engine: prints podman-style steps. A real process, so signals and pipes behave for real.
+SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    print(f"pid {os.getpid()}", flush=True)
+    for i in range(1, 4):
+        print(f"STEP {i}/3: RUN step {i}", flush=True)
+        for j in range(40):
+            print(f"line {i}.{j}", flush=True)
+    if sys.argv[1] == "sleep":
+        time.sleep(60)
+    sys.exit(int(sys.argv[2]))
+""")
+
+
+def child(tmp_path, mode="fast", code=0):
+    script = tmp_path / "engine.py"
+    script.write_text(SCRIPT)
+    return [sys.executable, str(script), mode, str(code)]
+
+
+def test_log_tail_and_steps(tmp_path):
+    log = tmp_path / "logs" / "b.log"
+    result = R.run_logged(child(tmp_path), log_path=log, engine="podman", timeout_s=60)
+    assert result.ok and [s.index for s in result.steps] == [1, 2, 3]
+    assert len(result.tail) == R.TAIL_LINES and result.tail[-1] == "line 3.39"
+    text = log.read_text()
+    assert text.startswith("$ ") and "line 1.0\n" in text and "line 3.39\n" in text
+
+
+def test_failure_marks_the_last_step(tmp_path):
+    result = R.run_logged(child(tmp_path, code=3), log_path=tmp_path / "b.log", engine="podman", timeout_s=60)
+    assert not result.ok and result.returncode == 3
+    assert result.steps[-1].failed and result.steps[-1].index == 3
+
+
+def test_timeout_stops_the_child(tmp_path):
+    result = R.run_logged(child(tmp_path, "sleep"), log_path=tmp_path / "b.log", engine="podman", timeout_s=2)
+    assert result.timed_out and not result.ok
+    pid = int(next(line for line in (tmp_path / "b.log").read_text().splitlines() if line.startswith("pid ")).split()[1])
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+
+
+def test_ctrl_c_stops_the_child_and_propagates(tmp_path):
+    pids = []
+
+    def on_line(line):
+        if line.startswith("pid "):
+            pids.append(int(line.split()[1]))
+        if line.startswith("STEP 2/3"):
+            raise KeyboardInterrupt  # what Ctrl-C raises in the reading thread
+
+    log = tmp_path / "b.log"
+    with pytest.raises(KeyboardInterrupt):
+        R.run_logged(child(tmp_path, "sleep"), log_path=log, engine="podman", timeout_s=60, on_line=on_line)
+    assert pids and not os.path.exists(f"/proc/{pids[0]}")
+    assert "build interrupted; the engine was stopped" in log.read_text()

@@ -1,0 +1,135 @@
+"""Tags: template expansion from the resolved recipe, content tag, aliases, OCI grammar, immutability."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocmstack.build import tags as T
+from rocmstack.errors import CheckFailed, InputError
+from rocmstack.recipe.load import load_recipe
+from rocmstack.recipe.resolve import resolve
+
+ROOT = Path(__file__).resolve().parents[2]
+HASH = "4013a5777947abcd59f787756b834458816e835d1c1fe6fe152b1ebba27c972c"
+
+
+def resolved(name="verl-0.9.0-rocm10", arch="gfx950", overrides=()):
+    recipe, path = load_recipe(name, overrides)
+    return resolve(recipe, path, arch, tuple(overrides))
+
+
+@pytest.mark.parametrize("ref", [
+    "rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2",  # the upstream tag style
+    "docker.io/rocm/primus:v26.7",
+    "localhost:5000/a/b-c__d.e:tag_1",
+    "ghcr.io/org/img@sha256:" + "a" * 64,
+    "[::1]:5000/img:1",
+    "img",
+])
+def test_valid_references(ref):
+    assert str(T.parse_reference(ref)) == ref
+
+
+@pytest.mark.parametrize("ref", [
+    "Rocm/verl:1",          # uppercase repository
+    "rocm/verl:.hidden",    # tag cannot start with '.'
+    "rocm/verl:-x",         # nor '-'
+    "rocm/verl:" + "x" * 129,
+    "rocm//verl:1",
+    "rocm/verl:a:b",
+    "rocm/verl_:1",         # separator at the end of a component
+    "rocm/verl:>=5.12",
+    "",
+])
+def test_invalid_references(ref):
+    with pytest.raises(InputError):
+        T.parse_reference(ref)
+
+
+def test_descriptive_tag_follows_upstream_style():
+    tags = T.tag_set(resolved(), HASH)
+    assert tags.descriptive == "verl-0.9.0.amd0_rocm10.0_py3.12_vllm0.27.0_gfx950"
+    assert tags.content == "r-4013a5777947"
+    assert tags.repository == "rocmstack/verl"
+    # gfx950 alone is not the recipe's default arch set: the floating alias names the arch.
+    assert tags.aliases == ("verl-0.9_gfx950",)
+    assert tags.immutable == (tags.descriptive, tags.content)
+
+
+def test_default_arch_set_gets_plain_aliases_and_joined_arch():
+    tags = T.tag_set(resolved(arch="gfx942;gfx950"), HASH, extra_aliases=("latest",))
+    assert tags.descriptive.endswith("_gfx942-gfx950")
+    assert tags.aliases == ("verl-0.9", "latest")
+
+
+def test_registry_prefix_and_refs():
+    tags = T.tag_set(resolved(), HASH, registry="ghcr.io/acme/")
+    assert tags.refs()[0] == "ghcr.io/acme/rocmstack/verl:verl-0.9.0.amd0_rocm10.0_py3.12_vllm0.27.0_gfx950"
+    with pytest.raises(InputError, match="not valid in the OCI reference grammar") as err:
+        T.tag_set(resolved(), HASH, registry="ghcr.io/Acme")
+    assert "--registry" in err.value.fix
+
+
+def test_template_field_errors_name_the_field():
+    tree = {"components": {"transformers": {"version": ">=5.12"}, "x": {"version": None}}, "base": {"rocm": "10.0"}}
+    with pytest.raises(InputError, match=r"\{components.nope.version\} does not exist"):
+        T.expand_template("a-{components.nope.version}", tree, ("gfx950",))
+    with pytest.raises(InputError, match=r"\{components.x.version\} is None"):
+        T.expand_template("a-{components.x.version}", tree, ("gfx950",))
+    with pytest.raises(InputError, match="not a valid image tag"):
+        T.expand_template("tf{components.transformers.version}", tree, ("gfx950",))
+    with pytest.raises(InputError, match="unbalanced"):
+        T.expand_template("rocm{base.rocm", tree, ("gfx950",))
+    assert T.expand_template("rocm{base.rocm}_{arch}", tree, ("gfx942", "gfx950")) == "rocm10.0_gfx942-gfx950"
+
+
+def test_overrides_flow_into_the_tag():
+    tags = T.tag_set(resolved(overrides=("vllm.version=0.27.1",)), HASH)
+    assert "_vllm0.27.1_" in tags.descriptive
+
+
+def test_bad_alias_and_alias_clash():
+    with pytest.raises(InputError, match="alias"):
+        T.tag_set(resolved(), HASH, extra_aliases=("no spaces",))
+    with pytest.raises(InputError, match="equals an immutable tag"):
+        T.tag_set(resolved(arch="gfx942;gfx950"), HASH, extra_aliases=("r-4013a5777947",))
+
+
+def test_content_tag_needs_a_full_hash():
+    with pytest.raises(InputError):
+        T.content_tag("abc")
+
+
+def test_immutability_verdicts():
+    assert T.immutability_verdict("r/x:t", None, HASH, exists=False) == "push"
+    assert T.immutability_verdict("r/x:t", HASH, HASH, exists=True) == "skip"
+    with pytest.raises(CheckFailed, match="refusing to push r/x:t.*render hash 111111111111"):
+        T.immutability_verdict("r/x:t", "1" * 64, HASH, exists=True)
+    with pytest.raises(CheckFailed, match="no rocmstack render-hash label"):
+        T.immutability_verdict("r/x:t", None, HASH, exists=True)
+
+
+def test_tags_command():
+    proc = subprocess.run([sys.executable, "-m", "rocmstack", "tags", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950",
+                           "--alias", "latest", "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["refs"][0] == "rocmstack/verl:verl-0.9.0.amd0_rocm10.0_py3.12_vllm0.27.0_gfx950"
+    assert data["content"] == "r-" + data["render_hash"][:12]
+    assert data["aliases"] == ["verl-0.9_gfx950", "latest_gfx950"]
+    plain = subprocess.run([sys.executable, "-m", "rocmstack", "tags", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950"],
+                           capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert plain.stdout.splitlines()[0].endswith("_gfx950\timmutable")
+
+
+def test_tags_command_bad_registry_is_one_line():
+    proc = subprocess.run([sys.executable, "-m", "rocmstack", "tags", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950",
+                           "--registry", "Bad Host"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("rocmstack: error: image repository 'Bad Host/rocmstack/verl'") and "Traceback" not in proc.stderr
