@@ -22,11 +22,11 @@ from rocmstack.bench.shapes import load_config, shape_from_config
 
 def category(name: str) -> str:
     n = name.lower()
-    if any(t in n for t in ("gemm", "gemv", "nvjet", "cutlass", "xmma", "cublas", "splitk")):
-        return "matmul (cuBLAS)"
-    for key in ("_decode_attention", "_qk_norm_rope", "_rms_norm", "_silu_mul"):
+    for key in ("_decode_attention", "_combine", "_qk_norm_rope", "_add_rms_norm", "_rms_norm", "_silu_mul", "_gemv"):
         if key in n:
             return f"triton {key.strip('_')}"
+    if any(t in n for t in ("gemm", "gemv", "nvjet", "cutlass", "xmma", "cublas", "splitk")):
+        return "matmul (cuBLAS)"
     if "softmax" in n or "argmax" in n or "exponential" in n or "log" in n:
         return "softmax / sampling"
     return "other elementwise / copy"
@@ -106,7 +106,7 @@ def profile_one(args, b: int) -> dict | None:
     kernel_ms = sum(v[0] for v in by_cat.values())
     weight_bytes = shape.params_read_per_step() * 2
     kv_bytes = b * (pos + 1) * shape.kv_bytes_per_token(2)
-    gemm_ms = by_cat.get("matmul (cuBLAS)", [0.0, 0])[0]
+    gemm_ms = by_cat.get("matmul (cuBLAS)", [0.0, 0])[0] + by_cat.get("triton gemv", [0.0, 0])[0]
     report = {
         "shape": name,
         "batch": b,
@@ -120,6 +120,7 @@ def profile_one(args, b: int) -> dict | None:
         "bytes_per_step": weight_bytes + kv_bytes,
         "effective_gb_s": (weight_bytes + kv_bytes) / graph_ms / 1e6,
         "matmul_weight_gb_s": weight_bytes / gemm_ms / 1e6 if gemm_ms else None,
+        "gemv": engine.gemv_report or None,
         "by_category": {k: {"ms_per_step": v[0], "launches_per_step": v[1]} for k, v in sorted(by_cat.items())},
         "top_kernels": kernels[:15],
     }
@@ -128,6 +129,8 @@ def profile_one(args, b: int) -> dict | None:
         f"({report['kernels_per_step']:.0f} launches), gaps {graph_ms - kernel_ms:.3f} ms, "
         f"{report['effective_gb_s']:.0f} GB/s effective, matmuls {report['matmul_weight_gb_s'] or 0:.0f} GB/s of weights"
     )
+    if engine.gemv_report:
+        print("  batch-1 matmul choice:", json.dumps(engine.gemv_report))
     for cat, v in sorted(by_cat.items(), key=lambda kv: -kv[1][0]):
         print(f"  {cat:32s} {v[0]:7.3f} ms  {v[1]:6.0f} launches")
     del engine

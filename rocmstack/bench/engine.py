@@ -126,6 +126,8 @@ class ReferenceEngine:
         self._pos = torch.zeros(1, dtype=torch.long, device=self.device)
         self._graphs: dict[tuple[int, int], tuple[Any, torch.Tensor]] = {}
         self._pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
+        self._gemv: dict[str, tuple[int, int, int] | None] = {}  # batch-1 matmul kernel per weight group
+        self.gemv_report: dict[str, dict[str, Any]] = {}
         self.init_random_(seed=0)
 
     # ---------------------------------------------------------------- weights
@@ -264,21 +266,75 @@ class ReferenceEngine:
 
     @torch.no_grad()
     def _decode_step_fused(self, batch: int) -> torch.Tensor:
-        """The same step as _decode_step through kernels.py: 9 launches a layer, attention over [0, pos]."""
+        """The same step as _decode_step through kernels.py, 9 launches a layer:
+
+        qkv matmul, qk-norm+RoPE+cache write, attention over [0, pos], o matmul, residual add + RMSNorm,
+        gate|up matmul, SiLU*up, down matmul, residual add + next RMSNorm.
+        """
         s, k = self.shape, self._kernels
         eps = s.rms_norm_eps
-        x = F.embedding(self._tokens[:batch], self.embed)
-        for layer in self.layers:
-            qkv = F.linear(k.rms_norm(x, layer.ln1, eps), layer.qkv)
+        gemv = self._gemv if batch == 1 else {}
+
+        def linear(name: str, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            return k.gemv(x, w, gemv[name]) if gemv.get(name) else F.linear(x, w)
+
+        x = F.embedding(self._tokens[:batch], self.embed)  # the residual stream, updated in place
+        h = k.rms_norm(x, self.layers[0].ln1, eps)
+        for i, layer in enumerate(self.layers):
             q = k.qk_norm_rope_store(
-                qkv, layer.qk_norm, self.cos, self.sin, self._pos, layer.k_cache, layer.v_cache,
-                num_heads=s.num_heads, num_kv_heads=s.num_kv_heads, head_dim=s.head_dim, eps=eps,
+                linear("qkv", h, layer.qkv), layer.qk_norm, self.cos, self.sin, self._pos, layer.k_cache,
+                layer.v_cache, num_heads=s.num_heads, num_kv_heads=s.num_kv_heads, head_dim=s.head_dim, eps=eps,
             )  # fmt: skip
-            attn = k.decode_attention(q, layer.k_cache, layer.v_cache, self._pos, num_kv_heads=s.num_kv_heads, scale=s.head_dim**-0.5)
-            x = torch.addmm(x, attn.view(batch, s.q_size), layer.o.t())
-            act = k.silu_mul(F.linear(k.rms_norm(x, layer.ln2, eps), layer.gate_up))
-            x = torch.addmm(x, act, layer.down.t())
-        return F.linear(k.rms_norm(x, self.final_norm, eps), self.lm_head)
+            attn = k.decode_attention(
+                q, layer.k_cache, layer.v_cache, self._pos, num_kv_heads=s.num_kv_heads, scale=s.head_dim**-0.5
+            )
+            h = k.add_rms_norm(x, linear("o", attn.view(batch, s.q_size), layer.o), layer.ln2, eps)
+            act = k.silu_mul(linear("gate_up", h, layer.gate_up))
+            following = self.layers[i + 1].ln1 if i + 1 < len(self.layers) else self.final_norm
+            h = k.add_rms_norm(x, linear("down", act, layer.down), following, eps)
+        return linear("lm_head", h, self.lm_head)
+
+    @torch.no_grad()
+    def _tune_gemv(self) -> None:
+        """Batch 1: per weight shape, time cuBLAS and each Triton GEMV config over every layer's weights.
+
+        Keeps the fastest that also matches cuBLAS; timing all layers' matrices in turn keeps the L2
+        cache out of it. The choice and the times land in self.gemv_report.
+        """
+        k = self._kernels
+        groups = {
+            "qkv": [layer.qkv for layer in self.layers],
+            "o": [layer.o for layer in self.layers],
+            "gate_up": [layer.gate_up for layer in self.layers],
+            "down": [layer.down for layer in self.layers],
+            "lm_head": [self.lm_head],
+        }
+
+        def timed(fn) -> float:
+            times = []
+            for _ in range(4):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+            return sorted(times)[1]
+
+        for name, weights in groups.items():
+            x = torch.randn(1, weights[0].shape[1], device=self.device, dtype=self.dtype)
+            expected = [F.linear(x, w).float() for w in weights[:2]]
+            best_ms = cublas_ms = timed(lambda: [F.linear(x, w) for w in weights])
+            choice = None
+            for config in k.GEMV_CONFIGS:
+                got = [k.gemv(x, w, config).float() for w in weights[:2]]
+                if any((g - e).norm() > 1e-2 * e.norm() for g, e in zip(got, expected)):
+                    continue
+                ms = timed(lambda config=config: [k.gemv(x, w, config) for w in weights])
+                if ms < best_ms:
+                    best_ms, choice = ms, config
+            self._gemv[name] = choice
+            self.gemv_report[name] = {"choice": list(choice) if choice else "cublas", "cublas_ms": cublas_ms, "best_ms": best_ms}
 
     @torch.no_grad()
     def _decode_step(self, batch: int, kv_len: int) -> torch.Tensor:
@@ -310,6 +366,8 @@ class ReferenceEngine:
 
     def _step_logits(self, batch: int, pos: int) -> torch.Tensor:
         if self.fused:  # attention length is read on the device: one graph per batch size
+            if batch == 1 and not self.gemv_report:
+                self._tune_gemv()
             kv_len, step = 0, lambda: self._decode_step_fused(batch)
         else:
             kv_len = min(-(-(pos + 1) // KV_BUCKET) * KV_BUCKET, self.max_seq_len)

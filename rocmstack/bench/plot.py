@@ -31,12 +31,12 @@ def plot_reports(reports: Iterable[Mapping[str, Any]], output: Path) -> Path:
             color, marker = _STYLE.get(engine, ("C7", "x"))
             ax_tps.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, label=engine)
             ax_mbu.plot([p[0] for p in pts], [p[2] for p in pts], marker=marker, color=color, label=engine)
-        for _, r in rows:
-            roof[r["batch"]] = (r["roofline_tokens_per_s"], r["roofline_tokens_per_s_spec"])
+        for _, r in sorted(rows, key=lambda row: row[1]["engine"] != "reference"):  # reference's run first
+            roof.setdefault(r["batch"], (r["roofline_tokens_per_s"], r["roofline_tokens_per_s_spec"]))
         xs = sorted(roof)
-        ax_tps.plot(xs, [roof[x][0] for x in xs], "k--", label="roofline (measured copy BW)")
+        ax_tps.plot(xs, [roof[x][0] for x in xs], "k--", marker="_", ms=16, label="roofline (measured copy BW)")
         if all(roof[x][1] for x in xs):
-            ax_tps.plot(xs, [roof[x][1] for x in xs], "k:", label="roofline (spec BW)")
+            ax_tps.plot(xs, [roof[x][1] for x in xs], "k:", marker="_", ms=16, label="roofline (spec BW)")
         dev = group[0]["device"]
         settings = group[0]["settings"]
         ax_tps.set_title(f"{shape} on {dev['name']}: tokens/s (P={settings['prompt_len']}, N={settings['new_tokens']})")

@@ -270,7 +270,10 @@ def _run_reference(engine, spec, shape, bandwidth, spec_bw, progress) -> list[di
                 "reference", batch, spec, shape, bandwidth, spec_bw,
                 total_s=result.prefill_seconds + decode_s, prefill_s=result.prefill_seconds, decode_s=decode_s,
                 median_step_s=_median(list(result.step_seconds)) if result.step_seconds else None,
-                peak_gb=memory.peak_gb(), extra={"wall_s": wall_s, "graphs": engine.use_graphs, "fused": engine.fused},
+                peak_gb=memory.peak_gb(), extra={
+                    "wall_s": wall_s, "graphs": engine.use_graphs, "fused": engine.fused,
+                    "gemv": dict(engine.gemv_report) if batch == 1 and engine.gemv_report else None,
+                },
             )  # fmt: skip
         )
     return out
