@@ -1,9 +1,102 @@
-"""CLI commands for this concern (registered by rocmstack.cli)."""
+"""``rocmstack smoke grpo``: a short GRPO job on Ray that proves the RL plumbing learns and syncs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any, Optional
+
 import typer
+
+from rocmstack.smoke.config import SmokeOptions
 
 
 def register(app: typer.Typer) -> None:
-    """Work in progress: this concern registers no command yet."""
+    smoke = typer.Typer(help="Short end-to-end jobs that prove an image can do RL post-training.", no_args_is_help=True)
+
+    @smoke.command("grpo")
+    def grpo_cmd(
+        placement: str = typer.Option("colocated", help="colocated (one GPU, IPC sync) or split (one GPU each, broadcast)."),
+        device: str = typer.Option("auto", help="auto, cuda (also HIP) or cpu."),
+        steps: int = typer.Option(SmokeOptions.steps, min=1, help="GRPO steps."),
+        inject: Optional[str] = typer.Option(None, help="Fault to inject: skip-sync, stale-weights, zero-reward, nan-loss."),
+        report: Optional[Path] = typer.Option(None, "--report", help="Write metrics.jsonl, summary.json and PNG plots here."),
+        engine: str = typer.Option("auto", help="Rollout engine: auto (reference if present), reference or kvcache."),
+        shape: str = typer.Option("auto", help="Model shape: auto (tiny on CPU, small on GPU), tiny or small."),
+        seed: int = typer.Option(0, help="Seed for model init, prompts and sampling."),
+        json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    ) -> None:
+        """Train a tiny random Qwen3 with GRPO on "copy the first prompt digit"; exit 0 on a passing verdict."""
+        opts = SmokeOptions(
+            placement=placement,
+            device=device,
+            steps=steps,
+            inject=inject,
+            report_dir=report,
+            engine=engine,
+            shape=shape,
+            seed=seed,
+        ).validated()
+        summary = _run_with_progress(opts)
+        if json_out:
+            from rocmstack.output import print_json
+
+            print_json(summary)
+        else:
+            _print_verdict(summary)
+        raise typer.Exit(0 if summary["passed"] else 1)
+
+    app.add_typer(smoke, name="smoke")
+
+
+def _run_with_progress(opts: SmokeOptions) -> dict[str, Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rocmstack.output import stderr
+    from rocmstack.smoke.runner import run_grpo_smoke
+
+    columns = (
+        TextColumn("[bold]grpo[/bold] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("reward {task.fields[reward]:.2f}"),
+        TextColumn("step {task.fields[step_s]:.2f}s"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=stderr(), transient=False) as progress:
+        task_id = progress.add_task(f"{opts.placement}", total=opts.steps, reward=0.0, step_s=0.0)
+
+        def on_step(row: dict[str, Any]) -> None:
+            progress.update(task_id, advance=1, reward=row["raw_reward_mean"], step_s=row["time_step_s"])
+
+        return run_grpo_smoke(opts, on_step=on_step)
+
+
+def _print_verdict(summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from rocmstack.output import stdout
+
+    console = stdout()
+    f = summary["final"]
+    console.print(
+        f"{summary['placement']} on {summary['device']} ({summary['dtype']}, shape {summary['shape']}, "
+        f"{summary['params']:,} params, engine {summary['engine']}), {summary['steps']} steps"
+    )
+    console.print(
+        f"reward {f['reward_first_window']:.3f} -> {f['reward_last_window']:.3f}; "
+        f"{f['tokens_per_gpu_per_sec_avg']:,.0f} tokens/GPU/s; sync {f['sync_bytes'] / 1e6:.2f} MB at "
+        f"{f['sync_gb_per_s_avg']:.3f} GB/s; time to verdict {summary['time_to_verdict_s']:.1f} s "
+        f"(Ray start {summary['ray_init_s']:.1f} s, model init {summary['model_init_s']:.1f} s)"
+    )
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("criterion")
+    table.add_column("result")
+    table.add_column("detail")
+    for c in summary["criteria"]:
+        table.add_row(c["name"], "[green]PASS[/green]" if c["passed"] else "[red]FAIL[/red]", c["detail"])
+    console.print(table)
+    if summary["inject"]:
+        caught = "caught" if summary["inject_caught"] else "NOT caught"
+        console.print(f"injected {summary['inject']}: expected {summary['expected_failure']} to fail: {caught}")
+    verdict = "[green]PASS[/green]" if summary["passed"] else "[red]FAIL[/red]: " + ", ".join(summary["failed"])
+    console.print(f"verdict: {verdict}")

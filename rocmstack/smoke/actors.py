@@ -1,0 +1,313 @@
+"""The two workers of the smoke job. Plain classes; the runner wraps them with ``ray.remote``.
+
+Ray assigns the GPUs: each worker uses ``cuda:0`` of whatever ``CUDA_VISIBLE_DEVICES`` /
+``HIP_VISIBLE_DEVICES`` Ray gave it (colocated: both the same GPU at 0.5 each; split: one each).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from typing import Any
+
+import torch
+
+from rocmstack.smoke import grpo, task
+from rocmstack.smoke.rollout_engine import make_engine
+from rocmstack.smoke.weight_sync import (
+    TensorSpec,
+    device_uuid,
+    free_port,
+    open_shared_tensor,
+    pack_state_dict,
+    share_tensor,
+    unpack_state_dict,
+    use_file_system_sharing,
+)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _setup_process(device_type: str, threads: int) -> torch.device:
+    torch.set_num_threads(threads)
+    if device_type == "cuda":
+        if not torch.cuda.is_available():
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
+            raise RuntimeError(f"worker sees no GPU (visible devices: {visible!r}); Ray assigned none")
+        torch.cuda.set_device(0)
+        return torch.device("cuda", 0)
+    use_file_system_sharing()
+    return torch.device("cpu")
+
+
+def _probe_logprobs(logits: torch.Tensor, probe: torch.Tensor) -> torch.Tensor:
+    """log p(next token) along each probe sequence, [B, L-1], fp32 on CPU."""
+    return grpo.gather_logprobs(logits[:, :-1], probe[:, 1:].to(logits.device)).cpu()
+
+
+class TrainerWorker:
+    """Policy + frozen reference; full-sequence log-probs; clipped GRPO update; ships HF-named weights."""
+
+    def __init__(self, model_config: dict[str, Any], opts: dict[str, Any], device_type: str, dtype: str) -> None:
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        self.device = _setup_process(device_type, opts["threads"])
+        self.opts = opts
+        self.ship_dtype = DTYPES[dtype]
+        # bf16 runs keep fp32 master weights and compute under autocast, as FSDP/Megatron mixed precision does.
+        self.autocast = self.ship_dtype == torch.bfloat16 and self.device.type == "cuda"
+        torch.manual_seed(opts["seed"])
+        hf_config = AutoConfig.for_model(**model_config)
+        self.model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32).to(self.device)
+        self.ref = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.optim = torch.optim.AdamW(self.model.parameters(), lr=opts["lr"], betas=(0.9, 0.99), weight_decay=0.0)
+        self.step = 0
+        self.bucket: torch.Tensor | None = None
+        self.stale: dict[str, torch.Tensor] | None = None
+        self.probe = task.probe_batch(opts["num_digits"]).to(self.device)
+        self.group = None
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "uuid": device_uuid(self.device),
+            "visible": os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES"),
+            "params": sum(p.numel() for p in self.model.parameters()),
+            "pid": os.getpid(),
+            "ip": _node_ip(),
+        }
+
+    def _forward(self, model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            return model(input_ids=ids, use_cache=False).logits
+
+    def _response_logits(self, model: torch.nn.Module, seqs: torch.Tensor, prompt_len: int) -> torch.Tensor:
+        # Full-sequence forward; position t predicts token t+1, so responses are scored by [P-1, L-1).
+        return self._forward(model, seqs)[:, prompt_len - 1 : -1].float() / self.opts["temperature"]
+
+    @torch.no_grad()
+    def compute_logprobs(self, seqs: torch.Tensor, prompt_len: int, mask: torch.Tensor) -> dict[str, Any]:
+        start = time.perf_counter()
+        seqs = seqs.to(self.device)
+        mask = mask.to(self.device)
+        responses = seqs[:, prompt_len:]
+        logits = self._response_logits(self.model, seqs, prompt_len)
+        old = grpo.gather_logprobs(logits, responses)
+        ref = grpo.gather_logprobs(self._response_logits(self.ref, seqs, prompt_len), responses)
+        entropy = grpo.masked_mean(grpo.token_entropy(logits), mask)
+        kl = grpo.masked_mean(grpo.k3_kl(old, ref), mask)
+        _sync(self.device)
+        return {
+            "old_logp": old.cpu(),
+            "ref_logp": ref.cpu(),
+            "entropy": float(entropy),
+            "kl": float(kl),
+            "time_s": time.perf_counter() - start,
+        }
+
+    def train(self, batch: dict[str, torch.Tensor], prompt_len: int, inject: str | None) -> dict[str, Any]:
+        start = time.perf_counter()
+        if inject == "stale-weights":
+            self.stale = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        dev = {k: v.to(self.device) for k, v in batch.items()}
+        total = dev["seqs"].shape[0]
+        size = total // self.opts["minibatches"]
+        order = torch.randperm(total, generator=torch.Generator().manual_seed(self.opts["seed"] + self.step))
+        losses, norms, clips, kls, skipped = [], [], [], [], 0
+        for i in range(self.opts["minibatches"]):
+            idx = order[i * size : (i + 1) * size].to(self.device)
+            seqs, mask = dev["seqs"][idx], dev["mask"][idx]
+            logits = self._response_logits(self.model, seqs, prompt_len)
+            logp = grpo.gather_logprobs(logits, seqs[:, prompt_len:])
+            pg_loss, clip_frac = grpo.clipped_policy_loss(
+                logp,
+                dev["old_logp"][idx],
+                dev["advantages"][idx],
+                mask,
+                eps_low=self.opts["eps_low"],
+                eps_high=self.opts["eps_high"],
+            )
+            kl = grpo.masked_mean(grpo.k3_kl(logp, dev["ref_logp"][idx]), mask)
+            loss = pg_loss + self.opts["kl_coef"] * kl
+            if inject == "nan-loss" and self.step >= 1:
+                loss = loss * float("nan")
+            self.optim.zero_grad(set_to_none=True)
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.opts["max_grad_norm"])
+            if torch.isfinite(norm):
+                self.optim.step()
+            else:
+                # A non-finite gradient must not poison the weights; the verdict reports it instead.
+                skipped += 1
+            losses.append(float(loss.detach()))
+            norms.append(float(norm))
+            clips.append(float(clip_frac))
+            kls.append(float(kl.detach()))
+        _sync(self.device)
+        self.step += 1
+        return {
+            "loss": sum(losses) / len(losses),
+            "grad_norm": max(norms) if all(n == n for n in norms) else float("nan"),
+            "clip_frac": sum(clips) / len(clips),
+            "kl_train": sum(kls) / len(kls),
+            "skipped_updates": skipped,
+            "time_s": time.perf_counter() - start,
+        }
+
+    # ---- weight sync ----
+    def _ship_state(self) -> dict[str, torch.Tensor]:
+        return self.stale if self.stale is not None else self.model.state_dict()
+
+    def layout(self) -> dict[str, Any]:
+        flat, specs = pack_state_dict(self.model.state_dict(), self.ship_dtype)
+        return {"specs": specs, "numel": flat.numel(), "dtype": str(self.ship_dtype).removeprefix("torch.")}
+
+    def share_weights(self) -> dict[str, Any]:
+        """Colocated: pack into a bucket kept alive here and hand out its IPC handle."""
+        flat, specs = pack_state_dict(self._ship_state(), self.ship_dtype)
+        _sync(self.device)
+        self.bucket = flat
+        return {
+            "uuid": device_uuid(self.device),
+            "handle": share_tensor(flat),
+            "specs": specs,
+            "version": self.step,
+            "nbytes": flat.numel() * flat.element_size(),
+        }
+
+    def release_bucket(self) -> None:
+        self.bucket = None
+        if self.device.type == "cuda":
+            torch.cuda.ipc_collect()
+
+    def free_port(self) -> int:
+        return free_port()
+
+    def init_group(self, address: str, rank: int) -> None:
+        import torch.distributed as dist
+
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, init_method=address, world_size=2, rank=rank)
+        self.group = True
+
+    def broadcast_weights(self) -> dict[str, Any]:
+        """Split: broadcast the bucket from rank 0 (this trainer) to the rollout worker."""
+        import torch.distributed as dist
+
+        flat, _ = pack_state_dict(self._ship_state(), self.ship_dtype)
+        dist.broadcast(flat, src=0)
+        _sync(self.device)
+        return {"version": self.step, "nbytes": flat.numel() * flat.element_size()}
+
+    @torch.no_grad()
+    def probe_logprobs(self) -> torch.Tensor:
+        return _probe_logprobs(self._forward(self.model, self.probe).float(), self.probe)
+
+    def shutdown(self) -> None:
+        if self.group:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+            self.group = None
+
+
+class RolloutWorker:
+    """Holds its own copy of the weights inside a KV-cache engine; samples responses with log-probs."""
+
+    def __init__(self, model_config: dict[str, Any], opts: dict[str, Any], device_type: str, dtype: str) -> None:
+        self.device = _setup_process(device_type, opts["threads"])
+        self.opts = opts
+        self.dtype = DTYPES[dtype]
+        batch = opts["prompts_per_step"] * opts["group_size"]
+        seq = opts["num_digits"] + 2 + opts["max_new_tokens"]
+        self.engine, self.engine_name = make_engine(
+            model_config,
+            device=str(self.device),
+            dtype=self.dtype,
+            max_batch=batch,
+            max_seq_len=seq + 8,
+            prefer=opts["engine"],
+        )
+        self.generator = torch.Generator(device=self.device).manual_seed(opts["seed"] + 1)
+        self.probe = task.probe_batch(opts["num_digits"]).to(self.device)
+        self.version = -1
+        self.specs: list[TensorSpec] = []
+        self.group = None
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "uuid": device_uuid(self.device),
+            "visible": os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES"),
+            "engine": self.engine_name,
+            "pid": os.getpid(),
+        }
+
+    def generate(self, prompts: torch.Tensor) -> dict[str, Any]:
+        start = time.perf_counter()
+        out = self.engine.generate(
+            prompts.to(self.device),
+            self.opts["max_new_tokens"],
+            temperature=self.opts["temperature"],
+            top_p=self.opts["top_p"],
+            generator=self.generator,
+        )
+        _sync(self.device)
+        return {
+            "tokens": out.tokens.cpu(),
+            "logprobs": out.logprobs.float().cpu(),
+            "time_s": time.perf_counter() - start,
+        }
+
+    def load_shared(self, payload: dict[str, Any]) -> int:
+        """Colocated: map the trainer's bucket by its IPC handle, copy it into the engine, let it go."""
+        mine = device_uuid(self.device)
+        if payload["uuid"] != mine:
+            raise RuntimeError(
+                f"colocated sync needs one device; trainer is on {payload['uuid']}, rollout on {mine}"
+            )
+        flat = open_shared_tensor(payload["handle"])
+        self.engine.load_hf_state_dict(unpack_state_dict(flat, payload["specs"]))
+        _sync(self.device)
+        del flat
+        self.version = payload["version"]
+        return self.version
+
+    def init_group(self, address: str, rank: int, layout: dict[str, Any]) -> None:
+        import torch.distributed as dist
+
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, init_method=address, world_size=2, rank=rank)
+        self.group = True
+        self.specs = layout["specs"]
+        self.recv = torch.empty(layout["numel"], dtype=DTYPES[layout["dtype"]], device=self.device)
+
+    def receive_broadcast(self, version: int) -> int:
+        import torch.distributed as dist
+
+        dist.broadcast(self.recv, src=0)
+        self.engine.load_hf_state_dict(unpack_state_dict(self.recv, self.specs))
+        _sync(self.device)
+        self.version = version
+        return self.version
+
+    @torch.no_grad()
+    def probe_logprobs(self) -> torch.Tensor:
+        return _probe_logprobs(self.engine.forward_logits(self.probe).float(), self.probe)
+
+    def shutdown(self) -> None:
+        if self.group:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+            self.group = None
+
+
+def _node_ip() -> str:
+    import ray
+
+    return ray.util.get_node_ip_address()

@@ -1,0 +1,116 @@
+"""Options of the GRPO smoke job and the two model shapes (no heavy imports: the CLI loads this)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocmstack.errors import InputError
+
+PLACEMENTS = ("colocated", "split")
+DEVICES = ("auto", "cuda", "cpu")
+ENGINES = ("auto", "reference", "kvcache")
+INJECTS = ("skip-sync", "stale-weights", "zero-reward", "nan-loss")
+# The verdict criterion each injected fault must trip.
+INJECT_EXPECTS = {
+    "skip-sync": "sync_canary",
+    "stale-weights": "sync_canary",
+    "zero-reward": "rewards_rise",
+    "nan-loss": "all_finite",
+}
+
+# Qwen3 shapes (random init). CPU keeps it tiny so two placements fit CI's 2 cores; the GPU shape is
+# larger so the H200 run moves real bytes through the sync and real tokens through the KV cache.
+SHAPES: dict[str, dict[str, int]] = {
+    "tiny": {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+    },
+    "small": {
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 32,
+    },
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmokeOptions:
+    placement: str = "colocated"
+    device: str = "auto"
+    steps: int = 30
+    prompts_per_step: int = 64
+    group_size: int = 8
+    num_digits: int = 4
+    max_new_tokens: int = 3
+    lr: float = 3e-3
+    minibatches: int = 4
+    eps_low: float = 0.2
+    eps_high: float = 0.28
+    kl_coef: float = 0.001
+    max_grad_norm: float = 1.0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 0
+    shape: str = "auto"
+    engine: str = "auto"
+    inject: str | None = None
+    threads: int = 0  # torch threads per actor; 0 = min(cpu count, 4)
+    report_dir: Path | None = None
+    progress: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def validated(self) -> SmokeOptions:
+        """Return self, or raise InputError naming the bad field and the fix."""
+        choices = {
+            "placement": PLACEMENTS,
+            "device": DEVICES,
+            "engine": ENGINES,
+            "shape": ("auto", *SHAPES),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise InputError(f"--{name} {getattr(self, name)!r} is not one of {', '.join(allowed)}")
+        if self.inject is not None and self.inject not in INJECTS:
+            raise InputError(f"--inject {self.inject!r} is not one of {', '.join(INJECTS)}")
+        positive = ("steps", "prompts_per_step", "group_size", "num_digits", "max_new_tokens", "minibatches")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise InputError(f"--group-size must be >= 2 for group-normalised advantages, got {self.group_size}")
+        if (self.prompts_per_step * self.group_size) % self.minibatches:
+            raise InputError("--minibatches must divide prompts-per-step x group-size")
+        if not 0.0 < self.top_p <= 1.0 or self.temperature <= 0.0:
+            raise InputError("--top-p must be in (0, 1] and --temperature > 0")
+        if self.lr <= 0.0 or self.eps_low <= 0.0 or self.eps_high <= 0.0 or self.kl_coef < 0.0:
+            raise InputError("--lr, --eps-low, --eps-high must be > 0 and --kl-coef >= 0")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["report_dir"] = str(self.report_dir) if self.report_dir else None
+        return out
+
+
+def model_config(shape: str, *, vocab_size: int, max_positions: int) -> dict[str, Any]:
+    """A transformers Qwen3 config dict (random init, untied head so every weight crosses the sync)."""
+    from transformers import Qwen3Config
+
+    cfg = Qwen3Config(
+        vocab_size=vocab_size,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=False,
+        attention_dropout=0.0,
+        use_cache=True,
+        **SHAPES[shape],
+    )
+    return cfg.to_dict()

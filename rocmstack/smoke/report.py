@@ -1,0 +1,70 @@
+"""``--report DIR``: metrics.jsonl (one JSON object per step), summary.json and PNG plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rocmstack.output import dumps
+
+PLOTS = ("reward.png", "logprob_diff.png", "phase_times.png")
+
+
+def write_report(directory: Path, metrics: list[dict[str, Any]], summary: dict[str, Any]) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / "metrics.jsonl").open("w") as fh:
+        for row in metrics:
+            fh.write(json.dumps(row, sort_keys=True) + "\n")
+    (directory / "summary.json").write_text(dumps(summary))
+    return [directory / "metrics.jsonl", directory / "summary.json", *plot(directory, metrics, summary)]
+
+
+def plot(directory: Path, metrics: list[dict[str, Any]], summary: dict[str, Any]) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; no display on CI or in a container
+    import matplotlib.pyplot as plt
+
+    steps = [m["step"] for m in metrics]
+    title = f"GRPO smoke: {summary['placement']} on {summary['device']} ({summary['dtype']}, {summary['shape']})"
+    verdict = "PASS" if summary["passed"] else "FAIL: " + ", ".join(summary["failed"])
+    out = []
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    mean = [m["raw_reward_mean"] for m in metrics]
+    std = [m["raw_reward_std"] for m in metrics]
+    ax.plot(steps, mean, label="raw_reward mean", color="tab:blue")
+    ax.fill_between(steps, [a - b for a, b in zip(mean, std)], [a + b for a, b in zip(mean, std)], alpha=0.15)
+    ax.plot(steps, [m["zero_std_group_frac"] for m in metrics], label="zero-std group fraction", color="tab:gray")
+    ax.axhline(0.1, ls=":", color="tab:red", label="prompt-blind ceiling (0.1)")
+    ax.set(xlabel="step", ylabel="reward", ylim=(-0.05, 1.05), title=f"{title}\n{verdict}")
+    ax.legend(loc="center right", fontsize=8)
+    out.append(_save(fig, directory / PLOTS[0]))
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.semilogy(steps, [max(m["train_rollout_logprob_abs_diff_mean"], 1e-9) for m in metrics], label="mean")
+    ax.semilogy(steps, [max(m["train_rollout_logprob_abs_diff_max"], 1e-9) for m in metrics], label="max")
+    ax.set(xlabel="step", ylabel="|logprob trainer - rollout|", title="train vs rollout log-prob difference")
+    ax.legend(fontsize=8)
+    out.append(_save(fig, directory / PLOTS[1]))
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    bottom = [0.0] * len(steps)
+    for key in ("time_rollout_s", "time_logprobs_s", "time_train_s", "time_sync_s"):
+        values = [m[key] for m in metrics]
+        ax.bar(steps, values, bottom=bottom, label=key.removeprefix("time_").removesuffix("_s"))
+        bottom = [a + b for a, b in zip(bottom, values)]
+    ax.set(xlabel="step", ylabel="seconds", title="phase times per step")
+    ax.legend(fontsize=8)
+    out.append(_save(fig, directory / PLOTS[2]))
+    return out
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,127 @@
+"""The rollout side's generator: a KV-cache decode behind the reference engine's interface.
+
+``make_engine`` returns rocmstack's reference engine (``rocmstack.bench.engine.ReferenceEngine``) when it
+is importable, else ``KVCacheEngine`` below: the HF model class run as prefill + one-token decode steps
+over a ``DynamicCache``. Both take the HF-named state dict the trainer ships, so the trainer's full-sequence
+forward and the rollout's cached decode are different code paths that must agree.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class GenerateOutput:
+    tokens: torch.Tensor  # [B, N] sampled ids
+    logprobs: torch.Tensor  # [B, N] log p(token) under the temperature-scaled full distribution
+
+
+def sample_next(
+    logits: torch.Tensor, *, temperature: float, top_p: float, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one token per row; return (ids [B], their logprobs under softmax(logits / T)) [B]."""
+    scaled = logits.float() / max(temperature, 1e-6)
+    logp_full = torch.log_softmax(scaled, dim=-1)
+    probs = logp_full.exp()
+    if top_p < 1.0:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        keep = (sorted_p.cumsum(-1) - sorted_p) < top_p  # always keeps the most likely token
+        sorted_p = sorted_p * keep
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+    ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return ids, logp_full.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+
+
+class KVCacheEngine:
+    """Prefill once, then decode one token at a time reusing the KV cache (the reference engine's API)."""
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        *,
+        device: str | torch.device,
+        dtype: torch.dtype,
+        max_batch: int,
+        max_seq_len: int,
+        use_graphs: bool = False,
+    ) -> None:
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        hf_config = AutoConfig.for_model(**config)
+        self.model = AutoModelForCausalLM.from_config(hf_config, dtype=dtype).to(device).eval()
+        self.device = torch.device(device)
+        self.max_batch = max_batch
+        self.max_seq_len = max_seq_len
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
+
+    @torch.no_grad()
+    def load_hf_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
+        own = self.model.state_dict()
+        missing = sorted(set(own) - set(state_dict))
+        if missing:
+            raise KeyError(f"weight sync lacks {len(missing)} tensors, e.g. {missing[:3]}")
+        for name, tensor in state_dict.items():
+            own[name].copy_(tensor)
+
+    @torch.no_grad()
+    def forward_logits(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids.to(self.device), use_cache=False).logits
+
+    @torch.no_grad()
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        max_new_tokens: int,
+        *,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        generator: torch.Generator | None = None,
+    ) -> GenerateOutput:
+        from transformers import DynamicCache
+
+        batch, prompt_len = input_ids.shape
+        if batch > self.max_batch or prompt_len + max_new_tokens > self.max_seq_len:
+            raise ValueError(
+                f"batch {batch} x {prompt_len}+{max_new_tokens} exceeds engine limits "
+                f"{self.max_batch} x {self.max_seq_len}"
+            )
+        cache = DynamicCache()
+        # transformers >= 5.2x names the argument ``cache``; older 5.x (the H200 image's 5.17) ``past_key_values``.
+        cache_kw = {self._cache_arg: cache}
+        out = self.model(input_ids=input_ids.to(self.device), use_cache=True, **cache_kw)
+        tokens, logprobs = [], []
+        for _ in range(max_new_tokens):
+            ids, lp = sample_next(out.logits[:, -1], temperature=temperature, top_p=top_p, generator=generator)
+            tokens.append(ids)
+            logprobs.append(lp)
+            if len(tokens) == max_new_tokens:
+                break
+            out = self.model(input_ids=ids.unsqueeze(-1), use_cache=True, **cache_kw)
+        return GenerateOutput(tokens=torch.stack(tokens, dim=1), logprobs=torch.stack(logprobs, dim=1))
+
+
+def reference_engine_class() -> type | None:
+    """rocmstack's reference engine class when that module is present, else None."""
+    try:
+        from rocmstack.bench.engine import ReferenceEngine
+    except ImportError:
+        return None
+    return ReferenceEngine
+
+
+def make_engine(
+    config: dict[str, Any], *, device: str, dtype: torch.dtype, max_batch: int, max_seq_len: int, prefer: str
+) -> tuple[Any, str]:
+    """Build the rollout engine: ``prefer`` is "reference", "kvcache" or "auto"; returns (engine, name)."""
+    ref = reference_engine_class() if prefer in ("auto", "reference") else None
+    if prefer == "reference" and ref is None:
+        raise RuntimeError("rocmstack.bench.engine.ReferenceEngine is not importable")
+    cls, name = (ref, "reference") if ref is not None else (KVCacheEngine, "kvcache")
+    engine = cls(config, device=device, dtype=dtype, max_batch=max_batch, max_seq_len=max_seq_len, use_graphs=False)
+    return engine, name

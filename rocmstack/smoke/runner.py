@@ -1,0 +1,292 @@
+"""The GRPO smoke job: Ray actors, the training loop, metrics and the verdict.
+
+One step: rollout (KV-cache sampling) -> rewards and group advantages (here, in the driver, as verl's
+single controller does) -> trainer log-probs (full forward, policy and reference) -> clipped GRPO update
+-> weight sync -> sync canary on a fixed probe.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from rocmstack.errors import CheckFailed
+from rocmstack.smoke.config import INJECT_EXPECTS, SmokeOptions, model_config
+
+
+def _resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise CheckFailed("--device cuda but torch sees no GPU", fix="use --device cpu, or check the GPU runtime")
+    return device
+
+
+@contextmanager
+def _ray_session(device: str) -> Iterator[dict[str, Any]]:
+    """Reuse a running Ray (tests share one), else start a private local instance and stop it after."""
+    import ray
+
+    info: dict[str, Any] = {"started": False, "init_s": 0.0}
+    if ray.is_initialized():
+        yield info
+        return
+    start = time.perf_counter()
+    temp_dir = tempfile.mkdtemp(prefix="rsmoke-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    # A private cluster (address="local"), never a shared one from `ray start`; logical CPUs so the
+    # actors' bundles fit a 2-core CI box.
+    ray.init(
+        address="local",
+        num_cpus=max(4, os.cpu_count() or 1),
+        include_dashboard=False,
+        log_to_driver=False,
+        _temp_dir=temp_dir,
+        configure_logging=False,
+    )
+    info.update(started=True, init_s=time.perf_counter() - start)
+    try:
+        yield info
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _max_abs(a: Any, b: Any) -> float:
+    return float((a - b).abs().max())
+
+
+def _spawn(opts: SmokeOptions, device: str, dtype: str, cfg: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """Place the trainer and the rollout worker: one GPU shared (0.5 each) or one GPU each."""
+    import ray
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from rocmstack.smoke.actors import RolloutWorker, TrainerWorker
+
+    gpu = device == "cuda"
+    if opts.placement == "colocated":
+        bundles = [{"GPU": 1, "CPU": 1}] if gpu else [{"CPU": 1}]
+        slots = [0, 0]
+        share = 0.5
+    else:
+        bundles = [{"GPU": 1, "CPU": 1}, {"GPU": 1, "CPU": 1}] if gpu else [{"CPU": 1}, {"CPU": 1}]
+        slots = [0, 1]
+        share = 1.0
+    have = ray.cluster_resources().get("GPU", 0.0) if gpu else None
+    need = len(bundles)
+    if gpu and have < need:
+        raise CheckFailed(
+            f"--placement {opts.placement} needs {need} GPU(s); Ray sees {have:g}",
+            fix="run on a machine with more GPUs, or use --placement colocated",
+        )
+    pg = placement_group(bundles, strategy="STRICT_PACK")
+    ray.get(pg.ready(), timeout=120)
+    payload = dict(opts.to_dict(), threads=opts.threads or min(os.cpu_count() or 1, 4))
+    actors = []
+    for cls, slot in ((TrainerWorker, slots[0]), (RolloutWorker, slots[1])):
+        strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=slot)
+        resources = {"num_gpus": share, "num_cpus": 0} if gpu else {"num_cpus": share}
+        remote = ray.remote(cls).options(scheduling_strategy=strategy, max_concurrency=1, **resources)
+        actors.append(remote.remote(cfg, payload, device, dtype))
+    return actors[0], actors[1], pg
+
+
+def _sync(opts: SmokeOptions, trainer: Any, rollout: Any) -> dict[str, Any]:
+    """Ship the trainer's weights to the rollout worker; return bytes, seconds and the version loaded."""
+    import ray
+
+    start = time.perf_counter()
+    if opts.placement == "colocated":
+        shared = ray.get(trainer.share_weights.remote())
+        version = ray.get(rollout.load_shared.remote(shared))
+        ray.get(trainer.release_bucket.remote())
+        nbytes = shared["nbytes"]
+    else:
+        sent_ref = trainer.broadcast_weights.remote()
+        recv_ref = rollout.receive_broadcast.remote(-1)
+        sent, _ = ray.get([sent_ref, recv_ref])
+        nbytes = sent["nbytes"]
+        version = sent["version"]
+    seconds = time.perf_counter() - start
+    return {"nbytes": nbytes, "seconds": seconds, "version": version}
+
+
+def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, Any]:
+    """Run the job and return the summary dict (``summary["passed"]`` is the verdict).
+
+    ``on_step(metrics_row)`` is called after each step (the CLI drives its progress bar with it).
+    """
+    opts = options.validated()
+    t0 = time.perf_counter()
+    import ray
+    import torch
+
+    from rocmstack.smoke import grpo, task
+    from rocmstack.smoke.verdict import as_dicts, decide
+
+    device = _resolve_device(opts.device)
+    dtype = "bfloat16" if device == "cuda" else "float32"
+    shape = opts.shape if opts.shape != "auto" else ("small" if device == "cuda" else "tiny")
+    prompt_len = opts.num_digits + 2
+    cfg = model_config(shape, vocab_size=task.VOCAB_SIZE, max_positions=max(64, prompt_len + opts.max_new_tokens + 8))
+    metrics: list[dict[str, Any]] = []
+    canary: list[dict[str, Any]] = []
+    with _ray_session(device) as ray_info:
+        t_init = time.perf_counter()
+        trainer, rollout, pg = _spawn(opts, device, dtype, cfg)
+        try:
+            t_info, r_info = ray.get([trainer.info.remote(), rollout.info.remote()])
+            if opts.placement == "split":
+                layout = ray.get(trainer.layout.remote())
+                address = f"tcp://{t_info['ip']}:{ray.get(trainer.free_port.remote())}"
+                ray.get([trainer.init_group.remote(address, 0), rollout.init_group.remote(address, 1, layout)])
+            first_sync = _sync(opts, trainer, rollout)  # the rollout starts from the trainer's weights
+            model_init_s = time.perf_counter() - t_init
+            prev_trainer = ray.get(trainer.probe_logprobs.remote())
+            prev_rollout = ray.get(rollout.probe_logprobs.remote())
+            gen = torch.Generator().manual_seed(opts.seed)
+            for step in range(opts.steps):
+                t_step = time.perf_counter()
+                prompts = task.make_prompts(opts.prompts_per_step, opts.num_digits, gen)
+                prompts = prompts.repeat_interleave(opts.group_size, dim=0)
+                out = ray.get(rollout.generate.remote(prompts))
+                responses = out["tokens"]
+                mask = task.response_mask(responses)
+                rewards = task.rewards(prompts, responses)
+                if opts.inject == "zero-reward":
+                    rewards = torch.zeros_like(rewards)
+                advantages = grpo.group_advantages(rewards, opts.group_size)
+                seqs = torch.cat([prompts, responses], dim=1)
+                lp = ray.get(trainer.compute_logprobs.remote(seqs, prompt_len, mask))
+                diff = (lp["old_logp"] - out["logprobs"]).abs()
+                batch = {
+                    "seqs": seqs,
+                    "mask": mask,
+                    "advantages": advantages,
+                    "old_logp": lp["old_logp"],
+                    "ref_logp": lp["ref_logp"],
+                }
+                tr = ray.get(trainer.train.remote(batch, prompt_len, opts.inject))
+                if opts.inject == "skip-sync":
+                    sync = {"nbytes": 0, "seconds": 0.0, "version": first_sync["version"]}
+                else:
+                    sync = _sync(opts, trainer, rollout)
+                now_trainer, now_rollout = ray.get([trainer.probe_logprobs.remote(), rollout.probe_logprobs.remote()])
+                canary.append(
+                    {
+                        "step": step,
+                        "trainer_change": _max_abs(now_trainer, prev_trainer),
+                        "rollout_change": _max_abs(now_rollout, prev_rollout),
+                        "rollout_vs_trainer": _max_abs(now_rollout, now_trainer),
+                        "rollout_vs_prev_trainer": _max_abs(now_rollout, prev_trainer),
+                    }
+                )
+                prev_trainer, prev_rollout = now_trainer, now_rollout
+                resp_tokens = float(mask.sum())
+                row = {
+                    "step": step,
+                    "raw_reward_mean": float(rewards.mean()),
+                    "raw_reward_std": float(rewards.std()),
+                    "zero_std_group_frac": grpo.zero_std_fraction(rewards, opts.group_size),
+                    "response_length_mean": float(mask.sum(dim=1).mean()),
+                    "entropy": lp["entropy"],
+                    "kl": lp["kl"],
+                    "loss": tr["loss"],
+                    "grad_norm": tr["grad_norm"],
+                    "clip_frac": tr["clip_frac"],
+                    "skipped_updates": tr["skipped_updates"],
+                    "train_rollout_logprob_abs_diff_mean": float(grpo.masked_mean(diff, mask)),
+                    "train_rollout_logprob_abs_diff_max": float((diff * mask).max()),
+                    "tokens_per_gpu_per_sec": resp_tokens / out["time_s"] / 1.0,
+                    "time_rollout_s": out["time_s"],
+                    "time_logprobs_s": lp["time_s"],
+                    "time_train_s": tr["time_s"],
+                    "time_sync_s": sync["seconds"],
+                    "sync_bytes": sync["nbytes"],
+                    "sync_gb_per_s": sync["nbytes"] / sync["seconds"] / 1e9 if sync["seconds"] > 0 else 0.0,
+                    "weight_version": sync["version"],
+                    **{f"canary_{k}": v for k, v in canary[-1].items() if k != "step"},
+                }
+                row["time_step_s"] = time.perf_counter() - t_step
+                metrics.append(row)
+                if on_step is not None:
+                    on_step(row)
+            criteria = decide(metrics, canary, dtype=dtype)
+            time_to_verdict = time.perf_counter() - t0
+        finally:
+            for actor in (trainer, rollout):
+                try:
+                    ray.get(actor.shutdown.remote(), timeout=30)
+                except Exception:  # noqa: BLE001  (an actor that died already is fine to drop)
+                    pass
+                ray.kill(actor)
+            ray.util.remove_placement_group(pg)
+    passed = all(c.passed for c in criteria)
+    failed = [c.name for c in criteria if not c.passed]
+    summary = {
+        "passed": passed,
+        "failed": failed,
+        "criteria": as_dicts(criteria),
+        "inject": opts.inject,
+        "expected_failure": INJECT_EXPECTS.get(opts.inject) if opts.inject else None,
+        "inject_caught": (INJECT_EXPECTS[opts.inject] in failed) if opts.inject else None,
+        "device": device,
+        "dtype": dtype,
+        "shape": shape,
+        "placement": opts.placement,
+        "engine": r_info["engine"],
+        "params": t_info["params"],
+        "trainer_visible_devices": t_info["visible"],
+        "rollout_visible_devices": r_info["visible"],
+        "same_device": t_info["uuid"] == r_info["uuid"],
+        "steps": opts.steps,
+        "time_to_verdict_s": time_to_verdict,
+        "ray_init_s": ray_info["init_s"],
+        "model_init_s": model_init_s,
+        "first_sync_s": first_sync["seconds"],
+        "final": _final(metrics),
+        "options": opts.to_dict(),
+    }
+    if opts.report_dir is not None:
+        from rocmstack.smoke.report import write_report
+
+        write_report(opts.report_dir, metrics, summary)
+    return summary
+
+
+def _final(metrics: list[dict[str, Any]]) -> dict[str, float]:
+    """Means over the run of the figures a reader wants first."""
+    keys = (
+        "raw_reward_mean",
+        "zero_std_group_frac",
+        "response_length_mean",
+        "entropy",
+        "kl",
+        "grad_norm",
+        "clip_frac",
+        "train_rollout_logprob_abs_diff_mean",
+        "train_rollout_logprob_abs_diff_max",
+        "tokens_per_gpu_per_sec",
+        "time_rollout_s",
+        "time_logprobs_s",
+        "time_train_s",
+        "time_sync_s",
+        "sync_gb_per_s",
+        "time_step_s",
+    )
+    out: dict[str, float] = {}
+    for key in keys:
+        values = [m[key] for m in metrics if isinstance(m[key], (int, float)) and math.isfinite(m[key])]
+        out[f"{key}_avg"] = sum(values) / len(values) if values else float("nan")
+    w = min(10, max(1, len(metrics) // 2))
+    out["reward_first_window"] = sum(m["raw_reward_mean"] for m in metrics[:w]) / w if metrics else float("nan")
+    out["reward_last_window"] = sum(m["raw_reward_mean"] for m in metrics[-w:]) / w if metrics else float("nan")
+    out["sync_bytes"] = float(metrics[-1]["sync_bytes"]) if metrics else 0.0
+    return out

@@ -1,0 +1,141 @@
+"""The smoke verdict: named criteria over the per-step metrics (pure functions, no torch).
+
+Thresholds and why (measurements in docs/evidence/smoke-calibration.md):
+- rewards_rise: mean reward of the last W steps >= first W + REWARD_MARGIN (W = min(10, steps // 2)).
+  A prompt-blind policy scores at most 0.1 (task.BLIND_CEILING), so it cannot rise by more than 0.1 over
+  chance (~0.06); 0.25 is only reachable by attending to the prompt, while calibrated runs rise by 0.6+.
+- all_finite: every number logged is finite.
+- grad_norm_positive: some step's pre-clip gradient norm > 0 (a run with all-zero gradients learns nothing).
+- kl_zero_at_step0: the policy starts as a copy of the reference, so k3 KL at step 0 must be ~0.
+- logprob_diff: trainer (full forward) vs rollout (KV-cache decode) log-probs of the sampled tokens, the
+  worst step's mean |diff| under a bound per compute dtype (fp32 ~1e-6 measured; bf16 a few 1e-3).
+- sync_canary: after every sync in which the trainer's weights moved, the rollout's log-probs of a fixed
+  probe (a) changed, (b) match the trainer's new log-probs within CANARY_TOL, and (c) lie nearer the new
+  weights than the previous step's (a sync one step stale fails (b)/(c), a missing sync fails (a)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+REWARD_MARGIN = 0.25
+KL_STEP0_TOL = 1e-4
+LOGPROB_DIFF_BOUND = {"float32": 1e-3, "bfloat16": 0.05}
+CANARY_TOL = {"float32": 1e-3, "bfloat16": 0.1}
+
+
+@dataclass(frozen=True)
+class Criterion:
+    name: str
+    passed: bool
+    detail: str
+    value: float | None = None
+    threshold: float | None = None
+
+
+def _window(steps: int) -> int:
+    return max(1, min(10, steps // 2))
+
+
+def rewards_rise(rewards: list[float], margin: float = REWARD_MARGIN) -> Criterion:
+    w = _window(len(rewards))
+    first = sum(rewards[:w]) / w
+    last = sum(rewards[-w:]) / w
+    rise = last - first
+    return Criterion(
+        "rewards_rise",
+        math.isfinite(rise) and rise >= margin,
+        f"mean reward of last {w} steps {last:.3f} vs first {w} {first:.3f}: rise {rise:+.3f} (need >= {margin})",
+        rise,
+        margin,
+    )
+
+
+def _non_finite(metrics: list[dict[str, Any]]) -> list[str]:
+    bad = []
+    for row in metrics:
+        for key, value in row.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                bad.append(f"{key}@{row['step']}")
+    return bad
+
+
+def all_finite(metrics: list[dict[str, Any]]) -> Criterion:
+    bad = _non_finite(metrics)
+    shown = ", ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else "")
+    return Criterion("all_finite", not bad, f"non-finite: {shown}" if bad else "every logged value is finite")
+
+
+def grad_norm_positive(norms: list[float]) -> Criterion:
+    finite = [n for n in norms if math.isfinite(n)]
+    top = max(finite, default=0.0)
+    return Criterion("grad_norm_positive", top > 0.0, f"largest finite grad norm {top:.3g}", top, 0.0)
+
+
+def kl_zero_at_step0(kl0: float, tol: float = KL_STEP0_TOL) -> Criterion:
+    ok = math.isfinite(kl0) and abs(kl0) <= tol
+    return Criterion("kl_zero_at_step0", ok, f"k3 KL(policy || ref) at step 0 = {kl0:.3g} (need |kl| <= {tol})", kl0, tol)
+
+
+def logprob_diff(means: list[float], maxes: list[float], bound: float) -> Criterion:
+    worst = max(means) if means and all(math.isfinite(m) for m in means) else float("nan")
+    peak = max(maxes) if maxes and all(math.isfinite(m) for m in maxes) else float("nan")
+    ok = math.isfinite(worst) and worst <= bound
+    return Criterion(
+        "logprob_diff",
+        ok,
+        f"train-rollout |logprob diff|: worst step mean {worst:.3g} (need <= {bound}), max token {peak:.3g}",
+        worst,
+        bound,
+    )
+
+
+def sync_canary(rows: list[dict[str, Any]], tol: float) -> Criterion:
+    """``rows``: per sync, the max-abs distances the runner measured on the probe (see module doc)."""
+    evaluated, unchanged, mismatched, nearer_old = 0, [], [], []
+    for r in rows:
+        if not r["trainer_change"] > 0.0:
+            continue  # the trainer did not move: nothing to prove at this step
+        evaluated += 1
+        if not r["rollout_change"] > 0.0:
+            unchanged.append(r["step"])
+        if not r["rollout_vs_trainer"] <= tol:
+            mismatched.append(r["step"])
+        if not r["rollout_vs_trainer"] < r["rollout_vs_prev_trainer"]:
+            nearer_old.append(r["step"])
+    problems = []
+    if evaluated == 0:
+        problems.append("the trainer's weights never moved, so no sync could be checked")
+    if unchanged:
+        problems.append(f"rollout weights unchanged after sync at steps {unchanged[:5]}")
+    if mismatched:
+        problems.append(f"rollout log-probs do not match the trainer's (> {tol}) at steps {mismatched[:5]}")
+    if nearer_old:
+        problems.append(f"rollout matches the previous step's weights (stale) at steps {nearer_old[:5]}")
+    worst = max((r["rollout_vs_trainer"] for r in rows), default=float("nan"))
+    detail = "; ".join(problems) if problems else (
+        f"{evaluated} syncs: rollout probe moved with the trainer and matches it (worst {worst:.3g} <= {tol})"
+    )
+    return Criterion("sync_canary", not problems, detail, worst, tol)
+
+
+def decide(metrics: list[dict[str, Any]], canary: list[dict[str, Any]], *, dtype: str) -> list[Criterion]:
+    """Every criterion, in the order the console prints them."""
+    return [
+        rewards_rise([m["raw_reward_mean"] for m in metrics]),
+        all_finite(metrics),
+        grad_norm_positive([m["grad_norm"] for m in metrics]),
+        kl_zero_at_step0(metrics[0]["kl"] if metrics else float("nan")),
+        logprob_diff(
+            [m["train_rollout_logprob_abs_diff_mean"] for m in metrics],
+            [m["train_rollout_logprob_abs_diff_max"] for m in metrics],
+            LOGPROB_DIFF_BOUND[dtype],
+        ),
+        sync_canary(canary, CANARY_TOL[dtype]),
+    ]
+
+
+def as_dicts(criteria: list[Criterion]) -> list[dict[str, Any]]:
+    return [asdict(c) for c in criteria]
