@@ -74,7 +74,7 @@ def render_markdown(report: dict[str, Any]) -> str:
              f"**{_md(report['verdict'])}**", "",
              f"- image: `{_md(_image_title(report))}`",
              f"- render hash: `{report.get('render_hash') or 'unknown'}`",
-             f"- mode: {report['mode']}" + (f" ({report['engine']['name']})" if report.get("engine") else ""),
+             f"- mode: {report['mode']}" + (f" ({report['engine']['engine']})" if report.get("engine") else ""),
              f"- host: {_md(report['host'].get('hostname'))} ({_md(report['host'].get('platform'))})",
              f"- created: {report['created']}", "",
              "| stage | status | seconds | summary |", "| --- | --- | ---: | --- |"]
@@ -160,7 +160,7 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
              f'<div class="verdict {"pass" if ok else "fail"}" id="verdict">{_e(report["verdict"])}</div>']
     engine = report.get("engine")
     facts = [("render hash", report.get("render_hash") or "unknown"),
-             ("mode", report["mode"] + (f" via {engine['name']}" if engine else "")),
+             ("mode", report["mode"] + (f" via {engine['engine']}" if engine else "")),
              ("image id", (report.get("image") or {}).get("id")),
              ("host", f"{report['host'].get('hostname')} ({report['host'].get('platform')}, "
                       f"{report['host'].get('cpus')} CPUs)"),

@@ -98,3 +98,17 @@ def test_load_names_what_is_wrong(tmp_path):
     (tmp_path / "report.json").write_text(json.dumps({"schema": "rocmstack.doctor/1"}))
     with pytest.raises(InputError, match="schema 'rocmstack.doctor/1', expected rocmstack.validate/1"):
         load(tmp_path)
+
+
+def test_container_report_names_the_engine_and_its_commands(tmp_path, h200_report):
+    from rocmstack.validate.container import InImageArgs, plan
+
+    rep = copy.deepcopy(h200_report)
+    p = plan(engine="buildah", host="cpu", image="localhost/t:1", report_dir=tmp_path, args=InImageArgs(expect_gpus=0))
+    rep.update(mode="container", engine={**p.as_dict(), "exit_code": 0},
+               image={"ref": "localhost/t:1", "id": "sha256:ab", "labels": {"dev.rocmstack.recipe": "tiny-pip"}})
+    write_all(rep, tmp_path)
+    assert "- mode: container (buildah)" in (tmp_path / "report.md").read_text()
+    page = (tmp_path / "report.html").read_text()
+    assert "container via buildah" in page and "rocmstack validate &mdash; localhost/t:1" in page
+    assert "buildah --storage-driver" in page and "<td>dev.rocmstack.recipe</td>" in page
