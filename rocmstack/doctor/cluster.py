@@ -40,6 +40,7 @@ def run_cluster(opts: DoctorOptions, address: str, *, timeout: float = 180.0,
     except ImportError as exc:
         raise EngineError(f"--ray-address needs Ray in this environment ({exc})", fix="pip install 'ray[default]'")
     t0 = time.monotonic()
+    _reachable(address)
     payload = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k in PORTABLE}
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
@@ -104,6 +105,18 @@ def run_cluster(opts: DoctorOptions, address: str, *, timeout: float = 180.0,
     return {"schema": SCHEMA, "mode": "cluster", "address": address, "seconds": round(time.monotonic() - t0, 3),
             "check_ids": ids, "nodes": ordered, "ok": ok, "verdict": verdict,
             "options": payload}
+
+
+def _reachable(address: str) -> None:
+    """Fail in seconds on an address nothing listens on (ray.init would retry for minutes)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto" or another form Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise EngineError(f"cannot connect to the Ray cluster at {address!r}: {exc.strerror or exc}",
+                          fix="give the head's GCS address (host:port, as printed by `ray start --head`)") from None
 
 
 def _dead_within(ray, node_id: str, seconds: float) -> bool:

@@ -1,0 +1,57 @@
+"""The `rocmstack doctor` CLI through the real entry point: exit codes, formats, usage errors."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from tests.conftest import run_cli
+
+
+def test_list_checks_json():
+    result = run_cli("doctor", "--list-checks", "--json")
+    assert result.code == 0
+    ids = [c["id"] for c in json.loads(result.out)]
+    assert {"gpu-count", "ray-gpus", "amdsmi-import", "visibility-masks", "lock-drift", "patches-applied"} <= set(ids)
+
+
+def test_fast_json_exit_zero_and_junit(tmp_path):
+    junit = tmp_path / "doctor.xml"
+    result = run_cli("doctor", "--fast", "--json", "--junit", str(junit))
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["schema"] == "rocmstack.doctor/1"
+    assert ET.parse(junit).getroot().tag == "testsuites"
+
+
+def test_failure_exits_one():
+    result = run_cli("doctor", "--fast", "--expect-gpus", "1", "--only", "gpu-count", "--markdown")
+    assert result.code == 1
+    assert "| `gpu-count` | ❌ fail |" in result.out
+
+
+def test_usage_errors_exit_two_without_traceback():
+    for args in (("--only", "nope"), ("--json", "--markdown"), ("--expect-gpus", "-1"), ("--fast", "--deep"),
+                 ("--timeout", "0"), ("--tensor-parallel", "0")):
+        result = run_cli("doctor", *args)
+        assert result.code == 2, (args, result)
+        assert "Traceback" not in result.err and result.err.startswith("rocmstack: error:")
+
+
+def test_only_accepts_commas_and_repeats():
+    result = run_cli("doctor", "--fast", "--json", "--only", "ray-env,nofile-limit", "--only", "alloc-allreduce")
+    assert [c["id"] for c in json.loads(result.out)["checks"]] == ["ray-env", "nofile-limit", "alloc-allreduce"]
+
+
+def test_module_entry_point():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "rocmstack.doctor", "--fast", "--json", "--only", "ray-env"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["checks"][0]["id"] == "ray-env"
+
+
+def test_bad_ray_address_is_one_line(tmp_path):
+    result = run_cli("doctor", "--ray-address", "127.0.0.1:1", "--cluster-timeout", "20", timeout=180)
+    assert result.code in (2, 4) and "Traceback" not in result.err
+    assert "cannot connect to the Ray cluster" in result.err

@@ -1,0 +1,63 @@
+"""run_doctor: the in-process API on this (GPU-less) machine, selection, and a crashing check."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocmstack.doctor import DoctorOptions, run_doctor, select_checks
+from rocmstack.doctor.checks import ALL_CHECKS
+from rocmstack.errors import InputError
+
+
+def test_ids_are_unique_kebab_and_sourced():
+    ids = [c.id for c in ALL_CHECKS]
+    assert len(ids) == len(set(ids))
+    for c in ALL_CHECKS:
+        assert c.id == c.id.lower() and " " not in c.id and c.source.startswith("https://")
+
+
+def test_select():
+    assert [c.id for c in select_checks(("ray-env",))] == ["ray-env"]
+    assert "ray-env" not in [c.id for c in select_checks((), ("ray-env",))]
+    with pytest.raises(InputError, match="unknown check id 'nope'"):
+        select_checks(("nope",))
+    with pytest.raises(InputError, match="no check"):
+        select_checks((), tuple(c.id for c in ALL_CHECKS))
+
+
+def test_fast_skips_torch_and_ray_probes():
+    report = run_doctor(DoctorOptions(fast=True))
+    assert report["not_run"]["torch"].startswith("skipped by --fast")
+    assert report["not_run"]["ray"].startswith("skipped by --fast")
+    assert "torch" not in report["timings"] and "ray" not in report["timings"]
+    assert report["ok"]  # a CPU machine is not a failure unless GPUs are expected
+
+
+def test_full_run_uses_real_torch_and_ray():
+    report = run_doctor(DoctorOptions(only=("gpu-count", "ray-gpus")))
+    sources = {s["name"]: s for s in report["sources"]}
+    assert sources["torch"]["count"] == 0 and "torch" in sources["torch"]["detail"]
+    assert sources["ray"]["count"] == 0 and "Ray 2." in sources["ray"]["detail"]
+
+
+def test_a_crashing_check_is_an_error_not_a_crash(monkeypatch):
+    import rocmstack.doctor.checks.system as system
+    from rocmstack.doctor.model import Check
+
+    def boom(snap, opts):
+        raise ZeroDivisionError("bug")
+
+    patched = [Check("nofile-limit", "system", "t", boom, "https://x")] + [c for c in ALL_CHECKS
+                                                                          if c.id != "nofile-limit"]
+    monkeypatch.setattr("rocmstack.doctor.runner.ALL_CHECKS", tuple(patched))
+    monkeypatch.setattr("rocmstack.doctor.runner.BY_ID", {c.id: c for c in patched})
+    report = run_doctor(DoctorOptions(fast=True, only=("nofile-limit",)))
+    assert report["checks"][0]["status"] == "error"
+    assert "ZeroDivisionError: bug" in report["checks"][0]["summary"]
+    assert not report["ok"]
+    assert system  # imported for the monkeypatch target's module
+
+
+def test_negative_expectation_is_input_error():
+    with pytest.raises(InputError):
+        run_doctor(DoctorOptions(expect_gpus=-1))
