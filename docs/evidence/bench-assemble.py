@@ -46,9 +46,15 @@ def main() -> None:
 
     baseline = ROOT / "rocmstack" / "bench" / "baselines" / "h200.json"
     baseline.unlink(missing_ok=True)
-    for report in (load(RUN1 / "bench-8b.json"), load(RUN1 / "bench-0.6b.json")):  # hf rows (and run-1 reference)
+    for report in (
+        load(RUN1 / "bench-8b.json"),
+        load(RUN1 / "bench-0.6b.json"),
+    ):  # hf rows (and run-1 reference)
         update_baseline(baseline, report)
-    for report in (load(RUN2 / "ref-8b.json"), load(RUN2 / "ref-0.6b.json")):  # current reference rows replace them
+    for report in (
+        load(RUN2 / "ref-8b.json"),
+        load(RUN2 / "ref-0.6b.json"),
+    ):  # current reference rows replace them
         update_baseline(baseline, report)
     print(markdown_table([big, small]))
 

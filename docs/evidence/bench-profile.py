@@ -22,7 +22,15 @@ from rocmstack.bench.shapes import load_config, shape_from_config
 
 def category(name: str) -> str:
     n = name.lower()
-    for key in ("_decode_attention", "_combine", "_qk_norm_rope", "_add_rms_norm", "_rms_norm", "_silu_mul", "_gemv"):
+    for key in (
+        "_decode_attention",
+        "_combine",
+        "_qk_norm_rope",
+        "_add_rms_norm",
+        "_rms_norm",
+        "_silu_mul",
+        "_gemv",
+    ):
         if key in n:
             return f"triton {key.strip('_')}"
     if any(t in n for t in ("gemm", "gemv", "nvjet", "cutlass", "xmma", "cublas", "splitk")):
@@ -101,7 +109,9 @@ def profile_one(args, b: int) -> dict | None:
         cat = category(evt.key)
         by_cat[cat][0] += t / steps / 1e3
         by_cat[cat][1] += evt.count / steps
-        kernels.append({"name": evt.key[:120], "ms_per_step": t / steps / 1e3, "calls_per_step": evt.count / steps})
+        kernels.append(
+            {"name": evt.key[:120], "ms_per_step": t / steps / 1e3, "calls_per_step": evt.count / steps}
+        )
     kernels.sort(key=lambda k: -k["ms_per_step"])
     kernel_ms = sum(v[0] for v in by_cat.values())
     weight_bytes = shape.params_read_per_step() * 2
@@ -121,7 +131,9 @@ def profile_one(args, b: int) -> dict | None:
         "effective_gb_s": (weight_bytes + kv_bytes) / graph_ms / 1e6,
         "matmul_weight_gb_s": weight_bytes / gemm_ms / 1e6 if gemm_ms else None,
         "gemv": engine.gemv_report or None,
-        "by_category": {k: {"ms_per_step": v[0], "launches_per_step": v[1]} for k, v in sorted(by_cat.items())},
+        "by_category": {
+            k: {"ms_per_step": v[0], "launches_per_step": v[1]} for k, v in sorted(by_cat.items())
+        },
         "top_kernels": kernels[:15],
     }
     print(

@@ -31,11 +31,16 @@ _VLLM_LINE = re.compile(
 #   Prefill. latency: 0.01014 s, throughput:   5916.43 token/s
 #   Decode.  median latency: 0.00572 s, median throughput:    174.85 token/s
 #   Total. latency:  0.062 s, throughput:   1122.76 token/s
-_SGL_PREFILL = re.compile(r"^Prefill\. latency: (?P<lat>[\d.]+) s, throughput:\s*(?P<tps>[\d.]+) token/s", re.MULTILINE)
-_SGL_DECODE = re.compile(
-    r"^Decode\.\s+median latency: (?P<lat>[\d.]+) s, median throughput:\s*(?P<tps>[\d.]+) token/s", re.MULTILINE
+_SGL_PREFILL = re.compile(
+    r"^Prefill\. latency: (?P<lat>[\d.]+) s, throughput:\s*(?P<tps>[\d.]+) token/s", re.MULTILINE
 )
-_SGL_TOTAL = re.compile(r"^Total\. latency:\s*(?P<lat>[\d.]+) s, throughput:\s*(?P<tps>[\d.]+) token/s", re.MULTILINE)
+_SGL_DECODE = re.compile(
+    r"^Decode\.\s+median latency: (?P<lat>[\d.]+) s, median throughput:\s*(?P<tps>[\d.]+) token/s",
+    re.MULTILINE,
+)
+_SGL_TOTAL = re.compile(
+    r"^Total\. latency:\s*(?P<lat>[\d.]+) s, throughput:\s*(?P<tps>[\d.]+) token/s", re.MULTILINE
+)
 
 
 class ParseError(ValueError):
@@ -106,7 +111,9 @@ def write_model_dir(config: Mapping[str, Any], directory: Path, dtype: str) -> P
     return directory
 
 
-def vllm_command(model_dir: Path, *, batch: int, prompt_len: int, new_tokens: int, tokenizer: str | None) -> list[str]:
+def vllm_command(
+    model_dir: Path, *, batch: int, prompt_len: int, new_tokens: int, tokenizer: str | None
+) -> list[str]:
     cmd = [
         shutil.which("vllm") or "vllm", "bench", "throughput",
         "--model", str(model_dir),
@@ -123,7 +130,9 @@ def vllm_command(model_dir: Path, *, batch: int, prompt_len: int, new_tokens: in
     return cmd
 
 
-def sglang_command(model_dir: Path, *, batch: int, prompt_len: int, new_tokens: int, tokenizer: str | None) -> list[str]:
+def sglang_command(
+    model_dir: Path, *, batch: int, prompt_len: int, new_tokens: int, tokenizer: str | None
+) -> list[str]:
     cmd = [
         sys.executable, "-m", "sglang.bench_one_batch",
         "--model-path", str(model_dir),
@@ -171,11 +180,15 @@ def run_engine(
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
-            return EngineRun(status="error", reason=f"{engine} benchmark exceeded {timeout_s:.0f} s", command=tuple(cmd))
+            return EngineRun(
+                status="error", reason=f"{engine} benchmark exceeded {timeout_s:.0f} s", command=tuple(cmd)
+            )
     text = proc.stdout + "\n" + proc.stderr
     if proc.returncode != 0:
         tail = " | ".join(text.strip().splitlines()[-3:])
-        return EngineRun(status="error", reason=f"{engine} exited {proc.returncode}: {tail}", command=tuple(cmd))
+        return EngineRun(
+            status="error", reason=f"{engine} exited {proc.returncode}: {tail}", command=tuple(cmd)
+        )
     try:
         if engine == "vllm":
             v = parse_vllm_throughput(text)
@@ -187,7 +200,9 @@ def run_engine(
         return EngineRun(
             status="ok",
             command=tuple(cmd),
-            tokens_per_s=s.total_tokens_per_s * new_tokens / (prompt_len + new_tokens) if s.total_tokens_per_s else None,
+            tokens_per_s=s.total_tokens_per_s * new_tokens / (prompt_len + new_tokens)
+            if s.total_tokens_per_s
+            else None,
             decode_tokens_per_s=s.decode_median_tokens_per_s,
             median_step_s=s.decode_median_latency_s,
             prefill_tokens_per_s=s.prefill_tokens_per_s,

@@ -45,19 +45,25 @@ def _key(entry: Mapping[str, Any]) -> tuple:
     return tuple(entry[k] for k in _KEY)
 
 
-def update_baseline(path: Path, report: Mapping[str, Any], *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
+def update_baseline(
+    path: Path, report: Mapping[str, Any], *, tolerance: float = DEFAULT_TOLERANCE
+) -> dict[str, Any]:
     """Merge this report's results into the baseline file (same config: replaced)."""
     kind = _device_kind(report)
     if path.exists():
         data = load_baseline(path)
         if data["device"] != kind:
-            raise InputError(f"{path}: baseline for {data['device']}, this run is on {kind}", fix="use another file")
+            raise InputError(
+                f"{path}: baseline for {data['device']}, this run is on {kind}", fix="use another file"
+            )
     else:
         data = {"schema": 1, "device": kind, "tolerance": tolerance, "entries": [], "sources": []}
     merged = {_key(e): e for e in data["entries"]}
     merged.update({_key(e): e for e in _entries(report)})
     data["entries"] = sorted(merged.values(), key=lambda e: tuple(str(v) for v in _key(e)))
-    data["sources"].append({"date": report["date"], "command": report["command"], "device_name": report["device"]["name"]})
+    data["sources"].append(
+        {"date": report["date"], "command": report["command"], "device_name": report["device"]["name"]}
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return data
@@ -69,17 +75,25 @@ def load_baseline(path: Path) -> dict[str, Any]:
     except FileNotFoundError as exc:
         raise InputError(f"--baseline {path}: no such file", fix=f"ship one under {BASELINE_DIR}") from exc
     except json.JSONDecodeError as exc:
-        raise InputError(f"--baseline {path}: not JSON ({exc})", fix="pass a file written by --save-baseline") from exc
+        raise InputError(
+            f"--baseline {path}: not JSON ({exc})", fix="pass a file written by --save-baseline"
+        ) from exc
     if not isinstance(data, dict) or data.get("schema") != 1 or not isinstance(data.get("entries"), list):
-        raise InputError(f"--baseline {path}: not a rocmstack bench baseline (schema 1)", fix="use --save-baseline")
+        raise InputError(
+            f"--baseline {path}: not a rocmstack bench baseline (schema 1)", fix="use --save-baseline"
+        )
     for i, entry in enumerate(data["entries"]):
         missing = [k for k in (*_KEY, "tokens_per_s") if k not in entry]
         if missing:
-            raise InputError(f"--baseline {path}: entries[{i}] lacks {', '.join(missing)}", fix="regenerate the file")
+            raise InputError(
+                f"--baseline {path}: entries[{i}] lacks {', '.join(missing)}", fix="regenerate the file"
+            )
     return data
 
 
-def compare(report: Mapping[str, Any], baseline: Mapping[str, Any], *, tolerance: float | None = None) -> dict[str, Any]:
+def compare(
+    report: Mapping[str, Any], baseline: Mapping[str, Any], *, tolerance: float | None = None
+) -> dict[str, Any]:
     """Each result with a baseline entry: ok when tokens/s >= baseline x (1 - tolerance)."""
     kind = _device_kind(report)
     if baseline["device"] != kind:
@@ -104,4 +118,9 @@ def compare(report: Mapping[str, Any], baseline: Mapping[str, Any], *, tolerance
                 "ok": ratio >= 1.0 - tol,
             }
         )
-    return {"device": kind, "tolerance": tol, "checks": checks, "passed": all(c["ok"] for c in checks) and bool(checks)}
+    return {
+        "device": kind,
+        "tolerance": tol,
+        "checks": checks,
+        "passed": all(c["ok"] for c in checks) and bool(checks),
+    }

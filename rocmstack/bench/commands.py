@@ -20,7 +20,9 @@ def _parse_batches(text: str) -> tuple[int, ...]:
     except ValueError:
         batches = ()
     if not batches or any(b <= 0 for b in batches):
-        raise InputError(f"--batch {text!r}: expected positive integers separated by commas", fix="e.g. --batch 1,64,256")
+        raise InputError(
+            f"--batch {text!r}: expected positive integers separated by commas", fix="e.g. --batch 1,64,256"
+        )
     return batches
 
 
@@ -30,7 +32,9 @@ def _parse_engines(text: str) -> tuple[str, ...]:
     engines = tuple(e.strip() for e in text.split(",") if e.strip())
     bad = [e for e in engines if e not in ENGINES]
     if not engines or bad:
-        raise InputError(f"--engine {text!r}: unknown engine {bad[0] if bad else ''!r}", fix=f"use {'|'.join(ENGINES)}")
+        raise InputError(
+            f"--engine {text!r}: unknown engine {bad[0] if bad else ''!r}", fix=f"use {'|'.join(ENGINES)}"
+        )
     return engines
 
 
@@ -40,7 +44,9 @@ def _resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device not in ("cpu", "cuda"):
-        raise InputError(f"--device {device!r}: expected cpu, cuda or auto", fix="ROCm GPUs are 'cuda' in PyTorch too")
+        raise InputError(
+            f"--device {device!r}: expected cpu, cuda or auto", fix="ROCm GPUs are 'cuda' in PyTorch too"
+        )
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError(
             f"--device cuda: torch {torch.__version__} sees no GPU",
@@ -69,7 +75,18 @@ def _render(report: dict[str, Any]) -> None:
         title=f"prompt {s['prompt_len']}, {s['new_tokens']} new tokens, {s['dtype']}",
         title_justify="left",
     )
-    for col in ("engine", "batch", "tok/s", "tok/s/GPU", "step ms", "prefill tok/s", "MBU", "MBU spec", "roofline tok/s", "peak GB"):
+    for col in (
+        "engine",
+        "batch",
+        "tok/s",
+        "tok/s/GPU",
+        "step ms",
+        "prefill tok/s",
+        "MBU",
+        "MBU spec",
+        "roofline tok/s",
+        "peak GB",
+    ):
         table.add_column(col, justify="left" if col == "engine" else "right")
     reasons: dict[str, str] = {}
     for r in report["results"]:
@@ -112,28 +129,50 @@ def _render(report: dict[str, Any]) -> None:
 
 
 def rollout(
-    shape: str = typer.Option("qwen3-8b", "--shape", help="qwen3-0.6b | qwen3-8b | PATH/config.json (HF Qwen3 fields)."),
+    shape: str = typer.Option(
+        "qwen3-8b", "--shape", help="qwen3-0.6b | qwen3-8b | PATH/config.json (HF Qwen3 fields)."
+    ),
     batch: str = typer.Option("1,64,256", "--batch", help="Batch sizes, comma-separated."),
     prompt_len: int = typer.Option(128, "--prompt-len", min=1, help="Prompt tokens per sequence."),
     new_tokens: int = typer.Option(256, "--new-tokens", min=1, help="Generated tokens per sequence."),
-    engine: str = typer.Option("reference", "--engine", help="reference | hf | vllm | sglang, comma-separated."),
-    device: str = typer.Option("auto", "--device", help="cpu | cuda (ROCm GPUs are 'cuda' in PyTorch) | auto."),
+    engine: str = typer.Option(
+        "reference", "--engine", help="reference | hf | vllm | sglang, comma-separated."
+    ),
+    device: str = typer.Option(
+        "auto", "--device", help="cpu | cuda (ROCm GPUs are 'cuda' in PyTorch) | auto."
+    ),
     dtype: str = typer.Option("bfloat16", "--dtype", help="bfloat16 | float16 | float32."),
     temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="0 = greedy."),
     top_p: float = typer.Option(1.0, "--top-p", help="Nucleus mass in (0, 1]."),
-    graphs: bool = typer.Option(True, "--graphs/--no-graphs", help="Capture the reference decode step as a graph."),
+    graphs: bool = typer.Option(
+        True, "--graphs/--no-graphs", help="Capture the reference decode step as a graph."
+    ),
     fused: bool | None = typer.Option(
         None, "--fused/--no-fused", help="Reference engine's Triton decode kernels (default: when available)."
     ),
-    weight_sync: bool = typer.Option(False, "--weight-sync", help="Also time a full state-dict push (IPC, 2-rank)."),
+    weight_sync: bool = typer.Option(
+        False, "--weight-sync", help="Also time a full state-dict push (IPC, 2-rank)."
+    ),
     seed: int = typer.Option(0, "--seed"),
-    tokenizer: str | None = typer.Option(None, "--tokenizer", help="Local tokenizer for vllm/sglang (offline)."),
-    engine_timeout: float = typer.Option(1800.0, "--engine-timeout", min=1.0, help="Seconds per vllm/sglang run."),
+    tokenizer: str | None = typer.Option(
+        None, "--tokenizer", help="Local tokenizer for vllm/sglang (offline)."
+    ),
+    engine_timeout: float = typer.Option(
+        1800.0, "--engine-timeout", min=1.0, help="Seconds per vllm/sglang run."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Also write the JSON report to this file."),
-    baseline: Path | None = typer.Option(None, "--baseline", help="Gate: exit 1 when tokens/s fall below this baseline."),
-    tolerance: float | None = typer.Option(None, "--tolerance", min=0.0, max=1.0, help="Allowed drop (default: file's)."),
-    save_baseline: Path | None = typer.Option(None, "--save-baseline", help="Merge this run into a baseline file."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Also write the JSON report to this file."
+    ),
+    baseline: Path | None = typer.Option(
+        None, "--baseline", help="Gate: exit 1 when tokens/s fall below this baseline."
+    ),
+    tolerance: float | None = typer.Option(
+        None, "--tolerance", min=0.0, max=1.0, help="Allowed drop (default: file's)."
+    ),
+    save_baseline: Path | None = typer.Option(
+        None, "--save-baseline", help="Merge this run into a baseline file."
+    ),
 ) -> None:
     """Decode throughput of the rollout path (random weights, no download) against the memory roofline."""
     from rocmstack.bench.rollout import DTYPES, RolloutSpec
@@ -143,7 +182,9 @@ def rollout(
     batches = _parse_batches(batch)
     engines = _parse_engines(engine)
     if dtype not in DTYPES:
-        raise InputError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}", fix="e.g. --dtype bfloat16")
+        raise InputError(
+            f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}", fix="e.g. --dtype bfloat16"
+        )
     if not 0.0 < top_p <= 1.0:
         raise InputError(f"--top-p {top_p}: must be in (0, 1]", fix="e.g. --top-p 1.0")
     base = None
@@ -181,7 +222,9 @@ def rollout(
     if save_baseline is not None:
         from rocmstack.bench.baseline import DEFAULT_TOLERANCE, update_baseline
 
-        update_baseline(save_baseline, report, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance)
+        update_baseline(
+            save_baseline, report, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance
+        )
     if output is not None:
         from rocmstack.output import dumps
 
@@ -224,13 +267,17 @@ def plot(
         try:
             loaded.append(json.loads(path.read_text()))
         except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"{path}: cannot read a JSON report ({exc})", fix="pass files from --output") from exc
+            raise InputError(
+                f"{path}: cannot read a JSON report ({exc})", fix="pass files from --output"
+            ) from exc
     plot_reports(loaded, output)
     stdout().print(f"wrote {output}")
 
 
 def register(app: typer.Typer) -> None:
-    bench = typer.Typer(help="Benchmarks: the rollout hot path against the memory roofline.", no_args_is_help=True)
+    bench = typer.Typer(
+        help="Benchmarks: the rollout hot path against the memory roofline.", no_args_is_help=True
+    )
     bench.command("rollout")(rollout)
     bench.command("plot")(plot)
     app.add_typer(bench, name="bench")

@@ -114,8 +114,12 @@ class ReferenceEngine:
                 ln2=empty(s.hidden_size),
                 gate_up=empty(2 * s.intermediate_size, s.hidden_size),
                 down=empty(s.hidden_size, s.intermediate_size),
-                k_cache=torch.zeros(max_batch, s.num_kv_heads, max_seq_len, s.head_dim, device=self.device, dtype=dtype),
-                v_cache=torch.zeros(max_batch, s.num_kv_heads, max_seq_len, s.head_dim, device=self.device, dtype=dtype),
+                k_cache=torch.zeros(
+                    max_batch, s.num_kv_heads, max_seq_len, s.head_dim, device=self.device, dtype=dtype
+                ),
+                v_cache=torch.zeros(
+                    max_batch, s.num_kv_heads, max_seq_len, s.head_dim, device=self.device, dtype=dtype
+                ),
             )
             for _ in range(s.num_layers)
         ]
@@ -199,8 +203,12 @@ class ReferenceEngine:
                 continue
             dst = targets.get(name)
             if dst is None:
-                raise InputError(f"state dict: unknown parameter {name!r}", fix="send HF Qwen3 parameter names")
-            if name.endswith(("q_norm.weight", "k_norm.weight")) and tuple(src.shape) == (self.shape.head_dim,):
+                raise InputError(
+                    f"state dict: unknown parameter {name!r}", fix="send HF Qwen3 parameter names"
+                )
+            if name.endswith(("q_norm.weight", "k_norm.weight")) and tuple(src.shape) == (
+                self.shape.head_dim,
+            ):
                 src = src.expand_as(dst)  # one norm vector, repeated per head in our layout
             if tuple(src.shape) != tuple(dst.shape):
                 raise InputError(
@@ -231,7 +239,11 @@ class ReferenceEngine:
         qk = heads[..., : s.num_heads + s.num_kv_heads, :]
         qk = self._rms_norm(qk, None) * layer.qk_norm
         qk = torch.addcmul(qk * cos, _swap_halves(qk), sin)
-        return qk[..., : s.num_heads, :], qk[..., s.num_heads :, :], heads[..., s.num_heads + s.num_kv_heads :, :]
+        return (
+            qk[..., : s.num_heads, :],
+            qk[..., s.num_heads :, :],
+            heads[..., s.num_heads + s.num_kv_heads :, :],
+        )
 
     def _mlp(self, x: torch.Tensor, layer: _Layer) -> torch.Tensor:
         """x + down(silu(gate(h)) * up(h)), h = rms_norm(x); the residual add rides on addmm."""
@@ -286,7 +298,12 @@ class ReferenceEngine:
                 layer.v_cache, num_heads=s.num_heads, num_kv_heads=s.num_kv_heads, head_dim=s.head_dim, eps=eps,
             )  # fmt: skip
             attn = k.decode_attention(
-                q, layer.k_cache, layer.v_cache, self._pos, num_kv_heads=s.num_kv_heads, scale=s.head_dim**-0.5
+                q,
+                layer.k_cache,
+                layer.v_cache,
+                self._pos,
+                num_kv_heads=s.num_kv_heads,
+                scale=s.head_dim**-0.5,
             )
             h = k.add_rms_norm(x, linear("o", attn.view(batch, s.q_size), layer.o), layer.ln2, eps)
             act = k.silu_mul(linear("gate_up", h, layer.gate_up))
@@ -324,17 +341,21 @@ class ReferenceEngine:
         for name, weights in groups.items():
             x = torch.randn(1, weights[0].shape[1], device=self.device, dtype=self.dtype)
             expected = [F.linear(x, w).float() for w in weights[:2]]
-            best_ms = cublas_ms = timed(lambda: [F.linear(x, w) for w in weights])
+            best_ms = cublas_ms = timed(lambda x=x, weights=weights: [F.linear(x, w) for w in weights])
             choice = None
             for config in k.GEMV_CONFIGS:
                 got = [k.gemv(x, w, config).float() for w in weights[:2]]
                 if any((g - e).norm() > 1e-2 * e.norm() for g, e in zip(got, expected)):
                     continue
-                ms = timed(lambda config=config: [k.gemv(x, w, config) for w in weights])
+                ms = timed(lambda c=config, x=x, ws=weights: [k.gemv(x, w, c) for w in ws])
                 if ms < best_ms:
                     best_ms, choice = ms, config
             self._gemv[name] = choice
-            self.gemv_report[name] = {"choice": list(choice) if choice else "cublas", "cublas_ms": cublas_ms, "best_ms": best_ms}
+            self.gemv_report[name] = {
+                "choice": list(choice) if choice else "cublas",
+                "cublas_ms": cublas_ms,
+                "best_ms": best_ms,
+            }
 
     @torch.no_grad()
     def _decode_step(self, batch: int, kv_len: int) -> torch.Tensor:
@@ -371,7 +392,7 @@ class ReferenceEngine:
             kv_len, step = 0, lambda: self._decode_step_fused(batch)
         else:
             kv_len = min(-(-(pos + 1) // KV_BUCKET) * KV_BUCKET, self.max_seq_len)
-            step = lambda: self._decode_step(batch, kv_len)  # noqa: E731
+            step = lambda: self._decode_step(batch, kv_len)
         if not self.use_graphs:
             return step()
         key = (batch, kv_len)
@@ -415,10 +436,15 @@ class ReferenceEngine:
 
     def _check_ids(self, input_ids: torch.Tensor, extra: int) -> None:
         if input_ids.dim() != 2 or input_ids.dtype != torch.long:
-            raise InputError(f"input_ids must be a LongTensor[B, P], got {input_ids.dtype} {tuple(input_ids.shape)}")
+            raise InputError(
+                f"input_ids must be a LongTensor[B, P], got {input_ids.dtype} {tuple(input_ids.shape)}"
+            )
         b, p = input_ids.shape
         if not 0 < b <= self.max_batch:
-            raise InputError(f"batch {b} exceeds max_batch={self.max_batch}", fix="create the engine with a larger max_batch")
+            raise InputError(
+                f"batch {b} exceeds max_batch={self.max_batch}",
+                fix="create the engine with a larger max_batch",
+            )
         if p == 0 or p + extra > self.max_seq_len:
             raise InputError(
                 f"prompt {p} + new tokens {extra} exceeds max_seq_len={self.max_seq_len}",

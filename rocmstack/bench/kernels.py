@@ -32,7 +32,17 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     rows, cols = x.shape
     out = torch.empty((rows, cols), device=x.device, dtype=x.dtype)
     block = triton.next_power_of_2(cols)
-    _rms_norm_kernel[(rows,)](x, weight, out, x.stride(0), out.stride(0), cols, eps, BLOCK=block, num_warps=8 if block >= 2048 else 4)
+    _rms_norm_kernel[(rows,)](
+        x,
+        weight,
+        out,
+        x.stride(0),
+        out.stride(0),
+        cols,
+        eps,
+        BLOCK=block,
+        num_warps=8 if block >= 2048 else 4,
+    )
     return out
 
 
@@ -43,7 +53,11 @@ def _silu_mul_kernel(gu_ptr, out_ptr, stride_gu, stride_out, n_cols, BLOCK: tl.c
     mask = cols < n_cols
     gate = tl.load(gu_ptr + row * stride_gu + cols, mask=mask, other=0.0).to(tl.float32)
     up = tl.load(gu_ptr + row * stride_gu + n_cols + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(out_ptr + row * stride_out + cols, (gate * tl.sigmoid(gate) * up).to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(
+        out_ptr + row * stride_out + cols,
+        (gate * tl.sigmoid(gate) * up).to(out_ptr.dtype.element_ty),
+        mask=mask,
+    )
 
 
 def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
@@ -52,7 +66,9 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     inter = width // 2
     out = torch.empty((rows, inter), device=gate_up.device, dtype=gate_up.dtype)
     block = 1024
-    _silu_mul_kernel[(rows, triton.cdiv(inter, block))](gate_up, out, gate_up.stride(0), out.stride(0), inter, BLOCK=block)
+    _silu_mul_kernel[(rows, triton.cdiv(inter, block))](
+        gate_up, out, gate_up.stride(0), out.stride(0), inter, BLOCK=block
+    )
     return out
 
 
@@ -87,7 +103,9 @@ def _qk_norm_rope_store_kernel(
         tl.store(dst, x.to(v_cache_ptr.dtype.element_ty))
 
 
-def qk_norm_rope_store(qkv, qk_norm, cos, sin, pos, k_cache, v_cache, *, num_heads, num_kv_heads, head_dim, eps):
+def qk_norm_rope_store(
+    qkv, qk_norm, cos, sin, pos, k_cache, v_cache, *, num_heads, num_kv_heads, head_dim, eps
+):
     """Decode: q/k RMSNorm + RoPE at position pos[0]; k, v written into the caches; returns q [B, Hq, D]."""
     batch = qkv.shape[0]
     q = torch.empty((batch, num_heads, head_dim), device=qkv.device, dtype=qkv.dtype)
@@ -173,10 +191,16 @@ def _combine_kernel(part_o_ptr, part_ml_ptr, out_ptr, HKV: tl.constexpr, G: tl.c
     for sp in tl.static_range(SPLITS):  # empty splits have max -inf: weight exp(-inf) = 0
         w = tl.exp(tl.load(part_ml_ptr + ((first + sp) * 2) * G + g, mask=gm, other=0.0) - big)
         total += w * tl.load(part_ml_ptr + ((first + sp) * 2 + 1) * G + g, mask=gm, other=1.0)
-        o = tl.load(part_o_ptr + ((first + sp) * G + g[:, None]) * D + d[None, :], mask=gm[:, None], other=0.0)
+        o = tl.load(
+            part_o_ptr + ((first + sp) * G + g[:, None]) * D + d[None, :], mask=gm[:, None], other=0.0
+        )
         acc += w[:, None] * o
     rows = (b * HKV + kvh) * G + g
-    tl.store(out_ptr + rows[:, None] * D + d[None, :], (acc / total[:, None]).to(out_ptr.dtype.element_ty), mask=gm[:, None])
+    tl.store(
+        out_ptr + rows[:, None] * D + d[None, :],
+        (acc / total[:, None]).to(out_ptr.dtype.element_ty),
+        mask=gm[:, None],
+    )
 
 
 def attention_splits(batch: int, num_kv_heads: int, device: torch.device) -> int:
@@ -194,8 +218,12 @@ def decode_attention(q, k_cache, v_cache, pos, *, num_kv_heads, scale, splits: i
     gp = max(16, triton.next_power_of_2(groups))
     out = torch.empty_like(q)
     if splits > 1:
-        part_o = torch.empty((batch * num_kv_heads * splits, groups, head_dim), device=q.device, dtype=torch.float32)
-        part_ml = torch.empty((batch * num_kv_heads * splits, 2, groups), device=q.device, dtype=torch.float32)
+        part_o = torch.empty(
+            (batch * num_kv_heads * splits, groups, head_dim), device=q.device, dtype=torch.float32
+        )
+        part_ml = torch.empty(
+            (batch * num_kv_heads * splits, 2, groups), device=q.device, dtype=torch.float32
+        )
     else:
         part_o = part_ml = out  # unused
     _decode_attention_kernel[(batch, num_kv_heads, splits)](
@@ -204,7 +232,9 @@ def decode_attention(q, k_cache, v_cache, pos, *, num_kv_heads, scale, splits: i
         IEEE=q.dtype == torch.float32, num_warps=4,
     )  # fmt: skip
     if splits > 1:
-        _combine_kernel[(batch, num_kv_heads)](part_o, part_ml, out, HKV=num_kv_heads, G=groups, GP=gp, D=head_dim, SPLITS=splits)
+        _combine_kernel[(batch, num_kv_heads)](
+            part_o, part_ml, out, HKV=num_kv_heads, G=groups, GP=gp, D=head_dim, SPLITS=splits
+        )
     return out
 
 
@@ -229,7 +259,9 @@ def add_rms_norm(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, eps: fl
     rows, cols = x.shape
     h = torch.empty_like(x)
     block = triton.next_power_of_2(cols)
-    _add_rms_norm_kernel[(rows,)](x, y, weight, h, cols, eps, BLOCK=block, num_warps=8 if block >= 2048 else 4)
+    _add_rms_norm_kernel[(rows,)](
+        x, y, weight, h, cols, eps, BLOCK=block, num_warps=8 if block >= 2048 else 4
+    )
     return h
 
 
@@ -242,7 +274,9 @@ def _gemv_kernel(x_ptr, w_ptr, out_ptr, N, K, stride_w, BLOCK_N: tl.constexpr, B
     for k0 in range(0, K, BLOCK_K):
         k = k0 + tl.arange(0, BLOCK_K)
         kmask = k < K
-        w = tl.load(w_ptr + n[:, None] * stride_w + k[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0)
+        w = tl.load(
+            w_ptr + n[:, None] * stride_w + k[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0
+        )
         x = tl.load(x_ptr + k, mask=kmask, other=0.0)
         acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
     tl.store(out_ptr + n, tl.sum(acc, axis=1).to(out_ptr.dtype.element_ty), mask=nmask)
@@ -258,5 +292,7 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, config: tuple[int, int, int]) ->
     n, k = weight.shape
     out = torch.empty((1, n), device=x.device, dtype=x.dtype)
     block_n, block_k, warps = config
-    _gemv_kernel[(triton.cdiv(n, block_n),)](x, weight, out, n, k, weight.stride(0), BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps)
+    _gemv_kernel[(triton.cdiv(n, block_n),)](
+        x, weight, out, n, k, weight.stride(0), BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps
+    )
     return out

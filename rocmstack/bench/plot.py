@@ -18,13 +18,17 @@ def plot_reports(reports: Iterable[Mapping[str, Any]], output: Path) -> Path:
 
     by_shape: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for report in reports:
-        by_shape[Path(report["shape"]["name"]).stem if "/" in report["shape"]["name"] else report["shape"]["name"]].append(report)
+        by_shape[
+            Path(report["shape"]["name"]).stem if "/" in report["shape"]["name"] else report["shape"]["name"]
+        ].append(report)
     if not by_shape:
         raise ValueError("no reports to plot")
     fig, axes = plt.subplots(len(by_shape), 2, figsize=(11, 4.2 * len(by_shape)), squeeze=False)
     for row, (shape, group) in enumerate(sorted(by_shape.items())):
         ax_tps, ax_mbu = axes[row]
-        rows = [(rep, r) for rep in group for r in rep["results"] if r["status"] == "ok" and r["tokens_per_s"]]
+        rows = [
+            (rep, r) for rep in group for r in rep["results"] if r["status"] == "ok" and r["tokens_per_s"]
+        ]
         roof: dict[int, tuple[float, float | None]] = {}
         for engine in sorted({r["engine"] for _, r in rows}):
             pts = sorted((r["batch"], r["tokens_per_s"], r["mbu"]) for _, r in rows if r["engine"] == engine)
@@ -34,12 +38,16 @@ def plot_reports(reports: Iterable[Mapping[str, Any]], output: Path) -> Path:
         for _, r in sorted(rows, key=lambda row: row[1]["engine"] != "reference"):  # reference's run first
             roof.setdefault(r["batch"], (r["roofline_tokens_per_s"], r["roofline_tokens_per_s_spec"]))
         xs = sorted(roof)
-        ax_tps.plot(xs, [roof[x][0] for x in xs], "k--", marker="_", ms=16, label="roofline (measured copy BW)")
+        ax_tps.plot(
+            xs, [roof[x][0] for x in xs], "k--", marker="_", ms=16, label="roofline (measured copy BW)"
+        )
         if all(roof[x][1] for x in xs):
             ax_tps.plot(xs, [roof[x][1] for x in xs], "k:", marker="_", ms=16, label="roofline (spec BW)")
         dev = group[0]["device"]
         settings = group[0]["settings"]
-        ax_tps.set_title(f"{shape} on {dev['name']}: tokens/s (P={settings['prompt_len']}, N={settings['new_tokens']})")
+        ax_tps.set_title(
+            f"{shape} on {dev['name']}: tokens/s (P={settings['prompt_len']}, N={settings['new_tokens']})"
+        )
         ax_mbu.set_title(f"{shape}: MBU vs measured copy BW ({dev['copy_bandwidth_gb_s']:.0f} GB/s)")
         for ax in (ax_tps, ax_mbu):
             ax.set_xscale("log", base=2)

@@ -132,7 +132,11 @@ def _record(
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     b = roofline.decode_bytes(
-        shape, batch=batch, prompt_len=spec.prompt_len, new_tokens=spec.new_tokens, dtype_bytes=DTYPES[spec.dtype]
+        shape,
+        batch=batch,
+        prompt_len=spec.prompt_len,
+        new_tokens=spec.new_tokens,
+        dtype_bytes=DTYPES[spec.dtype],
     )
     n, p = spec.new_tokens, spec.prompt_len
     if tokens_per_s is None and total_s:
@@ -156,12 +160,16 @@ def _record(
         "median_step_ms": median_step_s * 1e3 if median_step_s else None,
         "prefill_tokens_per_s": prefill_tokens_per_s,
         "bytes_per_step": b.per_step,
-        "roofline_tokens_per_s": roofline.roofline_tokens_per_s(b, batch=batch, bandwidth_bytes_per_s=bandwidth),
+        "roofline_tokens_per_s": roofline.roofline_tokens_per_s(
+            b, batch=batch, bandwidth_bytes_per_s=bandwidth
+        ),
         "roofline_tokens_per_s_spec": (
             roofline.roofline_tokens_per_s(b, batch=batch, bandwidth_bytes_per_s=spec_bw) if spec_bw else None
         ),
         "mbu": roofline.mbu(rate, b, batch=batch, bandwidth_bytes_per_s=bandwidth) if rate else None,
-        "mbu_spec": roofline.mbu(rate, b, batch=batch, bandwidth_bytes_per_s=spec_bw) if rate and spec_bw else None,
+        "mbu_spec": roofline.mbu(rate, b, batch=batch, bandwidth_bytes_per_s=spec_bw)
+        if rate and spec_bw
+        else None,
         "peak_memory_gb": peak_gb,
     }
     out.update(extra or {})
@@ -172,7 +180,11 @@ def _hf_model(spec: RolloutSpec):
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    fields = {k: v for k, v in spec.config.items() if k not in ("model_type", "architectures", "torch_dtype", "dtype")}
+    fields = {
+        k: v
+        for k, v in spec.config.items()
+        if k not in ("model_type", "architectures", "torch_dtype", "dtype")
+    }
     with torch.device(spec.device):
         model = Qwen3ForCausalLM._from_config(Qwen3Config(**fields), dtype=getattr(torch, spec.dtype))
     return model.eval()
@@ -233,10 +245,18 @@ def _run_hf(model, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, 
             steps = [b - a for a, b in zip(clock.marks, clock.marks[1:])]
         out.append(
             _record(
-                "hf", batch, spec, shape, bandwidth, spec_bw,
-                total_s=total_s, prefill_s=prefill_s, decode_s=max(total_s - prefill_s, 1e-9),
-                median_step_s=_median(steps) if steps else None, peak_gb=memory.peak_gb(),
-            )  # fmt: skip
+                "hf",
+                batch,
+                spec,
+                shape,
+                bandwidth,
+                spec_bw,
+                total_s=total_s,
+                prefill_s=prefill_s,
+                decode_s=max(total_s - prefill_s, 1e-9),
+                median_step_s=_median(steps) if steps else None,
+                peak_gb=memory.peak_gb(),
+            )
         )
     return out
 
@@ -267,14 +287,24 @@ def _run_reference(engine, spec, shape, bandwidth, spec_bw, progress) -> list[di
         decode_s = sum(result.step_seconds)
         out.append(
             _record(
-                "reference", batch, spec, shape, bandwidth, spec_bw,
-                total_s=result.prefill_seconds + decode_s, prefill_s=result.prefill_seconds, decode_s=decode_s,
+                "reference",
+                batch,
+                spec,
+                shape,
+                bandwidth,
+                spec_bw,
+                total_s=result.prefill_seconds + decode_s,
+                prefill_s=result.prefill_seconds,
+                decode_s=decode_s,
                 median_step_s=_median(list(result.step_seconds)) if result.step_seconds else None,
-                peak_gb=memory.peak_gb(), extra={
-                    "wall_s": wall_s, "graphs": engine.use_graphs, "fused": engine.fused,
+                peak_gb=memory.peak_gb(),
+                extra={
+                    "wall_s": wall_s,
+                    "graphs": engine.use_graphs,
+                    "fused": engine.fused,
                     "gemv": dict(engine.gemv_report) if batch == 1 and engine.gemv_report else None,
                 },
-            )  # fmt: skip
+            )
         )
     return out
 
@@ -291,11 +321,20 @@ def _run_external(name, spec, shape, bandwidth, spec_bw, progress) -> list[dict[
         )  # fmt: skip
         out.append(
             _record(
-                name, batch, spec, shape, bandwidth, spec_bw,
-                tokens_per_s=run.tokens_per_s, decode_tokens_per_s=run.decode_tokens_per_s,
-                median_step_s=run.median_step_s, prefill_tokens_per_s=run.prefill_tokens_per_s,
-                status=run.status, reason=run.reason, extra={"command": list(run.command)},
-            )  # fmt: skip
+                name,
+                batch,
+                spec,
+                shape,
+                bandwidth,
+                spec_bw,
+                tokens_per_s=run.tokens_per_s,
+                decode_tokens_per_s=run.decode_tokens_per_s,
+                median_step_s=run.median_step_s,
+                prefill_tokens_per_s=run.prefill_tokens_per_s,
+                status=run.status,
+                reason=run.reason,
+                extra={"command": list(run.command)},
+            )
         )
         if run.status == "skip":  # same reason for every batch
             out.extend(
@@ -388,9 +427,13 @@ def run_rollout(spec: RolloutSpec, progress: Progress = lambda msg: None) -> dic
         from rocmstack.bench.weightsync import bench_dist, bench_ipc
 
         progress("weight sync: IPC on one device")
-        sync_results.append(bench_ipc(spec.config, device=spec.device, dtype=spec.dtype, copy_bandwidth=bandwidth).to_dict())
+        sync_results.append(
+            bench_ipc(spec.config, device=spec.device, dtype=spec.dtype, copy_bandwidth=bandwidth).to_dict()
+        )
         progress("weight sync: two ranks")
-        sync_results.append(bench_dist(spec.config, device=spec.device, dtype=spec.dtype, copy_bandwidth=bandwidth).to_dict())
+        sync_results.append(
+            bench_dist(spec.config, device=spec.device, dtype=spec.dtype, copy_bandwidth=bandwidth).to_dict()
+        )
 
     dtype_bytes = DTYPES[spec.dtype]
     return {
@@ -405,7 +448,12 @@ def run_rollout(spec: RolloutSpec, progress: Progress = lambda msg: None) -> dic
             "name": device_name,
             "gpus": 1 if spec.device == "cuda" else 0,
             "spec": (
-                {"name": arch.name, "arch": arch.arch, "hbm_tb_per_s": arch.hbm_tb_per_s, "source": arch.source}
+                {
+                    "name": arch.name,
+                    "arch": arch.arch,
+                    "hbm_tb_per_s": arch.hbm_tb_per_s,
+                    "source": arch.source,
+                }
                 if arch
                 else None
             ),

@@ -23,16 +23,62 @@ class ArchSpec:
 
 # Datasheet figures. Order matters: the first match wins, so the more specific names come first.
 SPEC_TABLE: tuple[ArchSpec, ...] = (
-    ArchSpec(name="MI355X", arch="gfx950", hbm_tb_per_s=8.0, match=("mi355",), source="AMD Instinct MI355X datasheet"),
-    ArchSpec(name="MI350X", arch="gfx950", hbm_tb_per_s=8.0, match=("mi350",), source="AMD Instinct MI350X datasheet"),
-    ArchSpec(name="MI325X", arch="gfx942", hbm_tb_per_s=6.0, match=("mi325",), source="AMD Instinct MI325X datasheet"),
-    ArchSpec(name="MI300X", arch="gfx942", hbm_tb_per_s=5.3, match=("mi300x",), source="AMD Instinct MI300X datasheet"),
-    ArchSpec(name="MI250X", arch="gfx90a", hbm_tb_per_s=3.2768, match=("mi250",), source="AMD Instinct MI250X datasheet"),
-    ArchSpec(name="H200", arch="sm_90", hbm_tb_per_s=4.8, match=("h200",), source="NVIDIA H200 datasheet (SXM)"),
-    ArchSpec(name="H100 PCIe", arch="sm_90", hbm_tb_per_s=2.0, match=("h100 pcie",), source="NVIDIA H100 datasheet (PCIe)"),
-    ArchSpec(name="H100", arch="sm_90", hbm_tb_per_s=3.35, match=("h100",), source="NVIDIA H100 datasheet (SXM)"),
+    ArchSpec(
+        name="MI355X",
+        arch="gfx950",
+        hbm_tb_per_s=8.0,
+        match=("mi355",),
+        source="AMD Instinct MI355X datasheet",
+    ),
+    ArchSpec(
+        name="MI350X",
+        arch="gfx950",
+        hbm_tb_per_s=8.0,
+        match=("mi350",),
+        source="AMD Instinct MI350X datasheet",
+    ),
+    ArchSpec(
+        name="MI325X",
+        arch="gfx942",
+        hbm_tb_per_s=6.0,
+        match=("mi325",),
+        source="AMD Instinct MI325X datasheet",
+    ),
+    ArchSpec(
+        name="MI300X",
+        arch="gfx942",
+        hbm_tb_per_s=5.3,
+        match=("mi300x",),
+        source="AMD Instinct MI300X datasheet",
+    ),
+    ArchSpec(
+        name="MI250X",
+        arch="gfx90a",
+        hbm_tb_per_s=3.2768,
+        match=("mi250",),
+        source="AMD Instinct MI250X datasheet",
+    ),
+    ArchSpec(
+        name="H200", arch="sm_90", hbm_tb_per_s=4.8, match=("h200",), source="NVIDIA H200 datasheet (SXM)"
+    ),
+    ArchSpec(
+        name="H100 PCIe",
+        arch="sm_90",
+        hbm_tb_per_s=2.0,
+        match=("h100 pcie",),
+        source="NVIDIA H100 datasheet (PCIe)",
+    ),
+    ArchSpec(
+        name="H100", arch="sm_90", hbm_tb_per_s=3.35, match=("h100",), source="NVIDIA H100 datasheet (SXM)"
+    ),
     ArchSpec(name="B200", arch="sm_100", hbm_tb_per_s=8.0, match=("b200",), source="NVIDIA B200 datasheet"),
-    ArchSpec(name="A100", arch="sm_80", hbm_tb_per_s=2.039, match=("a100",), source="NVIDIA A100 80GB SXM datasheet"),
+    ArchSpec(
+        name="A100",
+        arch="sm_80",
+        hbm_tb_per_s=2.039,
+        match=("a100",),
+        source="NVIDIA A100 80GB SXM datasheet",
+    ),
 )
 
 
@@ -55,7 +101,9 @@ class DecodeBytes:
         return self.weights + self.kv
 
 
-def decode_bytes(shape: ModelShape, *, batch: int, prompt_len: int, new_tokens: int, dtype_bytes: int) -> DecodeBytes:
+def decode_bytes(
+    shape: ModelShape, *, batch: int, prompt_len: int, new_tokens: int, dtype_bytes: int
+) -> DecodeBytes:
     """Average bytes per decode step over a generation of new_tokens after a prompt of prompt_len.
 
     Prefill yields the first token; decode steps i = 1..N-1 each attend over prompt_len + i positions,
@@ -71,6 +119,8 @@ def roofline_tokens_per_s(bytes_: DecodeBytes, *, batch: int, bandwidth_bytes_pe
     return batch * bandwidth_bytes_per_s / bytes_.per_step
 
 
-def mbu(decode_tokens_per_s: float, bytes_: DecodeBytes, *, batch: int, bandwidth_bytes_per_s: float) -> float:
+def mbu(
+    decode_tokens_per_s: float, bytes_: DecodeBytes, *, batch: int, bandwidth_bytes_per_s: float
+) -> float:
     """Model bandwidth utilisation: bytes the decode had to move per second over the bandwidth."""
     return decode_tokens_per_s / batch * bytes_.per_step / bandwidth_bytes_per_s

@@ -111,7 +111,9 @@ def _rope_theta(config: Mapping[str, Any]) -> float:
 def _positive_int(config: Mapping[str, Any], key: str, default: Any = None) -> int:
     value = config.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InputError(f"config: {key}={value!r} must be a positive integer", fix=f"fix {key} in the config")
+        raise InputError(
+            f"config: {key}={value!r} must be a positive integer", fix=f"fix {key} in the config"
+        )
     return value
 
 
@@ -129,7 +131,9 @@ def shape_from_config(config: Mapping[str, Any]) -> ModelShape:
         raise InputError(f"config: hidden_act={config.get('hidden_act')!r} is not supported", fix="use silu")
     for flag in ("attention_bias", "use_sliding_window"):
         if config.get(flag, False):
-            raise InputError(f"config: {flag}=true is not supported by the reference engine", fix=f"set {flag} false")
+            raise InputError(
+                f"config: {flag}=true is not supported by the reference engine", fix=f"set {flag} false"
+            )
     hidden = _positive_int(config, "hidden_size")
     heads = _positive_int(config, "num_attention_heads")
     kv_heads = _positive_int(config, "num_key_value_heads", heads)
@@ -175,7 +179,9 @@ def load_config(spec: str) -> tuple[str, dict[str, Any]]:
         try:
             config = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"--shape {spec!r}: cannot read JSON: {exc}", fix="pass a valid config.json") from exc
+            raise InputError(
+                f"--shape {spec!r}: cannot read JSON: {exc}", fix="pass a valid config.json"
+            ) from exc
         name = str(path)
     shape_from_config(config)
     return name, config

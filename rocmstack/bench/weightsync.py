@@ -100,7 +100,12 @@ def _ipc_rollout(config, device_str, dtype_name, repeats, inbox, outbox) -> None
     try:
         device = torch.device(device_str)
         engine = ReferenceEngine(
-            config, device=device, dtype=getattr(torch, dtype_name), max_batch=1, max_seq_len=8, use_graphs=False
+            config,
+            device=device,
+            dtype=getattr(torch, dtype_name),
+            max_batch=1,
+            max_seq_len=8,
+            use_graphs=False,
         )
         outbox.put(("ready", None))
         state_dict = inbox.get()  # tensors arrive as IPC handles (GPU) or shared memory (CPU)
@@ -116,7 +121,7 @@ def _ipc_rollout(config, device_str, dtype_name, repeats, inbox, outbox) -> None
         check = _checksum(engine)
         del state_dict
         outbox.put(("done", {"first_done": first_done, "times": times, "check": check}))
-    except Exception as exc:  # reported to the parent, which turns it into an error result
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which turns it into an error result
         outbox.put(("error", f"{type(exc).__name__}: {exc}"))
 
 
@@ -166,7 +171,9 @@ def bench_ipc(
     nbytes = sum(t.numel() * t.element_size() for t in state_dict.values())
     ctx = tmp.get_context("spawn")
     inbox, outbox = ctx.Queue(), ctx.Queue()
-    proc = ctx.Process(target=_ipc_rollout, args=(dict(config), str(dev), dtype, repeats, inbox, outbox), daemon=True)
+    proc = ctx.Process(
+        target=_ipc_rollout, args=(dict(config), str(dev), dtype, repeats, inbox, outbox), daemon=True
+    )
     proc.start()
     try:
         kind, payload = _get(outbox, _START_TIMEOUT_S, proc)
@@ -178,7 +185,9 @@ def bench_ipc(
         kind, payload = _get(outbox, timeout_s, proc)
         if kind != "done":
             return SyncResult(method="ipc", status="error", reason=str(payload), bytes=nbytes)
-        verified = abs(payload["check"] - _trainer_checksum(state_dict, shape)) < 1e-3 * max(1.0, abs(payload["check"]))
+        verified = abs(payload["check"] - _trainer_checksum(state_dict, shape)) < 1e-3 * max(
+            1.0, abs(payload["check"])
+        )
         return _result("ipc", nbytes, payload["first_done"] - t0, payload["times"], copy_bandwidth, verified)
     finally:
         proc.join(timeout=30)
@@ -204,7 +213,9 @@ def _dist_worker(rank, config, backend, device_kind, dtype_name, port, repeats, 
             tensors = _random_state_dict(shape, device, dtype, seed=1)
         else:
             tensors = {n: torch.empty(s, device=device, dtype=dtype) for n, s in hf_shapes(shape).items()}
-            engine = ReferenceEngine(config, device=device, dtype=dtype, max_batch=1, max_seq_len=8, use_graphs=False)
+            engine = ReferenceEngine(
+                config, device=device, dtype=dtype, max_batch=1, max_seq_len=8, use_graphs=False
+            )
         times = []
         for _ in range(repeats + 1):  # the first push also sets the communicator up
             dist.barrier()
@@ -226,7 +237,7 @@ def _dist_worker(rank, config, backend, device_kind, dtype_name, port, repeats, 
             nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
             outbox.put(("done", {"times": times, "verified": ok, "bytes": nbytes}))
         dist.destroy_process_group()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - reported to the parent as an error result
         outbox.put(("error", f"rank {rank}: {type(exc).__name__}: {exc}"))
 
 
@@ -261,7 +272,11 @@ def bench_dist(
     outbox = ctx.Queue()
     port = _free_port()
     procs = [
-        ctx.Process(target=_dist_worker, args=(r, dict(config), method, kind, dtype, port, repeats, outbox), daemon=True)
+        ctx.Process(
+            target=_dist_worker,
+            args=(r, dict(config), method, kind, dtype, port, repeats, outbox),
+            daemon=True,
+        )
         for r in range(2)
     ]
     for p in procs:

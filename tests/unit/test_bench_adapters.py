@@ -47,7 +47,11 @@ Total. latency:  0.062 s, throughput:   1122.76 token/s
 
 def test_vllm_both_historic_formats():
     new = parse_vllm_throughput("INFO ... warmup\n" + VLLM_AFTER_8914)
-    assert (new.requests_per_s, new.total_tokens_per_s, new.output_tokens_per_s) == (89.27, 22853.37, 11426.69)
+    assert (new.requests_per_s, new.total_tokens_per_s, new.output_tokens_per_s) == (
+        89.27,
+        22853.37,
+        11426.69,
+    )
     old = parse_vllm_throughput(VLLM_BEFORE_8914)
     assert old.total_tokens_per_s == 20926.37 and old.output_tokens_per_s is None
 
@@ -59,7 +63,9 @@ def test_sglang_reads_the_benchmark_block_not_the_warmup():
     assert s.total_latency_s == 0.062 and s.total_tokens_per_s == 1122.76
 
 
-@pytest.mark.parametrize("text", ["", "Traceback (most recent call last):\n  RuntimeError: HIP out of memory\n"])
+@pytest.mark.parametrize(
+    "text", ["", "Traceback (most recent call last):\n  RuntimeError: HIP out of memory\n"]
+)
 def test_missing_summaries_raise(text):
     with pytest.raises(ParseError):
         parse_vllm_throughput(text)
@@ -72,7 +78,15 @@ def test_absent_engines_skip_with_the_reason():
     for engine in ("vllm", "sglang"):
         reason = engine_available(engine)
         assert reason and "not installed" in reason
-        run = run_engine(engine, BUILTIN_SHAPES["qwen3-0.6b"], batch=2, prompt_len=8, new_tokens=4, tokenizer=None, timeout_s=5)
+        run = run_engine(
+            engine,
+            BUILTIN_SHAPES["qwen3-0.6b"],
+            batch=2,
+            prompt_len=8,
+            new_tokens=4,
+            tokenizer=None,
+            timeout_s=5,
+        )
         assert run.status == "skip" and run.reason == reason and run.tokens_per_s is None
 
 

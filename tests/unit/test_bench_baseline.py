@@ -16,10 +16,28 @@ def report(tps: dict[int, float], device="H200", shape="qwen3-8b") -> dict:
         "shape": {"name": shape},
         "settings": {"dtype": "bfloat16"},
         "results": [
-            {"engine": "reference", "batch": b, "prompt_len": 128, "new_tokens": 256, "status": "ok", "tokens_per_s": t, "mbu": 0.5}
+            {
+                "engine": "reference",
+                "batch": b,
+                "prompt_len": 128,
+                "new_tokens": 256,
+                "status": "ok",
+                "tokens_per_s": t,
+                "mbu": 0.5,
+            }
             for b, t in tps.items()
         ]
-        + [{"engine": "vllm", "batch": 1, "prompt_len": 128, "new_tokens": 256, "status": "skip", "tokens_per_s": None, "mbu": None}],
+        + [
+            {
+                "engine": "vllm",
+                "batch": 1,
+                "prompt_len": 128,
+                "new_tokens": 256,
+                "status": "skip",
+                "tokens_per_s": None,
+                "mbu": None,
+            }
+        ],
     }
 
 
@@ -56,7 +74,11 @@ def test_device_mismatch_and_bad_files(tmp_path):
 def test_shipped_h200_baseline_covers_the_goal_configs():
     data = load_baseline(BASELINE_DIR / "h200.json")
     assert data["device"] == "H200"
-    keys = {(e["shape"], e["engine"], e["batch"]) for e in data["entries"] if e["prompt_len"] == 128 and e["new_tokens"] == 256}
+    keys = {
+        (e["shape"], e["engine"], e["batch"])
+        for e in data["entries"]
+        if e["prompt_len"] == 128 and e["new_tokens"] == 256
+    }
     for batch in (1, 64, 256):
         assert ("qwen3-8b", "reference", batch) in keys and ("qwen3-8b", "hf", batch) in keys
     assert ("qwen3-0.6b", "reference", 64) in keys

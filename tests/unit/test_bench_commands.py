@@ -40,7 +40,12 @@ def test_json_report_has_every_field(capsys, shape, tmp_path):
     assert report["device"]["type"] == "cpu" and report["device"]["spec"] is None
     assert report["device"]["copy_bandwidth_gb_s"] > 0
     ok = [r for r in report["results"] if r["status"] == "ok"]
-    assert sorted((r["engine"], r["batch"]) for r in ok) == [("hf", 1), ("hf", 3), ("reference", 1), ("reference", 3)]
+    assert sorted((r["engine"], r["batch"]) for r in ok) == [
+        ("hf", 1),
+        ("hf", 3),
+        ("reference", 1),
+        ("reference", 3),
+    ]
     bw = report["device"]["copy_bandwidth_gb_s"] * 1e9
     for r in ok:
         for field in ("tokens_per_s", "tokens_per_s_per_gpu", "decode_tokens_per_s", "median_step_ms",
@@ -64,7 +69,10 @@ def test_baseline_gate_exits_1_on_a_regression(capsys, shape, tmp_path):
     base.write_text(json.dumps(data))
     code, out, err = cli(capsys, *RUN, "--shape", shape, "--baseline", str(base))
     assert code == 1
-    assert err.startswith("rocmstack: error: rollout regression: 2 config(s) below baseline") and err.count("\n") == 1
+    assert (
+        err.startswith("rocmstack: error: rollout regression: 2 config(s) below baseline")
+        and err.count("\n") == 1
+    )
     assert "REGRESSION" in out
 
 

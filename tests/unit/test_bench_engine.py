@@ -19,6 +19,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from rocmstack.bench.engine import KV_BUCKET, ReferenceEngine
 from rocmstack.errors import InputError
 
+
 def _variants() -> list[tuple[str, bool]]:
     """(device, fused kernels): CPU always; on a GPU both the plain-PyTorch and the Triton decode step."""
     out = [("cpu", False)]
@@ -63,7 +64,9 @@ def hf_model(config: dict, seed: int = 0) -> Qwen3ForCausalLM:
     return model
 
 
-def engine_for(model, *, device="cpu", dtype=torch.float32, max_batch=4, max_seq_len=160, graphs=False, fused=False):
+def engine_for(
+    model, *, device="cpu", dtype=torch.float32, max_batch=4, max_seq_len=160, graphs=False, fused=False
+):
     engine = ReferenceEngine(
         model.config.to_dict() | {"model_type": "qwen3"},
         device=device,
@@ -116,7 +119,12 @@ def test_greedy_decode_matches_transformers_generate_across_a_kv_bucket(device, 
     out = engine.generate(ids, 10, temperature=0.0)
     with torch.no_grad():
         expected = model.generate(
-            ids, max_new_tokens=10, do_sample=False, eos_token_id=None, pad_token_id=0, attention_mask=torch.ones_like(ids)
+            ids,
+            max_new_tokens=10,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+            attention_mask=torch.ones_like(ids),
         )[:, prompt:]
     assert torch.equal(out.tokens.cpu(), expected)
 

@@ -27,6 +27,8 @@ def test_reference_and_hf_share_weights_and_definitions():
     for r in by_engine.values():
         # tokens/s counts every generated token over the whole run, decode tokens/s the decode steps only
         assert r["tokens_per_s"] < r["decode_tokens_per_s"] * 6 / 5 * 1.5
-        assert r["roofline_tokens_per_s"] == pytest.approx(2 * report["device"]["copy_bandwidth_gb_s"] * 1e9 / r["bytes_per_step"])
+        assert r["roofline_tokens_per_s"] == pytest.approx(
+            2 * report["device"]["copy_bandwidth_gb_s"] * 1e9 / r["bytes_per_step"]
+        )
     assert by_engine["reference"]["fused"] is False and by_engine["reference"]["graphs"] is False
     assert report["shape"]["kv_bytes_per_token"] == 2 * 2 * 2 * 32 * 4

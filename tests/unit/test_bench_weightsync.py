@@ -22,7 +22,9 @@ TINY = {
 @pytest.mark.parametrize("tied", [False, True])
 def test_hf_shapes_are_transformers_state_dict(tied):
     model = Qwen3ForCausalLM(Qwen3Config(**TINY, tie_word_embeddings=tied))
-    expected = {k: tuple(v.shape) for k, v in model.state_dict().items() if not (tied and k == "lm_head.weight")}
+    expected = {
+        k: tuple(v.shape) for k, v in model.state_dict().items() if not (tied and k == "lm_head.weight")
+    }
     assert hf_shapes(shape_from_config(TINY | {"tie_word_embeddings": tied})) == expected
 
 
@@ -30,7 +32,9 @@ def test_hf_shapes_are_transformers_state_dict(tied):
 def test_ipc_push_arrives_intact():
     r = bench_ipc(TINY, device="cpu", dtype="float32", repeats=3, copy_bandwidth=10e9)
     assert r.status == "ok", r.reason
-    assert r.verified and r.bytes == sum(torch.Size(s).numel() * 4 for s in hf_shapes(shape_from_config(TINY)).values())
+    assert r.verified and r.bytes == sum(
+        torch.Size(s).numel() * 4 for s in hf_shapes(shape_from_config(TINY)).values()
+    )
     assert r.median_s > 0 and r.gb_per_s > 0 and r.vs_device_copy is not None
 
 
