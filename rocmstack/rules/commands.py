@@ -74,19 +74,27 @@ def register(app: typer.Typer) -> None:
         # Piped output (CI logs) gets a wide table instead of rich's 80-column default.
         out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
         for resolved, results in runs:
-            table = Table(title=escape(f"{resolved.recipe.name} [{resolved.arch_list}]"), title_justify="left", expand=True)
+            title = escape(f"{resolved.recipe.name} [{resolved.arch_list}]")
+            counts = {s: sum(1 for x in results if x.status == s) for s in _STYLE}
+            summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+            # --all is a CI overview: only the rows that need attention, one summary line per recipe x archs.
+            shown = [x for x in results if x.status != "pass"] if every else results
+            if every and not shown:
+                out.print(f"{title}: {summary}")
+                continue
+            table = Table(title=f"{title}: {summary}" if every else title, title_justify="left", expand=True)
             table.add_column("rule", no_wrap=True)
             table.add_column("status", no_wrap=True)
             for name, ratio in (("reason", 4), ("fix", 3), ("source", 3)):
                 table.add_column(name, overflow="fold", ratio=ratio)
-            for x in results:
+            for x in shown:
                 # Passing rows get a shortened reason; --json always has the full text.
                 reason = x.reason if x.status != "pass" else textwrap.shorten(x.reason, 72, placeholder=" ...")
                 table.add_row(x.id, f"[{_STYLE[x.status]}]{x.status}[/]", escape(reason),
                               escape(x.fix) if x.status != "pass" else "", x.source)
             out.print(table)
-            counts = {s: sum(1 for x in results if x.status == s) for s in _STYLE}
-            out.print(", ".join(f"{n} {s}" for s, n in counts.items() if n))
+            if not every:
+                out.print(summary)
         if failed:
             resolved, first = failed[0]
             more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
