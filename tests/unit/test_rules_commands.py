@@ -13,6 +13,20 @@ NAME = "verl-0.9.0-rocm10"
 pytestmark = pytest.mark.timeout(300)
 
 
+def _table_row(out: str, rule: str) -> list[str]:
+    """The cells of one rule's row in the rich table, with folded lines joined back together."""
+    lines = out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(f"│ {rule} "))
+    cells = [c.strip() for c in lines[start].split("│")[1:-1]]
+    for ln in lines[start + 1:]:
+        more = [c.strip() for c in ln.split("│")[1:-1]]
+        if len(more) != len(cells) or more[0]:
+            break
+        cells = [a + (" " if a and b and not a.endswith("/") and k in (2, 3) else "") + b
+                 for k, (a, b) in enumerate(zip(cells, more))]
+    return cells
+
+
 def test_check_passes_a_shipped_recipe_with_one_row_per_rule(cli):
     res = cli("check", NAME, "--json")
     assert res.code == 0, res.err
@@ -26,8 +40,9 @@ def test_check_passes_a_shipped_recipe_with_one_row_per_rule(cli):
 def test_check_fails_with_exit_1_and_names_rule_reason_fix_source(cli):
     res = cli("check", NAME, "--set", "vllm.version=0.17.0", "--set", "vllm.ref=v0.17.0")
     assert res.code == 1
-    line = [ln for ln in res.out.splitlines() if "verl-vllm-floor" in ln][0]
-    assert "fail" in line and "https://github.com/verl-project/verl/pull/7190" in line
+    row = _table_row(res.out, "verl-vllm-floor")
+    assert row[1] == "fail" and row[4] == "https://github.com/verl-project/verl/pull/7190"
+    assert row[2] == "verl 0.9.0 needs vLLM >= 0.18.0, the recipe pins vLLM 0.17.0"
     assert res.err.strip() == ("rocmstack: error: verl-0.9.0-rocm10 [gfx942;gfx950]: rule verl-vllm-floor failed: "
                                "verl 0.9.0 needs vLLM >= 0.18.0, the recipe pins vLLM 0.17.0 "
                                "(pin vLLM >= 0.18.0 (e.g. v0.27.0), or use verl < 0.9)")
