@@ -1,0 +1,1 @@
+"""Rollout bench: the decode hot path against the memory roofline (`rocmstack bench rollout`)."""

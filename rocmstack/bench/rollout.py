@@ -381,7 +381,12 @@ def run_rollout(spec: RolloutSpec, progress: Progress = lambda msg: None) -> dic
 
     shape = shape_from_config(spec.config)
     device_name, backend = _device_info(spec.device)
-    arch = roofline.lookup_spec(device_name) if spec.device == "cuda" else None
+    arch = None
+    if spec.device == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        arch = roofline.lookup_spec(
+            device_name, gcn_arch=getattr(props, "gcnArchName", None), memory_gb=props.total_memory / 1e9
+        )
     spec_bw = arch.hbm_tb_per_s * 1e12 if arch else None
     progress("measuring device copy bandwidth")
     bandwidth = measure_copy_bandwidth(spec.device)

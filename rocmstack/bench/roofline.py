@@ -82,12 +82,26 @@ SPEC_TABLE: tuple[ArchSpec, ...] = (
 )
 
 
-def lookup_spec(device_name: str) -> ArchSpec | None:
-    """The datasheet entry for a device name as torch reports it ("NVIDIA H200", "AMD Instinct MI300X")."""
+def lookup_spec(
+    device_name: str, *, gcn_arch: str | None = None, memory_gb: float | None = None
+) -> ArchSpec | None:
+    """The datasheet entry for a device name as torch reports it ("NVIDIA H200", "AMD Instinct MI300X").
+
+    Some ROCm releases name every Instinct part "AMD Radeon Graphics"; then the gfx target (and, for
+    gfx942, the memory size: 192 GB MI300X, 256 GB MI325X) decides.
+    """
     name = device_name.lower()
     for spec in SPEC_TABLE:
         if any(m in name for m in spec.match):
             return spec
+    target = (gcn_arch or "").split(":")[0]
+    by_name = {s.name: s for s in SPEC_TABLE}
+    if target == "gfx950":
+        return by_name["MI355X"]
+    if target == "gfx942" and memory_gb is not None:
+        return by_name["MI325X"] if memory_gb > 224 else by_name["MI300X"]
+    if target == "gfx90a":
+        return by_name["MI250X"]
     return None
 
 

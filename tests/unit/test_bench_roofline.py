@@ -23,6 +23,17 @@ def test_spec_lookup(device_name, expected, tb_s):
     assert spec is not None and spec.name == expected and spec.hbm_tb_per_s == tb_s
 
 
+@pytest.mark.parametrize(
+    ("arch", "memory_gb", "expected"),
+    [("gfx942:sramecc+:xnack-", 205.8, "MI300X"), ("gfx942:sramecc+:xnack-", 274.9, "MI325X"),
+     ("gfx950:sramecc+:xnack-", 309.2, "MI355X"), ("gfx90a:sramecc+:xnack-", 68.7, "MI250X")],
+)  # fmt: skip
+def test_rocm_parts_named_generically_fall_back_to_the_gfx_target(arch, memory_gb, expected):
+    spec = lookup_spec("AMD Radeon Graphics", gcn_arch=arch, memory_gb=memory_gb)
+    assert spec is not None and spec.name == expected
+    assert lookup_spec("AMD Radeon Graphics", gcn_arch="gfx1100", memory_gb=24.0) is None
+
+
 def test_unknown_device_has_no_spec_and_table_names_are_unique():
     assert lookup_spec("Intel Arc A770") is None
     assert len({s.name for s in SPEC_TABLE}) == len(SPEC_TABLE)
