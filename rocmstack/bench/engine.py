@@ -6,11 +6,12 @@ smoke job. What makes it fast is what makes any decode engine fast, kept readabl
 - weights fused where the math allows (q|k|v in one matrix, gate|up in one) so a decode step is few,
   large reads; residual adds ride on the matmul (``addmm``);
 - a static KV cache allocated once, so the decode step has fixed shapes and addresses;
-- the decode step captured as a CUDA/HIP graph, one per (batch, attention-length bucket): launch
-  overhead disappears and attention reads only the cache up to the bucket, not max_seq_len;
+- the decode step captured as a CUDA/HIP graph: launch overhead disappears;
 - batched prefill through SDPA; sampling (temperature / top-p) on the device, no host syncs per token;
-- on GPUs, four fused Triton kernels (kernels.py) for the small ops of the decode step; the plain
-  PyTorch step below stays the readable spec and the CPU path.
+- on GPUs, Triton kernels (kernels.py) fuse the small ops of the decode step (9 launches a layer) and
+  read the cache only up to the current position. The plain-PyTorch step (_decode_step) stays the
+  readable spec and the CPU path; it attends over the cache up to the next KV_BUCKET boundary, with one
+  graph per (batch, bucket).
 
 Weights arrive by HF names (``model.layers.0.self_attn.q_proj.weight``) and are copied in place, so
 captured graphs stay valid after a weight sync. All sequences in a batch share one prompt length.
@@ -18,7 +19,6 @@ captured graphs stay valid after a weight sync. All sequences in a batch share o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +31,6 @@ from rocmstack.errors import InputError
 
 # Attention in a captured decode step covers the cache up to the next multiple of this many tokens.
 KV_BUCKET = 64
-
-_LAYER_KEY = re.compile(r"model\.layers\.(\d+)\.(.+)")
 
 
 @dataclass(frozen=True)
