@@ -98,7 +98,13 @@ def register(app: typer.Typer) -> None:
                 print_plan(plan, stdout())
             return
         print_plan(plan, err)
-        manifest = execute(plan, err)
+        try:
+            manifest = execute(plan, err)
+        except KeyboardInterrupt:
+            # typer turns Ctrl-C into a silent exit 130: say what state things are in.
+            err.print(f"rocmstack: build interrupted: the engine was stopped and nothing was tagged (log: {plan.log})",
+                      markup=False, highlight=False)
+            raise
         if json_out:
             print_json(manifest)
             return
@@ -117,6 +123,7 @@ def register(app: typer.Typer) -> None:
         registry: str | None = REGISTRY_OPT,
         aliases: list[str] = ALIAS_OPT,
         ignore_rules: list[str] = IGNORE_OPT,
+        patches_dir: Path | None = typer.Option(None, "--patches-dir", help="Patch specs directory (default: the shipped patches/)"),
         promote: bool = typer.Option(False, "--promote", help="Point the descriptive tag and aliases at the pushed content tag (registry side)"),
         engine: str = ENGINE_OPT,
         json_out: bool = JSON_OPT,
@@ -125,7 +132,7 @@ def register(app: typer.Typer) -> None:
         from rocmstack.build.tags import tag_set
         from rocmstack.output import print_json, stderr
 
-        checked, rendered, _, _ = _gate_and_render(recipe, gpu_arch, overrides, ignore_rules, False, None)
+        checked, rendered, _, _ = _gate_and_render(recipe, gpu_arch, overrides, ignore_rules, False, patches_dir)
         tags = tag_set(checked.resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases))
         promoted = None
         if promote:

@@ -39,8 +39,8 @@ SOURCE_URL = "https://example.org/rocmstack-e2e"
 ARCH = "gfx942"
 # The fixture uses test-only patches, which the shipped rule `patches-apply` does not know: override it
 # (and check that the override lands in the labels).
-COMMON = ["--gpu-arch", ARCH, "--engine", "podman", "--patches-dir", str(PATCHES), "--ignore-rule", "patches-apply",
-          "--source-url", SOURCE_URL]
+RENDER = ["--gpu-arch", ARCH, "--patches-dir", str(PATCHES), "--ignore-rule", "patches-apply"]
+COMMON = [*RENDER, "--engine", "podman", "--source-url", SOURCE_URL]
 
 
 def source_revision_time(commit: str) -> str:
@@ -97,7 +97,11 @@ def _store_env(store: Path, driver: str) -> dict[str, str]:
     store.mkdir(parents=True)
     conf = store / "storage.conf"
     conf.write_text(f'[storage]\ndriver = "{driver}"\ngraphroot = "{store}/graph"\nrunroot = "{store}/run"\n')
-    return {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf), engines.PODMAN_DRIVER_ENV: driver}
+    # libpod's own state too (default /run/libpod, shared by every podman user of the machine).
+    engine_conf = store / "containers.conf"
+    engine_conf.write_text(f'[engine]\ntmp_dir = "{store}/libpod-tmp"\n')
+    return {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf), "CONTAINERS_CONF": str(engine_conf),
+            engines.PODMAN_DRIVER_ENV: driver}
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +141,10 @@ def exists(env, ref: str) -> bool:
     return podman(env, "image", "exists", ref).returncode == 0
 
 
+def image_id(env, ref: str) -> str:
+    return podman(env, "image", "inspect", "--format", "{{.Id}}", ref).stdout.strip()
+
+
 def image_file(env, ref: str, path: str) -> str | None:
     engine = engines.Engine(name="podman", argv=("podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV]),
                             version="test")
@@ -173,6 +181,8 @@ def test_build_labels_lock_tags_and_patch(podman_env, first_build):
     assert tags["applied"] == tags["refs"] and len(tags["refs"]) == 3
     for ref in tags["refs"]:
         assert exists(podman_env, ref), ref
+    predicted = json.loads(rocmstack(podman_env, "tags", str(RECIPE), *RENDER, "--json").stdout)
+    assert predicted["refs"] == tags["refs"]  # `rocmstack tags` names exactly what the build tagged
     assert m["engine"]["name"] == "podman" and m["base"]["image"] == BASE and m["base"]["id"]
     assert m["cache"]["misses"] > 0 and all(s["seconds"] >= 0 for s in m["steps"])
     assert Path(m["log"]).is_file() and "STEP 1/" in Path(m["log"]).read_text()
@@ -226,6 +236,7 @@ def test_bumping_one_pin_rebuilds_only_from_its_layer(podman_env, first_build):
 def test_failing_patch_stops_the_build_with_its_id(podman_env, first_build):
     args = [str(RECIPE), *COMMON, "--set", "patches=[tomli-moved]"]
     proc = rocmstack(podman_env, "build", *args, "--out-dir", str(first_build["out"]))
+    tags = json.loads(rocmstack(podman_env, "tags", str(RECIPE), *RENDER, "--set", "patches=[tomli-moved]", "--json").stdout)
     assert proc.returncode == 3, proc.stderr[-4000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("rocmstack: error: build of tiny-pip failed at step ")
@@ -235,15 +246,16 @@ def test_failing_patch_stops_the_build_with_its_id(podman_env, first_build):
     assert log.is_file() and "rocmstack patch FAILED: [tomli-moved]" in log.read_text()
     assert "last 30 log lines" in proc.stderr
     # Nothing tagged: not the content tag of this render, and the descriptive tag still names the first image.
-    tags = json.loads(rocmstack(podman_env, "tags", *args, "--json").stdout)
     assert not exists(podman_env, tags["refs"][1])
-    desc = podman(podman_env, "image", "inspect", "--format", "{{.Id}}", tags["refs"][0]).stdout.strip()
-    assert first_build["manifest"]["image"]["id"].endswith(desc) or desc == first_build["manifest"]["image"]["id"]
+    assert first_build["manifest"]["image"]["id"].removeprefix("sha256:") == image_id(podman_env, tags["refs"][0])
 
 
 def test_ctrl_c_stops_the_engine_and_tags_nothing(podman_env, first_build):
     args = [str(RECIPE), *COMMON, "--set", "tomli.version=2.0.0"]
-    tags = json.loads(rocmstack(podman_env, "tags", *args, "--json").stdout)
+    tags = json.loads(rocmstack(podman_env, "tags", str(RECIPE), *RENDER, "--set", "tomli.version=2.0.0", "--json").stdout)
+    alias = tags["refs"][-1]
+    alias_before = image_id(podman_env, alias)
+    assert alias_before  # set by the earlier builds
     out = first_build["out"] / "ctrl-c"
     proc = subprocess.Popen([sys.executable, "-m", "rocmstack", "build", *args, "--out-dir", str(out)], env=podman_env,
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -259,8 +271,11 @@ def test_ctrl_c_stops_the_engine_and_tags_nothing(podman_env, first_build):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-3000:]
-    assert err.strip().splitlines()[-1] == "rocmstack: interrupted"
-    assert not any(exists(podman_env, ref) for ref in tags["refs"])
+    assert err.strip().splitlines()[-1].startswith("rocmstack: build interrupted: the engine was stopped and nothing "
+                                                   "was tagged (log: ")
+    assert "Traceback" not in err
+    assert not any(exists(podman_env, ref) for ref in tags["immutable_refs"])
+    assert image_id(podman_env, alias) == alias_before  # the floating alias did not move either
     ctx = str(out / f"tiny-pip-{ARCH}" / "context")
     leftover = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, ctx)]
     assert not leftover, "the engine kept running after Ctrl-C"
