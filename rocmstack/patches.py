@@ -15,6 +15,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rocmstack.recipe.load import YAML_LOADER
 from rocmstack.errors import RecipeError
 from rocmstack.recipe.model import Component, Name, RelPath, Url
 from rocmstack.resources import patches_dir
@@ -87,7 +88,7 @@ class Patch(_Strict):
 
 def load_patch(path: Path) -> Patch:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
         patch = Patch.model_validate_json(json.dumps(raw))
     except (yaml.YAMLError, OSError) as exc:
         raise RecipeError(f"{path}: cannot read patch: {exc}") from None

@@ -19,6 +19,8 @@ from rocmstack.recipe.model import Component, Recipe
 from rocmstack.resources import recipes_dir
 
 MAX_EXTENDS_DEPTH = 8
+# libyaml's safe loader where available: recipe checks must stay well under a second.
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Recipe-level keys whose values are free-form maps: --set may add new keys there.
 _OPEN_MAPS = ("env", "build_args")
 
@@ -56,7 +58,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise RecipeError(f"{path}: cannot read recipe: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=YAML_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"

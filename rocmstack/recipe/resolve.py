@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from rocmstack import __version__
+from rocmstack.recipe.load import YAML_LOADER
 from rocmstack.errors import InputError, RecipeError
 from rocmstack.recipe.model import LAYER_ORDER, Component, Recipe
 from rocmstack.resources import recipes_dir
@@ -63,7 +64,7 @@ class Resolved:
 
 
 def known_archs() -> dict[str, dict[str, Any]]:
-    data = yaml.safe_load((recipes_dir() / "_archs.yaml").read_text(encoding="utf-8"))
+    data = yaml.load((recipes_dir() / "_archs.yaml").read_text(encoding="utf-8"), Loader=YAML_LOADER)
     return dict(data)
 
 
