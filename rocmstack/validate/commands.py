@@ -25,6 +25,7 @@ def register(app: typer.Typer) -> None:
         baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="FILE", help="Bench baseline: a regression fails."),
         device: str = typer.Option("auto", "--device", help="auto (GPU when torch sees one) | cpu."),
         smoke_steps: Optional[int] = typer.Option(None, "--smoke-steps", metavar="N", help="GRPO steps (default: the smoke's)."),
+        doctor_skip: list[str] = typer.Option([], "--doctor-skip", metavar="ID", help="Leave this doctor check out (repeat)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact engine command(s) and exit."),
         json_out: bool = typer.Option(False, "--json", help="Print report.json to stdout."),
     ) -> None:
@@ -32,7 +33,8 @@ def register(app: typer.Typer) -> None:
         from rocmstack.validate.pipeline import ValidateOptions
 
         opts = ValidateOptions(report_dir=report, expect_gpus=expect_gpus, skip_smoke=skip_smoke,
-                               skip_bench=skip_bench, baseline=baseline, device=device, smoke_steps=smoke_steps)
+                               skip_bench=skip_bench, baseline=baseline, device=device, smoke_steps=smoke_steps,
+                               doctor_skip=tuple(v.strip() for item in doctor_skip for v in item.split(",") if v.strip()))
         if in_place:
             if image:
                 raise InputError(f"--in-place validates this node; IMAGE {image!r} was given too",

@@ -30,7 +30,8 @@ IN_IMAGE_ROCMSTACK = "/usr/local/bin/rocmstack"  # written by dockerfiles/fragme
 RUN_TIMEOUT_S = 3 * 3600
 QUICK_TIMEOUT_S = 300
 # The open-file limit Ray wants (field notes §3; vime's launch uses the same).
-NOFILE = "nofile=1048576:1048576"
+NOFILE_WANTED = 1048576
+NOFILE = f"nofile={NOFILE_WANTED}:{NOFILE_WANTED}"
 
 Runner = Callable[..., subprocess.CompletedProcess]
 
@@ -55,6 +56,18 @@ def engine_prefix(engine: str) -> tuple[str, ...]:
     return (engine, "--storage-driver", storage_driver())
 
 
+def nofile(engine: str) -> str:
+    """``--ulimit`` value for open files. Daemonless engines (podman, buildah) start the container from this
+    process, which cannot raise its hard limit without CAP_SYS_RESOURCE: ask for what this host allows."""
+    if engine == "docker":
+        return NOFILE
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    n = NOFILE_WANTED if hard == resource.RLIM_INFINITY else min(NOFILE_WANTED, hard)
+    return f"nofile={n}:{n}"
+
+
 def device_flags(engine: str, host: str, *, seccomp_unconfined: bool = False) -> list[str]:
     """Least-privilege device access for the host's GPUs; never --privileged.
 
@@ -70,11 +83,14 @@ def device_flags(engine: str, host: str, *, seccomp_unconfined: bool = False) ->
         flags += ["--device", "/dev/kfd", "--device", "/dev/dri"]
         if engine != "buildah":
             flags += ["--group-add", "video", "--group-add", "render"]
-        flags += ["--ulimit", NOFILE, "--ipc=host"]
+        flags += ["--ulimit", nofile(engine), "--ipc=host"]
     elif host == "nvidia":
         # docker's --gpus goes through the NVIDIA container toolkit; podman and buildah use CDI names.
         flags += ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
-        flags += ["--ulimit", NOFILE, "--ipc=host"]
+        flags += ["--ulimit", nofile(engine), "--ipc=host"]
+    else:
+        # No device on a CPU host, but Ray still needs open files: buildah's default (1024) fails the doctor.
+        flags += ["--ulimit", nofile(engine)]
     if seccomp_unconfined:
         flags += ["--security-opt", "seccomp=unconfined"]
     return flags
@@ -90,6 +106,7 @@ class InImageArgs:
     baseline_name: str | None = None  # file name inside BASELINE_MOUNT
     device: str = "auto"
     smoke_steps: int | None = None
+    doctor_skip: tuple[str, ...] = ()
 
     def argv(self) -> list[str]:
         out = ["validate", "--in-place", "--report", REPORT_MOUNT, "--device", self.device]
@@ -103,6 +120,8 @@ class InImageArgs:
             out += ["--baseline", f"{BASELINE_MOUNT}/{self.baseline_name}"]
         if self.smoke_steps is not None:
             out += ["--smoke-steps", str(self.smoke_steps)]
+        for check in self.doctor_skip:
+            out += ["--doctor-skip", check]
         return out
 
 
@@ -273,7 +292,7 @@ def resolve_engine(choice: str) -> str:
 def in_image_args(opts) -> InImageArgs:
     return InImageArgs(expect_gpus=opts.expect_gpus, skip_smoke=opts.skip_smoke, skip_bench=opts.skip_bench,
                        baseline_name=opts.baseline.name if opts.baseline else None, device=opts.device,
-                       smoke_steps=opts.smoke_steps)
+                       smoke_steps=opts.smoke_steps, doctor_skip=opts.doctor_skip)
 
 
 def inspect(engine: str, image: str) -> dict:

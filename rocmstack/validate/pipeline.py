@@ -53,6 +53,7 @@ class ValidateOptions:
     baseline: Path | None = None
     device: str = "auto"
     smoke_steps: int | None = None
+    doctor_skip: tuple[str, ...] = ()  # doctor check ids left out (recorded in the doctor's report)
     image_root: Path | None = None  # default: $ROCMSTACK_ROOT or /opt/rocmstack
 
     def validated(self) -> ValidateOptions:
@@ -63,6 +64,10 @@ class ValidateOptions:
             raise InputError(f"--expect-gpus {self.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8")
         if self.smoke_steps is not None and self.smoke_steps < 1:
             raise InputError(f"--smoke-steps {self.smoke_steps} must be >= 1", fix="e.g. --smoke-steps 30")
+        if self.doctor_skip:
+            from rocmstack.doctor import select_checks
+
+            select_checks((), self.doctor_skip)  # InputError naming an unknown id, before any work
         if self.baseline is not None and not self.baseline.is_file():
             raise InputError(f"--baseline {self.baseline}: no such file",
                              fix="pass a file written by `rocmstack bench rollout --save-baseline`")
@@ -70,6 +75,7 @@ class ValidateOptions:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["doctor_skip"] = list(self.doctor_skip)
         for key in ("report_dir", "baseline", "image_root"):
             out[key] = str(out[key]) if out[key] is not None else None
         return out
@@ -120,7 +126,8 @@ def run_doctor_stage(opts: ValidateOptions) -> tuple[dict[str, Any], dict[str, A
 
     t0 = time.monotonic()
     try:
-        report = run_doctor(DoctorOptions(expect_gpus=opts.expect_gpus, image_root=opts.image_root))
+        report = run_doctor(DoctorOptions(expect_gpus=opts.expect_gpus, skip=opts.doctor_skip,
+                                          image_root=opts.image_root))
     except Exception as exc:  # noqa: BLE001  (recorded, and the other stages still run)
         return _crash("doctor", exc, t0), None
     status = PASS if report.get("ok") else FAIL

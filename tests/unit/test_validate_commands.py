@@ -19,7 +19,8 @@ def test_image_or_in_place_is_required(cli, tmp_path):
 def test_bad_values_are_one_line_exit_2(cli, tmp_path):
     for args, text in ((["--engine", "lxc"], "--engine 'lxc': unknown engine"),
                        (["--device", "gpu"], "--device 'gpu' is not one of auto, cpu"),
-                       (["--baseline", str(tmp_path / "none.json")], "no such file")):
+                       (["--baseline", str(tmp_path / "none.json")], "no such file"),
+                       (["--doctor-skip", "no-such-check"], "unknown check id 'no-such-check'")):
         r = cli("validate", "localhost/x:1", "--dry-run", "--report", str(tmp_path), *args)
         assert r.code == 2 and text in r.err and len(r.err.strip().splitlines()) == 1, r.err
 

@@ -21,7 +21,17 @@ def test_amd_docker_flags_are_exactly_the_least_privilege_set():
     assert device_flags("docker", "amd") == [
         "--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", "render",
         "--ulimit", "nofile=1048576:1048576", "--ipc=host"]
-    assert device_flags("podman", "amd") == device_flags("docker", "amd")
+    assert device_flags("podman", "amd") == [*device_flags("docker", "amd")[:8], "--ulimit", container.nofile("podman"),
+                                             "--ipc=host"]
+
+
+def test_daemonless_engines_ask_for_the_open_files_this_host_allows():
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    n = 1048576 if hard == resource.RLIM_INFINITY else min(1048576, hard)
+    assert container.nofile("buildah") == container.nofile("podman") == f"nofile={n}:{n}"
+    assert container.nofile("docker") == "nofile=1048576:1048576"  # the daemon's limits apply, not ours
 
 
 def test_buildah_takes_devices_without_group_add():
@@ -36,8 +46,8 @@ def test_nvidia_uses_gpus_on_docker_and_cdi_elsewhere():
 
 
 @pytest.mark.parametrize("engine", container.ENGINES)
-def test_cpu_host_gets_no_device_flags(engine):
-    assert device_flags(engine, "cpu") == []
+def test_cpu_host_gets_no_device_only_the_open_file_limit(engine):
+    assert device_flags(engine, "cpu") == ["--ulimit", container.nofile(engine)]
 
 
 @pytest.mark.parametrize("engine", container.ENGINES)
@@ -65,13 +75,16 @@ def test_buildah_plan_is_from_run_rm_with_the_build_store(tmp_path, monkeypatch)
     monkeypatch.setenv("ROCMSTACK_PODMAN_STORAGE_DRIVER", "vfs")
     base = tmp_path / "base" / "h200.json"
     p = plan(engine="buildah", host="cpu", image="localhost/t:1", report_dir=tmp_path / "rep", container="c1",
-             args=InImageArgs(expect_gpus=0, skip_bench=True, baseline_name="h200.json"), baseline=base)
+             args=InImageArgs(expect_gpus=0, skip_bench=True, baseline_name="h200.json", doctor_skip=("lock-drift",)),
+             baseline=base)
     rep = (tmp_path / "rep").resolve()
-    assert p.setup == ("buildah", "--storage-driver", "vfs", "from", "--pull=never", "--name", "c1", "localhost/t:1")
+    assert p.setup == ("buildah", "--storage-driver", "vfs", "from", "--pull=never", "--name", "c1",
+                       "--ulimit", container.nofile("buildah"), "localhost/t:1")
     assert p.run == ("buildah", "--storage-driver", "vfs", "run", "--isolation", "chroot",
                      "--volume", f"{rep}/.in-image:/report", "--volume", f"{base.resolve().parent}:/baseline:ro",
                      "c1", "--", "/usr/local/bin/rocmstack", "validate", "--in-place", "--report", "/report",
-                     "--device", "auto", "--expect-gpus", "0", "--skip-bench", "--baseline", "/baseline/h200.json")
+                     "--device", "auto", "--expect-gpus", "0", "--skip-bench", "--baseline", "/baseline/h200.json",
+                     "--doctor-skip", "lock-drift")
     assert p.cleanup == ("buildah", "--storage-driver", "vfs", "rm", "c1")
     assert p.shell().splitlines()[1].startswith("buildah --storage-driver vfs run --isolation chroot")
 

@@ -1,0 +1,197 @@
+"""validate -> report -> publish on the podman-built test image, for real: buildah runs rocmstack inside the
+image (chroot isolation: `podman run` needs cgroups this machine lacks), and publish pushes to a real
+registry (Debian's docker-registry, the CNCF distribution server) on localhost, read back with skopeo.
+
+The image is the build test's (tests/integration/test_build_podman.py: debootstrap'd Debian base, the
+tiny-pip fixture recipe); its fixtures and helpers are reused, not copied. That image has no torch, so the
+in-image run here is the doctor (`--skip-smoke --skip-bench`, CPU mode, 0 GPUs expected), without its
+lock-drift check: the fixture's lock records a placeholder torch 0.0 that the image rightly lacks (the
+doctor reports exactly that drift otherwise). The GRPO smoke and the bench inside an image are covered by
+test_validate_image_smoke.py (opt-in: it installs torch into the image; there lock-drift runs too).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from test_build_podman import first_build, podman, podman_env, rocmstack  # noqa: F401  (fixtures and helpers)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+ARGS = ["--expect-gpus", "0", "--skip-smoke", "--skip-bench", "--doctor-skip", "lock-drift"]
+
+
+def _need(tool: str) -> None:
+    if not shutil.which(tool):
+        pytest.skip(f"{tool} is not installed (apt-get install {tool})")
+
+
+@pytest.fixture(scope="module")
+def image(first_build):
+    return first_build["manifest"]["tags"]["refs"][0]
+
+
+@pytest.fixture(scope="module")
+def validated(podman_env, image, tmp_path_factory):
+    _need("buildah")
+    out = tmp_path_factory.mktemp("validate") / "report"
+    proc = rocmstack(podman_env, "validate", image, "--engine", "buildah", *ARGS, "--report", str(out), "--json")
+    return {"proc": proc, "dir": out}
+
+
+def test_validate_in_the_image_passes_in_cpu_mode(validated, first_build):
+    proc = validated["proc"]
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    report = json.loads(proc.stdout)
+    manifest = first_build["manifest"]
+    assert report["passed"] and report["verdict"] == "PASS: doctor (smoke, bench skipped)"
+    assert report["mode"] == "container" and report["render_hash"] == manifest["render_hash"]
+    assert report["image"]["id"].removeprefix("sha256:") == manifest["image"]["id"].removeprefix("sha256:")
+    assert report["image"]["labels"]["dev.rocmstack.recipe"] == "tiny-pip"
+    # The report came from inside: the image's own lock and patch markers, checked by its own rocmstack.
+    assert report["image"]["lock"]["render_hash"] == manifest["render_hash"]
+    assert report["image"]["applied_patches"] == ["tomli-marker"]
+    checks = {c["id"]: c for c in report["doctor"]["report"]["checks"]}
+    assert checks["patches-applied"]["status"] == "pass", checks["patches-applied"]
+    assert checks["nofile-limit"]["status"] in ("pass", "warn")  # the container got the open-file limit
+    assert "lock-drift" not in checks and report["doctor"]["report"]["options"]["skip"] == ["lock-drift"]
+    assert report["doctor"]["report"]["options"]["expect_gpus"] == 0
+    commands = report["engine"]["commands"]
+    assert [c[3] for c in commands] == ["from", "run", "rm"] and commands[1][4:6] == ["--isolation", "chroot"]
+    assert not any(a in ("--privileged", "-e", "--env") for c in commands for a in c)
+    out = validated["dir"]
+    assert {p.name for p in out.iterdir()} == {"report.json", "report.md", "report.html"}
+    assert json.loads((out / "report.json").read_text()) == report
+    assert "image | validate: doctor: running the checks" in proc.stderr  # the in-image progress was shown
+
+
+def test_no_working_container_is_left_behind(validated, podman_env):
+    left = subprocess.run(["buildah", "--storage-driver", "vfs", "containers", "--format", "{{.ContainerName}}"],
+                          env=podman_env, capture_output=True, text=True, timeout=120)
+    assert left.returncode == 0 and "rocmstack-validate-" not in left.stdout
+
+
+def test_dry_run_prints_what_the_real_run_ran(validated, podman_env, image):
+    proc = rocmstack(podman_env, "validate", image, "--engine", "buildah", *ARGS, "--report", str(validated["dir"]),
+                     "--dry-run", "--json")
+    assert proc.returncode == 0, proc.stderr
+    planned = json.loads(proc.stdout)["commands"]
+    ran = json.loads((validated["dir"] / "report.json").read_text())["engine"]["commands"]
+    name = ran[0][ran[0].index("--name") + 1]
+    assert [[a.replace(planned[0][planned[0].index("--name") + 1], name) for a in c] for c in planned] == ran
+
+
+# -- publish -----------------------------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def registry(podman_env, tmp_path_factory):
+    """A real OCI registry on localhost (plain HTTP, so podman and skopeo are told it is insecure)."""
+    _need("docker-registry")
+    _need("skopeo")
+    root = tmp_path_factory.mktemp("registry")
+    port = _free_port()
+    (root / "config.yml").write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\n"
+                                     f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: error\n")
+    (root / "registries.conf").write_text(f'[[registry]]\nlocation = "localhost:{port}"\ninsecure = true\n')
+    log = open(root / "registry.log", "w")
+    proc = subprocess.Popen(["docker-registry", "serve", str(root / "config.yml")], stdout=log, stderr=log)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2).read()
+            break
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, (root / "registry.log").read_text()
+            time.sleep(0.2)
+    env = {**podman_env, "CONTAINERS_REGISTRIES_CONF": str(root / "registries.conf")}
+    yield {"host": f"localhost:{port}", "env": env}
+    proc.terminate()
+    proc.wait(timeout=30)
+    log.close()
+
+
+def _retag(env, manifest, repo: str) -> dict[str, str]:
+    """The build's tags, moved into the registry's namespace: {tag: ref}."""
+    refs = {}
+    for tag in (manifest["tags"]["descriptive"], manifest["tags"]["content"], *manifest["tags"]["aliases"]):
+        ref = f"{repo}:{tag}"
+        assert podman(env, "tag", manifest["image"]["id"], ref).returncode == 0
+        refs[tag] = ref
+    return refs
+
+
+def _remote_hash(env, ref: str) -> str | None:
+    out = subprocess.run(["skopeo", "inspect", "--no-tags", f"docker://{ref}"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    if out.returncode != 0:
+        return None
+    return (json.loads(out.stdout).get("Labels") or {}).get("dev.rocmstack.render-hash", "<no label>")
+
+
+def _edited_report(src: Path, dest: Path, **changes) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    report = json.loads((src / "report.json").read_text())
+    report.update(changes)
+    (dest / "report.json").write_text(json.dumps(report))
+    return dest
+
+
+def test_publish_refuses_a_failed_or_foreign_report(validated, registry, first_build, tmp_path):
+    env, manifest = registry["env"], first_build["manifest"]
+    refs = _retag(env, manifest, f"{registry['host']}/refused/tiny")
+    target = refs[manifest["tags"]["descriptive"]]
+    failed = _edited_report(validated["dir"], tmp_path / "failed", passed=False, verdict="FAIL: doctor fail")
+    proc = rocmstack(env, "publish", target, "--report", str(failed), "--engine", "podman")
+    assert proc.returncode == 1 and "its validation report did not pass (FAIL: doctor fail)" in proc.stderr
+    other = _edited_report(validated["dir"], tmp_path / "other", render_hash="0" * 64)
+    proc = rocmstack(env, "publish", target, "--report", str(other), "--engine", "podman")
+    assert proc.returncode == 1 and "the report is for render hash 000000000000" in proc.stderr
+    assert all(_remote_hash(env, ref) is None for ref in refs.values())  # nothing reached the registry
+
+
+def test_publish_pushes_every_tag_once_and_guards_immutable_ones(validated, registry, first_build):
+    env, manifest = registry["env"], first_build["manifest"]
+    repo = f"{registry['host']}/e2e/tiny"
+    refs = _retag(env, manifest, repo)
+    target = refs[manifest["tags"]["descriptive"]]
+    proc = rocmstack(env, "publish", target, "--report", str(validated["dir"]), "--engine", "podman", "--json")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout)
+    assert sorted(p["ref"] for p in result["pushed"]) == sorted(refs.values())
+    assert all(p["pushed"] for p in result["pushed"])
+    for ref in refs.values():
+        assert _remote_hash(env, ref) == manifest["render_hash"], ref
+    # Again: the immutable tags are already there with this render, so they are left alone.
+    again = json.loads(rocmstack(env, "publish", target, "--report", str(validated["dir"]), "--engine", "podman",
+                                 "--json").stdout)
+    by_ref = {p["ref"]: p for p in again["pushed"]}
+    for tag in (manifest["tags"]["descriptive"], manifest["tags"]["content"]):
+        assert by_ref[refs[tag]]["pushed"] is False
+
+
+def test_publish_never_moves_an_existing_immutable_tag(validated, registry, first_build):
+    env, manifest = registry["env"], first_build["manifest"]
+    repo = f"{registry['host']}/taken/tiny"
+    refs = _retag(env, manifest, repo)
+    descriptive = refs[manifest["tags"]["descriptive"]]
+    # Someone pushed another image (the bare base: no render-hash label) under the descriptive tag first.
+    squatter = f"{repo}:squat"
+    assert podman(env, "tag", first_build["manifest"]["base"]["id"], squatter).returncode == 0
+    assert podman(env, "push", squatter, descriptive, timeout=600).returncode == 0
+    proc = rocmstack(env, "publish", descriptive, "--report", str(validated["dir"]), "--engine", "podman")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert f"refusing to push {descriptive}: it already exists in the registry with render hash no rocmstack " \
+           "render-hash label" in proc.stderr
+    assert _remote_hash(env, refs[manifest["tags"]["content"]]) is None  # refused before anything was pushed
