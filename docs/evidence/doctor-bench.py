@@ -1,6 +1,6 @@
 """Wall-time benchmark of `rocmstack doctor` (whole command: interpreter start, probes, report).
 
-    python3 docs/evidence/doctor-bench.py --runs 5 [--cmd "python3 -m rocmstack doctor"] [-- extra doctor args]
+    python3 docs/evidence/doctor-bench.py --runs 5 [--cmd "python3 -m rocmstack doctor"] [-- doctor args]
 
 Runs one untimed warm-up of each mode (first torch import reads cold files), then --runs timed runs of the
 full doctor and of --fast, and prints min / median / max per mode as JSON. Targets (issue 5, section 8):
@@ -37,9 +37,13 @@ def main() -> None:
             seconds, code = timed(argv)
             samples.append(seconds)
             codes.add(code)
-        out["modes"][mode] = {"min_s": round(min(samples), 3), "median_s": round(statistics.median(samples), 3),
-                              "max_s": round(max(samples), 3), "exit_codes": sorted(codes),
-                              "samples_s": [round(s, 3) for s in samples]}
+        out["modes"][mode] = {
+            "min_s": round(min(samples), 3),
+            "median_s": round(statistics.median(samples), 3),
+            "max_s": round(max(samples), 3),
+            "exit_codes": sorted(codes),
+            "samples_s": [round(s, 3) for s in samples],
+        }
     print(json.dumps(out, indent=2))
 
 

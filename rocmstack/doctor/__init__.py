@@ -18,7 +18,7 @@ _EXPORTS = {
     "select_checks": "rocmstack.doctor.runner",
     "run_cluster": "rocmstack.doctor.cluster",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = ["SCHEMA", "DoctorOptions", "Status", "run_cluster", "run_doctor", "select_checks"]
 
 
 def __getattr__(name: str):

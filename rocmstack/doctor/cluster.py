@@ -32,21 +32,30 @@ def _label(node: dict) -> str:
     return f"{node.get('NodeManagerAddress', '?')}:{node.get('NodeManagerPort', '?')}"
 
 
-def run_cluster(opts: DoctorOptions, address: str, *, timeout: float = 180.0,
-                progress: Callable[[str], None] = lambda _msg: None) -> dict:
+def run_cluster(
+    opts: DoctorOptions,
+    address: str,
+    *,
+    timeout: float = 180.0,
+    progress: Callable[[str], None] = lambda _msg: None,
+) -> dict:
     try:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     except ImportError as exc:
-        raise EngineError(f"--ray-address needs Ray in this environment ({exc})", fix="pip install 'ray[default]'")
+        raise EngineError(
+            f"--ray-address needs Ray in this environment ({exc})", fix="pip install 'ray[default]'"
+        )
     t0 = time.monotonic()
     _reachable(address)
     payload = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k in PORTABLE}
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except Exception as exc:  # ConnectionError, ValueError on a bad address, ...
-        raise EngineError(f"cannot connect to the Ray cluster at {address!r}: {exc}",
-                          fix="give the head's GCS address (host:port) or 'auto' on a cluster node")
+        raise EngineError(
+            f"cannot connect to the Ray cluster at {address!r}: {exc}",
+            fix="give the head's GCS address (host:port) or 'auto' on a cluster node",
+        )
     try:
         alive = [n for n in ray.nodes() if n.get("Alive")]
         task = ray.remote(num_cpus=0, num_gpus=0, max_retries=0)(_node_doctor)
@@ -54,15 +63,25 @@ def run_cluster(opts: DoctorOptions, address: str, *, timeout: float = 180.0,
         nodes: dict[str, dict] = {}
         for n in alive:
             node_id = n["NodeID"]
-            nodes[node_id] = {"node_id": node_id, "label": _label(n), "address": n.get("NodeManagerAddress"),
-                              "state": "running", "error": None, "report": None}
-            ref = task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(payload)
+            nodes[node_id] = {
+                "node_id": node_id,
+                "label": _label(n),
+                "address": n.get("NodeManagerAddress"),
+                "state": "running",
+                "error": None,
+                "report": None,
+            }
+            ref = task.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+            ).remote(payload)
             pending[ref] = node_id
         progress(f"dispatched to {len(alive)} node(s)")
         deadline = t0 + timeout
         last_poll = 0.0
         while pending and time.monotonic() < deadline:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=min(1.0, max(0.05, deadline - time.monotonic())))
+            ready, _ = ray.wait(
+                list(pending), num_returns=1, timeout=min(1.0, max(0.05, deadline - time.monotonic()))
+            )
             for ref in ready:
                 node = nodes[pending.pop(ref)]
                 try:
@@ -71,7 +90,9 @@ def run_cluster(opts: DoctorOptions, address: str, *, timeout: float = 180.0,
                 except Exception as exc:  # the task failed: its node died, its worker crashed, ...
                     # The owner can hear of the lost worker before the GCS marks the node dead: give the
                     # health check a few seconds to tell the two apart.
-                    died = _dead_within(ray, node["node_id"], min(DEATH_GRACE_S, max(0.0, deadline - time.monotonic())))
+                    died = _dead_within(
+                        ray, node["node_id"], min(DEATH_GRACE_S, max(0.0, deadline - time.monotonic()))
+                    )
                     node["state"] = "died" if died else "error"
                     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                     node["error"] = f"{type(exc).__name__}: {first}"[:500]
@@ -99,12 +120,24 @@ def run_cluster(opts: DoctorOptions, address: str, *, timeout: float = 180.0,
                 ids.append(c["id"])
     bad = [n for n in ordered if n["state"] != "ok"]
     ok = bool(ordered) and not bad
-    verdict = (f"READY: {len(ordered)} node(s) pass" if ok else
-               "NOT READY: " + ", ".join(f"{n['label']} {n['state']}" for n in bad) if bad else
-               "NOT READY: no alive node")
-    return {"schema": SCHEMA, "mode": "cluster", "address": address, "seconds": round(time.monotonic() - t0, 3),
-            "check_ids": ids, "nodes": ordered, "ok": ok, "verdict": verdict,
-            "options": payload}
+    verdict = (
+        f"READY: {len(ordered)} node(s) pass"
+        if ok
+        else "NOT READY: " + ", ".join(f"{n['label']} {n['state']}" for n in bad)
+        if bad
+        else "NOT READY: no alive node"
+    )
+    return {
+        "schema": SCHEMA,
+        "mode": "cluster",
+        "address": address,
+        "seconds": round(time.monotonic() - t0, 3),
+        "check_ids": ids,
+        "nodes": ordered,
+        "ok": ok,
+        "verdict": verdict,
+        "options": payload,
+    }
 
 
 def _reachable(address: str) -> None:
@@ -115,8 +148,10 @@ def _reachable(address: str) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
     except OSError as exc:
-        raise EngineError(f"cannot connect to the Ray cluster at {address!r}: {exc.strerror or exc}",
-                          fix="give the head's GCS address (host:port, as printed by `ray start --head`)") from None
+        raise EngineError(
+            f"cannot connect to the Ray cluster at {address!r}: {exc.strerror or exc}",
+            fix="give the head's GCS address (host:port, as printed by `ray start --head`)",
+        ) from None
 
 
 def _dead_within(ray, node_id: str, seconds: float) -> bool:

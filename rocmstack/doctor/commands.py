@@ -34,22 +34,36 @@ def register(app: typer.Typer) -> None:
     @app.command("doctor")
     def doctor(
         fast: bool = typer.Option(False, "--fast", help="Skip every probe that imports torch, Ray or vLLM."),
-        deep: bool = typer.Option(False, "--deep", help="Also initialise the GPU runtime in the torch probe."),
-        expect_gpus: int | None = typer.Option(None, "--expect-gpus", metavar="N",
-                                               help="GPUs this node must show (after the visibility masks)."),
-        only: list[str] = typer.Option([], "--only", metavar="ID", help="Run only these check ids (repeat or a,b)."),
+        deep: bool = typer.Option(
+            False, "--deep", help="Also initialise the GPU runtime in the torch probe."
+        ),
+        expect_gpus: int | None = typer.Option(
+            None, "--expect-gpus", metavar="N", help="GPUs this node must show (after the visibility masks)."
+        ),
+        only: list[str] = typer.Option(
+            [], "--only", metavar="ID", help="Run only these check ids (repeat or a,b)."
+        ),
         skip: list[str] = typer.Option([], "--skip", metavar="ID", help="Leave these check ids out."),
         list_checks: bool = typer.Option(False, "--list-checks", help="List the checks and exit."),
-        json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (schema rocmstack.doctor/1)."),
-        markdown: bool = typer.Option(False, "--markdown", help="Print the report as Markdown (CI job summary)."),
-        junit: Path | None = typer.Option(None, "--junit", metavar="FILE", help="Also write JUnit XML to FILE."),
-        ray_address: str | None = typer.Option(None, "--ray-address", metavar="ADDR",
-                                               help="Run on every alive node of this Ray cluster."),
-        tensor_parallel: int | None = typer.Option(None, "--tensor-parallel", metavar="N",
-                                                   help="Rollout TP size, to judge allocator x all-reduce."),
+        json_out: bool = typer.Option(
+            False, "--json", help="Print the report as JSON (schema rocmstack.doctor/1)."
+        ),
+        markdown: bool = typer.Option(
+            False, "--markdown", help="Print the report as Markdown (CI job summary)."
+        ),
+        junit: Path | None = typer.Option(
+            None, "--junit", metavar="FILE", help="Also write JUnit XML to FILE."
+        ),
+        ray_address: str | None = typer.Option(
+            None, "--ray-address", metavar="ADDR", help="Run on every alive node of this Ray cluster."
+        ),
+        tensor_parallel: int | None = typer.Option(
+            None, "--tensor-parallel", metavar="N", help="Rollout TP size, to judge allocator x all-reduce."
+        ),
         timeout: float = typer.Option(30.0, "--timeout", metavar="S", help="Time limit of each probe (s)."),
-        cluster_timeout: float = typer.Option(180.0, "--cluster-timeout", metavar="S",
-                                              help="Time limit of a cluster run (s)."),
+        cluster_timeout: float = typer.Option(
+            180.0, "--cluster-timeout", metavar="S", help="Time limit of a cluster run (s)."
+        ),
         sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
         dev_root: Path = typer.Option(Path("/dev"), "--dev-root", hidden=True),
         proc_root: Path = typer.Option(Path("/proc"), "--proc-root", hidden=True),
@@ -67,19 +81,44 @@ def register(app: typer.Typer) -> None:
             if value <= 0:
                 raise InputError(f"{name} {value} must be positive", fix=f"e.g. {name} 30")
         if expect_gpus is not None and expect_gpus < 0:
-            raise InputError(f"--expect-gpus {expect_gpus} is negative", fix="give the number of GPUs, e.g. 8")
+            raise InputError(
+                f"--expect-gpus {expect_gpus} is negative", fix="give the number of GPUs, e.g. 8"
+            )
         if tensor_parallel is not None and tensor_parallel < 1:
-            raise InputError(f"--tensor-parallel {tensor_parallel} must be >= 1", fix="e.g. --tensor-parallel 2")
+            raise InputError(
+                f"--tensor-parallel {tensor_parallel} must be >= 1", fix="e.g. --tensor-parallel 2"
+            )
         if fast and deep:
-            raise InputError("--fast and --deep both given", fix="--deep initialises torch's runtime; drop one")
-        opts = DoctorOptions(fast=fast, deep=deep, expect_gpus=expect_gpus, only=_ids(only), skip=_ids(skip),
-                             tensor_parallel=tensor_parallel, probe_timeout=timeout,
-                             sysfs_root=sysfs_root, dev_root=dev_root, proc_root=proc_root)
+            raise InputError(
+                "--fast and --deep both given", fix="--deep initialises torch's runtime; drop one"
+            )
+        opts = DoctorOptions(
+            fast=fast,
+            deep=deep,
+            expect_gpus=expect_gpus,
+            only=_ids(only),
+            skip=_ids(skip),
+            tensor_parallel=tensor_parallel,
+            probe_timeout=timeout,
+            sysfs_root=sysfs_root,
+            dev_root=dev_root,
+            proc_root=proc_root,
+        )
         checks = select_checks(opts.only, opts.skip)  # validates ids before any work
         if list_checks:
             if json_out:
-                print_json([{"id": c.id, "group": c.group, "title": c.title, "needs": sorted(c.needs),
-                             "source": c.source} for c in ALL_CHECKS])
+                print_json(
+                    [
+                        {
+                            "id": c.id,
+                            "group": c.group,
+                            "title": c.title,
+                            "needs": sorted(c.needs),
+                            "source": c.source,
+                        }
+                        for c in ALL_CHECKS
+                    ]
+                )
             else:
                 list_checks_table(checks if (opts.only or opts.skip) else ALL_CHECKS, stdout())
             return
@@ -87,9 +126,15 @@ def register(app: typer.Typer) -> None:
         if ray_address:
             from rocmstack.doctor.cluster import run_cluster
 
-            with _stdout_to_stderr():  # Ray's driver threads print node events on stdout; keep it for the report
-                report = run_cluster(opts, ray_address, timeout=cluster_timeout,
-                                     progress=lambda msg: err.print(f"[dim]doctor:[/dim] {msg}"))
+            with (
+                _stdout_to_stderr()
+            ):  # Ray's driver threads print node events on stdout; keep it for the report
+                report = run_cluster(
+                    opts,
+                    ray_address,
+                    timeout=cluster_timeout,
+                    progress=lambda msg: err.print(f"[dim]doctor:[/dim] {msg}"),
+                )
         else:
             from rocmstack.doctor.runner import run_doctor
 
@@ -103,7 +148,9 @@ def register(app: typer.Typer) -> None:
             try:
                 junit.write_text(render_junit(report), encoding="utf-8")
             except OSError as exc:
-                raise InputError(f"--junit {junit}: {exc.strerror}", fix="give a writable file path") from None
+                raise InputError(
+                    f"--junit {junit}: {exc.strerror}", fix="give a writable file path"
+                ) from None
         if json_out:
             print_json(report)
         elif markdown:

@@ -56,14 +56,16 @@ def errored(summary: str, *details: str, fix: str | None = None) -> Result:
 
 @dataclass(frozen=True)
 class Check:
-    """One check: a stable id (never renamed: CI filters on it), a group, and a pure function of a snapshot."""
+    """One check: a stable id (never renamed: CI filters on it), a group, a pure function of a snapshot."""
 
     id: str
     group: str
     title: str
     run: Callable[[Snapshot, DoctorOptions], Result]
     source: str  # where the failure mode is documented
-    needs: frozenset[str] = frozenset()  # probes ("torch", "ray", "vllm", "amdsmi", "nvml") and "tools"/"partition"
+    needs: frozenset[str] = (
+        frozenset()
+    )  # probes ("torch", "ray", "vllm", "amdsmi", "nvml") and "tools"/"partition"
 
 
 @dataclass(frozen=True)

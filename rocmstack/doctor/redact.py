@@ -8,8 +8,24 @@ from collections.abc import Mapping
 REDACTED = "<redacted>"
 SECRET_WORDS = ("token", "secret", "key", "password", "passwd", "credential")
 SECRET_NAMES = ("HF_TOKEN", "WANDB_API_KEY", "HUGGING_FACE_HUB_TOKEN")
-DUMP_PREFIXES = ("HIP_", "ROCR_", "CUDA_", "HSA_", "ROCM", "RAY_", "PYTORCH_", "TORCH_", "VLLM_", "SGLANG_",
-                 "NCCL_", "RCCL_", "AMD_", "HF_", "WANDB_", "ROCMSTACK_")
+DUMP_PREFIXES = (
+    "HIP_",
+    "ROCR_",
+    "CUDA_",
+    "HSA_",
+    "ROCM",
+    "RAY_",
+    "PYTORCH_",
+    "TORCH_",
+    "VLLM_",
+    "SGLANG_",
+    "NCCL_",
+    "RCCL_",
+    "AMD_",
+    "HF_",
+    "WANDB_",
+    "ROCMSTACK_",
+)
 
 
 def is_secret(name: str) -> bool:
@@ -24,8 +40,11 @@ def secret_values(env: Mapping[str, str]) -> list[str]:
 
 def env_dump(env: Mapping[str, str]) -> dict[str, str]:
     """The variables that matter to a GPU job, secrets masked."""
-    return {k: (REDACTED if is_secret(k) else v) for k, v in sorted(env.items())
-            if k.startswith(DUMP_PREFIXES) or is_secret(k)}
+    return {
+        k: (REDACTED if is_secret(k) else v)
+        for k, v in sorted(env.items())
+        if k.startswith(DUMP_PREFIXES) or is_secret(k)
+    }
 
 
 def scrub(obj: object, secrets: list[str]) -> object:

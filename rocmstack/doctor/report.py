@@ -11,7 +11,13 @@ from rich.text import Text
 
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold magenta", "skip": "dim"}
 MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "error": "ERROR", "skip": "skip"}
-NODE_STYLE = {"ok": "green", "failed": "bold red", "died": "bold red", "timeout": "bold red", "error": "bold magenta"}
+NODE_STYLE = {
+    "ok": "green",
+    "failed": "bold red",
+    "died": "bold red",
+    "timeout": "bold red",
+    "error": "bold magenta",
+}
 
 
 def render_table(report: dict, console: Console) -> None:
@@ -19,10 +25,12 @@ def render_table(report: dict, console: Console) -> None:
         render_cluster_table(report, console)
         return
     plat = report.get("platform", {})
-    console.print(f"[bold]rocmstack doctor[/bold] on {report['host']}  vendor={plat.get('vendor')}  "
-                  f"python={plat.get('python')}  GPUs: {plat.get('physical_gpus')} on the node, "
-                  f"{plat.get('visible_gpus') if plat.get('visible_gpus') is not None else 'all'} visible  "
-                  f"({report['seconds']:.2f} s{', --fast' if report['options']['fast'] else ''})")
+    console.print(
+        f"[bold]rocmstack doctor[/bold] on {report['host']}  vendor={plat.get('vendor')}  "
+        f"python={plat.get('python')}  GPUs: {plat.get('physical_gpus')} on the node, "
+        f"{plat.get('visible_gpus') if plat.get('visible_gpus') is not None else 'all'} visible  "
+        f"({report['seconds']:.2f} s{', --fast' if report['options']['fast'] else ''})"
+    )
     sources = Table(title="GPU sources", title_justify="left", show_edge=False, pad_edge=False)
     for col in ("source", "scope", "count", "how"):
         sources.add_column(col)
@@ -47,8 +55,10 @@ def render_table(report: dict, console: Console) -> None:
 
 
 def render_cluster_table(report: dict, console: Console) -> None:
-    console.print(f"[bold]rocmstack doctor[/bold] cluster {report['address']}: {len(report['nodes'])} node(s) "
-                  f"({report['seconds']:.1f} s)")
+    console.print(
+        f"[bold]rocmstack doctor[/bold] cluster {report['address']}: {len(report['nodes'])} node(s) "
+        f"({report['seconds']:.1f} s)"
+    )
     ids = report.get("check_ids", [])
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("node")
@@ -57,16 +67,22 @@ def render_cluster_table(report: dict, console: Console) -> None:
         table.add_column(cid, justify="center", overflow="fold")
     for node in report["nodes"]:
         statuses = {c["id"]: c["status"] for c in (node.get("report") or {}).get("checks", [])}
-        cells = [Text(MARK[statuses[c]], style=STYLE[statuses[c]]) if c in statuses else Text("-") for c in ids]
+        cells = [
+            Text(MARK[statuses[c]], style=STYLE[statuses[c]]) if c in statuses else Text("-") for c in ids
+        ]
         table.add_row(node["label"], Text(node["state"], style=NODE_STYLE.get(node["state"], "")), *cells)
     console.print(table)
     for node in report["nodes"]:
         if node["state"] != "ok":
-            console.print(f"[bold]{node['label']}[/bold]: {node['state']}" +
-                          (f": {node['error']}" if node.get("error") else ""))
+            console.print(
+                f"[bold]{node['label']}[/bold]: {node['state']}"
+                + (f": {node['error']}" if node.get("error") else "")
+            )
             for c in (node.get("report") or {}).get("checks", []):
                 if c["status"] in ("fail", "error"):
-                    console.print(f"  {c['id']}: {c['summary']}" + (f"\n    fix: {c['fix']}" if c.get("fix") else ""))
+                    console.print(
+                        f"  {c['id']}: {c['summary']}" + (f"\n    fix: {c['fix']}" if c.get("fix") else "")
+                    )
     console.print(Text(report["verdict"], style="bold green" if report.get("ok") else "bold red"))
 
 
@@ -79,39 +95,73 @@ def render_markdown(report: dict) -> str:
     lines = []
     if report.get("mode") == "cluster":
         ids = report.get("check_ids", [])
-        lines += [f"## rocmstack doctor: cluster {report['address']}", "", f"**{_md(report['verdict'])}**", "",
-                  "| node | state | " + " | ".join(ids) + " |", "|---|---|" + "---|" * len(ids)]
+        lines += [
+            f"## rocmstack doctor: cluster {report['address']}",
+            "",
+            f"**{_md(report['verdict'])}**",
+            "",
+            "| node | state | " + " | ".join(ids) + " |",
+            "|---|---|" + "---|" * len(ids),
+        ]
         for node in report["nodes"]:
             st = {c["id"]: c["status"] for c in (node.get("report") or {}).get("checks", [])}
-            lines.append(f"| {_md(node['label'])} | {node['state']} | "
-                         + " | ".join(icon.get(st.get(c, ""), "-") for c in ids) + " |")
+            lines.append(
+                f"| {_md(node['label'])} | {node['state']} | "
+                + " | ".join(icon.get(st.get(c, ""), "-") for c in ids)
+                + " |"
+            )
         return "\n".join(lines) + "\n"
     plat = report.get("platform", {})
-    lines += [f"## rocmstack doctor: {_md(report['host'])}", "",
-              f"**{_md(report['verdict'])}** — vendor `{plat.get('vendor')}`, {plat.get('physical_gpus')} GPU(s), "
-              f"python {plat.get('python')}, {report['seconds']:.2f} s", "",
-              "| check | status | result | fix |", "|---|---|---|---|"]
+    lines += [
+        f"## rocmstack doctor: {_md(report['host'])}",
+        "",
+        f"**{_md(report['verdict'])}** — vendor `{plat.get('vendor')}`, {plat.get('physical_gpus')} GPU(s), "
+        f"python {plat.get('python')}, {report['seconds']:.2f} s",
+        "",
+        "| check | status | result | fix |",
+        "|---|---|---|---|",
+    ]
     for c in report["checks"]:
-        lines.append(f"| `{c['id']}` | {icon[c['status']]} {c['status']} | {_md(c['summary'])} | "
-                     f"{_md(c.get('fix') or '') if c['status'] != 'pass' else ''} |")
+        lines.append(
+            f"| `{c['id']}` | {icon[c['status']]} {c['status']} | {_md(c['summary'])} | "
+            f"{_md(c.get('fix') or '') if c['status'] != 'pass' else ''} |"
+        )
     lines += ["", "| GPU source | scope | count | how |", "|---|---|---|---|"]
     for s in report.get("sources", []):
-        lines.append(f"| {s['name']} | {s['scope']} | {'-' if s['count'] is None else s['count']} | {_md(s['detail'])} |")
+        lines.append(
+            f"| {s['name']} | {s['scope']} | {'-' if s['count'] is None else s['count']} | "
+            f"{_md(s['detail'])} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def _suite(name: str, report: dict) -> ET.Element:
     checks = report.get("checks", [])
-    suite = ET.Element("testsuite", name=name, tests=str(len(checks)),
-                       failures=str(sum(c["status"] == "fail" for c in checks)),
-                       errors=str(sum(c["status"] == "error" for c in checks)),
-                       skipped=str(sum(c["status"] == "skip" for c in checks)),
-                       time=f"{report.get('seconds', 0):.3f}")
+    suite = ET.Element(
+        "testsuite",
+        name=name,
+        tests=str(len(checks)),
+        failures=str(sum(c["status"] == "fail" for c in checks)),
+        errors=str(sum(c["status"] == "error" for c in checks)),
+        skipped=str(sum(c["status"] == "skip" for c in checks)),
+        time=f"{report.get('seconds', 0):.3f}",
+    )
     for c in checks:
-        case = ET.SubElement(suite, "testcase", classname=f"{name}.{c['group']}", name=c["id"],
-                             time=f"{c.get('seconds', 0):.4f}")
-        body = "\n".join([c["summary"], *c.get("details", []), *([f"fix: {c['fix']}"] if c.get("fix") else []),
-                          f"source: {c['source']}"])
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"{name}.{c['group']}",
+            name=c["id"],
+            time=f"{c.get('seconds', 0):.4f}",
+        )
+        body = "\n".join(
+            [
+                c["summary"],
+                *c.get("details", []),
+                *([f"fix: {c['fix']}"] if c.get("fix") else []),
+                f"source: {c['source']}",
+            ]
+        )
         if c["status"] == "fail":
             ET.SubElement(case, "failure", message=c["summary"], type="fail").text = body
         elif c["status"] == "error":
@@ -130,11 +180,19 @@ def render_junit(report: dict) -> str:
             if node.get("report"):
                 root.append(_suite(f"doctor.{node['label']}", node["report"]))
             else:
-                suite = ET.SubElement(root, "testsuite", name=f"doctor.{node['label']}", tests="1", failures="0",
-                                      errors="1", skipped="0")
+                suite = ET.SubElement(
+                    root,
+                    "testsuite",
+                    name=f"doctor.{node['label']}",
+                    tests="1",
+                    failures="0",
+                    errors="1",
+                    skipped="0",
+                )
                 case = ET.SubElement(suite, "testcase", classname="doctor.cluster", name="node")
-                ET.SubElement(case, "error", message=f"node {node['state']}", type=node["state"]).text = \
+                ET.SubElement(case, "error", message=f"node {node['state']}", type=node["state"]).text = (
                     node.get("error") or ""
+                )
     else:
         root.append(_suite(f"doctor.{report['host']}", report))
     ET.indent(root)

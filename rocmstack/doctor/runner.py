@@ -32,20 +32,32 @@ def select_checks(only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> lis
 def run_doctor(options: DoctorOptions | None = None) -> dict:
     opts = options or DoctorOptions()
     if opts.expect_gpus is not None and opts.expect_gpus < 0:
-        raise InputError(f"--expect-gpus {opts.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8")
+        raise InputError(
+            f"--expect-gpus {opts.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8"
+        )
     checks = select_checks(opts.only, opts.skip)
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
     needs = frozenset().union(*(c.needs for c in checks))
     tools = (VENDOR_TOOLS if "tools" in needs else frozenset()) | (
-        {"amd-smi-partition"} if "partition" in needs else frozenset())
+        {"amd-smi-partition"} if "partition" in needs else frozenset()
+    )
     env = opts.environ()
     probe_env = {**env, "ROCMSTACK_PROBE_DEEP": "1"} if opts.deep else env
-    snap = take_snapshot(SnapshotRequest(
-        probes=needs & PROBES, tools=frozenset(tools), fast=opts.fast, python=opts.python or default_python(),
-        env=probe_env, probe_timeout=opts.probe_timeout, tool_timeout=opts.tool_timeout, sysfs_root=opts.sysfs_root,
-        dev_root=opts.dev_root, proc_root=opts.proc_root,
-    ))
+    snap = take_snapshot(
+        SnapshotRequest(
+            probes=needs & PROBES,
+            tools=frozenset(tools),
+            fast=opts.fast,
+            python=opts.python or default_python(),
+            env=probe_env,
+            probe_timeout=opts.probe_timeout,
+            tool_timeout=opts.tool_timeout,
+            sysfs_root=opts.sysfs_root,
+            dev_root=opts.dev_root,
+            proc_root=opts.proc_root,
+        )
+    )
     results = []
     for check in checks:
         c0 = time.monotonic()
@@ -53,15 +65,26 @@ def run_doctor(options: DoctorOptions | None = None) -> dict:
             result = check.run(snap, opts)
         except Exception as exc:  # a check bug must not hide the other findings
             result = errored(f"check crashed: {type(exc).__name__}: {exc}")
-        results.append({
-            "id": check.id, "group": check.group, "title": check.title, "status": result.status.value,
-            "summary": result.summary, "details": list(result.details), "fix": result.fix,
-            "source": check.source, "seconds": round(time.monotonic() - c0, 4),
-        })
+        results.append(
+            {
+                "id": check.id,
+                "group": check.group,
+                "title": check.title,
+                "status": result.status.value,
+                "summary": result.summary,
+                "details": list(result.details),
+                "fix": result.fix,
+                "source": check.source,
+                "seconds": round(time.monotonic() - c0, 4),
+            }
+        )
     try:
         platform = {
-            "vendor": snap.vendor(), "rocm_env": snap.rocm_env(), "python": snap.python_version,
-            "physical_gpus": snap.physical_count(), "visible_gpus": snap.masks().visible_count,
+            "vendor": snap.vendor(),
+            "rocm_env": snap.rocm_env(),
+            "python": snap.python_version,
+            "physical_gpus": snap.physical_count(),
+            "visible_gpus": snap.masks().visible_count,
         }
         sources = [s.as_dict() for s in snap.sources()]
     except Exception as exc:  # same rule as a check: report, never crash
@@ -75,8 +98,14 @@ def run_doctor(options: DoctorOptions | None = None) -> dict:
         "host": socket.gethostname(),
         "started_at": started.isoformat(timespec="seconds"),
         "seconds": round(time.monotonic() - t0, 3),
-        "options": {"fast": opts.fast, "deep": opts.deep, "expect_gpus": opts.expect_gpus, "only": list(opts.only),
-                    "skip": list(opts.skip), "tensor_parallel": opts.tensor_parallel},
+        "options": {
+            "fast": opts.fast,
+            "deep": opts.deep,
+            "expect_gpus": opts.expect_gpus,
+            "only": list(opts.only),
+            "skip": list(opts.skip),
+            "tensor_parallel": opts.tensor_parallel,
+        },
         "platform": platform,
         "sources": sources,
         "checks": results,

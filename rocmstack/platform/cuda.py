@@ -52,11 +52,15 @@ def parse_nvidia_smi_csv(text: str) -> list[NvidiaSmiGpu]:
     for row in rows[header_at + 1 :]:
         if len(row) != len(cols) or not row[cols["index"]].isdigit():
             continue
-
-        def get(name: str) -> str:
-            return row[cols[name]] if name in cols else ""
-
-        gpus.append(NvidiaSmiGpu(int(get("index")), get("name"), get("uuid"), get("pci.bus_id") or get("pci.bus")))
+        field = {name: row[i] for name, i in cols.items()}
+        gpus.append(
+            NvidiaSmiGpu(
+                int(field["index"]),
+                field.get("name", ""),
+                field.get("uuid", ""),
+                field.get("pci.bus_id") or field.get("pci.bus", ""),
+            )
+        )
     return gpus
 
 

@@ -56,20 +56,27 @@ def _select(pool: list[int], toks: list[str], var: str, problems: list[str]) -> 
 
 
 def mask_view(vendor: str, physical: int, env: Mapping[str, str]) -> MaskView:
-    rocr, hip, cuda = (env.get(k) for k in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"))
+    rocr, hip, cuda = (
+        env.get(k) for k in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+    )
     set_vars = tuple(
-        k for k in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if env.get(k) is not None
+        k
+        for k in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+        if env.get(k) is not None
     )
     problems: list[str] = []
     # No device found: index checks would be noise; only the structural rules apply.
     pool: list[int] | None = list(range(physical)) if physical > 0 else None
     if vendor == "amd":
         if rocr is not None and hip is None:
-            problems.append(f"ROCR_VISIBLE_DEVICES is set without HIP_VISIBLE_DEVICES: Ray raises {RAY_ROCR_ERROR}")
+            problems.append(
+                f"ROCR_VISIBLE_DEVICES is set without HIP_VISIBLE_DEVICES: Ray raises {RAY_ROCR_ERROR}"
+            )
         if hip is not None and cuda is not None and tokens(hip) != tokens(cuda):
             problems.append(
                 f"HIP_VISIBLE_DEVICES={hip} and CUDA_VISIBLE_DEVICES={cuda} disagree: Ray releases with the "
-                "consistency guard raise ValueError ('Inconsistant values found'), vLLM's ROCm platform asserts "
+                "consistency guard raise ValueError ('Inconsistant values found'), vLLM's ROCm platform "
+                "asserts "
                 "they match, torch silently prefers HIP"
             )
         rocr_toks = tokens(rocr)
@@ -80,11 +87,13 @@ def mask_view(vendor: str, physical: int, env: Mapping[str, str]) -> MaskView:
         if hip_toks is not None and pool is not None:
             if rocr_toks is not None and len(hip_toks) > len(pool):
                 problems.append(
-                    f"HIP_VISIBLE_DEVICES lists {len(hip_toks)} devices but ROCR_VISIBLE_DEVICES leaves {len(pool)}: "
+                    f"HIP_VISIBLE_DEVICES lists {len(hip_toks)} devices but ROCR_VISIBLE_DEVICES leaves "
+                    f"{len(pool)}: "
                     "torch raises 'HIP_VISIBLE_DEVICES contains more devices than ROCR_VISIBLE_DEVICES'"
                 )
-            pool = _select(pool, hip_toks, "HIP_VISIBLE_DEVICES" if hip is not None else "CUDA_VISIBLE_DEVICES",
-                           problems)
+            pool = _select(
+                pool, hip_toks, "HIP_VISIBLE_DEVICES" if hip is not None else "CUDA_VISIBLE_DEVICES", problems
+            )
         visible = None if pool is None else tuple(pool)
     else:
         after_rocr = None if pool is None else tuple(pool)

@@ -28,7 +28,7 @@ class KfdNode:
 
 
 def gfx_name(target_version: int) -> str:
-    """KFD's ``gfx_target_version`` (e.g. 90402, 90010, 110000) as an LLVM target (gfx942, gfx90a, gfx1100)."""
+    """KFD's ``gfx_target_version`` (90402, 90010, 110000) as an LLVM target (gfx942, gfx90a, gfx1100)."""
     major, minor, step = target_version // 10000, (target_version // 100) % 100, target_version % 100
     return f"gfx{major}{minor}{step:x}"
 

@@ -135,12 +135,23 @@ class GpuSource:
     detail: str
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "vendor": self.vendor, "scope": self.scope, "count": self.count,
-                "detail": self.detail}
+        return {
+            "name": self.name,
+            "vendor": self.vendor,
+            "scope": self.scope,
+            "count": self.count,
+            "detail": self.detail,
+        }
 
 
-def _probe_source(snap: Snapshot, probe: str, name: str, vendor: str, scope: str,
-                  count_of: Callable[[dict], tuple[int | None, str]]) -> GpuSource:
+def _probe_source(
+    snap: Snapshot,
+    probe: str,
+    name: str,
+    vendor: str,
+    scope: str,
+    count_of: Callable[[dict], tuple[int | None, str]],
+) -> GpuSource:
     result = snap.probes.get(probe)
     if result is None:
         return GpuSource(name, vendor, scope, None, snap.not_run.get(probe, "not run"))
@@ -171,7 +182,9 @@ def _torch_count(data: dict) -> tuple[int | None, str]:
         return None, f"import torch: {data['import_error']}"
     if "device_error" in data:
         return None, data["device_error"]
-    flavour = f"HIP {data['hip']}" if data.get("hip") else (f"CUDA {data['cuda']}" if data.get("cuda") else "CPU")
+    flavour = (
+        f"HIP {data['hip']}" if data.get("hip") else (f"CUDA {data['cuda']}" if data.get("cuda") else "CPU")
+    )
     return data.get("count"), f"torch {data.get('version')} ({flavour}) device_count()"
 
 
@@ -195,28 +208,52 @@ def gpu_sources(snap: Snapshot) -> list[GpuSource]:
     want_nvidia = vendor in ("nvidia", "none")
     if want_amd:
         sources.append(
-            GpuSource("kfd", "amd", "physical", None if snap.kfd is None else len(snap.kfd),
-                      "no /sys/class/kfd (amdgpu driver not loaded here)" if snap.kfd is None else
-                      "KFD topology nodes with a gfx_target_version: "
-                      + (", ".join(n.arch for n in snap.kfd) or "none"))
+            GpuSource(
+                "kfd",
+                "amd",
+                "physical",
+                None if snap.kfd is None else len(snap.kfd),
+                "no /sys/class/kfd (amdgpu driver not loaded here)"
+                if snap.kfd is None
+                else "KFD topology nodes with a gfx_target_version: "
+                + (", ".join(n.arch for n in snap.kfd) or "none"),
+            )
         )
-        sources.append(GpuSource("dri", "amd", "physical", len(snap.amd_render),
-                                 f"/dev/dri render nodes of vendor 0x1002 ({len(snap.render)} render nodes in all)"))
+        sources.append(
+            GpuSource(
+                "dri",
+                "amd",
+                "physical",
+                len(snap.amd_render),
+                f"/dev/dri render nodes of vendor 0x1002 ({len(snap.render)} render nodes in all)",
+            )
+        )
         sources.append(_probe_source(snap, "amdsmi", "amdsmi", "amd", "physical", _amdsmi_count))
         for name in ("amd-smi", "rocm-smi"):
             c = snap.amd_tool_count(name)
-            sources.append(GpuSource(name, "amd", "physical", c.count, c.reason or " ".join(rocm.TOOL_ARGV[name])))
+            sources.append(
+                GpuSource(name, "amd", "physical", c.count, c.reason or " ".join(rocm.TOOL_ARGV[name]))
+            )
         c = snap.amd_tool_count("rocminfo")
         sources.append(GpuSource("rocminfo", "amd", "rocr", c.count, c.reason or "GPU agents (Name: gfx...)"))
     if want_nvidia:
         sources.append(
-            GpuSource("nvidia-proc", "nvidia", "physical", None if snap.nvidia_proc is None else len(snap.nvidia_proc),
-                      "no /proc/driver/nvidia/gpus" if snap.nvidia_proc is None else "/proc/driver/nvidia/gpus/*")
+            GpuSource(
+                "nvidia-proc",
+                "nvidia",
+                "physical",
+                None if snap.nvidia_proc is None else len(snap.nvidia_proc),
+                "no /proc/driver/nvidia/gpus" if snap.nvidia_proc is None else "/proc/driver/nvidia/gpus/*",
+            )
         )
-        sources.append(GpuSource("nvidia-dev", "nvidia", "physical", len(snap.nvidia_dev), "/dev/nvidia<N> nodes"))
+        sources.append(
+            GpuSource("nvidia-dev", "nvidia", "physical", len(snap.nvidia_dev), "/dev/nvidia<N> nodes")
+        )
         sources.append(_probe_source(snap, "nvml", "nvml", "nvidia", "physical", _nvml_count))
         c = snap.nvidia_smi_count()
-        sources.append(GpuSource("nvidia-smi", "nvidia", "physical", c.count, c.reason or "nvidia-smi --query-gpu"))
+        sources.append(
+            GpuSource("nvidia-smi", "nvidia", "physical", c.count, c.reason or "nvidia-smi --query-gpu")
+        )
     sources.append(_probe_source(snap, "torch", "torch", vendor, "visible", _torch_count))
     sources.append(_probe_source(snap, "ray", "ray", vendor, "visible", _ray_count))
     return sources
@@ -270,10 +307,21 @@ def take_snapshot(req: SnapshotRequest) -> Snapshot:
         else:
             timings[name] = tools[name].seconds
     return Snapshot(
-        env=env, kfd=kfd, render=render, amd_render=amd_render, partitions_sysfs=partitions,
-        nvidia_proc=nvidia_proc, nvidia_dev=nvidia_dev, tools=tools, probes=probes, not_run=not_run,
-        nofile=(int(soft), int(hard)), dev_root=req.dev_root, sysfs_root=req.sysfs_root,
-        seconds=time.monotonic() - t0, timings=timings,
+        env=env,
+        kfd=kfd,
+        render=render,
+        amd_render=amd_render,
+        partitions_sysfs=partitions,
+        nvidia_proc=nvidia_proc,
+        nvidia_dev=nvidia_dev,
+        tools=tools,
+        probes=probes,
+        not_run=not_run,
+        nofile=(int(soft), int(hard)),
+        dev_root=req.dev_root,
+        sysfs_root=req.sysfs_root,
+        seconds=time.monotonic() - t0,
+        timings=timings,
     )
 
 

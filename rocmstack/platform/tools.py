@@ -76,7 +76,9 @@ class Pending:
     """A started process, drained by its own thread (a chatty tool never blocks on a full pipe while we wait
     on another); ``result()`` waits until the process's own deadline and never raises."""
 
-    def __init__(self, argv: list[str], timeout: float, env: Mapping[str, str] | None, cwd: str | None) -> None:
+    def __init__(
+        self, argv: list[str], timeout: float, env: Mapping[str, str] | None, cwd: str | None
+    ) -> None:
         self.argv = tuple(argv)
         self.timeout = timeout
         self._done: ToolRun | None = None
@@ -115,7 +117,9 @@ class Pending:
                 out, err = proc.communicate(timeout=2)
             except subprocess.TimeoutExpired:  # a grandchild kept the pipes open; give up on its output
                 out, err = "", ""
-            self._done = ToolRun(self.argv, None, out or "", err or "", time.monotonic() - start, timed_out=True)
+            self._done = ToolRun(
+                self.argv, None, out or "", err or "", time.monotonic() - start, timed_out=True
+            )
 
     def result(self) -> ToolRun:
         if self._thread is not None:
@@ -162,7 +166,11 @@ class ProbeResult:
         if self.run.error or self.run.missing:
             return f"probe '{self.name}' could not start: {self.run.reason()}"
         tail = last_line(self.run.stderr) or last_line(self.run.stdout)
-        how = f"signal {-self.run.returncode}" if (self.run.returncode or 0) < 0 else f"exit {self.run.returncode}"
+        how = (
+            f"signal {-self.run.returncode}"
+            if (self.run.returncode or 0) < 0
+            else f"exit {self.run.returncode}"
+        )
         return f"probe '{self.name}' crashed ({how})" + (f": {tail}" if tail else "")
 
 

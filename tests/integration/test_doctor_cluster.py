@@ -28,8 +28,9 @@ RAY = str(Path(sys.executable).with_name("ray"))
 # Ray 2.60 turns token auth on by default and reads ~/.ray/auth_token, which other Ray users of this machine
 # share; this throw-away cluster opts out so it depends on no file outside its temp dirs.
 RAY_ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-SYSTEM_CONFIG = json.dumps({"health_check_period_ms": 1000, "health_check_failure_threshold": 3,
-                            "health_check_initial_delay_ms": 0})
+SYSTEM_CONFIG = json.dumps(
+    {"health_check_period_ms": 1000, "health_check_failure_threshold": 3, "health_check_initial_delay_ms": 0}
+)
 
 
 def free_ports(n: int) -> list[int]:
@@ -92,46 +93,71 @@ class Cluster:
     def _node_args(self, name: str) -> list[str]:
         nm, om, al, ag, re_, me = free_ports(6)
         lo, hi = worker_port_range()
-        while any(lo <= h and hi >= l for l, h in self.used_ranges):
+        while any(lo <= b and hi >= a for a, b in self.used_ranges):
             lo, hi = lo + 97, hi + 97
         self.used_ranges.append((lo, hi))
         temp = self.root / name
         temp.mkdir()
-        return ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--num-gpus=0", f"--temp-dir={temp}",
-                f"--node-manager-port={nm}", f"--object-manager-port={om}", f"--min-worker-port={lo}",
-                f"--max-worker-port={hi}", f"--dashboard-agent-listen-port={al}",
-                f"--dashboard-agent-grpc-port={ag}", f"--runtime-env-agent-port={re_}",
-                f"--metrics-export-port={me}", "--disable-usage-stats"]
+        return [
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            "--num-cpus=1",
+            "--num-gpus=0",
+            f"--temp-dir={temp}",
+            f"--node-manager-port={nm}",
+            f"--object-manager-port={om}",
+            f"--min-worker-port={lo}",
+            f"--max-worker-port={hi}",
+            f"--dashboard-agent-listen-port={al}",
+            f"--dashboard-agent-grpc-port={ag}",
+            f"--runtime-env-agent-port={re_}",
+            f"--metrics-export-port={me}",
+            "--disable-usage-stats",
+        ]
 
     def start(self, name: str, *, head: bool = False, env: dict | None = None) -> subprocess.Popen:
         args = [RAY, "start", *self._node_args(name)]
         if head:
-            args += ["--head", f"--port={self.gcs_port}", "--include-dashboard=false",
-                     f"--ray-client-server-port={free_ports(1)[0]}", f"--system-config={SYSTEM_CONFIG}"]
+            args += [
+                "--head",
+                f"--port={self.gcs_port}",
+                "--include-dashboard=false",
+                f"--ray-client-server-port={free_ports(1)[0]}",
+                f"--system-config={SYSTEM_CONFIG}",
+            ]
         else:
             args += [f"--address={self.address}"]
         log = open(self.root / f"{name}.log", "w")  # noqa: SIM115  closed with the process
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**RAY_ENV, **(env or {})},
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env={**RAY_ENV, **(env or {})}, start_new_session=True
+        )
         self.procs.append(proc)
         return proc
 
     def wait_alive(self, n: int, timeout: float = 120) -> None:
-        code = ("import ray, sys, time; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
-                "t = time.time()\n"
-                "while time.time() - t < float(sys.argv[3]):\n"
-                "    if sum(x['Alive'] for x in ray.nodes()) >= int(sys.argv[2]): sys.exit(0)\n"
-                "    time.sleep(0.5)\n"
-                "sys.exit(1)\n")
-        proc = subprocess.run([sys.executable, "-c", code, self.address, str(n), str(timeout)],
-                              capture_output=True, text=True, timeout=timeout + 60, env=RAY_ENV)
+        code = (
+            "import ray, sys, time\n"
+            "ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False)\n"
+            "t = time.time()\n"
+            "while time.time() - t < float(sys.argv[3]):\n"
+            "    if sum(x['Alive'] for x in ray.nodes()) >= int(sys.argv[2]): sys.exit(0)\n"
+            "    time.sleep(0.5)\n"
+            "sys.exit(1)\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", code, self.address, str(n), str(timeout)],
+            capture_output=True,
+            text=True,
+            timeout=timeout + 60,
+            env=RAY_ENV,
+        )
         if proc.returncode != 0:
             logs = "\n".join(p.read_text()[-2000:] for p in self.root.glob("*.log"))
             raise AssertionError(f"cluster did not reach {n} alive nodes: {proc.stderr[-2000:]}\n{logs}")
 
     @staticmethod
     def kill_tree(proc: subprocess.Popen) -> None:
-        """SIGKILL `proc` and every descendant (raylet, agents, workers, tools they started in new sessions)."""
+        """SIGKILL `proc` and every descendant (raylet, agents, workers, tools started in new sessions)."""
         family = [proc.pid, *descendants(proc.pid)]
         for pid in family:
             try:
@@ -162,8 +188,14 @@ def cluster():
 
 
 def doctor(*args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "rocmstack", "doctor", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=RAY_ENV, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rocmstack", "doctor", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=RAY_ENV,
+        **kw,
+    )
 
 
 def test_every_node_reports(cluster):
@@ -194,8 +226,14 @@ def test_a_node_dying_mid_run_is_reported(cluster, tmp_path):
     shutil.copy(FAKE_TOOL, tools / "rocm-smi")
     (tools / "rocm-smi").chmod(0o755)
     started = tmp_path / "rocm-smi.started"
-    doomed = cluster.start("doomed", env={"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
-                                          "FAKE_ROCM_SMI_SLEEP": "300", "FAKE_ROCM_SMI_STARTED": str(started)})
+    doomed = cluster.start(
+        "doomed",
+        env={
+            "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
+            "FAKE_ROCM_SMI_SLEEP": "300",
+            "FAKE_ROCM_SMI_STARTED": str(started),
+        },
+    )
     cluster.wait_alive(4)
     t0 = time.monotonic()
     proc = doctor("--ray-address", cluster.address, "--fast", "--json", "--cluster-timeout", "150")

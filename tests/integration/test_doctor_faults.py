@@ -16,16 +16,18 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "doctor"))
-from doctor_fakes import STUBS, TOOLS, FakeNode  # noqa: E402
+from doctor_fakes import STUBS, TOOLS, FakeNode
 
-from rocmstack.doctor import run_doctor  # noqa: E402
+from rocmstack.doctor import run_doctor
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 HOST_BOUND = {"nofile-limit"}  # reads this machine's real rlimit: tested on its own below
 
 
 def failing(report: dict) -> set[str]:
-    return {c["id"] for c in report["checks"] if c["status"] in ("fail", "error") and c["id"] not in HOST_BOUND}
+    return {
+        c["id"] for c in report["checks"] if c["status"] in ("fail", "error") and c["id"] not in HOST_BOUND
+    }
 
 
 def status(report: dict, check_id: str) -> str:
@@ -45,8 +47,16 @@ def test_healthy_fake_node_passes_every_check(node):
     report = run_doctor(node.options(expect_gpus=1))
     assert failing(report) == set()
     counts = {s["name"]: s["count"] for s in report["sources"]}
-    assert counts == {"kfd": 1, "dri": 1, "amdsmi": 1, "amd-smi": 1, "rocm-smi": 1, "rocminfo": 1, "torch": 1,
-                      "ray": 1}
+    assert counts == {
+        "kfd": 1,
+        "dri": 1,
+        "amdsmi": 1,
+        "amd-smi": 1,
+        "rocm-smi": 1,
+        "rocminfo": 1,
+        "torch": 1,
+        "ray": 1,
+    }
     assert status(report, "gpu-count") == "pass"
     assert status(report, "ray-gpus") == "pass"
     assert "AMDGPUAcceleratorManager" in " ".join(check(report, "ray-gpus")["details"])
@@ -74,7 +84,8 @@ def test_duplicate_libamd_smi_under_rtld_global(node):
     sdk = node.site / "rocm_sdk"
     sdk.mkdir()
     (sdk / "__init__.py").write_text(  # the signature TheRock's rocm_sdk ships (default RTLD_GLOBAL)
-        "def initialize_process(*, preload_shortnames=None, rtld_global: bool = True, **kwargs):\n    pass\n")
+        "def initialize_process(*, preload_shortnames=None, rtld_global: bool = True, **kwargs):\n    pass\n"
+    )
     (node.site / "_rocm_sdk_core/lib").mkdir(parents=True)
     (node.site / "_rocm_sdk_core/__init__.py").write_text("")
     (node.site / "_rocm_sdk_core/lib/libamd_smi.so.26").write_bytes(b"\x7fELF sdk copy")
@@ -97,7 +108,10 @@ def test_rocr_without_hip(node):
     assert failing(report) == {"visibility-masks", "ray-gpus"}
     assert "ROCR_VISIBLE_DEVICES" in check(report, "visibility-masks")["summary"]
     # the real Ray raises it:
-    assert "Please use HIP_VISIBLE_DEVICES instead of ROCR_VISIBLE_DEVICES" in check(report, "ray-gpus")["summary"]
+    assert (
+        "Please use HIP_VISIBLE_DEVICES instead of ROCR_VISIBLE_DEVICES"
+        in check(report, "ray-gpus")["summary"]
+    )
 
 
 def test_hip_and_cuda_masks_disagree(node):
@@ -172,7 +186,10 @@ def test_expandable_segments_with_tp(node):
     report = run_doctor(node.options(tensor_parallel=2))
     assert failing(report) == {"alloc-allreduce"}
     node.env["PYTORCH_CUDA_ALLOC_CONF"] = "max_split_size_mb:512"  # takes precedence over the HIP one
-    assert status(run_doctor(node.options(tensor_parallel=2, only=("alloc-allreduce",))), "alloc-allreduce") == "pass"
+    assert (
+        status(run_doctor(node.options(tensor_parallel=2, only=("alloc-allreduce",))), "alloc-allreduce")
+        == "pass"
+    )
 
 
 def test_sglang_aiter_backend_without_aiter(node):
@@ -204,20 +221,34 @@ def test_cpx_partition_explains_the_count(tmp_path):
 
 
 def write_lock(root: Path, *, ray_version: str, patches: list[str]) -> None:
-    lock = {"schema": 1, "recipe": "verl-0.9.0-rocm10", "render_hash": "0" * 64, "gpu_archs": ["gfx942"],
-            "base": {"image": "rocm/primus:v26.7", "rocm": "7.14", "python": "3", "torch": "2.9.1"},
-            "components": {"ray": {"source": "pypi", "package": "ray", "version": ray_version, "url": None,
-                                   "ref": None},
-                           "verl": {"source": "git", "package": None, "version": None,
-                                    "url": "https://github.com/AMD-Ecosystem/verl", "ref": "release/0.9.0.amd0"}},
-            "patches": patches, "env": {}, "rocmstack": {"version": "0.1.0", "revision": "test"}}
+    lock = {
+        "schema": 1,
+        "recipe": "verl-0.9.0-rocm10",
+        "render_hash": "0" * 64,
+        "gpu_archs": ["gfx942"],
+        "base": {"image": "rocm/primus:v26.7", "rocm": "7.14", "python": "3", "torch": "2.9.1"},
+        "components": {
+            "ray": {"source": "pypi", "package": "ray", "version": ray_version, "url": None, "ref": None},
+            "verl": {
+                "source": "git",
+                "package": None,
+                "version": None,
+                "url": "https://github.com/AMD-Ecosystem/verl",
+                "ref": "release/0.9.0.amd0",
+            },
+        },
+        "patches": patches,
+        "env": {},
+        "rocmstack": {"version": "0.1.0", "revision": "test"},
+    }
     (root / "lock.json").write_text(json.dumps(lock))
 
 
 def mark(root: Path, patch_id: str) -> None:
     (root / "patches/applied").mkdir(parents=True, exist_ok=True)
     (root / "patches/applied" / f"{patch_id}.json").write_text(
-        json.dumps({"id": patch_id, "component": "x", "target": "y"}))
+        json.dumps({"id": patch_id, "component": "x", "target": "y"})
+    )
 
 
 def test_image_lock_drift_and_missing_patch(node):
@@ -239,7 +270,10 @@ def test_image_matching_its_lock_passes(node):
     mark(node.image, "rtld-local")
     node.add_dist("torch-2.9.1+rocm7.0.2.dist-info")
     report = run_doctor(node.options(only=("lock-drift", "patches-applied")))
-    assert {c["id"]: c["status"] for c in report["checks"]} == {"lock-drift": "pass", "patches-applied": "pass"}
+    assert {c["id"]: c["status"] for c in report["checks"]} == {
+        "lock-drift": "pass",
+        "patches-applied": "pass",
+    }
 
 
 def test_hanging_tool_is_killed_not_waited_on(node):
@@ -267,17 +301,37 @@ def test_crashing_probe_becomes_an_error_check(node):
 
 
 def test_secrets_never_reach_any_output(node, tmp_path):
-    secrets = {"HF_TOKEN": "hf_TESTxSECRETxVALUE123", "WANDB_API_KEY": "wandb0123456789abcdef",
-               "MY_DB_PASSWORD": "hunter2hunter2"}
+    secrets = {
+        "HF_TOKEN": "hf_TESTxSECRETxVALUE123",
+        "WANDB_API_KEY": "wandb0123456789abcdef",
+        "MY_DB_PASSWORD": "hunter2hunter2",
+    }
     node.env.update(secrets)
-    node.env.update({"FAKE_ECHO_ENV": "HF_TOKEN", "FAKE_ROCM_SMI_RC": "3",
-                     "FAKE_ROCM_SMI_STDOUT": str(TOOLS / "rocm-smi-no-json-data.txt")})
+    node.env.update(
+        {
+            "FAKE_ECHO_ENV": "HF_TOKEN",
+            "FAKE_ROCM_SMI_RC": "3",
+            "FAKE_ROCM_SMI_STDOUT": str(TOOLS / "rocm-smi-no-json-data.txt"),
+        }
+    )
     junit = tmp_path / "junit.xml"
     env = node.environ()
     outputs = []
     for fmt in ("--json", "--markdown", None):
-        argv = [sys.executable, "-m", "rocmstack", "doctor", "--sysfs-root", str(node.sys), "--dev-root",
-                str(node.dev), "--proc-root", str(node.proc), "--junit", str(junit)] + ([fmt] if fmt else [])
+        argv = [
+            sys.executable,
+            "-m",
+            "rocmstack",
+            "doctor",
+            "--sysfs-root",
+            str(node.sys),
+            "--dev-root",
+            str(node.dev),
+            "--proc-root",
+            str(node.proc),
+            "--junit",
+            str(junit),
+        ] + ([fmt] if fmt else [])
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
         outputs += [proc.stdout, proc.stderr, junit.read_text()]
     report = json.loads(outputs[0])
@@ -290,8 +344,11 @@ def test_secrets_never_reach_any_output(node, tmp_path):
 
 def test_low_open_file_limit_fails(node):
     env = node.environ()
-    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024)); "
-            "from rocmstack.cli import main; sys.argv[1:] = ['doctor', '--only', 'nofile-limit', '--json']; main()")
+    code = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024)); "
+        "from rocmstack.cli import main; "
+        "sys.argv[1:] = ['doctor', '--only', 'nofile-limit', '--json']; main()"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)

@@ -12,7 +12,14 @@ def test_list_checks_json():
     result = run_cli("doctor", "--list-checks", "--json")
     assert result.code == 0
     ids = [c["id"] for c in json.loads(result.out)]
-    assert {"gpu-count", "ray-gpus", "amdsmi-import", "visibility-masks", "lock-drift", "patches-applied"} <= set(ids)
+    assert {
+        "gpu-count",
+        "ray-gpus",
+        "amdsmi-import",
+        "visibility-masks",
+        "lock-drift",
+        "patches-applied",
+    } <= set(ids)
 
 
 def test_fast_json_exit_zero_and_junit(tmp_path):
@@ -30,24 +37,40 @@ def test_failure_exits_one():
 
 
 def test_usage_errors_exit_two_without_traceback():
-    for args in (("--only", "nope"), ("--json", "--markdown"), ("--expect-gpus", "-1"), ("--fast", "--deep"),
-                 ("--timeout", "0"), ("--tensor-parallel", "0")):
+    for args in (
+        ("--only", "nope"),
+        ("--json", "--markdown"),
+        ("--expect-gpus", "-1"),
+        ("--fast", "--deep"),
+        ("--timeout", "0"),
+        ("--tensor-parallel", "0"),
+    ):
         result = run_cli("doctor", *args)
         assert result.code == 2, (args, result)
         assert "Traceback" not in result.err and result.err.startswith("rocmstack: error:")
 
 
 def test_only_accepts_commas_and_repeats():
-    result = run_cli("doctor", "--fast", "--json", "--only", "ray-env,nofile-limit", "--only", "alloc-allreduce")
-    assert [c["id"] for c in json.loads(result.out)["checks"]] == ["ray-env", "nofile-limit", "alloc-allreduce"]
+    result = run_cli(
+        "doctor", "--fast", "--json", "--only", "ray-env,nofile-limit", "--only", "alloc-allreduce"
+    )
+    assert [c["id"] for c in json.loads(result.out)["checks"]] == [
+        "ray-env",
+        "nofile-limit",
+        "alloc-allreduce",
+    ]
 
 
 def test_module_entry_point():
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "rocmstack.doctor", "--fast", "--json", "--only", "ray-env"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocmstack.doctor", "--fast", "--json", "--only", "ray-env"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and json.loads(proc.stdout)["checks"][0]["id"] == "ray-env"
 
 

@@ -6,14 +6,21 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "doctor"))
-from doctor_fakes import make_snapshot, probe  # noqa: E402
+from doctor_fakes import make_snapshot, probe
 
-from rocmstack.doctor.checks.gpus import gpu_count, gpu_partition, ray_gpus  # noqa: E402
-from rocmstack.doctor.model import DoctorOptions, Status  # noqa: E402
+from rocmstack.doctor.checks.gpus import gpu_count, gpu_partition, ray_gpus
+from rocmstack.doctor.model import DoctorOptions, Status
 
 OPTS = DoctorOptions()
-RAY_OK = {"version": "2.60.0", "manager": "NvidiaGPUAcceleratorManager", "detected": 1, "visible_ids": None,
-          "accelerator_type": "H200", "resolved_gpus": 1, "amd_detected": 0}
+RAY_OK = {
+    "version": "2.60.0",
+    "manager": "NvidiaGPUAcceleratorManager",
+    "detected": 1,
+    "visible_ids": None,
+    "accelerator_type": "H200",
+    "resolved_gpus": 1,
+    "amd_detected": 0,
+}
 TORCH_1 = {"version": "2.11.0+cu130", "cuda": "13.0", "hip": None, "count": 1, "arch_list": ["sm_90"]}
 NVML_1 = {"count": 1, "driver": "580.159.04", "archs": ["sm_90"]}
 
@@ -35,7 +42,9 @@ def test_expect_more_than_visible():
 
 
 def test_physical_sources_disagree_names_amdsmi():
-    snap = make_snapshot(kfd_archs=(90402,) * 8, amd_render=8, probes={"amdsmi": probe("amdsmi", {"count": 0})})
+    snap = make_snapshot(
+        kfd_archs=(90402,) * 8, amd_render=8, probes={"amdsmi": probe("amdsmi", {"count": 0})}
+    )
     result = gpu_count(snap, OPTS)
     assert result.status == Status.FAIL and "kfd=8" in result.summary and "amdsmi=0" in result.summary
     assert "amdsmi-duplicate" in result.fix
@@ -62,23 +71,45 @@ def test_ray_would_register_the_gpu():
 
 
 def test_ray_zero_on_amd_names_amdsmi():
-    ray = {**RAY_OK, "manager": "NvidiaGPUAcceleratorManager", "detected": 0, "resolved_gpus": 0, "amd_detected": 0}
-    snap = make_snapshot(kfd_archs=(90402,), amd_render=1, probes={
-        "ray": probe("ray", ray), "amdsmi": probe("amdsmi", {"import_error": "ModuleNotFoundError: No module named 'amdsmi'",
-                                                              "import_error_type": "ModuleNotFoundError"})})
+    ray = {
+        **RAY_OK,
+        "manager": "NvidiaGPUAcceleratorManager",
+        "detected": 0,
+        "resolved_gpus": 0,
+        "amd_detected": 0,
+    }
+    snap = make_snapshot(
+        kfd_archs=(90402,),
+        amd_render=1,
+        probes={
+            "ray": probe("ray", ray),
+            "amdsmi": probe(
+                "amdsmi",
+                {
+                    "import_error": "ModuleNotFoundError: No module named 'amdsmi'",
+                    "import_error_type": "ModuleNotFoundError",
+                },
+            ),
+        },
+    )
     result = ray_gpus(snap, OPTS)
     assert result.status == Status.FAIL and "No module named 'amdsmi'" in result.summary
     assert "share/amd_smi" in result.fix
 
 
 def test_ray_error_from_masks():
-    ray = {**RAY_OK, "visible_error": "RuntimeError: Please use HIP_VISIBLE_DEVICES instead of ROCR_VISIBLE_DEVICES"}
+    ray = {
+        **RAY_OK,
+        "visible_error": "RuntimeError: Please use HIP_VISIBLE_DEVICES instead of ROCR_VISIBLE_DEVICES",
+    }
     result = ray_gpus(h200(probes={"ray": probe("ray", ray)}), OPTS)
     assert result.status == Status.FAIL and "ROCR_VISIBLE_DEVICES" in result.summary
 
 
 def test_ray_not_installed_or_not_run():
-    no_ray = h200(probes={"ray": probe("ray", {"import_error": "ModuleNotFoundError: No module named 'ray'"})})
+    no_ray = h200(
+        probes={"ray": probe("ray", {"import_error": "ModuleNotFoundError: No module named 'ray'"})}
+    )
     assert ray_gpus(no_ray, OPTS).status == Status.SKIP
     fast = make_snapshot(not_run={"ray": "skipped by --fast"})
     assert "--fast" in ray_gpus(fast, OPTS).summary

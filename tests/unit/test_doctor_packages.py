@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "doctor"))
-from doctor_fakes import make_snapshot, probe  # noqa: E402
+from doctor_fakes import make_snapshot, probe
 
-from rocmstack.doctor.checks.packages import nvidia_packages, torch_arch, vllm_flavour, vllm_python  # noqa: E402
-from rocmstack.doctor.model import DoctorOptions, Status  # noqa: E402
+from rocmstack.doctor.checks.packages import nvidia_packages, torch_arch, vllm_flavour, vllm_python
+from rocmstack.doctor.model import DoctorOptions, Status
 
 OPTS = DoctorOptions()
 AMD = {"kfd_archs": (90402,), "amd_render": 1}
@@ -24,10 +24,23 @@ def test_vllm_python():
 
 
 def test_vllm_flavour():
-    cuda_wheel = make_snapshot(dists={"vllm": "0.20.2"}, probes={"vllm": probe("vllm", {
-        "ext_ok": False, "ext_error": "ImportError: libcudart.so.12: cannot open shared object file"})}, **AMD)
+    cuda_wheel = make_snapshot(
+        dists={"vllm": "0.20.2"},
+        probes={
+            "vllm": probe(
+                "vllm",
+                {
+                    "ext_ok": False,
+                    "ext_error": "ImportError: libcudart.so.12: cannot open shared object file",
+                },
+            )
+        },
+        **AMD,
+    )
     assert vllm_flavour(cuda_wheel, OPTS).status == Status.FAIL
-    rocm_wheel = make_snapshot(dists={"vllm": "0.27.0+rocm714"}, probes={"vllm": probe("vllm", {"ext_ok": True})}, **AMD)
+    rocm_wheel = make_snapshot(
+        dists={"vllm": "0.27.0+rocm714"}, probes={"vllm": probe("vllm", {"ext_ok": True})}, **AMD
+    )
     assert vllm_flavour(rocm_wheel, OPTS).status == Status.PASS
     untagged = make_snapshot(dists={"vllm": "0.27.0"}, not_run={"vllm": "skipped by --fast"}, **AMD)
     assert vllm_flavour(untagged, OPTS).status == Status.WARN
@@ -36,17 +49,32 @@ def test_vllm_flavour():
 
 
 def test_nvidia_packages():
-    bad = make_snapshot(dists={"nvidia-nccl-cu12": "2.21.5", "nvidia-cublas": "13.1.0", "nvidia-ml-py": "13.0",
-                               "cupy-cuda13x": "14.2.0"}, **AMD)
+    bad = make_snapshot(
+        dists={
+            "nvidia-nccl-cu12": "2.21.5",
+            "nvidia-cublas": "13.1.0",
+            "nvidia-ml-py": "13.0",
+            "cupy-cuda13x": "14.2.0",
+        },
+        **AMD,
+    )
     result = nvidia_packages(bad, OPTS)
     assert result.status == Status.FAIL and len(result.details) == 3  # nvidia-ml-py is harmless
     assert nvidia_packages(make_snapshot(dists={"nvidia-ml-py": "13.0"}, **AMD), OPTS).status == Status.PASS
-    assert nvidia_packages(make_snapshot(dists={"nvidia-nccl-cu12": "2"}, nvidia=1), OPTS).status == Status.SKIP
+    assert (
+        nvidia_packages(make_snapshot(dists={"nvidia-nccl-cu12": "2"}, nvidia=1), OPTS).status == Status.SKIP
+    )
 
 
 def test_torch_arch_amd_from_kfd():
-    snap = make_snapshot(probes={"torch": probe("torch", {"hip": "7.0.2", "version": "2.9.1+rocm7.0.2",
-                                                           "arch_list": ["gfx90a", "gfx942"]})}, **AMD)
+    snap = make_snapshot(
+        probes={
+            "torch": probe(
+                "torch", {"hip": "7.0.2", "version": "2.9.1+rocm7.0.2", "arch_list": ["gfx90a", "gfx942"]}
+            )
+        },
+        **AMD,
+    )
     assert torch_arch(snap, OPTS).status == Status.PASS
     snap = make_snapshot(probes={"torch": probe("torch", {"hip": "7.0.2", "arch_list": ["gfx950"]})}, **AMD)
     assert torch_arch(snap, OPTS).status == Status.FAIL
@@ -54,25 +82,42 @@ def test_torch_arch_amd_from_kfd():
 
 def test_torch_arch_nvidia_from_nvml_and_ptx():
     nvml = probe("nvml", {"count": 1, "archs": ["sm_90"]})
-    snap = make_snapshot(nvidia=1, probes={"nvml": nvml, "torch": probe("torch", {"cuda": "13.0", "arch_list": [
-        "sm_80", "sm_90", "sm_100"]})})
+    snap = make_snapshot(
+        nvidia=1,
+        probes={
+            "nvml": nvml,
+            "torch": probe("torch", {"cuda": "13.0", "arch_list": ["sm_80", "sm_90", "sm_100"]}),
+        },
+    )
     assert torch_arch(snap, OPTS).status == Status.PASS
-    ptx = make_snapshot(nvidia=1, probes={"nvml": nvml, "torch": probe("torch", {"cuda": "12", "arch_list": [
-        "sm_80", "compute_80"]})})
+    ptx = make_snapshot(
+        nvidia=1,
+        probes={"nvml": nvml, "torch": probe("torch", {"cuda": "12", "arch_list": ["sm_80", "compute_80"]})},
+    )
     assert torch_arch(ptx, OPTS).status == Status.PASS  # JIT from PTX
-    none = make_snapshot(nvidia=1, probes={"nvml": nvml, "torch": probe("torch", {"cuda": "12", "arch_list": [
-        "sm_70"]})})
+    none = make_snapshot(
+        nvidia=1, probes={"nvml": nvml, "torch": probe("torch", {"cuda": "12", "arch_list": ["sm_70"]})}
+    )
     assert torch_arch(none, OPTS).status == Status.FAIL
 
 
 def test_torch_arch_deep_uses_torch_devices():
-    torch = {"cuda": "13.0", "arch_list": ["sm_90"], "devices": [{"index": 0, "name": "NVIDIA H200", "arch": "sm_90"}]}
-    assert torch_arch(make_snapshot(nvidia=1, probes={"torch": probe("torch", torch)}), OPTS).status == Status.PASS
+    torch = {
+        "cuda": "13.0",
+        "arch_list": ["sm_90"],
+        "devices": [{"index": 0, "name": "NVIDIA H200", "arch": "sm_90"}],
+    }
+    assert (
+        torch_arch(make_snapshot(nvidia=1, probes={"torch": probe("torch", torch)}), OPTS).status
+        == Status.PASS
+    )
 
 
 def test_torch_probe_problems():
     assert torch_arch(make_snapshot(not_run={"torch": "skipped by --fast"}), OPTS).status == Status.SKIP
     crashed = make_snapshot(probes={"torch": probe("torch", None, returncode=-6)}, **AMD)
     assert torch_arch(crashed, OPTS).status == Status.ERROR
-    broken = make_snapshot(probes={"torch": probe("torch", {"import_error": "KeyError: 'libamd_smi.so'"})}, **AMD)
+    broken = make_snapshot(
+        probes={"torch": probe("torch", {"import_error": "KeyError: 'libamd_smi.so'"})}, **AMD
+    )
     assert torch_arch(broken, OPTS).status == Status.FAIL

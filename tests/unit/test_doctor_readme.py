@@ -12,6 +12,6 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def test_readme_lists_every_check():
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("<!-- doctor:begin -->"): text.index("<!-- doctor:end -->")]
+    section = text[text.index("<!-- doctor:begin -->") : text.index("<!-- doctor:end -->")]
     listed = set(re.findall(r"^\| `([a-z0-9-]+)` \|", section, flags=re.MULTILINE))
     assert listed == {c.id for c in ALL_CHECKS}

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from rocmstack.doctor.redact import REDACTED, env_dump, is_secret, scrub, secret_values
 
-ENV = {"HF_TOKEN": "hf_abcdefghijklmnop", "WANDB_API_KEY": "0123456789abcdef", "AWS_SECRET_ACCESS_KEY": "s3cr3tvalue",
-       "DB_PASSWORD": "hunter2hunter2", "HIP_VISIBLE_DEVICES": "0,1", "HOME": "/root", "RAY_ADDRESS": "auto"}
+ENV = {
+    "HF_TOKEN": "hf_abcdefghijklmnop",
+    "WANDB_API_KEY": "0123456789abcdef",
+    "AWS_SECRET_ACCESS_KEY": "s3cr3tvalue",
+    "DB_PASSWORD": "hunter2hunter2",
+    "HIP_VISIBLE_DEVICES": "0,1",
+    "HOME": "/root",
+    "RAY_ADDRESS": "auto",
+}
 
 
 def test_names():
@@ -16,14 +23,18 @@ def test_names():
 
 def test_dump_masks_and_keeps_relevant():
     dump = env_dump(ENV)
-    assert dump["HF_TOKEN"] == REDACTED and dump["WANDB_API_KEY"] == REDACTED and dump["DB_PASSWORD"] == REDACTED
+    assert (
+        dump["HF_TOKEN"] == REDACTED and dump["WANDB_API_KEY"] == REDACTED and dump["DB_PASSWORD"] == REDACTED
+    )
     assert dump["HIP_VISIBLE_DEVICES"] == "0,1" and dump["RAY_ADDRESS"] == "auto"
     assert "HOME" not in dump
 
 
 def test_scrub_nested_values():
-    report = {"checks": [{"summary": "tool said hf_abcdefghijklmnop", "details": ["key=0123456789abcdef"]}],
-              "n": 3}
+    report = {
+        "checks": [{"summary": "tool said hf_abcdefghijklmnop", "details": ["key=0123456789abcdef"]}],
+        "n": 3,
+    }
     clean = scrub(report, secret_values(ENV))
     text = repr(clean)
     assert "hf_abcdefghijklmnop" not in text and "0123456789abcdef" not in text

@@ -22,8 +22,19 @@ def report():
     from rocmstack.doctor.model import DoctorOptions
 
     r = run_doctor(DoctorOptions(fast=True, expect_gpus=1))  # no GPU in CI: gpu-count fails, a real failure
-    r["checks"].append({"id": "x-warn", "group": "zz", "title": "t", "status": "warn", "summary": "a | b",
-                        "details": [], "fix": "do the thing", "source": "https://example.org", "seconds": 0.0})
+    r["checks"].append(
+        {
+            "id": "x-warn",
+            "group": "zz",
+            "title": "t",
+            "status": "warn",
+            "summary": "a | b",
+            "details": [],
+            "fix": "do the thing",
+            "source": "https://example.org",
+            "seconds": 0.0,
+        }
+    )
     return r
 
 
@@ -63,5 +74,7 @@ def test_junit(report):
 
 
 def test_verdict_line():
-    assert verdict_line({"pass": 2, "warn": 1, "fail": 0, "error": 0, "skip": 0}, []) == "READY (2 pass, 1 warn)"
+    assert (
+        verdict_line({"pass": 2, "warn": 1, "fail": 0, "error": 0, "skip": 0}, []) == "READY (2 pass, 1 warn)"
+    )
     assert verdict_line({"pass": 1, "fail": 1}, ["gpu-count"]).startswith("NOT READY: gpu-count")

@@ -41,14 +41,15 @@ def test_full_run_uses_real_torch_and_ray():
 
 
 def test_a_crashing_check_is_an_error_not_a_crash(monkeypatch):
-    import rocmstack.doctor.checks.system as system
+    from rocmstack.doctor.checks import system
     from rocmstack.doctor.model import Check
 
     def boom(snap, opts):
         raise ZeroDivisionError("bug")
 
-    patched = [Check("nofile-limit", "system", "t", boom, "https://x")] + [c for c in ALL_CHECKS
-                                                                          if c.id != "nofile-limit"]
+    patched = [Check("nofile-limit", "system", "t", boom, "https://x")] + [
+        c for c in ALL_CHECKS if c.id != "nofile-limit"
+    ]
     monkeypatch.setattr("rocmstack.doctor.runner.ALL_CHECKS", tuple(patched))
     monkeypatch.setattr("rocmstack.doctor.runner.BY_ID", {c.id: c for c in patched})
     report = run_doctor(DoctorOptions(fast=True, only=("nofile-limit",)))

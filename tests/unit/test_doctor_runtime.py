@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "doctor"))
-from doctor_fakes import make_snapshot, probe  # noqa: E402
+from doctor_fakes import make_snapshot, probe
 
-from rocmstack.doctor.checks.runtime import alloc_allreduce, rocm_version, sglang_env, version_floors  # noqa: E402
-from rocmstack.doctor.model import DoctorOptions, Status  # noqa: E402
+from rocmstack.doctor.checks.runtime import alloc_allreduce, rocm_version, sglang_env, version_floors
+from rocmstack.doctor.model import DoctorOptions, Status
 
 AMD = {"kfd_archs": (90402,), "amd_render": 1}
 
@@ -21,50 +21,89 @@ def opts(tmp_path, **kw):
 
 def test_alloc_precedence_and_tp(tmp_path):
     env = {"PYTORCH_ALLOC_CONF": "expandable_segments:True"}
-    assert alloc_allreduce(make_snapshot(env=env, **AMD), opts(tmp_path, tensor_parallel=2)).status == Status.FAIL
+    assert (
+        alloc_allreduce(make_snapshot(env=env, **AMD), opts(tmp_path, tensor_parallel=2)).status
+        == Status.FAIL
+    )
     assert alloc_allreduce(make_snapshot(env=env, **AMD), opts(tmp_path)).status == Status.WARN
-    assert alloc_allreduce(make_snapshot(env=env, **AMD), opts(tmp_path, tensor_parallel=1)).status == Status.PASS
+    assert (
+        alloc_allreduce(make_snapshot(env=env, **AMD), opts(tmp_path, tensor_parallel=1)).status
+        == Status.PASS
+    )
     masked = {**env, "PYTORCH_CUDA_ALLOC_CONF": "garbage_collection_threshold:0.6"}
-    assert alloc_allreduce(make_snapshot(env=masked, **AMD), opts(tmp_path, tensor_parallel=8)).status == Status.PASS
-    assert alloc_allreduce(make_snapshot(env=env, nvidia=1), opts(tmp_path, tensor_parallel=8)).status == Status.PASS
+    assert (
+        alloc_allreduce(make_snapshot(env=masked, **AMD), opts(tmp_path, tensor_parallel=8)).status
+        == Status.PASS
+    )
+    assert (
+        alloc_allreduce(make_snapshot(env=env, nvidia=1), opts(tmp_path, tensor_parallel=8)).status
+        == Status.PASS
+    )
 
 
 def test_alloc_with_the_verl_patch_marker(tmp_path):
     (tmp_path / "patches/applied").mkdir(parents=True)
     (tmp_path / "patches/applied/verl-rollout-defaults.json").write_text(
-        json.dumps({"id": "verl-rollout-defaults", "component": "verl", "target": "rollout.yaml"}))
+        json.dumps({"id": "verl-rollout-defaults", "component": "verl", "target": "rollout.yaml"})
+    )
     env = {"PYTORCH_HIP_ALLOC_CONF": "expandable_segments:True"}
-    assert alloc_allreduce(make_snapshot(env=env, **AMD), opts(tmp_path, tensor_parallel=2)).status == Status.PASS
+    assert (
+        alloc_allreduce(make_snapshot(env=env, **AMD), opts(tmp_path, tensor_parallel=2)).status
+        == Status.PASS
+    )
 
 
 def test_sglang(tmp_path):
     assert sglang_env(make_snapshot(**AMD), opts(tmp_path)).status == Status.SKIP
     verl = {"SGLANG_USE_AITER": "0", "SGLANG_ATTENTION_BACKEND": "triton"}
-    assert sglang_env(make_snapshot(env=verl, dists={"sglang": "0.5.9"}, **AMD), opts(tmp_path)).status == Status.PASS
+    assert (
+        sglang_env(make_snapshot(env=verl, dists={"sglang": "0.5.9"}, **AMD), opts(tmp_path)).status
+        == Status.PASS
+    )
     no_aiter = {"SGLANG_USE_AITER": "1"}
-    assert sglang_env(make_snapshot(env=no_aiter, dists={"sglang": "0.5.9"}, **AMD), opts(tmp_path)).status == Status.FAIL
+    assert (
+        sglang_env(make_snapshot(env=no_aiter, dists={"sglang": "0.5.9"}, **AMD), opts(tmp_path)).status
+        == Status.FAIL
+    )
 
 
 def test_sglang_rmsnorm_patch_missing_in_an_image(tmp_path):
     (tmp_path / "patches/applied").mkdir(parents=True)
     (tmp_path / "patches/applied/rtld-local.json").write_text(
-        json.dumps({"id": "rtld-local", "component": "rocm_sdk", "target": "__init__.py"}))
+        json.dumps({"id": "rtld-local", "component": "rocm_sdk", "target": "__init__.py"})
+    )
     snap = make_snapshot(env={"SGLANG_USE_AITER": "0"}, dists={"sglang": "0.5.9"}, **AMD)
     assert sglang_env(snap, opts(tmp_path)).status == Status.WARN
 
 
 def test_version_floors(tmp_path):
     torch = probe("torch", {"hip": "7.0.51831"})
-    assert version_floors(make_snapshot(dists={"vllm": "0.11.0"}, probes={"torch": torch}, **AMD),
-                          opts(tmp_path)).status == Status.FAIL
-    assert version_floors(make_snapshot(dists={"vllm": "0.27.0"}, probes={"torch": torch}, **AMD),
-                          opts(tmp_path)).status == Status.WARN  # ROCm 7.0 < 7.1: non_blocking + fork
+    assert (
+        version_floors(
+            make_snapshot(dists={"vllm": "0.11.0"}, probes={"torch": torch}, **AMD), opts(tmp_path)
+        ).status
+        == Status.FAIL
+    )
+    assert (
+        version_floors(
+            make_snapshot(dists={"vllm": "0.27.0"}, probes={"torch": torch}, **AMD), opts(tmp_path)
+        ).status
+        == Status.WARN
+    )  # ROCm 7.0 < 7.1: non_blocking + fork
     new = probe("torch", {"hip": "7.14.0"})
-    assert version_floors(make_snapshot(dists={"vllm": "0.27.0"}, probes={"torch": new}, **AMD),
-                          opts(tmp_path)).status == Status.PASS
+    assert (
+        version_floors(
+            make_snapshot(dists={"vllm": "0.27.0"}, probes={"torch": new}, **AMD), opts(tmp_path)
+        ).status
+        == Status.PASS
+    )
     old_rocm = probe("torch", {"hip": "6.4.1"})
-    assert version_floors(make_snapshot(dists={"vllm": "0.27.0"}, probes={"torch": old_rocm}, **AMD),
-                          opts(tmp_path)).status == Status.FAIL
+    assert (
+        version_floors(
+            make_snapshot(dists={"vllm": "0.27.0"}, probes={"torch": old_rocm}, **AMD), opts(tmp_path)
+        ).status
+        == Status.FAIL
+    )
     assert version_floors(make_snapshot(nvidia=1), opts(tmp_path)).status == Status.SKIP
 
 

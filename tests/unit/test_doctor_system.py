@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "doctor"))
-from doctor_fakes import make_snapshot  # noqa: E402
+from doctor_fakes import make_snapshot
 
-from rocmstack.doctor.checks.system import device_access, nofile_limit  # noqa: E402
-from rocmstack.doctor.model import DoctorOptions, Status  # noqa: E402
+from rocmstack.doctor.checks.system import device_access, nofile_limit
+from rocmstack.doctor.model import DoctorOptions, Status
 
 OPTS = DoctorOptions()
 
@@ -54,7 +54,14 @@ def test_no_gpu_skips():
     assert device_access(make_snapshot(), OPTS).status == Status.SKIP
 
 
-@pytest.mark.parametrize("limits,status", [((1024, 1024), Status.FAIL), ((20000, 20000), Status.WARN),
-                                           ((1024, 1048576), Status.PASS), ((1048576, 1048576), Status.PASS)])
+@pytest.mark.parametrize(
+    "limits,status",
+    [
+        ((1024, 1024), Status.FAIL),
+        ((20000, 20000), Status.WARN),
+        ((1024, 1048576), Status.PASS),
+        ((1048576, 1048576), Status.PASS),
+    ],
+)
 def test_nofile(limits, status):
     assert nofile_limit(make_snapshot(nofile=limits), OPTS).status == status

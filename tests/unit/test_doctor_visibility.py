@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "doctor"))
-from doctor_fakes import make_snapshot  # noqa: E402
+from doctor_fakes import make_snapshot
 
-from rocmstack.doctor.checks.visibility import ray_env, visibility_masks  # noqa: E402
-from rocmstack.doctor.model import DoctorOptions, Status  # noqa: E402
+from rocmstack.doctor.checks.visibility import ray_env, visibility_masks
+from rocmstack.doctor.model import DoctorOptions, Status
 
 OPTS = DoctorOptions()
 
@@ -29,7 +29,10 @@ def test_masks():
 
 def test_ray_env():
     assert ray_env(amd({}), OPTS).status == Status.PASS
-    both = {"RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES": "1", "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
+    both = {
+        "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES": "1",
+        "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1",
+    }
     assert ray_env(amd(both), OPTS).status == Status.PASS  # vime's image sets both
     assert ray_env(amd({"RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES": "1"}), OPTS).status == Status.FAIL
     assert ray_env(amd({"RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES": "1"}), OPTS).status == Status.WARN

@@ -1,4 +1,4 @@
-"""NVIDIA sources: nvidia-smi CSV (verbatim outputs, tests/fixtures/doctor/SOURCES.md), /proc and /dev readers."""
+"""NVIDIA sources: nvidia-smi CSV (verbatim outputs, see tests/fixtures/doctor/SOURCES.md), /proc, /dev."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rocmstack.platform import cuda
 from rocmstack.platform.tools import ToolRun
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "doctor"))
-from doctor_fakes import TOOLS  # noqa: E402
+from doctor_fakes import TOOLS
 
 
 def test_nvidia_smi_csv_columns_in_any_order():

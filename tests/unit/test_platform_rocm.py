@@ -13,15 +13,24 @@ from rocmstack.platform import rocm
 from rocmstack.platform.tools import ToolRun, run_tool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "doctor"))
-from doctor_fakes import TOOLS, gpu_node_properties  # noqa: E402
+from doctor_fakes import TOOLS, gpu_node_properties
 
 
 def read(name: str) -> str:
     return (TOOLS / name).read_text()
 
 
-@pytest.mark.parametrize("version,name", [(90402, "gfx942"), (90010, "gfx90a"), (90500, "gfx950"),
-                                          (110000, "gfx1100"), (120001, "gfx1201"), (90006, "gfx906")])
+@pytest.mark.parametrize(
+    "version,name",
+    [
+        (90402, "gfx942"),
+        (90010, "gfx90a"),
+        (90500, "gfx950"),
+        (110000, "gfx1100"),
+        (120001, "gfx1201"),
+        (90006, "gfx906"),
+    ],
+)
 def test_gfx_name(version, name):
     assert rocm.gfx_name(version) == name
 
@@ -46,7 +55,9 @@ def test_amd_smi_gpu_data_after_python_warnings():
 
 def test_amd_smi_bare_list_shape():
     text = read("amd-smi-static-gpu_data-rx7800xt-excerpt.txt")
-    bare = text[text.index("[", text.index("gpu_data")): text.rindex("]") + 1]  # amd-smi < 26 prints the list
+    bare = text[
+        text.index("[", text.index("gpu_data")) : text.rindex("]") + 1
+    ]  # amd-smi < 26 prints the list
     assert rocm.parse_amd_smi_list_json(bare).count == 1
 
 
@@ -60,7 +71,9 @@ def test_rocminfo_cpu_agent_named_like_a_gpu_is_not_counted():
 
 def test_rocminfo_without_kfd():
     out = read("rocminfo-debian-5.2.3-no-kfd.stdout")
-    result = rocm.count_from_tool("rocminfo", ToolRun(("rocminfo",), 1, out, read("rocminfo-debian-5.2.3-no-kfd.stderr"), 0.1))
+    result = rocm.count_from_tool(
+        "rocminfo", ToolRun(("rocminfo",), 1, out, read("rocminfo-debian-5.2.3-no-kfd.stderr"), 0.1)
+    )
     assert result.count == 0 and result.driver_missing
 
 
@@ -69,15 +82,23 @@ def test_amd_smi_partition_text_table():
 
 
 def test_count_from_tool_reports_a_missing_or_hung_tool():
-    assert "not found" in rocm.count_from_tool("amd-smi", ToolRun(("amd-smi",), None, "", "", 0, missing=True)).reason
+    assert (
+        "not found"
+        in rocm.count_from_tool("amd-smi", ToolRun(("amd-smi",), None, "", "", 0, missing=True)).reason
+    )
     hung = rocm.count_from_tool("rocm-smi", ToolRun(("rocm-smi",), None, "", "", 5.0, timed_out=True))
     assert hung.count is None and "killed" in hung.reason
 
 
 def test_kfd_topology_counts_gpu_nodes_only(tmp_path):
     nodes = tmp_path / "class/kfd/kfd/topology/nodes"
-    for i, props in enumerate(["cpu_cores_count 64\nsimd_count 0\ngfx_target_version 0\n",
-                               gpu_node_properties(), gpu_node_properties("gfx_target_version 90010\n")]):
+    for i, props in enumerate(
+        [
+            "cpu_cores_count 64\nsimd_count 0\ngfx_target_version 0\n",
+            gpu_node_properties(),
+            gpu_node_properties("gfx_target_version 90010\n"),
+        ]
+    ):
         (nodes / str(i)).mkdir(parents=True)
         (nodes / f"{i}/properties").write_text(props)
     found = rocm.kfd_gpu_nodes(tmp_path)
@@ -105,14 +126,18 @@ def test_compute_partitions_from_sysfs(tmp_path):
     assert rocm.compute_partitions(tmp_path) == {"card0": "CPX", "card1": "SPX"}
 
 
-@pytest.mark.skipif(shutil.which("rocm-smi") is None, reason="Debian's rocm-smi not installed (make system-deps)")
+@pytest.mark.skipif(
+    shutil.which("rocm-smi") is None, reason="Debian's rocm-smi not installed (make system-deps)"
+)
 def test_debian_rocm_smi_on_a_machine_without_amd_gpu():
     run = run_tool(rocm.TOOL_ARGV["rocm-smi"], timeout=30)
     result = rocm.count_from_tool("rocm-smi", run)
     assert result.count == 0 and result.driver_missing, (run, result)
 
 
-@pytest.mark.skipif(shutil.which("rocminfo") is None, reason="Debian's rocminfo not installed (make system-deps)")
+@pytest.mark.skipif(
+    shutil.which("rocminfo") is None, reason="Debian's rocminfo not installed (make system-deps)"
+)
 def test_debian_rocminfo_on_a_machine_without_kfd():
     run = run_tool(rocm.TOOL_ARGV["rocminfo"], timeout=30)
     assert run.returncode != 0

@@ -6,7 +6,14 @@ import os
 import sys
 import time
 
-from rocmstack.platform.tools import extract_json, finish_probe, parse_probe_output, run_tool, start_probe, strip_ansi
+from rocmstack.platform.tools import (
+    extract_json,
+    finish_probe,
+    parse_probe_output,
+    run_tool,
+    start_probe,
+    strip_ansi,
+)
 
 
 def test_missing_tool():
@@ -16,8 +23,10 @@ def test_missing_tool():
 
 def test_timeout_kills_the_process_group(tmp_path):
     pidfile = tmp_path / "child"
-    code = ("import os, subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
-            f"time.sleep(60)']); open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    code = (
+        "import os, subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
+        f"time.sleep(60)']); open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    )
     t0 = time.monotonic()
     run = run_tool([sys.executable, "-c", code], timeout=1.5)
     assert time.monotonic() - t0 < 10
@@ -39,14 +48,14 @@ def test_chatty_tool_does_not_block_on_a_full_pipe():
 
 
 def test_extract_json_after_warnings_and_ansi():
-    text = "WARNING: something\n\x1b[31mnoise [not json\x1b[0m\n{\"card0\": {\"GPU ID\": \"0x7408\"}}\ntrailer"
+    text = 'WARNING: something\n\x1b[31mnoise [not json\x1b[0m\n{"card0": {"GPU ID": "0x7408"}}\ntrailer'
     assert extract_json(text) == {"card0": {"GPU ID": "0x7408"}}
     assert extract_json("no json here") is None
     assert strip_ansi("\x1b[31mred\x1b[0m") == "red"
 
 
 def test_probe_output_marker():
-    assert parse_probe_output("lib noise\nROCMSTACK-PROBE-JSON:{\"count\": 2}\n") == {"count": 2}
+    assert parse_probe_output('lib noise\nROCMSTACK-PROBE-JSON:{"count": 2}\n') == {"count": 2}
     assert parse_probe_output("ROCMSTACK-PROBE-JSON:not json") is None
 
 

@@ -1,4 +1,4 @@
-"""GPU counts: do the independent sources agree, would Ray see the GPUs, does a partition mode multiply them."""
+"""GPU counts: do the independent sources agree, would Ray see the GPUs, does partitioning multiply them."""
 
 from __future__ import annotations
 
@@ -22,12 +22,16 @@ def gpu_count(snap: Snapshot, opts: DoctorOptions) -> Result:
         low = [s for s in physical if s.count == min(counts)]
         fix = "Compare the sources below: the one that sees fewer devices names the broken layer."
         if any(s.name == "amdsmi" for s in low):
-            fix = ("amdsmi sees fewer devices than the driver: a duplicate libamd_smi loaded RTLD_GLOBAL "
-                   "(see check amdsmi-duplicate), or amdsmi older than the driver; install amdsmi from the SDK "
-                   "(pip install --no-deps $(rocm-sdk path --root)/share/amd_smi)")
+            fix = (
+                "amdsmi sees fewer devices than the driver: a duplicate libamd_smi loaded RTLD_GLOBAL "
+                "(see check amdsmi-duplicate), or amdsmi older than the driver; install amdsmi from the SDK "
+                "(pip install --no-deps $(rocm-sdk path --root)/share/amd_smi)"
+            )
         elif any(s.name in ("kfd", "dri", "nvidia-dev") for s in low):
-            fix = ("The container sees fewer device nodes than the tools report: pass every device "
-                   "(--device /dev/kfd --device /dev/dri, or --gpus all on NVIDIA)")
+            fix = (
+                "The container sees fewer device nodes than the tools report: pass every device "
+                "(--device /dev/kfd --device /dev/dri, or --gpus all on NVIDIA)"
+            )
         return failed(f"GPU sources disagree: {_fmt(physical)}", *details, fix=fix)
     n_physical = counts.pop() if counts else 0
     expected_visible = masks.visible_count if masks.visible_count is not None else n_physical
@@ -35,32 +39,58 @@ def gpu_count(snap: Snapshot, opts: DoctorOptions) -> Result:
     rocr = next((s for s in sources if s.name == "rocminfo" and s.count is not None), None)
     problems = []
     if torch.count is not None and n_physical and torch.count != expected_visible:
-        problems.append(f"torch sees {torch.count} device(s), the masks leave {expected_visible} of {n_physical}")
-    if rocr is not None and masks.after_rocr is not None and n_physical and rocr.count != len(masks.after_rocr):
-        problems.append(f"rocminfo lists {rocr.count} GPU agent(s), ROCR_VISIBLE_DEVICES leaves {len(masks.after_rocr)}")
+        problems.append(
+            f"torch sees {torch.count} device(s), the masks leave {expected_visible} of {n_physical}"
+        )
+    if (
+        rocr is not None
+        and masks.after_rocr is not None
+        and n_physical
+        and rocr.count != len(masks.after_rocr)
+    ):
+        problems.append(
+            f"rocminfo lists {rocr.count} GPU agent(s), ROCR_VISIBLE_DEVICES leaves {len(masks.after_rocr)}"
+        )
     runtime = (snap.probe("torch") or {}).get("runtime_count")
     if runtime is not None and torch.count is not None and runtime != torch.count:
         problems.append(f"torch.cuda.device_count() says {torch.count}, the initialised runtime {runtime}")
     if expect is not None and expected_visible != expect:
         problems.append(f"--expect-gpus {expect}, but {expected_visible} visible ({n_physical} on the node)")
     factor = max((PARTITION_FACTORS.get(m, 1) for m in snap.partitions_sysfs.values()), default=1)
-    if problems and expect is not None and factor > 1 and expect * factor == expected_visible and len(problems) == 1:
-        return warned(f"{expected_visible} devices = --expect-gpus {expect} x {factor} compute partitions "
-                      "(see gpu-partition)", *details, fix="Count partitions, not cards, in --expect-gpus")
+    if (
+        problems
+        and expect is not None
+        and factor > 1
+        and expect * factor == expected_visible
+        and len(problems) == 1
+    ):
+        return warned(
+            f"{expected_visible} devices = --expect-gpus {expect} x {factor} compute partitions "
+            "(see gpu-partition)",
+            *details,
+            fix="Count partitions, not cards, in --expect-gpus",
+        )
     if problems:
         fix = "Make the job see the devices it expects."
         if torch.count == 0 and n_physical:
-            fix = ("torch sees none of the node's GPUs: check device access (device-access), the RTLD_GLOBAL "
-                   "preload (amdsmi-duplicate) and the masks (visibility-masks)")
+            fix = (
+                "torch sees none of the node's GPUs: check device access (device-access), the RTLD_GLOBAL "
+                "preload (amdsmi-duplicate) and the masks (visibility-masks)"
+            )
         return failed("; ".join(problems), *details, fix=fix)
     if n_physical == 0 and torch.count in (None, 0):
         if expect:
-            return failed(f"--expect-gpus {expect}, but no source finds a GPU", *details,
-                          fix="Run on a GPU node with the devices passed into the container")
+            return failed(
+                f"--expect-gpus {expect}, but no source finds a GPU",
+                *details,
+                fix="Run on a GPU node with the devices passed into the container",
+            )
         return skipped("no GPU on this node (no source reports one)", *details)
     agreeing = [s for s in sources if s.count is not None]
-    return passed(f"{len(agreeing)} sources agree: {n_physical} GPU(s), {expected_visible} visible "
-                  f"({_fmt(agreeing)})", *details)
+    return passed(
+        f"{len(agreeing)} sources agree: {n_physical} GPU(s), {expected_visible} visible ({_fmt(agreeing)})",
+        *details,
+    )
 
 
 def ray_gpus(snap: Snapshot, opts: DoctorOptions) -> Result:
@@ -69,8 +99,10 @@ def ray_gpus(snap: Snapshot, opts: DoctorOptions) -> Result:
     if data is None:
         if result is None:
             return skipped(f"Ray probe not run: {snap.not_run.get('ray', 'not requested')}")
-        return errored(result.reason(), fix="Run the probe by hand to see its traceback: "
-                       "python -c 'import ray._private.accelerators'")
+        return errored(
+            result.reason(),
+            fix="Run the probe by hand to see its traceback: python -c 'import ray._private.accelerators'",
+        )
     if "import_error" in data:
         if data["import_error"].startswith("ModuleNotFoundError"):
             return skipped("Ray is not installed")
@@ -82,29 +114,49 @@ def ray_gpus(snap: Snapshot, opts: DoctorOptions) -> Result:
         if key in data:
             fix = "Fix the visibility masks (see visibility-masks)"
             if "KeyError" in data[key] or "amdsmi" in data[key]:
-                fix = ("amdsmi is broken (see amdsmi-import); install it from the SDK: "
-                       "pip install --no-deps $(rocm-sdk path --root)/share/amd_smi")
+                fix = (
+                    "amdsmi is broken (see amdsmi-import); install it from the SDK: "
+                    "pip install --no-deps $(rocm-sdk path --root)/share/amd_smi"
+                )
             return failed(f"Ray {data.get('version')} fails while detecting GPUs: {data[key]}", fix=fix)
     resolved = int(data.get("resolved_gpus") or 0)
-    detail = (f"manager {data.get('manager')}, detected {data.get('detected')}, visible ids "
-              f"{data.get('visible_ids')}, accelerator_type {data.get('accelerator_type')}")
+    detail = (
+        f"manager {data.get('manager')}, detected {data.get('detected')}, visible ids "
+        f"{data.get('visible_ids')}, accelerator_type {data.get('accelerator_type')}"
+    )
     if resolved == 0 and expected > 0:
         amdsmi = snap.probe("amdsmi") or {}
         if snap.vendor() == "amd" and (data.get("amd_detected") or 0) == 0:
-            why = amdsmi.get("import_error") or amdsmi.get("init_error") or f"amdsmi counts {amdsmi.get('count')}"
-            return failed(f"Ray would register 0 GPUs, the node has {n_physical}: its AMD detector gets nothing "
-                          f"from amdsmi ({why}); Ray swallows the error", detail,
-                          fix="Install amdsmi from the ROCm SDK: pip install --no-deps "
-                              "$(rocm-sdk path --root)/share/amd_smi (the amdsmi-install patch)")
-        return failed(f"Ray would register 0 GPUs, {expected} are visible", detail,
-                      fix="Check the masks Ray reads (visibility-masks) and that NVML/amdsmi work in this env")
+            why = (
+                amdsmi.get("import_error")
+                or amdsmi.get("init_error")
+                or f"amdsmi counts {amdsmi.get('count')}"
+            )
+            return failed(
+                f"Ray would register 0 GPUs, the node has {n_physical}: its AMD detector gets nothing "
+                f"from amdsmi ({why}); Ray swallows the error",
+                detail,
+                fix="Install amdsmi from the ROCm SDK: pip install --no-deps "
+                "$(rocm-sdk path --root)/share/amd_smi (the amdsmi-install patch)",
+            )
+        return failed(
+            f"Ray would register 0 GPUs, {expected} are visible",
+            detail,
+            fix="Check the masks Ray reads (visibility-masks) and that NVML/amdsmi work in this env",
+        )
     if resolved != expected and n_physical:
-        return warned(f"Ray would register {resolved} GPU(s), {expected} are visible", detail,
-                      fix="Start Ray with --num-gpus matching the visible devices")
+        return warned(
+            f"Ray would register {resolved} GPU(s), {expected} are visible",
+            detail,
+            fix="Start Ray with --num-gpus matching the visible devices",
+        )
     if resolved == 0:
         return skipped("no GPU for Ray to register on this node", detail)
-    return passed(f"Ray {data.get('version')} would register GPU: {resolved} "
-                  f"(accelerator_type {data.get('accelerator_type')})", detail)
+    return passed(
+        f"Ray {data.get('version')} would register GPU: {resolved} "
+        f"(accelerator_type {data.get('accelerator_type')})",
+        detail,
+    )
 
 
 def gpu_partition(snap: Snapshot, opts: DoctorOptions) -> Result:
@@ -123,22 +175,48 @@ def gpu_partition(snap: Snapshot, opts: DoctorOptions) -> Result:
     factor = max(PARTITION_FACTORS[m] for m in split.values())
     n_physical = snap.physical_count()
     cards = len(modes)
-    detail = (f"{cards} card(s) in {', '.join(sorted(set(split.values())))} mode: each shows up as up to "
-              f"{factor} devices, {n_physical} in all")
+    detail = (
+        f"{cards} card(s) in {', '.join(sorted(set(split.values())))} mode: each shows up as up to "
+        f"{factor} devices, {n_physical} in all"
+    )
     if expect is not None and expect != n_physical and expect * factor == n_physical:
-        return failed(f"partition mode multiplies the device count: {cards} cards -> {n_physical} devices, "
-                      f"--expect-gpus {expect} counts cards", detail,
-                      fix=f"Expect {expect} x {factor} = {n_physical} devices, or switch to SPX "
-                          "(amd-smi set --compute-partition SPX)")
-    return warned(f"compute partitioning is on ({summary}): device counts are per partition", detail,
-                  fix="Size Ray/vLLM for partitions (expected count x partitions), or set SPX for whole-GPU jobs")
+        return failed(
+            f"partition mode multiplies the device count: {cards} cards -> {n_physical} devices, "
+            f"--expect-gpus {expect} counts cards",
+            detail,
+            fix=f"Expect {expect} x {factor} = {n_physical} devices, or switch to SPX "
+            "(amd-smi set --compute-partition SPX)",
+        )
+    return warned(
+        f"compute partitioning is on ({summary}): device counts are per partition",
+        detail,
+        fix="Size Ray/vLLM for partitions (expected count x partitions), or set SPX for whole-GPU jobs",
+    )
 
 
 CHECKS = (
-    Check("gpu-count", "gpus", "GPU count agrees across sources", gpu_count,
-          "https://github.com/pytorch/pytorch/issues/186516", frozenset({"torch", "ray", "amdsmi", "nvml", "tools"})),
-    Check("ray-gpus", "gpus", "Ray would see the GPUs", ray_gpus,
-          "https://github.com/ray-project/ray/pull/62393", frozenset({"ray", "amdsmi", "nvml", "tools"})),
-    Check("gpu-partition", "gpus", "Partition mode and device count", gpu_partition,
-          "https://github.com/ROCm/k8s-device-plugin/issues/157", frozenset({"partition", "tools", "amdsmi", "nvml"})),
+    Check(
+        "gpu-count",
+        "gpus",
+        "GPU count agrees across sources",
+        gpu_count,
+        "https://github.com/pytorch/pytorch/issues/186516",
+        frozenset({"torch", "ray", "amdsmi", "nvml", "tools"}),
+    ),
+    Check(
+        "ray-gpus",
+        "gpus",
+        "Ray would see the GPUs",
+        ray_gpus,
+        "https://github.com/ray-project/ray/pull/62393",
+        frozenset({"ray", "amdsmi", "nvml", "tools"}),
+    ),
+    Check(
+        "gpu-partition",
+        "gpus",
+        "Partition mode and device count",
+        gpu_partition,
+        "https://github.com/ROCm/k8s-device-plugin/issues/157",
+        frozenset({"partition", "tools", "amdsmi", "nvml"}),
+    ),
 )

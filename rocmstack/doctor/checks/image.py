@@ -26,7 +26,11 @@ def read_lock(root: Path) -> tuple[dict | None, str | None]:
     except (OSError, ValueError) as exc:
         return None, f"{path}: {exc}"
     if not isinstance(lock, dict) or lock.get("schema") != 1:
-        return None, f"{path}: not a schema-1 rocmstack lock (schema={lock.get('schema') if isinstance(lock, dict) else '?'})"
+        return (
+            None,
+            f"{path}: not a schema-1 rocmstack lock "
+            f"(schema={lock.get('schema') if isinstance(lock, dict) else '?'})",
+        )
     return lock, None
 
 
@@ -50,7 +54,7 @@ def applied_markers(root: Path) -> tuple[dict[str, dict], list[str]]:
 
 
 def _same(locked: str, installed: str) -> bool:
-    # A lock that pins "2.12.0" accepts the base image's local build "2.12.0+rocm7.14"; a pinned local tag must match.
+    # Pinning "2.12.0" accepts the base image's local build "2.12.0+rocm7.14"; a pinned local tag must match.
     return installed == locked or ("+" not in locked and installed.split("+")[0] == locked)
 
 
@@ -58,7 +62,9 @@ def lock_drift(snap: Snapshot, opts: DoctorOptions) -> Result:
     root = opts.resolved_image_root()
     lock, error = read_lock(root)
     if error:
-        return failed(f"image lock unreadable: {error}", fix="Rebuild the image; the render step writes lock.json")
+        return failed(
+            f"image lock unreadable: {error}", fix="Rebuild the image; the render step writes lock.json"
+        )
     if lock is None:
         return skipped(f"not a rocmstack image (no {root / 'lock.json'})")
     dists = {_norm(k): v for k, v in snap.dists.items()}
@@ -74,7 +80,9 @@ def lock_drift(snap: Snapshot, opts: DoctorOptions) -> Result:
         installed = dists.get(_norm(package))
         checked += 1
         if installed is None:
-            missing.append(f"{name}: {package} not installed (lock: {comp.get('version') or comp.get('ref')})")
+            missing.append(
+                f"{name}: {package} not installed (lock: {comp.get('version') or comp.get('ref')})"
+            )
         elif comp.get("version") and not _same(str(comp["version"]), installed):
             drift.append(f"{name}: {package} {installed} installed, lock says {comp['version']}")
     py_locked = str(base.get("python") or "")
@@ -84,9 +92,12 @@ def lock_drift(snap: Snapshot, opts: DoctorOptions) -> Result:
     problems = drift + missing
     recipe = f"recipe {lock.get('recipe')} (render {str(lock.get('render_hash', ''))[:12]})"
     if problems:
-        return failed(f"{len(problems)} component(s) drifted from the image lock ({recipe}): {problems[0]}",
-                      *problems, fix="Something was installed after the build: rebuild the image, or reinstall "
-                                     "the locked versions with pip install -c the lock's constraints")
+        return failed(
+            f"{len(problems)} component(s) drifted from the image lock ({recipe}): {problems[0]}",
+            *problems,
+            fix="Something was installed after the build: rebuild the image, or reinstall "
+            "the locked versions with pip install -c the lock's constraints",
+        )
     return passed(f"{checked} locked component(s) match ({recipe})")
 
 
@@ -103,13 +114,21 @@ def patches_applied(snap: Snapshot, opts: DoctorOptions) -> Result:
     extra = sorted(set(markers) - set(wanted))
     if bad or missing:
         items = [f"no marker for patch {p}" for p in missing] + [f"bad marker {b}" for b in bad]
-        return failed(f"{len(missing)} of {len(wanted)} locked patch(es) not applied" + (f" ({', '.join(missing)})"
-                      if missing else "") + (f"; {len(bad)} malformed marker(s)" if bad else ""), *items,
-                      fix="Rebuild: the patch step writes a marker only when its target text matched")
+        return failed(
+            f"{len(missing)} of {len(wanted)} locked patch(es) not applied"
+            + (f" ({', '.join(missing)})" if missing else "")
+            + (f"; {len(bad)} malformed marker(s)" if bad else ""),
+            *items,
+            fix="Rebuild: the patch step writes a marker only when its target text matched",
+        )
     if extra:
-        return warned(f"marker(s) for patch(es) not in the lock: {', '.join(extra)}",
-                      fix="The image was patched by hand after the build; rebuild it from its recipe")
-    return passed(f"all {len(wanted)} locked patch(es) applied" + (f": {', '.join(wanted)}" if wanted else ""))
+        return warned(
+            f"marker(s) for patch(es) not in the lock: {', '.join(extra)}",
+            fix="The image was patched by hand after the build; rebuild it from its recipe",
+        )
+    return passed(
+        f"all {len(wanted)} locked patch(es) applied" + (f": {', '.join(wanted)}" if wanted else "")
+    )
 
 
 def applied_patch_ids(opts: DoctorOptions) -> set[str]:
@@ -119,8 +138,18 @@ def applied_patch_ids(opts: DoctorOptions) -> set[str]:
 
 
 CHECKS = (
-    Check("lock-drift", "image", "Installed versions match the image lock", lock_drift,
-          "https://github.com/vllm-project/vime/blob/main/docker/Dockerfile.rocm7.14"),
-    Check("patches-applied", "image", "Every locked patch has its marker", patches_applied,
-          "https://github.com/AMD-Ecosystem/verl/blob/release/0.9.0.amd0/docker/rocm/Dockerfile.rocm"),
+    Check(
+        "lock-drift",
+        "image",
+        "Installed versions match the image lock",
+        lock_drift,
+        "https://github.com/vllm-project/vime/blob/main/docker/Dockerfile.rocm7.14",
+    ),
+    Check(
+        "patches-applied",
+        "image",
+        "Every locked patch has its marker",
+        patches_applied,
+        "https://github.com/AMD-Ecosystem/verl/blob/release/0.9.0.amd0/docker/rocm/Dockerfile.rocm",
+    ),
 )

@@ -6,7 +6,9 @@ from rocmstack.doctor.model import Check, DoctorOptions, Result, errored, failed
 from rocmstack.platform.snapshot import Snapshot
 
 VLLM_ROCM_PYTHON = "3.12"
-HARMLESS_NVIDIA = frozenset({"nvidia-ml-py", "nvidia-ml-py3"})  # the ROCm wheels and images of vLLM are built for CPython 3.12 only
+HARMLESS_NVIDIA = frozenset(
+    {"nvidia-ml-py", "nvidia-ml-py3"}
+)  # the ROCm wheels and images of vLLM are built for CPython 3.12 only
 
 
 def vllm_python(snap: Snapshot, opts: DoctorOptions) -> Result:
@@ -17,10 +19,12 @@ def vllm_python(snap: Snapshot, opts: DoctorOptions) -> Result:
     if not snap.rocm_env():
         return skipped(f"vLLM {version} in a non-ROCm environment")
     if py != VLLM_ROCM_PYTHON:
-        return failed(f"Python {py} with vLLM {version} on ROCm: vLLM's ROCm wheels exist for Python "
-                      f"{VLLM_ROCM_PYTHON} only, so pip picked a CUDA wheel or an sdist",
-                      fix=f"Use Python {VLLM_ROCM_PYTHON} (the ROCm base image's), or build vLLM from source "
-                          "with VLLM_TARGET_DEVICE=rocm")
+        return failed(
+            f"Python {py} with vLLM {version} on ROCm: vLLM's ROCm wheels exist for Python "
+            f"{VLLM_ROCM_PYTHON} only, so pip picked a CUDA wheel or an sdist",
+            fix=f"Use Python {VLLM_ROCM_PYTHON} (the ROCm base image's), or build vLLM from source "
+            "with VLLM_TARGET_DEVICE=rocm",
+        )
     return passed(f"Python {py} matches vLLM's ROCm wheels")
 
 
@@ -33,18 +37,24 @@ def vllm_flavour(snap: Snapshot, opts: DoctorOptions) -> Result:
     data = probe.data if probe is not None else None
     ext_error = (data or {}).get("ext_error", "")
     if rocm and ("libcudart" in ext_error or "libcuda.so" in ext_error):
-        return failed(f"vLLM {version} is a CUDA build: import vllm._C fails ({ext_error})",
-                      fix="Install vLLM built for ROCm (VLLM_TARGET_DEVICE=rocm source build or the ROCm index)")
+        return failed(
+            f"vLLM {version} is a CUDA build: import vllm._C fails ({ext_error})",
+            fix="Install vLLM built for ROCm (VLLM_TARGET_DEVICE=rocm source build or the ROCm index)",
+        )
     if not rocm and "+rocm" in version:
-        return failed(f"vLLM {version} is a ROCm build on a non-ROCm node", fix="Install the CUDA wheel of vLLM")
+        return failed(
+            f"vLLM {version} is a ROCm build on a non-ROCm node", fix="Install the CUDA wheel of vLLM"
+        )
     if probe is not None and data is None:
         return errored(probe.reason(), fix="Run `python -c 'import vllm._C'` by hand to see the error")
     if data is not None and not data.get("ext_ok"):
         return failed(f"import vllm._C fails: {ext_error}", fix="Reinstall vLLM for this torch and ROCm")
     if rocm and "+rocm" not in version:
         note = "import vllm._C loads" if data else f"not loaded ({snap.not_run.get('vllm', 'probe not run')})"
-        return warned(f"vLLM {version} has no +rocm tag: a CUDA wheel unless built from source here ({note})",
-                      fix="Confirm with `python -c 'import vllm._C'` (a CUDA wheel asks for libcudart)")
+        return warned(
+            f"vLLM {version} has no +rocm tag: a CUDA wheel unless built from source here ({note})",
+            fix="Confirm with `python -c 'import vllm._C'` (a CUDA wheel asks for libcudart)",
+        )
     return passed(f"vLLM {version}" + (" (import vllm._C loads)" if data else ""))
 
 
@@ -53,13 +63,19 @@ def nvidia_packages(snap: Snapshot, opts: DoctorOptions) -> Result:
         return skipped("not a ROCm environment")
     # CUDA runtime wheels (nvidia-cublas-cu12, nvidia-nccl-cu13, CUDA 13's unsuffixed nvidia-cublas, ...) and
     # cupy-cuda*; nvidia-ml-py is a pure-Python NVML binding and harmless.
-    found = sorted(f"{name}=={v}" for name, v in snap.dists.items()
-                   if (name.startswith("nvidia-") and name not in HARMLESS_NVIDIA) or name.startswith("cupy-cuda"))
+    found = sorted(
+        f"{name}=={v}"
+        for name, v in snap.dists.items()
+        if (name.startswith("nvidia-") and name not in HARMLESS_NVIDIA) or name.startswith("cupy-cuda")
+    )
     if found:
-        return failed(f"{len(found)} CUDA package(s) in a ROCm environment: {', '.join(found[:6])}"
-                      + (" ..." if len(found) > 6 else ""), *found,
-                      fix="Uninstall them and install with a constraints file pinning the ROCm torch "
-                          "(PIP_CONSTRAINT), so no dependency pulls a CUDA wheel again")
+        return failed(
+            f"{len(found)} CUDA package(s) in a ROCm environment: {', '.join(found[:6])}"
+            + (" ..." if len(found) > 6 else ""),
+            *found,
+            fix="Uninstall them and install with a constraints file pinning the ROCm torch "
+            "(PIP_CONSTRAINT), so no dependency pulls a CUDA wheel again",
+        )
     return passed("no nvidia-* / cupy-cuda* packages")
 
 
@@ -73,7 +89,9 @@ def torch_arch(snap: Snapshot, opts: DoctorOptions) -> Result:
     if "import_error" in data:
         if data["import_error"].startswith("ModuleNotFoundError"):
             return skipped("torch is not installed")
-        return failed(f"import torch fails: {data['import_error']}", fix="See amdsmi-import / amdsmi-duplicate")
+        return failed(
+            f"import torch fails: {data['import_error']}", fix="See amdsmi-import / amdsmi-duplicate"
+        )
     arch_list = data.get("arch_list") or []
     if data.get("devices"):  # --deep: torch's own view of each device
         archs = sorted({d["arch"] for d in data["devices"] if d.get("arch")})
@@ -89,24 +107,51 @@ def torch_arch(snap: Snapshot, opts: DoctorOptions) -> Result:
     for arch in archs:
         if arch in arch_list:
             continue
-        if arch.startswith("sm_") and any(a.startswith("compute_") and int(a[8:]) <= int(arch[3:]) for a in arch_list
-                                          if a[8:].isdigit()):
+        if arch.startswith("sm_") and any(
+            a.startswith("compute_") and int(a[8:]) <= int(arch[3:]) for a in arch_list if a[8:].isdigit()
+        ):
             continue  # PTX for an older arch: the driver JIT-compiles it
         missing.append(arch)
     if missing:
-        return failed(f"torch {data.get('version')} has no kernels for {', '.join(missing)} "
-                      f"(built for {', '.join(arch_list)})",
-                      fix="Install a torch built for this GPU (PYTORCH_ROCM_ARCH / TORCH_CUDA_ARCH_LIST includes it)")
-    return passed(f"device arch {', '.join(archs)} in torch's arch list", f"arch list: {', '.join(arch_list)}")
+        return failed(
+            f"torch {data.get('version')} has no kernels for {', '.join(missing)} "
+            f"(built for {', '.join(arch_list)})",
+            fix="Install a torch built for this GPU (PYTORCH_ROCM_ARCH / TORCH_CUDA_ARCH_LIST includes it)",
+        )
+    return passed(
+        f"device arch {', '.join(archs)} in torch's arch list", f"arch list: {', '.join(arch_list)}"
+    )
 
 
 CHECKS = (
-    Check("vllm-python", "packages", "Python version fits vLLM's ROCm wheels", vllm_python,
-          "https://docs.vllm.ai/en/latest/getting_started/installation/gpu.html"),
-    Check("vllm-flavour", "packages", "vLLM wheel built for this platform", vllm_flavour,
-          "https://docs.vllm.ai/en/latest/getting_started/installation/gpu.html", frozenset({"vllm"})),
-    Check("nvidia-packages", "packages", "No CUDA packages in a ROCm env", nvidia_packages,
-          "https://github.com/sgl-project/sglang/blob/main/docker/rocm.Dockerfile"),
-    Check("torch-arch", "packages", "torch built for the device arch", torch_arch,
-          "https://pytorch.org/docs/stable/generated/torch.cuda.get_arch_list.html", frozenset({"torch", "nvml"})),
+    Check(
+        "vllm-python",
+        "packages",
+        "Python version fits vLLM's ROCm wheels",
+        vllm_python,
+        "https://docs.vllm.ai/en/latest/getting_started/installation/gpu.html",
+    ),
+    Check(
+        "vllm-flavour",
+        "packages",
+        "vLLM wheel built for this platform",
+        vllm_flavour,
+        "https://docs.vllm.ai/en/latest/getting_started/installation/gpu.html",
+        frozenset({"vllm"}),
+    ),
+    Check(
+        "nvidia-packages",
+        "packages",
+        "No CUDA packages in a ROCm env",
+        nvidia_packages,
+        "https://github.com/sgl-project/sglang/blob/main/docker/rocm.Dockerfile",
+    ),
+    Check(
+        "torch-arch",
+        "packages",
+        "torch built for the device arch",
+        torch_arch,
+        "https://pytorch.org/docs/stable/generated/torch.cuda.get_arch_list.html",
+        frozenset({"torch", "nvml"}),
+    ),
 )

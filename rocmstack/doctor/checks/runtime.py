@@ -25,7 +25,7 @@ def alloc_allreduce(snap: Snapshot, opts: DoctorOptions) -> Result:
     if var is None:
         return passed("no PYTORCH_*ALLOC_CONF set")
     conf = snap.env[var]
-    if not re.search(r"expandable_segments\s*:\s*true", conf, re.I):
+    if not re.search(r"expandable_segments\s*:\s*true", conf, re.IGNORECASE):
         return passed(f"{var}={conf} (expandable_segments off)")
     if not snap.rocm_env():
         return passed(f"{var} enables expandable_segments (harmless outside ROCm)")
@@ -33,10 +33,14 @@ def alloc_allreduce(snap: Snapshot, opts: DoctorOptions) -> Result:
     if tp is not None and tp <= 1:
         return passed(f"{var} enables expandable_segments; TP={tp}, no custom all-reduce")
     if "verl-rollout-defaults" in applied_patch_ids(opts):
-        return passed(f"{var} enables expandable_segments; custom all-reduce disabled by the verl-rollout-defaults "
-                      "patch")
-    msg = (f"{var}={conf}: with expandable segments, custom all-reduce fails at TP>1 "
-           "(hipIpcGetMemHandle ... invalid argument)")
+        return passed(
+            f"{var} enables expandable_segments; custom all-reduce disabled by the verl-rollout-defaults "
+            "patch"
+        )
+    msg = (
+        f"{var}={conf}: with expandable segments, custom all-reduce fails at TP>1 "
+        "(hipIpcGetMemHandle ... invalid argument)"
+    )
     fix = "Disable custom all-reduce (vLLM/SGLang disable_custom_all_reduce=True) or drop expandable_segments"
     if tp is not None:
         return failed(f"{msg}; TP={tp}", fix=fix)
@@ -57,15 +61,27 @@ def sglang_env(snap: Snapshot, opts: DoctorOptions) -> Result:
     if backend and backend.lower() == "aiter" and not aiter_on:
         problems.append(f"SGLANG_ATTENTION_BACKEND={backend} needs SGLANG_USE_AITER=1 (it is {use_aiter!r})")
     if problems:
-        return failed(problems[0], *problems[1:],
-                      fix="verl's ROCm image runs SGLANG_USE_AITER=0 with SGLANG_ATTENTION_BACKEND=triton")
-    if installed and not aiter_on and snap.rocm_env() and applied_patch_ids(opts) and \
-            "sglang-rmsnorm" not in applied_patch_ids(opts):
-        return warned("AITER is off but the sglang-rmsnorm patch is not applied: layernorm calls "
-                      "fused_add_rms_norm with 6 arguments and fails ('takes 4 positional arguments but 6 were given')",
-                      fix="Apply the sglang-rmsnorm patch (SGLang PR #32034)")
-    return passed(f"SGLang {installed or '(not installed)'}: SGLANG_USE_AITER={use_aiter}, "
-                  f"SGLANG_ATTENTION_BACKEND={backend}")
+        return failed(
+            problems[0],
+            *problems[1:],
+            fix="verl's ROCm image runs SGLANG_USE_AITER=0 with SGLANG_ATTENTION_BACKEND=triton",
+        )
+    if (
+        installed
+        and not aiter_on
+        and snap.rocm_env()
+        and applied_patch_ids(opts)
+        and "sglang-rmsnorm" not in applied_patch_ids(opts)
+    ):
+        return warned(
+            "AITER is off but the sglang-rmsnorm patch is not applied: layernorm calls "
+            "fused_add_rms_norm with 6 arguments and fails ('takes 4 positional arguments but 6 were given')",
+            fix="Apply the sglang-rmsnorm patch (SGLang PR #32034)",
+        )
+    return passed(
+        f"SGLang {installed or '(not installed)'}: SGLANG_USE_AITER={use_aiter}, "
+        f"SGLANG_ATTENTION_BACKEND={backend}"
+    )
 
 
 def rocm_version(snap: Snapshot) -> str | None:
@@ -89,23 +105,49 @@ def version_floors(snap: Snapshot, opts: DoctorOptions) -> Result:
     if vllm:
         vv = _version(vllm)
         if vv is not None and vv[:2] <= (0, 11):
-            problems.append(f"vLLM {vllm}: sleep mode (enable_sleep_mode, verl's colocated rollout) needs vLLM > 0.11")
+            problems.append(
+                f"vLLM {vllm}: sleep mode (enable_sleep_mode, verl's colocated rollout) needs vLLM > 0.11"
+            )
         if rv is not None and rv[:1] < (7,):
             problems.append(f"ROCm {rocm}: vLLM sleep mode on ROCm needs ROCm >= 7.0")
     if problems:
-        return failed(problems[0], *problems[1:], *notes,
-                      fix="Use vLLM > 0.11 on ROCm >= 7.0, or turn sleep mode off (slower colocated rollout)")
+        return failed(
+            problems[0],
+            *problems[1:],
+            *notes,
+            fix="Use vLLM > 0.11 on ROCm >= 7.0, or turn sleep mode off (slower colocated rollout)",
+        )
     if rv is not None and rv[:2] < (7, 1) and "rocm-nonblocking" not in applied_patch_ids(opts):
-        return warned(f"ROCm {rocm} < 7.1: pinned-memory copies with non_blocking=True then fork can segfault "
-                      "(checkpoint writers)", *notes, fix="Apply the rocm-nonblocking patch or use ROCm >= 7.1")
+        return warned(
+            f"ROCm {rocm} < 7.1: pinned-memory copies with non_blocking=True then fork can segfault "
+            "(checkpoint writers)",
+            *notes,
+            fix="Apply the rocm-nonblocking patch or use ROCm >= 7.1",
+        )
     return passed("version floors met", *notes)
 
 
 CHECKS = (
-    Check("alloc-allreduce", "runtime", "expandable_segments x custom all-reduce", alloc_allreduce,
-          "https://github.com/vllm-project/vllm/issues/42609"),
-    Check("sglang-env", "runtime", "SGLang AITER switches coherent", sglang_env,
-          "https://github.com/sgl-project/sglang/pull/32034"),
-    Check("version-floors", "runtime", "vLLM sleep mode / ROCm version floors", version_floors,
-          "https://docs.vllm.ai/en/latest/features/sleep_mode.html", frozenset({"torch"})),
+    Check(
+        "alloc-allreduce",
+        "runtime",
+        "expandable_segments x custom all-reduce",
+        alloc_allreduce,
+        "https://github.com/vllm-project/vllm/issues/42609",
+    ),
+    Check(
+        "sglang-env",
+        "runtime",
+        "SGLang AITER switches coherent",
+        sglang_env,
+        "https://github.com/sgl-project/sglang/pull/32034",
+    ),
+    Check(
+        "version-floors",
+        "runtime",
+        "vLLM sleep mode / ROCm version floors",
+        version_floors,
+        "https://docs.vllm.ai/en/latest/features/sleep_mode.html",
+        frozenset({"torch"}),
+    ),
 )

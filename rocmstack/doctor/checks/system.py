@@ -21,7 +21,7 @@ def _group_name(gid: int) -> str:
 
 
 def _denied(path: Path) -> str | None:
-    """None when this process can read and write ``path``; else why not, naming the group that would grant it."""
+    """None when this process can read and write ``path``; else why not, naming the group that grants it."""
     if os.access(path, os.R_OK | os.W_OK):
         return None
     try:
@@ -54,7 +54,9 @@ def device_access(snap: Snapshot, opts: DoctorOptions) -> Result:
             checked.append(str(node.path))
             if why := _denied(node.path):
                 problems.append(why)
-        fix = "Run the container with --device /dev/kfd --device /dev/dri --group-add video --group-add render"
+        fix = (
+            "Run the container with --device /dev/kfd --device /dev/dri --group-add video --group-add render"
+        )
     elif vendor == "nvidia":
         for path in [dev / "nvidiactl", *snap.nvidia_dev]:
             if not path.exists():
@@ -76,18 +78,34 @@ def nofile_limit(snap: Snapshot, opts: DoctorOptions) -> Result:
     fix = "Raise it: docker/podman run --ulimit nofile=1048576:1048576 (or LimitNOFILE= for a systemd unit)"
     text = f"open-file limit soft={soft} hard={hard}"
     if hard < RAY_NOFILE_WARN:
-        return failed(f"{text}: Ray cannot raise the soft limit to {RAY_NOFILE_WARN} and large jobs run out of "
-                      "file descriptors", fix=fix)
+        return failed(
+            f"{text}: Ray cannot raise the soft limit to {RAY_NOFILE_WARN} and large jobs run out of "
+            "file descriptors",
+            fix=fix,
+        )
     if hard < RAY_NOFILE:
-        return warned(f"{text}: below the {RAY_NOFILE} Ray aims for; many actors or nodes will hit it", fix=fix)
+        return warned(
+            f"{text}: below the {RAY_NOFILE} Ray aims for; many actors or nodes will hit it", fix=fix
+        )
     if soft < RAY_NOFILE:
         return passed(f"{text}: ray.init raises the soft limit to {RAY_NOFILE}")
     return passed(text)
 
 
 CHECKS = (
-    Check("device-access", "system", "/dev/kfd, /dev/dri (or /dev/nvidia*) usable", device_access,
-          "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html", frozenset({"tools"})),
-    Check("nofile-limit", "system", "Open-file limit for Ray", nofile_limit,
-          "https://docs.ray.io/en/latest/cluster/vms/user-guides/large-cluster-best-practices.html"),
+    Check(
+        "device-access",
+        "system",
+        "/dev/kfd, /dev/dri (or /dev/nvidia*) usable",
+        device_access,
+        "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/how-to/docker.html",
+        frozenset({"tools"}),
+    ),
+    Check(
+        "nofile-limit",
+        "system",
+        "Open-file limit for Ray",
+        nofile_limit,
+        "https://docs.ray.io/en/latest/cluster/vms/user-guides/large-cluster-best-practices.html",
+    ),
 )

@@ -10,7 +10,7 @@ import re
 import sys
 import time
 
-from _emit import emit, error_text
+from _emit import emit
 
 t0 = time.monotonic()
 out = {"python": "%d.%d.%d" % sys.version_info[:3], "executable": sys.executable}
@@ -41,12 +41,14 @@ def origin(module):
     if spec is None:
         return None
     if spec.submodule_search_locations:
-        return list(spec.submodule_search_locations)[0]
+        return next(iter(spec.submodule_search_locations))
     return spec.origin
 
 
-modules = {m: origin(m) for m in ("torch", "ray", "amdsmi", "pynvml", "vllm", "sglang", "aiter", "rocm_sdk",
-                                  "_rocm_sdk_core")}
+modules = {
+    m: origin(m)
+    for m in ("torch", "ray", "amdsmi", "pynvml", "vllm", "sglang", "aiter", "rocm_sdk", "_rocm_sdk_core")
+}
 out["modules"] = modules
 
 
@@ -62,7 +64,9 @@ def read(path):
 preload = {}
 if modules["rocm_sdk"]:
     text = read(os.path.join(modules["rocm_sdk"], "__init__.py")) or ""
-    m = re.search(r"def\s+initialize_process\s*\(.*?rtld_global\s*:\s*bool\s*=\s*(True|False)", text, re.S)
+    m = re.search(
+        r"def\s+initialize_process\s*\(.*?rtld_global\s*:\s*bool\s*=\s*(True|False)", text, re.DOTALL
+    )
     preload["sdk_default_global"] = None if m is None else m.group(1) == "True"
 if modules["torch"]:
     text = read(os.path.join(modules["torch"], "_rocm_init.py"))
@@ -76,7 +80,9 @@ out["preload"] = preload
 candidates = []
 roots = [p for p in sys.path if p and os.path.isdir(p)]
 rocm_path = os.environ.get("ROCM_PATH", "/opt/rocm")
-patterns = [(r, sub) for r in roots for sub in ("amdsmi", "_rocm_sdk_core/lib", "_rocm_sdk_core/share/amd_smi/amdsmi")]
+patterns = [
+    (r, sub) for r in roots for sub in ("amdsmi", "_rocm_sdk_core/lib", "_rocm_sdk_core/share/amd_smi/amdsmi")
+]
 patterns += [(rocm_path, "lib"), (rocm_path, "share/amd_smi/amdsmi")]
 seen = set()
 for root, sub in patterns:

@@ -1,6 +1,5 @@
 """Probe: does vLLM's compiled extension load? A CUDA wheel on ROCm fails here asking for libcudart."""
 
-import sys
 import time
 
 from _emit import emit, error_text
