@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -15,16 +14,16 @@ DEFAULT_REPORT = Path("validate-report")
 def register(app: typer.Typer) -> None:
     @app.command("validate")
     def validate(
-        image: Optional[str] = typer.Argument(None, help="Image to validate (omit with --in-place)."),
+        image: str | None = typer.Argument(None, help="Image to validate (omit with --in-place)."),
         engine: str = typer.Option("auto", "--engine", help="auto | docker | podman | buildah (buildah run --isolation chroot)."),
         in_place: bool = typer.Option(False, "--in-place", help="Validate this node (already inside the image); no container."),
-        expect_gpus: Optional[int] = typer.Option(None, "--expect-gpus", metavar="N", help="GPUs the doctor must see."),
+        expect_gpus: int | None = typer.Option(None, "--expect-gpus", metavar="N", help="GPUs the doctor must see."),
         report: Path = typer.Option(DEFAULT_REPORT, "--report", metavar="DIR", help="Write report.json/.md/.html here."),
         skip_smoke: bool = typer.Option(False, "--skip-smoke", help="Leave out the GRPO smoke job."),
         skip_bench: bool = typer.Option(False, "--skip-bench", help="Leave out the rollout bench."),
-        baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="FILE", help="Bench baseline: a regression fails."),
+        baseline: Path | None = typer.Option(None, "--baseline", metavar="FILE", help="Bench baseline: a regression fails."),
         device: str = typer.Option("auto", "--device", help="auto (GPU when torch sees one) | cpu."),
-        smoke_steps: Optional[int] = typer.Option(None, "--smoke-steps", metavar="N", help="GRPO steps (default: the smoke's)."),
+        smoke_steps: int | None = typer.Option(None, "--smoke-steps", metavar="N", help="GRPO steps (default: the smoke's)."),
         doctor_skip: list[str] = typer.Option([], "--doctor-skip", metavar="ID", help="Leave this doctor check out (repeat)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact engine command(s) and exit."),
         json_out: bool = typer.Option(False, "--json", help="Print report.json to stdout."),
@@ -41,7 +40,7 @@ def register(app: typer.Typer) -> None:
                                  fix="drop IMAGE, or drop --in-place to validate the image in a container")
             if dry_run:
                 raise InputError("--dry-run prints the engine command; --in-place runs none", fix="drop one of them")
-            result = _in_place(opts.validated(), quiet=json_out)
+            result = _in_place(opts.validated())
         else:
             if not image:
                 raise InputError("IMAGE missing", fix="rocmstack validate IMAGE [--engine buildah], or --in-place")
@@ -86,7 +85,7 @@ def _progress():
     return lambda msg: err.print(f"[dim]validate:[/dim] {msg}", highlight=False)
 
 
-def _in_place(opts, *, quiet: bool) -> dict:
+def _in_place(opts) -> dict:
     from rocmstack.validate.pipeline import run_in_place
     from rocmstack.validate.report import write_all
 

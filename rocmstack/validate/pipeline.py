@@ -157,7 +157,7 @@ def run_smoke_stage(opts: ValidateOptions, progress: Progress) -> tuple[dict[str
             progress(f"smoke step {row['step'] + 1}/{smoke_opts.steps}: reward {row['raw_reward_mean']:.2f}")
 
         summary = run_grpo_smoke(smoke_opts, on_step=on_step)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001  (recorded as an error stage)
         return _crash("smoke", exc, t0), None
     f = summary["final"]
     text = (f"{'PASS' if summary['passed'] else 'FAIL: ' + ', '.join(summary['failed'])}; reward "
@@ -225,7 +225,7 @@ def run_bench_stage(opts: ValidateOptions, progress: Progress) -> tuple[dict[str
         (out / BENCH_JSON).write_text(dumps(report), encoding="utf-8")
         if any(r["status"] == "ok" and r["tokens_per_s"] for r in report["results"]):
             plot_reports([report], out / ROOFLINE_PNG)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001  (recorded as an error stage)
         return _crash("bench", exc, t0), None
     status, text = bench_verdict(report)
     return stage("bench", status, time.monotonic() - t0, text), report
@@ -247,7 +247,7 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
     """Run every stage here and return the report dict (``report["passed"]`` is the verdict)."""
     opts = options.validated()
     opts.report_dir.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
     image = image_info(opts.root())
     stages: list[dict[str, Any]] = []

@@ -8,7 +8,6 @@ no immutable tag moves (the build's immutability guard, ``rocmstack.build.pipeli
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from rocmstack.build.pipeline import RENDER_HASH_LABEL
@@ -17,13 +16,6 @@ from rocmstack.errors import CheckFailed, InputError
 
 RECIPE_LABEL = "dev.rocmstack.recipe"
 ARCHS_LABEL = "dev.rocmstack.gpu-archs"
-
-
-@dataclass(frozen=True, kw_only=True)
-class GateResult:
-    render_hash: str
-    image_id: str
-    tags: TagSet
 
 
 def check_report(report: dict[str, Any], labels: dict[str, str], image_id: str, image: str) -> str:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-from test_build_podman import first_build, podman, podman_env, rocmstack  # noqa: F401  (fixtures and helpers)
+from test_build_podman import first_build, podman, podman_env, rocmstack
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 ARGS = ["--expect-gpus", "0", "--skip-smoke", "--skip-bench", "--doctor-skip", "lock-drift"]
@@ -97,25 +98,34 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def registry(podman_env, tmp_path_factory):
-    """A real OCI registry on localhost (plain HTTP, so podman and skopeo are told it is insecure)."""
-    _need("docker-registry")
-    _need("skopeo")
+    """A real OCI registry on localhost, over TLS with a throw-away certificate that podman and skopeo trust
+    through SSL_CERT_FILE (skopeo 1.9 ignores CONTAINERS_REGISTRIES_CONF, so "insecure" cannot be scoped)."""
+    for tool in ("docker-registry", "skopeo", "openssl"):
+        _need(tool)
     root = tmp_path_factory.mktemp("registry")
     port = _free_port()
-    (root / "config.yml").write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\n"
-                                     f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: error\n")
-    (root / "registries.conf").write_text(f'[[registry]]\nlocation = "localhost:{port}"\ninsecure = true\n')
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                           "-keyout", str(root / "key.pem"), "-out", str(root / "cert.pem"), "-subj", "/CN=localhost",
+                           "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"], capture_output=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    system_cas = Path("/etc/ssl/certs/ca-certificates.crt")
+    bundle = root / "bundle.pem"
+    bundle.write_bytes((system_cas.read_bytes() if system_cas.is_file() else b"") + (root / "cert.pem").read_bytes())
+    (root / "config.yml").write_text(
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\nhttp:\n  addr: 127.0.0.1:{port}\n"
+        f"  tls:\n    certificate: {root}/cert.pem\n    key: {root}/key.pem\nlog:\n  level: error\n")
     log = open(root / "registry.log", "w")
     proc = subprocess.Popen(["docker-registry", "serve", str(root / "config.yml")], stdout=log, stderr=log)
+    context = ssl.create_default_context(cafile=str(root / "cert.pem"))
     deadline = time.monotonic() + 30
     while True:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2).read()
+            urllib.request.urlopen(f"https://localhost:{port}/v2/", timeout=2, context=context).read()
             break
         except OSError:
             assert time.monotonic() < deadline and proc.poll() is None, (root / "registry.log").read_text()
             time.sleep(0.2)
-    env = {**podman_env, "CONTAINERS_REGISTRIES_CONF": str(root / "registries.conf")}
+    env = {**podman_env, "SSL_CERT_FILE": str(bundle)}
     yield {"host": f"localhost:{port}", "env": env}
     proc.terminate()
     proc.wait(timeout=30)

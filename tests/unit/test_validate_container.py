@@ -8,7 +8,15 @@ import pytest
 
 from rocmstack.errors import EngineError, InputError
 from rocmstack.validate import container
-from rocmstack.validate.container import InImageArgs, Plan, device_flags, detect_host, plan, run_plan, seccomp_evidence
+from rocmstack.validate.container import (
+    InImageArgs,
+    Plan,
+    detect_host,
+    device_flags,
+    plan,
+    run_plan,
+    seccomp_evidence,
+)
 
 FORBIDDEN = ("--privileged", "-e", "--env", "--env-file", "--env-host", "--cap-add", "--pid=host", "--network=host")
 
@@ -111,7 +119,7 @@ def test_detect_host_from_device_nodes(tmp_path):
     dev, proc = tmp_path / "dev", tmp_path / "proc"
     dev.mkdir()
     proc.mkdir()
-    none = lambda _name: None  # noqa: E731
+    none = lambda _name: None
     assert detect_host(dev, proc, which=none) == "cpu"
     (dev / "nvidiactl").touch()
     assert detect_host(dev, proc, which=none) == "nvidia"

@@ -8,7 +8,14 @@ import pytest
 
 from rocmstack.errors import InputError
 from rocmstack.validate import pipeline
-from rocmstack.validate.pipeline import ValidateOptions, bench_verdict, image_info, run_in_place, stage, verdict
+from rocmstack.validate.pipeline import (
+    ValidateOptions,
+    bench_verdict,
+    image_info,
+    run_in_place,
+    stage,
+    verdict,
+)
 
 
 def _bench(*results, baseline=None):
