@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -13,6 +14,7 @@ IGNORE_OPT = typer.Option([], "--ignore-rule", help="Override a failing rule (re
 RELOCK_OPT = typer.Option(False, "--relock", help="Accept recipe changes: rewrite its lock entry")
 REGISTRY_OPT = typer.Option(None, "--registry", help="Registry prefix for the tags, e.g. ghcr.io/acme or localhost:5000")
 ALIAS_OPT = typer.Option([], "--alias", help="Extra floating alias, e.g. latest (repeatable)")
+INSECURE_OPT = typer.Option(False, "--insecure-registry", help="The registry is plain HTTP or self-signed (podman/skopeo: --tls-verify=false)")
 ENGINE_OPT = typer.Option("auto", "--engine", help="auto (docker buildx if a daemon answers, else podman), docker, podman")
 JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 
@@ -43,6 +45,7 @@ def register(app: typer.Typer) -> None:
         engine: str = ENGINE_OPT,
         push: bool = typer.Option(False, "--push", help="Push after a successful build (immutable tags are guarded)"),
         push_tags: str = typer.Option("all", "--push-tags", help="With --push: all, or content (the r-<hash> staging tag only)"),
+        insecure: bool = INSECURE_OPT,
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and the exact engine command; run nothing"),
         registry: str | None = REGISTRY_OPT,
         aliases: list[str] = ALIAS_OPT,
@@ -73,7 +76,7 @@ def register(app: typer.Typer) -> None:
         tags = tag_set(resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases))
         note = None
         try:
-            found = engines.detect(engine, builder=builder)
+            found = replace(engines.detect(engine, builder=builder), tls_verify=not insecure)
         except EngineError as exc:
             if not dry_run:
                 raise
@@ -125,6 +128,7 @@ def register(app: typer.Typer) -> None:
         ignore_rules: list[str] = IGNORE_OPT,
         patches_dir: Path | None = typer.Option(None, "--patches-dir", help="Patch specs directory (default: the shipped patches/)"),
         promote: bool = typer.Option(False, "--promote", help="Point the descriptive tag and aliases at the pushed content tag (registry side)"),
+        insecure: bool = INSECURE_OPT,
         engine: str = ENGINE_OPT,
         json_out: bool = JSON_OPT,
     ) -> None:
@@ -139,7 +143,8 @@ def register(app: typer.Typer) -> None:
             from rocmstack.build import engines
             from rocmstack.build.pipeline import promote as do_promote
 
-            promoted = do_promote(engines.detect(engine), tags, rendered.render_hash, stderr())
+            found = replace(engines.detect(engine), tls_verify=not insecure)
+            promoted = do_promote(found, tags, rendered.render_hash, stderr())
         if json_out:
             print_json({**tags.as_dict(), "render_hash": rendered.render_hash,
                         **({"promoted": promoted} if promoted is not None else {})})

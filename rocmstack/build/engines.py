@@ -42,6 +42,9 @@ class Engine:
     argv: tuple[str, ...]  # command prefix, e.g. ("podman",) or ("podman", "--storage-driver", "vfs")
     version: str
     builder: str | None = None  # docker buildx builder instance
+    # False for a plain-HTTP or self-signed registry (--insecure-registry): podman/skopeo get
+    # --tls-verify=false; docker takes this from the daemon's insecure-registries setting instead.
+    tls_verify: bool = True
 
     def cmd(self, *args: str) -> list[str]:
         return [*self.argv, *args]
@@ -234,7 +237,8 @@ def remote_labels(engine: Engine, ref: str, *, which=shutil.which, runner: Runne
         if not which("skopeo"):
             raise EngineError(f"cannot check whether {ref} already exists: skopeo is not installed",
                               fix="apt-get install skopeo (the immutability guard reads the registry's labels with it)")
-        out = _run(["skopeo", "inspect", "--no-tags", f"docker://{qualify(ref)}"], QUICK_TIMEOUT, runner)
+        tls = [] if engine.tls_verify else ["--tls-verify=false"]
+        out = _run(["skopeo", "inspect", *tls, "--no-tags", f"docker://{qualify(ref)}"], QUICK_TIMEOUT, runner)
     if out.returncode != 0:
         text = out.stderr + out.stdout
         if _NOT_FOUND.search(text) and not _UNREACHABLE.search(text):
@@ -246,3 +250,16 @@ def remote_labels(engine: Engine, ref: str, *, which=shutil.which, runner: Runne
     if "config" not in data and data:  # a multi-platform index: {platform: config}
         data = next(iter(data.values()))
     return dict((data.get("config") or {}).get("Labels") or {})
+
+
+def push_command(engine: Engine, ref: str) -> list[str]:
+    tls = [] if engine.tls_verify or engine.name == "docker" else ["--tls-verify=false"]
+    return engine.cmd("push", *tls, ref)
+
+
+def copy_command(engine: Engine, source: str, dest: str) -> list[str]:
+    """Registry-to-registry tag copy (no pull): buildx imagetools for docker, skopeo for podman."""
+    if engine.name == "docker":
+        return engine.cmd("buildx", "imagetools", "create", "--tag", dest, source)
+    tls = [] if engine.tls_verify else ["--src-tls-verify=false", "--dest-tls-verify=false"]
+    return ["skopeo", "copy", "--all", *tls, f"docker://{qualify(source)}", f"docker://{qualify(dest)}"]

@@ -288,7 +288,7 @@ def push_tags(engine: Engine, tags: TagSet, render_hash: str, mode: str, console
             console.print(f"  {ref}: already in the registry with this render hash, not pushed again")
             pushed.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
             continue
-        out = engines._run(engine.cmd("push", ref), engines.PUSH_TIMEOUT)
+        out = engines._run(engines.push_command(engine, ref), engines.PUSH_TIMEOUT)
         if out.returncode != 0:
             raise EngineError(f"push of {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}")
         console.print(f"  pushed {ref}")
@@ -379,13 +379,9 @@ def promote(engine: Engine, tags: TagSet, render_hash: str, console, *, which=No
                                     exists=remote is not None) == "skip":
                 results.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
                 continue
-        if engine.name == "docker":
-            argv = engine.cmd("buildx", "imagetools", "create", "--tag", ref, source)
-        else:
-            if not which("skopeo"):
-                raise EngineError("promote with podman needs skopeo to copy between registry tags", fix="apt-get install skopeo")
-            argv = ["skopeo", "copy", "--all", f"docker://{engines.qualify(source)}", f"docker://{engines.qualify(ref)}"]
-        out = engines._run(argv, engines.PUSH_TIMEOUT)
+        if engine.name == "podman" and not which("skopeo"):
+            raise EngineError("promote with podman needs skopeo to copy between registry tags", fix="apt-get install skopeo")
+        out = engines._run(engines.copy_command(engine, source, ref), engines.PUSH_TIMEOUT)
         if out.returncode != 0:
             raise EngineError(f"promote {source} -> {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}")
         console.print(f"  {ref} -> {source}")

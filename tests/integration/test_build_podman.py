@@ -16,11 +16,13 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -114,7 +116,8 @@ def podman_env(tmp_path_factory):
     _need("podman")
     tarball = _base_tarball()
     store = tmp_path_factory.mktemp("podman") / "store"
-    for driver in ("overlay", "vfs"):
+    forced = os.environ.get("ROCMSTACK_TEST_STORAGE_DRIVER")  # e.g. vfs, to run the slow path on purpose
+    for driver in (forced,) if forced else ("overlay", "vfs"):
         env = _store_env(store, driver)
         proc = subprocess.run(["podman", "--storage-driver", driver, "import", str(tarball), BASE], env=env,
                               capture_output=True, text=True, timeout=600)
@@ -286,3 +289,77 @@ def _cmdline_has(proc_dir: Path, text: str) -> bool:
         return text in (proc_dir / "cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return False
+
+
+@pytest.fixture(scope="module")
+def registry(podman_env, tmp_path_factory):
+    """A real OCI registry (Debian's docker-registry, the CNCF distribution server) on 127.0.0.1, plain HTTP."""
+    _need("docker-registry")
+    _need("skopeo")
+    root = tmp_path_factory.mktemp("registry")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = root / "config.yml"
+    conf.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\n"
+                    f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n")
+    proc = subprocess.Popen(["docker-registry", "serve", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.3)
+        yield {"host": f"127.0.0.1:{port}", "env": podman_env}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def remote(env, ref: str) -> dict | None:
+    proc = subprocess.run(["skopeo", "inspect", "--tls-verify=false", "--no-tags", f"docker://{ref}"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def test_push_guard_and_promote_against_a_real_registry(registry, first_build):
+    env, host = registry["env"], registry["host"]
+    out = str(first_build["out"])
+    insecure = ["--registry", host, "--insecure-registry"]  # the test registry speaks plain HTTP
+    # 1. Push every tag of the first build's render (the build itself is all cache hits).
+    proc = rocmstack(env, "build", str(RECIPE), *COMMON, *insecure, "--push", "--out-dir", out, "--json")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    m = json.loads(proc.stdout)
+    assert [p["pushed"] for p in m["tags"]["pushed"]] == [True, True, True]
+    for ref in m["tags"]["refs"]:
+        assert remote(env, ref)["Labels"]["dev.rocmstack.render-hash"] == m["render_hash"], ref
+    # 2. Again: the immutable tags are already there with this render hash and are left alone.
+    again = json.loads(rocmstack(env, "build", str(RECIPE), *COMMON, *insecure, "--push", "--out-dir", out,
+                                 "--json").stdout)
+    assert [p["pushed"] for p in again["tags"]["pushed"]] == [False, False, True]
+    # 3. Another render under the same descriptive tag (env is not in the tag): refused, nothing pushed.
+    other = [str(RECIPE), *COMMON, *insecure, "--set", "env.ROCMSTACK_FIXTURE=2"]
+    proc = rocmstack(env, "build", *other, "--push", "--out-dir", out)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"refusing to push {m['tags']['refs'][0]}: it already exists in the registry with render hash " \
+           f"{m['render_hash'][:12]}" in last
+    other_tags = json.loads(rocmstack(env, "tags", str(RECIPE), *RENDER, "--registry", host,
+                                      "--set", "env.ROCMSTACK_FIXTURE=2", "--json").stdout)
+    assert remote(env, other_tags["refs"][1]) is None  # its content tag was not pushed either
+    # 4. Stage only the content tag of a new render, then promote it registry-side.
+    bumped = [str(RECIPE), *RENDER, *insecure, "--set", "iniconfig.version=2.1.0"]
+    proc = rocmstack(env, "build", *bumped, "--engine", "podman", "--push", "--push-tags", "content", "--out-dir", out,
+                     "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    staged = json.loads(proc.stdout)["tags"]
+    assert remote(env, staged["refs"][1]) and remote(env, staged["refs"][0]) is None
+    proc = rocmstack(env, "tags", *bumped, "--engine", "podman", "--promote", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    digests = {remote(env, ref)["Digest"] for ref in staged["refs"]}
+    assert len(digests) == 1  # descriptive tag and alias point at the validated content tag

@@ -142,3 +142,17 @@ def test_remote_labels_needs_skopeo_with_podman():
     engine = E.Engine(name="podman", argv=("podman",), version="x")
     with pytest.raises(EngineError, match="skopeo"):
         E.remote_labels(engine, "ghcr.io/a/b:1", which=no_tools)
+
+
+def test_push_and_copy_commands_honour_insecure_registries():
+    podman = E.Engine(name="podman", argv=("podman", "--storage-driver", "vfs"), version="x")
+    assert E.push_command(podman, "h:5000/a:1") == ["podman", "--storage-driver", "vfs", "push", "h:5000/a:1"]
+    insecure = E.Engine(name="podman", argv=("podman",), version="x", tls_verify=False)
+    assert E.push_command(insecure, "h:5000/a:1") == ["podman", "push", "--tls-verify=false", "h:5000/a:1"]
+    assert E.copy_command(insecure, "h:5000/a:r-1", "h:5000/a:v1") == [
+        "skopeo", "copy", "--all", "--src-tls-verify=false", "--dest-tls-verify=false",
+        "docker://h:5000/a:r-1", "docker://h:5000/a:v1"]
+    docker = E.Engine(name="docker", argv=("docker",), version="x", tls_verify=False)
+    assert E.push_command(docker, "h:5000/a:1") == ["docker", "push", "h:5000/a:1"]  # the daemon's setting decides
+    assert E.copy_command(docker, "r/a:r-1", "r/a:v1") == ["docker", "buildx", "imagetools", "create", "--tag", "r/a:v1",
+                                                          "r/a:r-1"]
