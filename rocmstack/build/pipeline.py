@@ -342,11 +342,11 @@ def execute(plan: Plan, console) -> dict:
             console.print(f"  | {line}", markup=False, highlight=False)
         raise BuildError(failure_message(plan, result))
     image_id = plan.iidfile.read_text(encoding="utf-8").strip()
-    tagged = apply_tags(plan, image_id)
     info = engines.inspect_image(plan.engine, image_id)
-    if info["labels"].get(RENDER_HASH_LABEL) != plan.render_hash:
+    if info["labels"].get(RENDER_HASH_LABEL) != plan.render_hash:  # checked before any tag is applied
         raise BuildError(f"built image {image_id[:19]} carries render hash {info['labels'].get(RENDER_HASH_LABEL)!r}, "
                          f"expected {plan.render_hash}: the context changed during the build")
+    tagged = apply_tags(plan, image_id)
     pushed = push_tags(plan.engine, plan.tags, plan.render_hash, plan.push, console) if plan.push else []
     info = engines.inspect_image(plan.engine, image_id) if pushed else info
     digest = next((d.split("@", 1)[1] for d in info["repo_digests"] if "@" in d), None) or info.get("digest")
