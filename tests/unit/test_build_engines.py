@@ -126,7 +126,9 @@ def _isolated_podman(tmp_path: Path):
         pytest.skip("needs podman as root")
     conf = tmp_path / "storage.conf"
     conf.write_text(f'[storage]\ndriver = "vfs"\ngraphroot = "{tmp_path}/g"\nrunroot = "{tmp_path}/r"\n')
-    env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf)}
+    engine_conf = tmp_path / "containers.conf"
+    engine_conf.write_text(f'[engine]\ntmp_dir = "{tmp_path}/libpod"\n')
+    env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf), "CONTAINERS_CONF": str(engine_conf)}
     return E.Engine(name="podman", argv=("podman", "--storage-driver", "vfs"), version="x"), \
         functools.partial(subprocess.run, env=env)
 

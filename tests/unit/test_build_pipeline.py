@@ -125,7 +125,9 @@ def test_unreachable_base_names_image_and_registry(tmp_path):
         pytest.skip("needs podman as root")
     conf = tmp_path / "storage.conf"
     conf.write_text(f'[storage]\ndriver = "vfs"\ngraphroot = "{tmp_path}/g"\nrunroot = "{tmp_path}/r"\n')
-    env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf)}
+    engine_conf = tmp_path / "containers.conf"
+    engine_conf.write_text(f'[engine]\ntmp_dir = "{tmp_path}/libpod"\n')
+    env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf), "CONTAINERS_CONF": str(engine_conf)}
     # .invalid never resolves (RFC 2606): the same failure as a registry out of reach, on any machine.
     proc = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--engine", "podman", "--out-dir", str(tmp_path),
                "--set", "base.image=registry.invalid/rocm/primus", env=env)
