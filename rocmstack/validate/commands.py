@@ -111,7 +111,7 @@ def _in_container(image: str, engine: str, opts, *, dry_run: bool, json_out: boo
         else:
             sys.stdout.write(plan.shell() + "\n")
         return None
-    return container.validate_image(plan, opts, on_line=None if json_out else _echo())
+    return container.validate_image(plan, opts, on_line=_echo())  # stderr: stdout stays JSON with --json
 
 
 def _echo():
