@@ -32,6 +32,14 @@ SHAPES: dict[str, dict[str, int]] = {
         "head_dim": 16,
     },
     "small": {
+        "hidden_size": 128,
+        "intermediate_size": 384,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+    },
+    "medium": {
         "hidden_size": 256,
         "intermediate_size": 768,
         "num_hidden_layers": 4,

@@ -151,6 +151,7 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
             model_init_s = time.perf_counter() - t_init
             prev_trainer = ray.get(trainer.probe_logprobs.remote())
             prev_rollout = ray.get(rollout.probe_logprobs.remote())
+            noise_floor = _max_abs(prev_rollout, prev_trainer)
             gen = torch.Generator().manual_seed(opts.seed)
             for step in range(opts.steps):
                 t_step = time.perf_counter()
@@ -186,6 +187,7 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
                         "rollout_change": _max_abs(now_rollout, prev_rollout),
                         "rollout_vs_trainer": _max_abs(now_rollout, now_trainer),
                         "rollout_vs_prev_trainer": _max_abs(now_rollout, prev_trainer),
+                        "noise_floor": noise_floor,
                     }
                 )
                 prev_trainer, prev_rollout = now_trainer, now_rollout
@@ -212,7 +214,7 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
                     "sync_bytes": sync["nbytes"],
                     "sync_gb_per_s": sync["nbytes"] / sync["seconds"] / 1e9 if sync["seconds"] > 0 else 0.0,
                     "weight_version": sync["version"],
-                    **{f"canary_{k}": v for k, v in canary[-1].items() if k != "step"},
+                    **{f"canary_{k}": v for k, v in canary[-1].items() if k not in ("step", "noise_floor")},
                 }
                 row["time_step_s"] = time.perf_counter() - t_step
                 metrics.append(row)
@@ -251,6 +253,7 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
         "ray_init_s": ray_info["init_s"],
         "model_init_s": model_init_s,
         "first_sync_s": first_sync["seconds"],
+        "canary_noise_floor": noise_floor,
         "final": _final(metrics),
         "options": opts.to_dict(),
     }

@@ -20,7 +20,7 @@ def _row(step: int, **over: float) -> dict:
 
 def _canary(step: int, **over: float) -> dict:
     row = {"step": step, "trainer_change": 0.1, "rollout_change": 0.1, "rollout_vs_trainer": 1e-6,
-           "rollout_vs_prev_trainer": 0.1}
+           "rollout_vs_prev_trainer": 0.1, "noise_floor": 1e-6}
     row.update(over)
     return row
 
@@ -76,6 +76,16 @@ def test_canary_catches_one_step_stale_weights():
     rows = [_canary(s, rollout_vs_trainer=0.05, rollout_vs_prev_trainer=1e-6) for s in range(5)]
     crit = verdict.sync_canary(rows, 0.1)  # even a loose tolerance catches it by "nearer the old"
     assert not crit.passed and "stale" in crit.detail
+
+
+def test_canary_judges_staleness_only_above_the_noise_floor():
+    # bf16 noise 0.02: a trainer move of 0.05 is too small to tell new from old, so it is not judged...
+    noisy = [_canary(s, trainer_change=0.05, rollout_vs_trainer=0.03, rollout_vs_prev_trainer=0.02, noise_floor=0.02)
+             for s in range(3)]
+    assert verdict.sync_canary(noisy, 0.1).passed
+    # ...but a move of 0.5 is, and a rollout nearer the old weights then fails.
+    moved = [dict(r, trainer_change=0.5) for r in noisy]
+    assert not verdict.sync_canary(moved, 0.1).passed
 
 
 def test_canary_skips_steps_where_the_trainer_did_not_move_but_needs_one():

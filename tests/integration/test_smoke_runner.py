@@ -1,0 +1,84 @@
+"""The whole GRPO smoke job on a real local Ray cluster, CPU only (gloo, shared-memory handles).
+
+One Ray instance serves every test here (starting Ray costs seconds on CI's 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+
+import pytest
+
+from rocmstack.smoke import SmokeOptions, run_grpo_smoke
+from rocmstack.smoke.config import INJECT_EXPECTS
+
+pytestmark = [pytest.mark.slow]
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        yield ray
+        return
+    temp_dir = tempfile.mkdtemp(prefix="rsmt-", dir="/tmp")
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, _temp_dir=temp_dir)
+    yield ray
+    ray.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _check_pass(summary: dict) -> None:
+    assert summary["passed"], json.dumps(summary["criteria"], indent=1)
+    assert summary["failed"] == []
+    final = summary["final"]
+    assert final["reward_last_window"] - final["reward_first_window"] >= 0.25
+    assert final["sync_bytes"] > 0 and final["tokens_per_gpu_per_sec_avg"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_colocated_cpu_learns_and_passes(ray_cluster, tmp_path):
+    summary = run_grpo_smoke(SmokeOptions(device="cpu", placement="colocated", report_dir=tmp_path))
+    _check_pass(summary)
+    assert summary["same_device"] and summary["dtype"] == "float32"
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == summary["steps"] and rows[0]["kl"] == 0.0
+    for key in ("raw_reward_std", "zero_std_group_frac", "entropy", "clip_frac", "sync_gb_per_s", "time_sync_s"):
+        assert key in rows[0]
+    assert json.loads((tmp_path / "summary.json").read_text())["passed"] is True
+    for name in ("reward.png", "logprob_diff.png", "phase_times.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.timeout(300)
+def test_split_cpu_broadcasts_over_gloo_and_passes(ray_cluster):
+    summary = run_grpo_smoke(SmokeOptions(device="cpu", placement="split"))
+    _check_pass(summary)
+    assert summary["placement"] == "split"
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("inject", sorted(INJECT_EXPECTS))
+def test_each_injected_fault_fails_with_its_reason(ray_cluster, inject):
+    summary = run_grpo_smoke(SmokeOptions(device="cpu", inject=inject, steps=4))
+    assert summary["passed"] is False
+    assert INJECT_EXPECTS[inject] in summary["failed"] and summary["inject_caught"] is True
+    detail = {c["name"]: c["detail"] for c in summary["criteria"]}
+    if inject == "skip-sync":
+        assert "unchanged" in detail["sync_canary"]
+    if inject == "stale-weights":
+        assert "stale" in detail["sync_canary"] or "do not match" in detail["sync_canary"]
+
+
+@pytest.mark.timeout(180)
+def test_cli_json_and_exit_code_on_a_failed_verdict(ray_cluster):
+    from typer.testing import CliRunner
+
+    from rocmstack.cli import make_app
+
+    result = CliRunner().invoke(make_app(), ["smoke", "grpo", "--device", "cpu", "--steps", "3", "--inject", "zero-reward", "--json"])
+    assert result.exit_code == 1, result.output
+    summary = json.loads(result.stdout)
+    assert summary["failed"][0] == "rewards_rise" and summary["inject"] == "zero-reward"

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from rocmstack.cli import main, make_app
+
+
+def test_smoke_grpo_is_registered_with_its_options():
+    result = CliRunner().invoke(make_app(), ["smoke", "grpo", "--help"])
+    assert result.exit_code == 0
+    for option in ("--placement", "--inject", "--report", "--json", "--device"):
+        assert option in result.output
+
+
+def test_bad_input_is_one_line_and_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["smoke", "grpo", "--inject", "bitflip"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "rocmstack: error: --inject 'bitflip' is not one of skip-sync, stale-weights, zero-reward, nan-loss"
+    assert "Traceback" not in err
+
+
+def test_the_command_module_imports_no_heavy_dependency():
+    import subprocess
+    import sys
+
+    code = "import sys, rocmstack.smoke.commands; print(sorted(m for m in ('torch', 'ray', 'transformers') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
