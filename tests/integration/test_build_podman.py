@@ -211,6 +211,9 @@ def test_build_labels_lock_tags_and_patch(podman_env, first_build):
     assert lock["components"]["tomli"]["version"] == "2.0.1" and lock["patches"] == ["tomli-marker"]
     assert lock["rocmstack"]["revision"] == sha
 
+    foreign = rocmstack(podman_env, "inspect", BASE, "--engine", "podman")
+    assert foreign.returncode == 1 and "/opt/rocmstack/lock.json is missing: not a rocmstack image" in foreign.stderr
+
     marker = json.loads(image_file(podman_env, tags["refs"][0], "/opt/rocmstack/patches/applied/tomli-marker.json"))
     assert marker["id"] == "tomli-marker" and marker["component"] == "tomli"
     patched = image_file(podman_env, tags["refs"][0], marker["target"])
