@@ -20,3 +20,11 @@ echo "exit status: $rc; process wall time (python start to exit, Ray start and s
   python3 docs/evidence/smoke-inject.py cuda 6
   echo "exit status: $?"
 } > "$OUT/injects.txt" 2>&1
+# Fallback evidence, only if the default shape missed its verdict: the CPU-calibrated tiny shape.
+if [ "$rc" != 0 ]; then
+  {
+    echo '$ python3 -m rocmstack smoke grpo --placement colocated --shape tiny'
+    python3 -m rocmstack smoke grpo --placement colocated --shape tiny
+    echo "exit status: $?"
+  } > "$OUT/tiny.txt" 2>&1
+fi
