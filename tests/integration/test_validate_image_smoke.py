@@ -1,7 +1,8 @@
 """The whole gate inside an image: doctor, the GRPO smoke job on a Ray cluster inside it, the rollout bench.
 
 Opt-in (ROCMSTACK_TEST_IMAGE_SMOKE=1): it needs torch, Ray, transformers and matplotlib inside the image,
-GBs that vfs storage copies for every container, more than CI's share. Run on the development machine; its
+GBs (vfs storage, the fallback where overlay is not allowed, copies them for every container): more than
+CI's share. Run on the development machine; its
 output is committed under docs/evidence/validate-image-smoke/. CI validates the small image without them
 (test_validate_podman.py).
 
@@ -22,6 +23,8 @@ from pathlib import Path
 import pytest
 from test_build_podman import first_build, podman_env, rocmstack  # noqa: F401  (fixtures and helpers)
 
+from rocmstack.build import engines
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(5400),
@@ -37,8 +40,8 @@ EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "validate
 
 
 def _buildah(env, *args, timeout=3600):
-    proc = subprocess.run(["buildah", "--storage-driver", "vfs", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(["buildah", "--storage-driver", env[engines.PODMAN_DRIVER_ENV], *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"buildah {args[0]}: {proc.stderr[-3000:]}"
     return proc.stdout.strip()
 
@@ -55,8 +58,8 @@ def smoke_image(podman_env, first_build):
         _buildah(podman_env, "run", "--isolation", "chroot", "--user", "root", work, "--", "rm", f"/tmp/{TORCH_WHEEL.name}")
         _buildah(podman_env, "commit", "--format", "docker", work, SMOKE_IMAGE)
     finally:
-        subprocess.run(["buildah", "--storage-driver", "vfs", "rm", work], env=podman_env, capture_output=True,
-                       timeout=600)
+        subprocess.run(["buildah", "--storage-driver", podman_env[engines.PODMAN_DRIVER_ENV], "rm", work],
+                       env=podman_env, capture_output=True, timeout=600)
     return SMOKE_IMAGE
 
 

@@ -22,7 +22,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_build_podman import first_build, podman, podman_env, rocmstack
+from test_build_podman import first_build, podman, podman_env, rocmstack  # noqa: F401  (fixtures and helpers)
+
+from rocmstack.build import engines
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 ARGS = ["--expect-gpus", "0", "--skip-smoke", "--skip-bench", "--doctor-skip", "lock-drift"]
@@ -73,9 +75,14 @@ def test_validate_in_the_image_passes_in_cpu_mode(validated, first_build):
 
 
 def test_no_working_container_is_left_behind(validated, podman_env):
-    left = subprocess.run(["buildah", "--storage-driver", "vfs", "containers", "--format", "{{.ContainerName}}"],
-                          env=podman_env, capture_output=True, text=True, timeout=120)
-    assert left.returncode == 0 and "rocmstack-validate-" not in left.stdout
+    driver = podman_env[engines.PODMAN_DRIVER_ENV]
+    left = subprocess.run(["buildah", "--storage-driver", driver, "containers", "--all", "--format",
+                           "{{.ContainerName}}"], env=podman_env, capture_output=True, text=True, timeout=120)
+    assert left.returncode == 0, left.stderr
+    report = json.loads((validated["dir"] / "report.json").read_text())
+    name = report["engine"]["container"]
+    assert name.startswith("rocmstack-validate-") and name not in left.stdout.split()
+    assert report["engine"]["commands"][0][:3] == ["buildah", "--storage-driver", driver]  # the build's store
 
 
 def test_dry_run_prints_what_the_real_run_ran(validated, podman_env, image):
