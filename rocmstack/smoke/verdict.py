@@ -8,9 +8,11 @@ Thresholds and why (measurements in docs/evidence/smoke-calibration.md):
 - grad_norm_positive: some step's pre-clip gradient norm > 0 (a run with all-zero gradients learns nothing).
 - kl_zero_at_step0: the policy starts as a copy of the reference, so k3 KL at step 0 must be ~0.
 - logprob_diff: trainer (full forward) vs rollout (KV-cache decode) log-probs of the sampled tokens, the
-  worst step's mean |diff| under a bound per compute dtype (fp32 ~1e-6 measured; bf16 a few 1e-3).
+  worst step's mean |diff| under a bound per compute dtype (measured worst: fp32 1.2e-7 on CPU, bf16 7.3e-3
+  on the H200; vime reports ~0.012 on Qwen3-8B in bf16).
 - sync_canary: after every sync in which the trainer's weights moved, the rollout's log-probs of a fixed
-  probe (a) changed, (b) match the trainer's new log-probs within CANARY_TOL, and (c) lie nearer the new
+  probe (a) changed, (b) match the trainer's new log-probs within CANARY_TOL (measured worst: fp32 1.4e-6,
+  bf16 0.055 on the H200, while one step moves the probe by 0.55-6.6), and (c) lie nearer the new
   weights than the previous step's, where the trainer moved by more than NOISE_FACTOR x the trainer-rollout
   difference measured right after the first sync (the numerical noise floor of the two code paths).
   A missing sync fails (a); a one-step-stale sync fails (a) at step 0 and (b)/(c) after.
@@ -25,7 +27,7 @@ from typing import Any
 REWARD_MARGIN = 0.25
 KL_STEP0_TOL = 1e-4
 LOGPROB_DIFF_BOUND = {"float32": 1e-3, "bfloat16": 0.05}
-CANARY_TOL = {"float32": 1e-3, "bfloat16": 0.1}
+CANARY_TOL = {"float32": 1e-3, "bfloat16": 0.25}
 NOISE_FACTOR = 4.0
 
 
