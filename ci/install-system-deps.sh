@@ -3,9 +3,9 @@
 # base image, a local registry + skopeo for push/publish, Debian's rocm-smi/rocminfo, headless
 # Chromium). Idempotent; skips what is present.
 set -euo pipefail
-want=(podman buildah debootstrap chromium rocm-smi rocminfo docker-registry skopeo)
+want=(podman buildah debootstrap chromium rocm-smi rocminfo docker-registry skopeo openssl)
 declare -A bin_of=([podman]=podman [buildah]=buildah [debootstrap]=debootstrap [chromium]=chromium
-                   [rocm-smi]=rocm-smi [rocminfo]=rocminfo [docker-registry]=docker-registry [skopeo]=skopeo)
+                   [rocm-smi]=rocm-smi [rocminfo]=rocminfo [docker-registry]=docker-registry [skopeo]=skopeo [openssl]=openssl)
 missing=()
 for pkg in "${want[@]}"; do
   command -v "${bin_of[$pkg]}" >/dev/null 2>&1 || missing+=("$pkg")
