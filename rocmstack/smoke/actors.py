@@ -196,10 +196,11 @@ class TrainerWorker:
         self.group = True
 
     def broadcast_weights(self) -> dict[str, Any]:
-        """Split: broadcast the bucket from rank 0 (this trainer) to the rollout worker."""
+        """Split: broadcast the version, then the bucket, from rank 0 (this trainer) to the rollout worker."""
         import torch.distributed as dist
 
         flat, _ = pack_state_dict(self._ship_state(), self.ship_dtype)
+        dist.broadcast(torch.tensor([self.step], dtype=torch.int64, device=self.device), src=0)
         dist.broadcast(flat, src=0)
         _sync(self.device)
         return {"version": self.step, "nbytes": flat.numel() * flat.element_size()}
@@ -286,13 +287,15 @@ class RolloutWorker:
         self.specs = layout["specs"]
         self.recv = torch.empty(layout["numel"], dtype=DTYPES[layout["dtype"]], device=self.device)
 
-    def receive_broadcast(self, version: int) -> int:
+    def receive_broadcast(self) -> int:
         import torch.distributed as dist
 
+        version = torch.zeros(1, dtype=torch.int64, device=self.device)
+        dist.broadcast(version, src=0)
         dist.broadcast(self.recv, src=0)
         self.engine.load_hf_state_dict(unpack_state_dict(self.recv, self.specs))
         _sync(self.device)
-        self.version = version
+        self.version = int(version)
         return self.version
 
     @torch.no_grad()

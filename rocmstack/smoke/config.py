@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +73,6 @@ class SmokeOptions:
     inject: str | None = None
     threads: int = 0  # torch threads per actor; 0 = min(cpu count, 4)
     report_dir: Path | None = None
-    progress: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def validated(self) -> SmokeOptions:
         """Return self, or raise InputError naming the bad field and the fix."""

@@ -30,7 +30,7 @@ def _resolve_device(device: str) -> str:
 
 
 @contextmanager
-def _ray_session(device: str) -> Iterator[dict[str, Any]]:
+def _ray_session() -> Iterator[dict[str, Any]]:
     """Reuse a running Ray (tests share one), else start a private local instance and stop it after."""
     import ray
 
@@ -110,10 +110,9 @@ def _sync(opts: SmokeOptions, trainer: Any, rollout: Any) -> dict[str, Any]:
         nbytes = shared["nbytes"]
     else:
         sent_ref = trainer.broadcast_weights.remote()
-        recv_ref = rollout.receive_broadcast.remote(-1)
-        sent, _ = ray.get([sent_ref, recv_ref])
+        recv_ref = rollout.receive_broadcast.remote()
+        sent, version = ray.get([sent_ref, recv_ref])
         nbytes = sent["nbytes"]
-        version = sent["version"]
     seconds = time.perf_counter() - start
     return {"nbytes": nbytes, "seconds": seconds, "version": version}
 
@@ -138,7 +137,7 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
     cfg = model_config(shape, vocab_size=task.VOCAB_SIZE, max_positions=max(64, prompt_len + opts.max_new_tokens + 8))
     metrics: list[dict[str, Any]] = []
     canary: list[dict[str, Any]] = []
-    with _ray_session(device) as ray_info:
+    with _ray_session() as ray_info:
         t_init = time.perf_counter()
         trainer, rollout, pg = _spawn(opts, device, dtype, cfg)
         try:
