@@ -137,6 +137,7 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
     cfg = model_config(shape, vocab_size=task.VOCAB_SIZE, max_positions=max(64, prompt_len + opts.max_new_tokens + 8))
     metrics: list[dict[str, Any]] = []
     canary: list[dict[str, Any]] = []
+    startup_s = time.perf_counter() - t0  # driver imports (torch alone takes seconds on a cold machine)
     with _ray_session() as ray_info:
         t_init = time.perf_counter()
         trainer, rollout, pg = _spawn(opts, device, dtype, cfg)
@@ -249,6 +250,7 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
         "same_device": t_info["uuid"] == r_info["uuid"],
         "steps": opts.steps,
         "time_to_verdict_s": time_to_verdict,
+        "startup_s": startup_s,
         "ray_init_s": ray_info["init_s"],
         "model_init_s": model_init_s,
         "first_sync_s": first_sync["seconds"],
