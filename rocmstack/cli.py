@@ -8,8 +8,16 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import NoReturn
 
 import typer
+
+try:  # typer >= 0.2x vendors its own click; its exceptions are the ones raised
+    from typer._click import exceptions as click
+    from typer.exceptions import Abort
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click import exceptions as click
+    from click.exceptions import Abort
 
 from rocmstack import __version__
 from rocmstack.errors import ExitCode, RocmstackError
@@ -51,13 +59,29 @@ def make_app() -> typer.Typer:
     return app
 
 
+def _fail(message: str, code: ExitCode) -> NoReturn:
+    sys.stderr.write(f"rocmstack: error: {message}\n")
+    sys.exit(int(code))
+
+
 def main(argv: list[str] | None = None) -> None:
     app = make_app()
     try:
-        app(args=argv, prog_name="rocmstack")
+        # Not standalone: usage errors and I/O errors come back here and become one line, no panel or traceback.
+        code = app(args=argv, prog_name="rocmstack", standalone_mode=False)
     except RocmstackError as exc:
-        sys.stderr.write(f"rocmstack: error: {exc.one_line()}\n")
-        sys.exit(int(exc.exit_code))
-    except KeyboardInterrupt:
+        _fail(exc.one_line(), exc.exit_code)
+    except click.UsageError as exc:
+        hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx else ""
+        _fail(f"{exc.format_message()}{hint}", ExitCode.USAGE)
+    except click.ClickException as exc:
+        _fail(exc.format_message(), ExitCode.USAGE)
+    except (KeyboardInterrupt, Abort):
+        code = int(ExitCode.INTERRUPTED)
+    except OSError as exc:
+        # A path the user gave could not be read or written (the commands check the rest themselves).
+        where = f": {exc.filename}" if exc.filename else ""
+        _fail(f"{exc.strerror or exc}{where}", ExitCode.USAGE)
+    if code == ExitCode.INTERRUPTED:  # typer turns Ctrl-C into a silent exit 130
         sys.stderr.write("rocmstack: interrupted\n")
-        sys.exit(int(ExitCode.INTERRUPTED))
+    sys.exit(code if isinstance(code, int) else 0)

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 
 def stdout() -> Console:
@@ -28,4 +29,5 @@ def print_json(obj: Any) -> None:
 
 
 def warn(message: str) -> None:
-    stderr().print(f"[yellow]warning:[/yellow] {message}")
+    # The message is data (it may hold "ray[default]" or "[gfx942;gfx950]"): never read as markup.
+    stderr().print(f"[yellow]warning:[/yellow] {escape(message)}")

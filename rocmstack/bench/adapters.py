@@ -10,11 +10,12 @@ import importlib.util
 import json
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from rocmstack.platform.tools import run_tool
 from pathlib import Path
 from typing import Any
 
@@ -177,15 +178,13 @@ def run_engine(
         model_dir = write_model_dir(config, Path(tmp) / "model", "bfloat16")
         build = vllm_command if engine == "vllm" else sglang_command
         cmd = build(model_dir, batch=batch, prompt_len=prompt_len, new_tokens=new_tokens, tokenizer=tokenizer)
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            return EngineRun(
-                status="error", reason=f"{engine} benchmark exceeded {timeout_s:.0f} s", command=tuple(cmd)
-            )
+        # Own process group, killed whole at the limit: the engines' worker processes must not keep the GPU.
+        proc = run_tool(list(cmd), timeout=timeout_s)
+    if proc.timed_out:
+        return EngineRun(status="error", reason=f"{engine} benchmark exceeded {timeout_s:.0f} s", command=tuple(cmd))
     text = proc.stdout + "\n" + proc.stderr
-    if proc.returncode != 0:
-        tail = " | ".join(text.strip().splitlines()[-3:])
+    if not proc.ok:
+        tail = " | ".join(text.strip().splitlines()[-3:]) or proc.error or "no output"
         return EngineRun(
             status="error", reason=f"{engine} exited {proc.returncode}: {tail}", command=tuple(cmd)
         )

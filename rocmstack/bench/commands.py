@@ -5,6 +5,8 @@ torch, transformers and the engines are imported inside the commands, so `rocmst
 
 from __future__ import annotations
 
+from rich.markup import escape
+
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +110,7 @@ def _render(report: dict[str, Any]) -> None:
         )
     out.print(table)
     for what, why in reasons.items():
-        out.print(f"{what}: {why}")
+        out.print(escape(f"{what}: {why}"))
     for w in report["weight_sync"]:
         if w["status"] == "ok":
             out.print(
@@ -117,7 +119,7 @@ def _render(report: dict[str, Any]) -> None:
                 f"{w['first_s'] * 1e3:.0f} ms, verified={w['verified']}"
             )
         else:
-            out.print(f"weight sync {w['method']}: {w['status']}: {w['reason']}")
+            out.print(escape(f"weight sync {w['method']}: {w['status']}: {w['reason']}"))
     base = report.get("baseline")
     if base:
         for c in base["checks"]:

@@ -7,6 +7,8 @@ interrupted, so an image is never left half-tagged.
 
 from __future__ import annotations
 
+from rich.markup import escape
+
 import datetime as dt
 import json
 import os
@@ -200,7 +202,7 @@ def _progress_printer(console):
             return
         state = "[red]FAILED[/red]" if s.failed else ("[dim]cached[/dim]" if s.cached else f"{s.seconds:7.1f}s")
         text = s.instruction if len(s.instruction) <= 100 else s.instruction[:97] + "..."
-        console.print(f"  {state:>8}  {s.index:>2}/{s.total} {text}", highlight=False)
+        console.print(f"  {state:>8}  {s.index:>2}/{s.total} {escape(text)}", highlight=False)
 
     return on_event
 

@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
                             "needs": sorted(c.needs),
                             "source": c.source,
                         }
-                        for c in ALL_CHECKS
+                        for c in (checks if (opts.only or opts.skip) else ALL_CHECKS)
                     ]
                 )
             else:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rocmstack.secrets import is_secret_name
+
 REDACTED = "<redacted>"
-SECRET_WORDS = ("token", "secret", "key", "password", "passwd", "credential")
-SECRET_NAMES = ("HF_TOKEN", "WANDB_API_KEY", "HUGGING_FACE_HUB_TOKEN")
 DUMP_PREFIXES = (
     "HIP_",
     "ROCR_",
@@ -29,8 +29,7 @@ DUMP_PREFIXES = (
 
 
 def is_secret(name: str) -> bool:
-    lowered = name.lower()
-    return name.upper() in SECRET_NAMES or any(word in lowered for word in SECRET_WORDS)
+    return is_secret_name(name)
 
 
 def secret_values(env: Mapping[str, str]) -> list[str]:

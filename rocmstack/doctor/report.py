@@ -35,7 +35,7 @@ def render_table(report: dict, console: Console) -> None:
     for col in ("source", "scope", "count", "how"):
         sources.add_column(col)
     for s in report.get("sources", []):
-        sources.add_row(s["name"], s["scope"], "-" if s["count"] is None else str(s["count"]), s["detail"])
+        sources.add_row(s["name"], s["scope"], "-" if s["count"] is None else str(s["count"]), Text(s["detail"]))
     console.print(sources)
     table = Table(title="Checks", title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("check")
@@ -46,7 +46,7 @@ def render_table(report: dict, console: Console) -> None:
         if c["group"] != group:
             group = c["group"]
             table.add_row(Text(group, style="bold cyan"), "", "")
-        table.add_row("  " + c["id"], Text(MARK[c["status"]], style=STYLE[c["status"]]), c["summary"])
+        table.add_row("  " + c["id"], Text(MARK[c["status"]], style=STYLE[c["status"]]), Text(c["summary"]))
         if c["status"] in ("fail", "error", "warn") and c.get("fix"):
             table.add_row("", "", Text(f"fix: {c['fix']}", style="italic"))
     console.print(table)

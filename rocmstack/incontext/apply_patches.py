@@ -89,7 +89,9 @@ def apply_symlink(spec: dict, base: Path) -> Path:
         raise PatchFailed(f"[{spec['id']}] {dest} already exists and points elsewhere ({dest.resolve()})")
     dest.symlink_to(matches[0])
     if link.get("ldconfig"):
-        subprocess.run(["ldconfig"], check=True, timeout=120)
+        proc = subprocess.run(["ldconfig"], capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise PatchFailed(f"[{spec['id']}] ldconfig failed after linking {dest}: {proc.stderr.strip()[-300:]}")
     return dest
 
 
@@ -127,9 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("specs", nargs="+", type=Path)
     args = parser.parse_args(argv)
     for spec_path in args.specs:
-        spec = json.loads(spec_path.read_text(encoding="utf-8"))
         try:
+            spec = json.loads(spec_path.read_text(encoding="utf-8"))
             done = apply(spec, args.source_root)
+        except (OSError, ValueError) as exc:
+            print(f"rocmstack patch FAILED: cannot read patch spec {spec_path}: {exc}", file=sys.stderr)
+            return EXIT_FAILED
         except PatchFailed as exc:
             print(f"rocmstack patch FAILED: {exc}", file=sys.stderr)
             return EXIT_FAILED

@@ -18,6 +18,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from rocmstack.secrets import is_secret_name
+
 SCHEMA_VERSION = 1
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -41,7 +43,6 @@ _SETUP = re.compile(r"^[A-Za-z0-9_.-]{1,64}\.py$")
 _APT = re.compile(r"^[a-z0-9][a-z0-9+.-]{0,63}$")
 _URL = re.compile(r"^https://[^\s\"'\\`$<>]{4,300}$")
 _TEXT = re.compile(r"^[^\n\r\"\\`$]{0,400}$")
-_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL")
 _SHORT_VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,3}$")
 
 
@@ -238,10 +239,11 @@ class Recipe(_Strict):
             raise ValueError("patches lists an id twice")
         if "GPU_ARCH" in self.build_args:
             raise ValueError("GPU_ARCH is set by --gpu-arch, not by build_args")
-        for name in (*self.env, *self.build_args):
-            if _SECRET.search(name):
+        build_env = [n for c in self.components.values() for n in c.build_env]
+        for name in (*self.env, *self.build_args, *build_env):
+            if is_secret_name(name):
                 raise ValueError(
-                    f"{name}: secrets never go into ENV or ARG (they would be baked into the image); "
+                    f"{name}: secrets never go into ENV, ARG or build env (they would be baked into the image); "
                     "pass them at build time with RUN --mount=type=secret"
                 )
         return self

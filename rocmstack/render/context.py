@@ -210,9 +210,15 @@ def render(resolved: Resolved, *, ignored_rules: tuple[str, ...] = (), patches_d
 def write_context(rendered: Rendered, out: Path) -> None:
     """Write the context atomically: a complete new folder replaces the old one, or nothing changes."""
     out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
     if out.exists() and not out.is_dir():
         raise InputError(f"-o {out}: exists and is not a directory")
+    # Only an earlier render (or an empty folder) is replaced: never a folder holding anything else.
+    if out.is_dir() and any(out.iterdir()) and not (out / "render.json").is_file():
+        raise InputError(f"-o {out}: folder is not empty and holds no earlier render", fix="pick a new or empty folder")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"-o {out}: cannot create its parent folder: {exc.strerror}") from None
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         for rel, data in sorted(rendered.files.items()):

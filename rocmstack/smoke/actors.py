@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import os
 import time
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -192,7 +193,7 @@ class TrainerWorker:
         import torch.distributed as dist
 
         backend = "nccl" if self.device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, init_method=address, world_size=2, rank=rank)
+        dist.init_process_group(backend, init_method=address, world_size=2, rank=rank, timeout=timedelta(seconds=300))
         self.group = True
 
     def broadcast_weights(self) -> dict[str, Any]:
@@ -282,7 +283,7 @@ class RolloutWorker:
         import torch.distributed as dist
 
         backend = "nccl" if self.device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, init_method=address, world_size=2, rank=rank)
+        dist.init_process_group(backend, init_method=address, world_size=2, rank=rank, timeout=timedelta(seconds=300))
         self.group = True
         self.specs = layout["specs"]
         self.recv = torch.empty(layout["numel"], dtype=DTYPES[layout["dtype"]], device=self.device)

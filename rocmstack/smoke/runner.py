@@ -29,6 +29,22 @@ def _resolve_device(device: str) -> str:
     return device
 
 
+# Every actor call has a limit: a stuck collective or a dead GPU must fail the run, not hang it.
+CALL_TIMEOUT_S = 600.0
+
+
+def _get(refs: Any) -> Any:
+    import ray
+    from ray.exceptions import GetTimeoutError
+
+    try:
+        return ray.get(refs, timeout=CALL_TIMEOUT_S)
+    except GetTimeoutError:
+        raise CheckFailed(
+            f"smoke: a Ray actor call did not answer within {CALL_TIMEOUT_S:.0f} s (stuck collective or GPU?)"
+        ) from None
+
+
 @contextmanager
 def _ray_session() -> Iterator[dict[str, Any]]:
     """Reuse a running Ray (tests share one), else start a private local instance and stop it after."""
@@ -104,14 +120,14 @@ def _sync(opts: SmokeOptions, trainer: Any, rollout: Any) -> dict[str, Any]:
 
     start = time.perf_counter()
     if opts.placement == "colocated":
-        shared = ray.get(trainer.share_weights.remote())
-        version = ray.get(rollout.load_shared.remote(shared))
-        ray.get(trainer.release_bucket.remote())
+        shared = _get(trainer.share_weights.remote())
+        version = _get(rollout.load_shared.remote(shared))
+        _get(trainer.release_bucket.remote())
         nbytes = shared["nbytes"]
     else:
         sent_ref = trainer.broadcast_weights.remote()
         recv_ref = rollout.receive_broadcast.remote()
-        sent, version = ray.get([sent_ref, recv_ref])
+        sent, version = _get([sent_ref, recv_ref])
         nbytes = sent["nbytes"]
     seconds = time.perf_counter() - start
     return {"nbytes": nbytes, "seconds": seconds, "version": version}
@@ -142,22 +158,22 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
         t_init = time.perf_counter()
         trainer, rollout, pg = _spawn(opts, device, dtype, cfg)
         try:
-            t_info, r_info = ray.get([trainer.info.remote(), rollout.info.remote()])
+            t_info, r_info = _get([trainer.info.remote(), rollout.info.remote()])
             if opts.placement == "split":
-                layout = ray.get(trainer.layout.remote())
-                address = f"tcp://{t_info['ip']}:{ray.get(trainer.free_port.remote())}"
-                ray.get([trainer.init_group.remote(address, 0), rollout.init_group.remote(address, 1, layout)])
+                layout = _get(trainer.layout.remote())
+                address = f"tcp://{t_info['ip']}:{_get(trainer.free_port.remote())}"
+                _get([trainer.init_group.remote(address, 0), rollout.init_group.remote(address, 1, layout)])
             first_sync = _sync(opts, trainer, rollout)  # the rollout starts from the trainer's weights
             model_init_s = time.perf_counter() - t_init
-            prev_trainer = ray.get(trainer.probe_logprobs.remote())
-            prev_rollout = ray.get(rollout.probe_logprobs.remote())
+            prev_trainer = _get(trainer.probe_logprobs.remote())
+            prev_rollout = _get(rollout.probe_logprobs.remote())
             noise_floor = _max_abs(prev_rollout, prev_trainer)
             gen = torch.Generator().manual_seed(opts.seed)
             for step in range(opts.steps):
                 t_step = time.perf_counter()
                 prompts = task.make_prompts(opts.prompts_per_step, opts.num_digits, gen)
                 prompts = prompts.repeat_interleave(opts.group_size, dim=0)
-                out = ray.get(rollout.generate.remote(prompts))
+                out = _get(rollout.generate.remote(prompts))
                 responses = out["tokens"]
                 mask = task.response_mask(responses)
                 rewards = task.rewards(prompts, responses)
@@ -165,7 +181,7 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
                     rewards = torch.zeros_like(rewards)
                 advantages = grpo.group_advantages(rewards, opts.group_size)
                 seqs = torch.cat([prompts, responses], dim=1)
-                lp = ray.get(trainer.compute_logprobs.remote(seqs, prompt_len, mask))
+                lp = _get(trainer.compute_logprobs.remote(seqs, prompt_len, mask))
                 diff = (lp["old_logp"] - out["logprobs"]).abs()
                 batch = {
                     "seqs": seqs,
@@ -174,12 +190,12 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
                     "old_logp": lp["old_logp"],
                     "ref_logp": lp["ref_logp"],
                 }
-                tr = ray.get(trainer.train.remote(batch, prompt_len, opts.inject))
+                tr = _get(trainer.train.remote(batch, prompt_len, opts.inject))
                 if opts.inject == "skip-sync":
                     sync = {"nbytes": 0, "seconds": 0.0, "version": first_sync["version"]}
                 else:
                     sync = _sync(opts, trainer, rollout)
-                now_trainer, now_rollout = ray.get([trainer.probe_logprobs.remote(), rollout.probe_logprobs.remote()])
+                now_trainer, now_rollout = _get([trainer.probe_logprobs.remote(), rollout.probe_logprobs.remote()])
                 canary.append(
                     {
                         "step": step,

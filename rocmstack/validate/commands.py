@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
+
 from pathlib import Path
 
 import typer
@@ -82,7 +84,7 @@ def _progress():
     from rocmstack.output import stderr
 
     err = stderr()
-    return lambda msg: err.print(f"[dim]validate:[/dim] {msg}", highlight=False)
+    return lambda msg: err.print(f"[dim]validate:[/dim] {escape(msg)}", highlight=False)
 
 
 def _in_place(opts) -> dict:
@@ -130,7 +132,7 @@ def _finish(result: dict, report_dir: Path, json_out: bool) -> None:
         console = stdout()
         for s in result["stages"]:
             mark = {"pass": "[green]PASS[/green]", "skipped": "[dim]skipped[/dim]"}.get(s["status"], f"[red]{s['status'].upper()}[/red]")
-            console.print(f"  {s['name']:<7} {mark}  {s['summary']}", highlight=False)
+            console.print(f"  {s['name']:<7} {mark}  {escape(s['summary'])}", highlight=False)
         color = "green" if result["passed"] else "red"
         console.print(f"[{color}]{result['verdict']}[/{color}]  report: {report_dir / 'report.html'}", highlight=False)
     if not result["passed"]:

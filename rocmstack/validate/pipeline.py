@@ -185,6 +185,8 @@ def bench_verdict(report: dict[str, Any]) -> tuple[str, str]:
     bad = [r for r in report["results"] if r["status"] != "ok"]
     if bad:
         return FAIL, f"{bad[0]['engine']} batch {bad[0]['batch']}: {bad[0]['status']}: {bad[0].get('reason')}"
+    if not report["results"]:
+        return FAIL, "the bench ran no configuration"
     best = max(report["results"], key=lambda r: r["batch"])
     text = (f"{best['engine']} batch {best['batch']}: {best['tokens_per_s']:,.1f} tok/s, MBU "
             f"{best['mbu']:.3f} on {report['device']['name']}")

@@ -23,6 +23,12 @@ _MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "skipped": "skipped",
 
 
 def write_all(report: dict[str, Any], directory: Path) -> list[Path]:
+    import os
+
+    from rocmstack.doctor.redact import scrub, secret_values
+
+    # Stage errors and tool output can echo a token from the environment: scrub the whole report.
+    report = scrub(report, secret_values(os.environ))
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / REPORT_JSON, directory / REPORT_MD, directory / REPORT_HTML]
     paths[0].write_text(dumps(report), encoding="utf-8")

@@ -124,10 +124,16 @@ def test_labels_and_lock_carry_hash_and_pins():
     assert lock["components"]["ray"]["package"] == "ray" and lock["rocmstack"]["revision"] == "0" * 40
 
 
-def test_secrets_only_through_secret_mounts():
-    text = rendered("verl-0.9.0-rocm10", "gfx950").dockerfile
-    for word in ("TOKEN", "API_KEY", "SECRET", "PASSWORD"):
-        assert all(word not in line for line in text.splitlines() if line.startswith(("ARG", "ENV")))
+def test_no_secret_names_reach_env_arg_or_build_env():
+    import re
+
+    from rocmstack.secrets import is_secret_name
+
+    for name, arch in arch_sets():
+        text = rendered(name, arch).dockerfile
+        # Every NAME= assignment anywhere (ENV continuation lines, ARG, inline build env in RUN lines).
+        names = set(re.findall(r"(?:^|\s)([A-Z_][A-Z0-9_]*)=", text, re.M))
+        assert names and not [n for n in names if is_secret_name(n)], name
 
 
 def test_dq_filter_refuses_injection_even_past_the_model():
@@ -187,3 +193,15 @@ def test_cli_recipes_and_schema(cli):
     assert {r["name"] for r in json.loads(res.out)} >= {"verl-0.9.0-rocm10", "verl-0.7.1-rocm7.0.2"}
     schema = json.loads(cli("schema").out)
     assert schema["title"] == "Recipe" and "components" in schema["properties"]
+
+
+def test_render_never_replaces_a_folder_that_is_not_a_render(cli, tmp_path):
+    keep = tmp_path / "work"
+    keep.mkdir()
+    (keep / "notes.txt").write_text("mine")
+    res = cli("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "-o", str(keep))
+    assert res.code == 2 and "holds no earlier render" in res.err and (keep / "notes.txt").read_text() == "mine"
+    again = tmp_path / "ctx"
+    assert cli("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "-o", str(again)).code == 0
+    assert cli("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx942", "-o", str(again)).code == 0
+    assert 'PYTORCH_ROCM_ARCH="gfx942"' in (again / "Dockerfile").read_text()

@@ -112,3 +112,14 @@ def test_container_report_names_the_engine_and_its_commands(tmp_path, h200_repor
     page = (tmp_path / "report.html").read_text()
     assert "container via buildah" in page and "rocmstack validate &mdash; localhost/t:1" in page
     assert "buildah --storage-driver" in page and "<td>dev.rocmstack.recipe</td>" in page
+
+
+def test_secrets_from_the_environment_never_reach_the_report(tmp_path, h200_report, monkeypatch):
+    token = "hf_abcdefghijklmnop0123"
+    monkeypatch.setenv("HF_TOKEN", token)
+    report = copy.deepcopy(h200_report)
+    report["stages"] = report.get("stages", {})
+    report["leak"] = f"Traceback: login failed with {token}"
+    for path in write_all(report, tmp_path):
+        assert token not in path.read_text(encoding="utf-8")
+    assert "<redacted>" in (tmp_path / "report.json").read_text()

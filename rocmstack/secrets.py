@@ -1,0 +1,16 @@
+"""One rule for what counts as a secret's name, shared by the recipe model (never bake it into an image)
+and the doctor/validate reports (never print its value)."""
+
+from __future__ import annotations
+
+import re
+
+SECRET_WORDS = ("token", "secret", "key", "password", "passwd", "credential")
+SECRET_NAMES = ("HF_TOKEN", "WANDB_API_KEY", "HUGGING_FACE_HUB_TOKEN")
+# Personal access tokens (GITHUB_PAT, GL_PAT) do not contain any of the words above.
+_PAT = re.compile(r"(^|_)PAT($|_)", re.IGNORECASE)
+
+
+def is_secret_name(name: str) -> bool:
+    lowered = name.lower()
+    return name.upper() in SECRET_NAMES or any(w in lowered for w in SECRET_WORDS) or bool(_PAT.search(name))
