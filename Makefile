@@ -31,7 +31,7 @@ render: $(STAMP)
 	$(VENV)/bin/rocmstack render $(RECIPE) --gpu-arch '$(GPU_ARCH)' -o build/$(RECIPE)-$(GPU_ARCH)
 
 test: system-deps $(STAMP)
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	ROCMSTACK_REQUIRE_INTEGRATION=1 $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis
