@@ -110,8 +110,8 @@ def publish(*, image: str, report: dict[str, Any], engine_choice: str, dry_run: 
     result: dict[str, Any] = {"image": image, "image_id": info["id"], "render_hash": render_hash,
                               "engine": engine.name, "refs": list(tags.refs()),
                               "immutable": [tags.ref(t) for t in guarded], "dry_run": dry_run}
-    # Extra immutable tags are not in TagSet.immutable, so guard them here before push_tags runs.
-    for tag in sorted(extra_immutable):
+    # Guard every immutable tag before anything is pushed, so --dry-run answers exactly what a push would.
+    for tag in guarded:
         labels = engines.remote_labels(engine, tags.ref(tag))
         immutability_verdict(tags.ref(tag), (labels or {}).get(RENDER_HASH_LABEL), render_hash,
                              exists=labels is not None)
