@@ -185,7 +185,8 @@ def ensure_base(plan: Plan, console) -> dict:
     if not engines.image_present(engine, plan.base):
         console.print(f"pulling base image {plan.base} ...")
         result = run_logged(engine.cmd("pull", plan.base), log_path=plan.log, engine=engine.name,
-                            timeout_s=engines.PULL_TIMEOUT)
+                            timeout_s=engines.PULL_TIMEOUT,
+                            on_line=lambda line: console.print(f"  {escape(line)}", highlight=False) if line.strip() else None)
         if not result.ok:
             raise EngineError(f"cannot pull base image {plan.base}: "
                               f"{engines.classify_pull_error(plan.base, chr(10).join(result.tail))}",
@@ -290,7 +291,8 @@ def push_tags(engine: Engine, tags: TagSet, render_hash: str, mode: str, console
             console.print(f"  {ref}: already in the registry with this render hash, not pushed again")
             pushed.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
             continue
-        out = engines._run(engines.push_command(engine, ref), engines.PUSH_TIMEOUT)
+        with console.status(f"pushing {ref} (layers of tens of GB take a while) ..."):
+            out = engines._run(engines.push_command(engine, ref), engines.PUSH_TIMEOUT)
         if out.returncode != 0:
             raise EngineError(f"push of {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}")
         console.print(f"  pushed {ref}")
@@ -383,7 +385,8 @@ def promote(engine: Engine, tags: TagSet, render_hash: str, console, *, which=No
                 continue
         if engine.name == "podman" and not which("skopeo"):
             raise EngineError("promote with podman needs skopeo to copy between registry tags", fix="apt-get install skopeo")
-        out = engines._run(engines.copy_command(engine, source, ref), engines.PUSH_TIMEOUT)
+        with console.status(f"copying {source} -> {ref} ..."):
+            out = engines._run(engines.copy_command(engine, source, ref), engines.PUSH_TIMEOUT)
         if out.returncode != 0:
             raise EngineError(f"promote {source} -> {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}")
         console.print(f"  {ref} -> {source}")
