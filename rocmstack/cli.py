@@ -77,11 +77,10 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         _fail(exc.format_message(), ExitCode.USAGE)
     except (KeyboardInterrupt, Abort):
+        sys.stderr.write("rocmstack: interrupted\n")
         code = int(ExitCode.INTERRUPTED)
     except OSError as exc:
         # A path the user gave could not be read or written (the commands check the rest themselves).
         where = f": {exc.filename}" if exc.filename else ""
         _fail(f"{exc.strerror or exc}{where}", ExitCode.USAGE)
-    if code == ExitCode.INTERRUPTED:  # typer turns Ctrl-C into a silent exit 130
-        sys.stderr.write("rocmstack: interrupted\n")
     sys.exit(code if isinstance(code, int) else 0)
