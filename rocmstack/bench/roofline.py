@@ -8,6 +8,7 @@ tokens/s = batch x bandwidth / bytes/step. No torch here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from rocmstack.bench.shapes import ModelShape
 
@@ -21,65 +22,15 @@ class ArchSpec:
     source: str
 
 
-# Datasheet figures. Order matters: the first match wins, so the more specific names come first.
-SPEC_TABLE: tuple[ArchSpec, ...] = (
-    ArchSpec(
-        name="MI355X",
-        arch="gfx950",
-        hbm_tb_per_s=8.0,
-        match=("mi355",),
-        source="AMD Instinct MI355X datasheet",
-    ),
-    ArchSpec(
-        name="MI350X",
-        arch="gfx950",
-        hbm_tb_per_s=8.0,
-        match=("mi350",),
-        source="AMD Instinct MI350X datasheet",
-    ),
-    ArchSpec(
-        name="MI325X",
-        arch="gfx942",
-        hbm_tb_per_s=6.0,
-        match=("mi325",),
-        source="AMD Instinct MI325X datasheet",
-    ),
-    ArchSpec(
-        name="MI300X",
-        arch="gfx942",
-        hbm_tb_per_s=5.3,
-        match=("mi300x",),
-        source="AMD Instinct MI300X datasheet",
-    ),
-    ArchSpec(
-        name="MI250X",
-        arch="gfx90a",
-        hbm_tb_per_s=3.2768,
-        match=("mi250",),
-        source="AMD Instinct MI250X datasheet",
-    ),
-    ArchSpec(
-        name="H200", arch="sm_90", hbm_tb_per_s=4.8, match=("h200",), source="NVIDIA H200 datasheet (SXM)"
-    ),
-    ArchSpec(
-        name="H100 PCIe",
-        arch="sm_90",
-        hbm_tb_per_s=2.0,
-        match=("h100 pcie",),
-        source="NVIDIA H100 datasheet (PCIe)",
-    ),
-    ArchSpec(
-        name="H100", arch="sm_90", hbm_tb_per_s=3.35, match=("h100",), source="NVIDIA H100 datasheet (SXM)"
-    ),
-    ArchSpec(name="B200", arch="sm_100", hbm_tb_per_s=8.0, match=("b200",), source="NVIDIA B200 datasheet"),
-    ArchSpec(
-        name="A100",
-        arch="sm_80",
-        hbm_tb_per_s=2.039,
-        match=("a100",),
-        source="NVIDIA A100 80GB SXM datasheet",
-    ),
-)
+def _load_specs() -> tuple[ArchSpec, ...]:
+    import yaml
+
+    rows = yaml.safe_load((Path(__file__).with_name("gpu_specs.yaml")).read_text(encoding="utf-8"))
+    return tuple(ArchSpec(**{**row, "match": tuple(row["match"])}) for row in rows)
+
+
+# Datasheet figures are data (gpu_specs.yaml), read once: an immutable tuple.
+SPEC_TABLE: tuple[ArchSpec, ...] = _load_specs()
 
 
 def lookup_spec(
