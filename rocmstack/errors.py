@@ -38,12 +38,6 @@ class RecipeError(InputError):
     """A recipe file (or an override of it) is invalid."""
 
 
-class PatchError(RocmstackError):
-    """A patch did not apply: its target text moved or its version does not match."""
-
-    exit_code = ExitCode.BUILD
-
-
 class RuleFailure(RocmstackError):
     """A compatibility rule failed; render/build refuse to go on."""
 

@@ -15,7 +15,7 @@ import os
 import platform
 import re
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from rocmstack.build import engines
@@ -77,8 +77,6 @@ class Options:
     cache_to: tuple[str, ...] = ()
     source_url: str | None = None
     push: str | None = None
-    timeout_s: float = BUILD_TIMEOUT_S
-    extra_env: dict[str, str] = field(default_factory=dict)
 
 
 def source_url(explicit: str | None = None, repo: Path | None = None) -> str | None:

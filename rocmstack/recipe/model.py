@@ -20,8 +20,6 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from rocmstack.secrets import is_secret_name
 
-SCHEMA_VERSION = 1
-
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
 # Env/build-arg values are rendered inside double quotes: no quote, backslash, $, backtick or newline.

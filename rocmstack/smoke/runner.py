@@ -116,8 +116,6 @@ def _spawn(opts: SmokeOptions, device: str, dtype: str, cfg: dict[str, Any]) -> 
 
 def _sync(opts: SmokeOptions, trainer: Any, rollout: Any) -> dict[str, Any]:
     """Ship the trainer's weights to the rollout worker; return bytes, seconds and the version loaded."""
-    import ray
-
     start = time.perf_counter()
     if opts.placement == "colocated":
         shared = _get(trainer.share_weights.remote())
