@@ -50,6 +50,14 @@ SHAPES: dict[str, dict[str, int]] = {
 }
 
 
+# Fields the CLI exposes as flags; the rest are set through the Python API (SmokeOptions).
+_CLI_FLAGS = ("steps", "placement", "device", "engine", "shape", "inject", "seed")
+
+
+def _label(name: str) -> str:
+    return f"--{name}" if name in _CLI_FLAGS else f"SmokeOptions.{name}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class SmokeOptions:
     placement: str = "colocated"
@@ -90,15 +98,15 @@ class SmokeOptions:
         positive = ("steps", "prompts_per_step", "group_size", "num_digits", "max_new_tokens", "minibatches")
         for name in positive:
             if getattr(self, name) < 1:
-                raise InputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+                raise InputError(f"{_label(name)} must be >= 1, got {getattr(self, name)}")
         if self.group_size < 2:
-            raise InputError(f"--group-size must be >= 2 for group-normalised advantages, got {self.group_size}")
+            raise InputError(f"SmokeOptions.group_size must be >= 2 for group-normalised advantages, got {self.group_size}")
         if (self.prompts_per_step * self.group_size) % self.minibatches:
-            raise InputError("--minibatches must divide prompts-per-step x group-size")
+            raise InputError("SmokeOptions.minibatches must divide prompts_per_step x group_size")
         if not 0.0 < self.top_p <= 1.0 or self.temperature <= 0.0:
-            raise InputError("--top-p must be in (0, 1] and --temperature > 0")
+            raise InputError("SmokeOptions.top_p must be in (0, 1] and temperature > 0")
         if self.lr <= 0.0 or self.eps_low <= 0.0 or self.eps_high <= 0.0 or self.kl_coef < 0.0:
-            raise InputError("--lr, --eps-low, --eps-high must be > 0 and --kl-coef >= 0")
+            raise InputError("SmokeOptions.lr, eps_low, eps_high must be > 0 and kl_coef >= 0")
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -17,9 +17,9 @@ def test_defaults_validate():
         ("device", "rocm", "--device 'rocm'"),
         ("inject", "bitflip", "--inject 'bitflip' is not one of skip-sync"),
         ("steps", 0, "--steps must be >= 1"),
-        ("group_size", 1, "--group-size must be >= 2"),
-        ("minibatches", 3, "--minibatches must divide"),
-        ("top_p", 0.0, "--top-p"),
+        ("group_size", 1, "SmokeOptions.group_size must be >= 2"),
+        ("minibatches", 3, "SmokeOptions.minibatches must divide"),
+        ("top_p", 0.0, "SmokeOptions.top_p"),
     ],
 )
 def test_bad_options_name_the_field(field, value, message):
