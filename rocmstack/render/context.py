@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 import jinja2
@@ -61,9 +62,7 @@ def source_revision(repo: Path | None = None) -> tuple[str, str]:
         sha, ct = out[0] + ("-dirty" if dirty else ""), out[1]
     except (OSError, subprocess.SubprocessError, IndexError):
         sha, ct = "unknown", "0"
-    import datetime as _dt
-
-    stamp = _dt.datetime.fromtimestamp(int(epoch or ct), tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = datetime.fromtimestamp(int(epoch or ct), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return sha, stamp
 
 
