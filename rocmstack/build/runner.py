@@ -55,48 +55,66 @@ def _stop(proc: subprocess.Popen) -> None:
             continue
 
 
+def stream_lines(argv: Sequence[str], *, timeout_s: float, on_line: Callable[[str], None],
+                 env: dict[str, str] | None = None) -> tuple[int, bool]:
+    """Run ``argv`` in its own process group, each output line to ``on_line``; return (exit code, timed out).
+
+    At the deadline, on Ctrl-C or on any error here, the whole group is stopped (see ``_stop``).
+    FileNotFoundError (no such program) propagates for the caller to name.
+    """
+    timed_out = threading.Event()
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            text=True, errors="replace", bufsize=1, start_new_session=True,
+                            env={**os.environ, **(env or {})})
+
+    def _deadline() -> None:
+        timed_out.set()
+        _stop(proc)
+
+    watchdog = threading.Timer(timeout_s, _deadline)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            on_line(line)
+        returncode = proc.wait()
+    except BaseException:
+        _stop(proc)
+        raise
+    finally:
+        watchdog.cancel()
+    return returncode, timed_out.is_set()
+
+
 def run_logged(argv: Sequence[str], *, log_path: Path, engine: str, timeout_s: float,
                on_event: Callable[[Event], None] | None = None, on_line: Callable[[str], None] | None = None,
                env: dict[str, str] | None = None) -> RunResult:
     """Run ``argv``; KeyboardInterrupt stops the child and propagates once it is gone."""
     tracker = StepTracker(engine, on_event)
     tail: deque[str] = deque(maxlen=TAIL_LINES)
-    timed_out = threading.Event()
     t0 = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a", encoding="utf-8", errors="replace") as log:
         log.write(f"$ {' '.join(argv)}\n")
         log.flush()
-        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                text=True, errors="replace", bufsize=1, start_new_session=True,
-                                env={**os.environ, **(env or {})})
 
-        def _deadline() -> None:
-            timed_out.set()
-            _stop(proc)
+        def _line(line: str) -> None:
+            log.write(line)
+            log.flush()
+            tail.append(line.rstrip("\n"))
+            tracker.feed(line)
+            if on_line:
+                on_line(line)
 
-        watchdog = threading.Timer(timeout_s, _deadline)
-        watchdog.daemon = True
-        watchdog.start()
         try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                log.flush()
-                tail.append(line.rstrip("\n"))
-                tracker.feed(line)
-                if on_line:
-                    on_line(line)
-            returncode = proc.wait()
+            returncode, timed_out = stream_lines(argv, timeout_s=timeout_s, on_line=_line, env=env)
         except BaseException:
-            # Ctrl-C (or any error here): the build must not go on without us.
-            _stop(proc)
+            # Ctrl-C (or any error here): stream_lines stopped the engine; the build must not go on without us.
             log.write("\nrocmstack: build interrupted; the engine was stopped\n")
             raise
-        finally:
-            watchdog.cancel()
-    ok = returncode == 0 and not timed_out.is_set()
+    ok = returncode == 0 and not timed_out
     tracker.close(ok)
     return RunResult(returncode=returncode, steps=tuple(tracker.steps), tail=tuple(tail),
-                     seconds=time.monotonic() - t0, timed_out=timed_out.is_set(),
+                     seconds=time.monotonic() - t0, timed_out=timed_out,
                      failed_instruction=tracker.failed_instruction, error=tracker.error, cache=tracker.cache_counts())

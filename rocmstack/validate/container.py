@@ -220,44 +220,21 @@ def run_plan(p: Plan, *, on_line: Callable[[str], None] | None = None, timeout_s
 
 def _stream(argv: Sequence[str], timeout_s: float, on_line: Callable[[str], None]) -> tuple[int, str]:
     """Run with live output (the in-image progress); the child's whole process group is stopped on error."""
-    import signal
-    import threading
     from collections import deque
 
+    from rocmstack.build.runner import stream_lines
+
     tail: deque[str] = deque(maxlen=40)
+
+    def _line(line: str) -> None:
+        tail.append(line.rstrip("\n"))
+        on_line(line.rstrip("\n"))
+
     try:
-        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                text=True, errors="replace", bufsize=1, start_new_session=True)
+        code, expired = stream_lines(argv, timeout_s=timeout_s, on_line=_line)
     except FileNotFoundError:
         raise EngineError(f"{argv[0]} is not installed", fix="install podman and buildah, or Docker") from None
-    expired = threading.Event()
-
-    def _kill() -> None:
-        expired.set()
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-
-    timer = threading.Timer(timeout_s, _kill)
-    timer.daemon = True
-    timer.start()
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            tail.append(line.rstrip("\n"))
-            on_line(line.rstrip("\n"))
-        code = proc.wait()
-    except BaseException:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-        raise
-    finally:
-        timer.cancel()
-    return (124 if expired.is_set() else code), "\n".join(tail)
+    return (124 if expired else code), "\n".join(tail)
 
 
 def seccomp_evidence(report: dict) -> str | None:
