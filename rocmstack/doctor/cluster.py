@@ -99,7 +99,8 @@ def run_cluster(
                 progress(f"{node['label']}: {node['state']}")
             if pending and time.monotonic() - last_poll > 1.0:
                 last_poll = time.monotonic()
-                dead = {nid for nid in pending.values() if _dead(ray, nid)}
+                alive = _alive_ids(ray)
+                dead = set() if alive is None else set(pending.values()) - alive
                 for ref, nid in list(pending.items()):
                     if nid in dead:
                         del pending[ref]
@@ -157,18 +158,20 @@ def _reachable(address: str) -> None:
 def _dead_within(ray, node_id: str, seconds: float) -> bool:
     end = time.monotonic() + seconds
     while True:
-        if _dead(ray, node_id):
+        alive = _alive_ids(ray)
+        if alive is not None and node_id not in alive:
             return True
         if time.monotonic() >= end:
             return False
         time.sleep(0.5)
 
 
-def _dead(ray, node_id: str) -> bool:
+def _alive_ids(ray) -> set[str] | None:
+    """Ids of alive nodes, or None when the GCS cannot say (then nobody is declared dead)."""
     try:
-        return not any(n["NodeID"] == node_id and n.get("Alive") for n in ray.nodes())
+        return {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
     except Exception:
-        return False
+        return None
 
 
 __all__ = ["run_cluster"]
