@@ -39,7 +39,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-def make_app() -> typer.Typer:
+def make_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
     app = typer.Typer(
         name="rocmstack",
         help="Build and validate ROCm images for RL post-training (verl, slime, vime).",
@@ -54,7 +54,7 @@ def make_app() -> typer.Typer:
     ) -> None:
         """Recipes -> deterministic Dockerfiles -> builds -> bring-up validation."""
 
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(name).register(app)
     return app
 
@@ -64,8 +64,10 @@ def _fail(message: str, code: ExitCode) -> NoReturn:
     sys.exit(int(code))
 
 
-def main(argv: list[str] | None = None) -> None:
-    app = make_app()
+def main(argv: list[str] | None = None, *, modules: tuple[str, ...] = COMMAND_MODULES) -> None:
+    """The CLI; ``modules`` narrows it to some concerns (``python -m rocmstack.doctor`` on a host that lacks
+    another concern's dependencies), with the same one-line errors and exit codes."""
+    app = make_app(modules)
     try:
         # Not standalone: usage errors and I/O errors come back here and become one line, no panel or traceback.
         code = app(args=argv, prog_name="rocmstack", standalone_mode=False)

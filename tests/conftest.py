@@ -1,8 +1,10 @@
-"""Shared fixtures: the repo root, a CLI runner that goes through rocmstack.cli.main, and PyPI downloads."""
+"""Shared fixtures: the repo root, a CLI runner that goes through rocmstack.cli.main, PyPI downloads, and an
+isolated podman store."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -32,6 +34,24 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def podman_store_env(root: Path, driver: str = "vfs") -> dict[str, str]:
+    """Env for podman calls that use an image store of their own under ``root``, never the machine's."""
+    conf = root / "storage.conf"
+    conf.write_text(f'[storage]\ndriver = "{driver}"\ngraphroot = "{root}/graph"\nrunroot = "{root}/run"\n')
+    # libpod's own state too (default /run/libpod, shared by every podman user of the machine).
+    engine_conf = root / "containers.conf"
+    engine_conf.write_text(f'[engine]\ntmp_dir = "{root}/libpod-tmp"\n')
+    return {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf), "CONTAINERS_CONF": str(engine_conf)}
+
+
+@pytest.fixture
+def podman_store(tmp_path) -> dict[str, str]:
+    """podman_store_env in a fresh tmp_path; skips unless podman runs here as root."""
+    if not shutil.which("podman") or os.geteuid() != 0:
+        pytest.skip("needs podman as root")
+    return podman_store_env(tmp_path)
 
 
 def pypi_download(requirement: str, *, sdist: bool = False) -> Path:

@@ -14,10 +14,10 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-from rocmstack.platform.tools import run_tool
 from pathlib import Path
 from typing import Any
+
+from rocmstack.platform.tools import run_tool
 
 # `vllm bench throughput` (and the older benchmarks/benchmark_throughput.py) print one summary line:
 #   Throughput: 89.27 requests/s, 22853.37 total tokens/s, 11426.69 output tokens/s
@@ -96,9 +96,8 @@ def parse_sglang_one_batch(text: str) -> SglangOneBatch:
 
 def engine_available(engine: str) -> str | None:
     """None when the engine can run here, else the reason it cannot."""
-    module = {"vllm": "vllm", "sglang": "sglang"}[engine]
-    if importlib.util.find_spec(module) is None:
-        return f"{module} is not installed in this Python ({sys.executable})"
+    if importlib.util.find_spec(engine) is None:  # the engines' import names are their own
+        return f"{engine} is not installed in this Python ({sys.executable})"
     if engine == "vllm" and shutil.which("vllm") is None:
         return "the vllm command is not on PATH"
     return None
@@ -179,7 +178,7 @@ def run_engine(
         build = vllm_command if engine == "vllm" else sglang_command
         cmd = build(model_dir, batch=batch, prompt_len=prompt_len, new_tokens=new_tokens, tokenizer=tokenizer)
         # Own process group, killed whole at the limit: the engines' worker processes must not keep the GPU.
-        proc = run_tool(list(cmd), timeout=timeout_s)
+        proc = run_tool(cmd, timeout=timeout_s)
     if proc.timed_out:
         return EngineRun(status="error", reason=f"{engine} benchmark exceeded {timeout_s:.0f} s", command=tuple(cmd))
     text = proc.stdout + "\n" + proc.stderr

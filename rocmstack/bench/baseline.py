@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack.errors import InputError
+from rocmstack.output import dumps
 
 DEFAULT_TOLERANCE = 0.10
 _KEY = ("shape", "engine", "batch", "prompt_len", "new_tokens", "dtype")
@@ -65,7 +66,7 @@ def update_baseline(
         {"date": report["date"], "command": report["command"], "device_name": report["device"]["name"]}
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    path.write_text(dumps(data))
     return data
 
 

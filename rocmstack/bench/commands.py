@@ -5,15 +5,14 @@ torch, transformers and the engines are imported inside the commands, so `rocmst
 
 from __future__ import annotations
 
-from rich.markup import escape
-
 from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from rocmstack.errors import CheckFailed, InputError
-from rocmstack.output import print_json, stderr, stdout, warn
+from rocmstack.output import dumps, print_json, stderr, stdout, warn
 
 
 def _parse_batches(text: str) -> tuple[int, ...]:
@@ -177,7 +176,8 @@ def rollout(
     ),
 ) -> None:
     """Decode throughput of the rollout path (random weights, no download) against the memory roofline."""
-    from rocmstack.bench.rollout import DTYPES, RolloutSpec
+    from rocmstack.bench.baseline import DEFAULT_TOLERANCE, compare, load_baseline, update_baseline
+    from rocmstack.bench.rollout import DTYPES, RolloutSpec, run_rollout
     from rocmstack.bench.shapes import load_config
 
     shape_name, config = load_config(shape)
@@ -191,8 +191,6 @@ def rollout(
         raise InputError(f"--top-p {top_p}: must be in (0, 1]", fix="e.g. --top-p 1.0")
     base = None
     if baseline is not None:
-        from rocmstack.bench.baseline import load_baseline
-
         base = load_baseline(baseline)  # bad files fail before minutes of benchmarking
     spec = RolloutSpec(
         shape_name=shape_name,
@@ -212,24 +210,16 @@ def rollout(
         tokenizer=tokenizer,
         engine_timeout_s=engine_timeout,
     )
-    from rocmstack.bench.rollout import run_rollout
-
     console = stderr()
     with console.status("bench rollout") as status:
         report = run_rollout(spec, progress=lambda msg: status.update(f"bench rollout: {msg}"))
     if base is not None:
-        from rocmstack.bench.baseline import compare
-
         report["baseline"] = compare(report, base, tolerance=tolerance) | {"file": str(baseline)}
     if save_baseline is not None:
-        from rocmstack.bench.baseline import DEFAULT_TOLERANCE, update_baseline
-
         update_baseline(
             save_baseline, report, tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance
         )
     if output is not None:
-        from rocmstack.output import dumps
-
         output.write_text(dumps(report))
     if json_out:
         print_json(report)

@@ -19,6 +19,7 @@ captured graphs stay valid after a weight sync. All sequences in a batch share o
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -411,27 +412,6 @@ class ReferenceEngine:
 
     # ---------------------------------------------------------------- sampling and the public API
 
-    @staticmethod
-    def _sample(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None):
-        """-> (token [B], log p(token) under softmax(logits / T)). T == 0 means greedy (log p at T=1)."""
-        logits = logits.float()
-        if temperature > 0:
-            logits = logits / temperature
-        logp = torch.log_softmax(logits, dim=-1)
-        if temperature <= 0:
-            token = logp.argmax(dim=-1)
-        else:
-            # Exponential race: argmax(p / E), E ~ Exp(1), draws from p without a host sync.
-            noise = torch.empty_like(logp).exponential_(generator=generator)
-            if top_p < 1.0:
-                probs, order = logp.exp().sort(dim=-1, descending=True)
-                outside = probs.cumsum(dim=-1) - probs >= top_p  # keep the smallest prefix with mass >= top_p
-                probs = probs.masked_fill(outside, 0.0)
-                token = order.gather(-1, (probs / noise).argmax(dim=-1, keepdim=True)).squeeze(-1)
-            else:
-                token = (logp - noise.log()).argmax(dim=-1)
-        return token, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
-
     def _check_ids(self, input_ids: torch.Tensor, extra: int) -> None:
         if input_ids.dim() != 2 or input_ids.dtype != torch.long:
             raise InputError(
@@ -476,17 +456,17 @@ class ReferenceEngine:
         b, p = input_ids.shape
         tokens = torch.empty(b, max_new_tokens, dtype=torch.long, device=self.device)
         logprobs = torch.empty(b, max_new_tokens, dtype=torch.float32, device=self.device)
-        events = _Events(self.device, timed)
+        events = Events(self.device, timed)
 
         events.mark()
         logits = self._prefill(input_ids, all_logits=False)
-        tokens[:, 0], logprobs[:, 0] = self._sample(logits, temperature, top_p, generator)
+        tokens[:, 0], logprobs[:, 0] = sample(logits, temperature, top_p, generator)
         events.mark()
         for i in range(1, max_new_tokens):
             self._tokens[:b].copy_(tokens[:, i - 1])
             self._pos.fill_(p + i - 1)
             logits = self._step_logits(b, p + i - 1)
-            tokens[:, i], logprobs[:, i] = self._sample(logits, temperature, top_p, generator)
+            tokens[:, i], logprobs[:, i] = sample(logits, temperature, top_p, generator)
             events.mark()
         times = events.seconds()
         return GenerateOutput(
@@ -497,6 +477,29 @@ class ReferenceEngine:
         )
 
 
+def sample(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None):
+    """-> (token [B], log p(token) under softmax(logits / T)). T == 0 means greedy (log p at T=1).
+
+    Every rollout engine here samples with this, so their log-probs mean the same thing."""
+    logits = logits.float()
+    if temperature > 0:
+        logits = logits / temperature
+    logp = torch.log_softmax(logits, dim=-1)
+    if temperature <= 0:
+        token = logp.argmax(dim=-1)
+    else:
+        # Exponential race: argmax(p / E), E ~ Exp(1), draws from p without a host sync.
+        noise = torch.empty_like(logp).exponential_(generator=generator)
+        if top_p < 1.0:
+            probs, order = logp.exp().sort(dim=-1, descending=True)
+            outside = probs.cumsum(dim=-1) - probs >= top_p  # keep the smallest prefix with mass >= top_p
+            probs = probs.masked_fill(outside, 0.0)
+            token = order.gather(-1, (probs / noise).argmax(dim=-1, keepdim=True)).squeeze(-1)
+        else:
+            token = (logp - noise.log()).argmax(dim=-1)
+    return token, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+
+
 def _load_kernels():
     try:
         from rocmstack.bench import kernels
@@ -505,7 +508,7 @@ def _load_kernels():
     return kernels
 
 
-class _Events:
+class Events:
     """Device-side timestamps between phases; read once at the end, so the loop never syncs."""
 
     def __init__(self, device: torch.device, enabled: bool) -> None:
@@ -520,8 +523,6 @@ class _Events:
             event.record()
             self.marks.append(event)
         else:
-            import time
-
             self.marks.append(time.perf_counter())
 
     def seconds(self) -> list[float]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -194,19 +195,16 @@ def _run_hf(model, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, 
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
 
+    from rocmstack.bench.engine import Events
+
     class StepClock(StoppingCriteria):
         """Called once per generated token: marks time without a host sync."""
 
         def __init__(self) -> None:
-            self.marks: list[Any] = []
+            self.events = Events(torch.device(spec.device), enabled=True)
 
         def __call__(self, input_ids, scores, **kwargs):
-            if spec.device == "cuda":
-                ev = torch.cuda.Event(enable_timing=True)
-                ev.record()
-                self.marks.append(ev)
-            else:
-                self.marks.append(time.perf_counter())
+            self.events.mark()
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
     def generate(ids, new_tokens, clock=None):
@@ -239,10 +237,7 @@ def _run_hf(model, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, 
             generate(ids, spec.new_tokens, clock)
             _sync(spec.device)
             total_s = time.perf_counter() - t0
-        if spec.device == "cuda":
-            steps = [a.elapsed_time(b) / 1e3 for a, b in zip(clock.marks, clock.marks[1:])]
-        else:
-            steps = [b - a for a, b in zip(clock.marks, clock.marks[1:])]
+        steps = clock.events.seconds()
         out.append(
             _record(
                 "hf",
@@ -254,16 +249,11 @@ def _run_hf(model, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, 
                 total_s=total_s,
                 prefill_s=prefill_s,
                 decode_s=max(total_s - prefill_s, 1e-9),
-                median_step_s=_median(steps) if steps else None,
+                median_step_s=statistics.median_high(steps) if steps else None,
                 peak_gb=memory.peak_gb(),
             )
         )
     return out
-
-
-def _median(xs: list[float]) -> float:
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
 
 
 def _run_reference(engine, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, Any]]:
@@ -296,7 +286,7 @@ def _run_reference(engine, spec, shape, bandwidth, spec_bw, progress) -> list[di
                 total_s=result.prefill_seconds + decode_s,
                 prefill_s=result.prefill_seconds,
                 decode_s=decode_s,
-                median_step_s=_median(list(result.step_seconds)) if result.step_seconds else None,
+                median_step_s=statistics.median_high(result.step_seconds) if result.step_seconds else None,
                 peak_gb=memory.peak_gb(),
                 extra={
                     "wall_s": wall_s,
@@ -414,15 +404,14 @@ def run_rollout(spec: RolloutSpec, progress: Progress = lambda msg: None) -> dic
             engine.load_hf_state_dict(hf_model.state_dict())
         else:
             engine.init_random_(spec.seed)
-        del hf_model
-        hf_model = None
+        hf_model = None  # the engine holds the weights now: free transformers' copy before timing
         if spec.device == "cuda":
             torch.cuda.empty_cache()
         results += _run_reference(engine, spec, shape, bandwidth, spec_bw, progress)
         del engine
         if spec.device == "cuda":
             torch.cuda.empty_cache()
-    del hf_model
+    del hf_model  # before the external engines take the device
     for name in ("vllm", "sglang"):
         if name in spec.engines:
             results += _run_external(name, spec, shape, bandwidth, spec_bw, progress)

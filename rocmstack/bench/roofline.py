@@ -74,8 +74,7 @@ def decode_bytes(
     Prefill yields the first token; decode steps i = 1..N-1 each attend over prompt_len + i positions,
     so the mean context is prompt_len + N/2.
     """
-    steps = max(new_tokens - 1, 1)
-    mean_context = prompt_len + sum(range(1, new_tokens)) / steps if new_tokens > 1 else prompt_len
+    mean_context = prompt_len + new_tokens / 2 if new_tokens > 1 else prompt_len
     kv = batch * mean_context * shape.kv_bytes_per_token(dtype_bytes)
     return DecodeBytes(weights=shape.params_read_per_step() * dtype_bytes, kv=kv)
 

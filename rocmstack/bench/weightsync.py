@@ -13,13 +13,14 @@ arrived (a checksum of the trainer's weights against the engine's).
 from __future__ import annotations
 
 import queue
-import socket
+import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from rocmstack.bench.shapes import ModelShape, shape_from_config
+from rocmstack.smoke.weight_sync import free_port
 
 _START_TIMEOUT_S = 180.0
 
@@ -125,13 +126,8 @@ def _ipc_rollout(config, device_str, dtype_name, repeats, inbox, outbox) -> None
         outbox.put(("error", f"{type(exc).__name__}: {exc}"))
 
 
-def _median(xs: list[float]) -> float:
-    xs = sorted(xs)
-    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
-
-
 def _result(method, nbytes, first_s, times, copy_bw, verified) -> SyncResult:
-    med = _median(times)
+    med = statistics.median(times)
     gbps = nbytes / med / 1e9
     # The copy bandwidth counts bytes read + written; a copy's payload rate is half of it.
     vs = gbps / (copy_bw / 2 / 1e9) if copy_bw else None
@@ -151,6 +147,14 @@ def _get(box, timeout: float, proc) -> tuple[str, Any]:
                 return ("error", f"worker exited with code {proc.exitcode}")
             if time.monotonic() > deadline:
                 return ("error", f"worker gave no answer in {timeout:.0f} s")
+
+
+def _reap(*procs) -> None:
+    for proc in procs:
+        proc.join(timeout=30)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=10)
 
 
 def bench_ipc(
@@ -190,10 +194,7 @@ def bench_ipc(
         )
         return _result("ipc", nbytes, payload["first_done"] - t0, payload["times"], copy_bandwidth, verified)
     finally:
-        proc.join(timeout=30)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(timeout=10)
+        _reap(proc)
 
 
 def _dist_worker(rank, config, backend, device_kind, dtype_name, port, repeats, outbox) -> None:
@@ -241,12 +242,6 @@ def _dist_worker(rank, config, backend, device_kind, dtype_name, port, repeats, 
         outbox.put(("error", f"rank {rank}: {type(exc).__name__}: {exc}"))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def bench_dist(
     config: Mapping[str, Any],
     *,
@@ -270,7 +265,7 @@ def bench_dist(
         )
     ctx = tmp.get_context("spawn")
     outbox = ctx.Queue()
-    port = _free_port()
+    port = free_port()
     procs = [
         ctx.Process(
             target=_dist_worker,
@@ -288,8 +283,4 @@ def bench_dist(
         times = payload["times"]
         return _result(method, payload["bytes"], times[0], times[1:], copy_bandwidth, payload["verified"])
     finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=10)
+        _reap(*procs)

@@ -19,23 +19,6 @@ ENGINE_OPT = typer.Option("auto", "--engine", help="auto (docker buildx if a dae
 JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 
 
-def _gate_and_render(recipe: str, gpu_arch: str | None, overrides: list[str], ignore: list[str], relock: bool,
-                     patches_dir: Path | None):
-    from rocmstack.output import warn
-    from rocmstack.recipe.resolve import unverified_warnings
-    from rocmstack.render.context import render, source_revision
-    from rocmstack.rules.lock import gate
-
-    # Same gate as `render`: lock drift (exit 2), then the compatibility rules (exit 1).
-    checked = gate(recipe, gpu_arch, overrides, ignore=ignore, relock=relock)
-    notes = [*unverified_warnings(checked.resolved.recipe), *checked.notes]
-    for note in notes:
-        warn(note)
-    revision = source_revision()
-    rendered = render(checked.resolved, ignored_rules=checked.ignored, patches_dir=patches_dir, revision=revision)
-    return checked, rendered, revision, notes
-
-
 def register(app: typer.Typer) -> None:
     @app.command("build")
     def build_cmd(
@@ -64,14 +47,16 @@ def register(app: typer.Typer) -> None:
         from rocmstack.build.pipeline import Options, execute, make_plan, print_plan
         from rocmstack.build.tags import tag_set
         from rocmstack.errors import EngineError, InputError
-        from rocmstack.output import print_json, stderr
+        from rocmstack.output import print_json, stderr, warn
+        from rocmstack.recipe.commands import gate_and_render
         from rocmstack.render.context import write_context
 
         if push_tags not in ("all", "content"):
             raise InputError(f"--push-tags {push_tags!r}: expected all or content")
         if dry_run and push:
             raise InputError("--dry-run and --push together: a dry run pushes nothing", fix="drop one of them")
-        checked, rendered, revision, _ = _gate_and_render(recipe, gpu_arch, overrides, ignore_rules, relock, patches_dir)
+        checked, rendered, revision, _ = gate_and_render(recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock,
+                                                         patches_dir=patches_dir)
         resolved = checked.resolved
         tags = tag_set(resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases))
         note = None
@@ -85,13 +70,12 @@ def register(app: typer.Typer) -> None:
                                    argv=("docker",) if engine == "docker" else engines.podman_prefix(),
                                    version="(not usable here)", builder=builder)
             note = exc.one_line()
-        options = Options(out_dir=out_dir, registry=registry, aliases=tuple(aliases), cache_from=tuple(cache_from),
-                          cache_to=tuple(cache_to), source_url=source, push=push_tags if push else None)
+        options = Options(out_dir=out_dir, cache_from=tuple(cache_from), cache_to=tuple(cache_to), source_url=source,
+                          push=push_tags if push else None)
         plan = make_plan(resolved, rendered, tags, engine=found, engine_note=note, options=options, revision=revision)
         write_context(rendered, plan.context)
-        err = stderr()
         for warning in plan.warnings:
-            err.print(f"[yellow]warning:[/yellow] {warning}")
+            warn(warning)
         if dry_run:
             if json_out:
                 print_json({"dry_run": True, **plan.as_dict()})
@@ -100,6 +84,7 @@ def register(app: typer.Typer) -> None:
 
                 print_plan(plan, stdout())
             return
+        err = stderr()
         print_plan(plan, err)
         try:
             manifest = execute(plan, err)
@@ -135,8 +120,10 @@ def register(app: typer.Typer) -> None:
         """Print the tags a build would get: descriptive (immutable), content r-<hash> (immutable), aliases."""
         from rocmstack.build.tags import tag_set
         from rocmstack.output import print_json, stderr
+        from rocmstack.recipe.commands import gate_and_render
 
-        checked, rendered, _, _ = _gate_and_render(recipe, gpu_arch, overrides, ignore_rules, False, patches_dir)
+        checked, rendered, _, _ = gate_and_render(recipe, gpu_arch, overrides, ignore=ignore_rules, relock=False,
+                                                  patches_dir=patches_dir)
         tags = tag_set(checked.resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases))
         promoted = None
         if promote:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocmstack.errors import EngineError
+from rocmstack.errors import EngineError, InputError
 
 ENGINES = ("auto", "docker", "podman")
 PROBE_TIMEOUT = 20
@@ -103,12 +103,8 @@ def detect(choice: str = "auto", *, builder: str | None = None, which=shutil.whi
            runner: Runner = subprocess.run) -> Engine:
     """docker buildx when a daemon answers, else podman; one EngineError line when neither works."""
     if choice not in ENGINES:
-        from rocmstack.errors import InputError
-
         raise InputError(f"--engine {choice!r}: unknown engine", fix=f"one of {', '.join(ENGINES)}")
     if builder and choice == "podman":
-        from rocmstack.errors import InputError
-
         raise InputError("--builder names a docker buildx builder; it does not apply to --engine podman")
     reasons = []
     if choice in ("auto", "docker"):

@@ -58,11 +58,12 @@ def check_unique(entries: Sequence[Entry]) -> None:
     """Two entries must never publish the same tag: a floating alias would race, an immutable tag would clash."""
     owner: dict[str, str] = {}
     for e in entries:
+        name = e.as_dict()["name"]
         for ref in e.tags["refs"]:
-            if ref in owner and owner[ref] != e.as_dict()["name"]:
-                raise InputError(f"matrix: {owner[ref]} and {e.as_dict()['name']} would both publish {ref}",
+            if ref in owner and owner[ref] != name:
+                raise InputError(f"matrix: {owner[ref]} and {name} would both publish {ref}",
                                  fix="give each arch set its own descriptive tag ({arch} in publish.tag)")
-            owner[ref] = e.as_dict()["name"]
+            owner[ref] = name
 
 
 def github_output(entries: Sequence[Entry]) -> str:

@@ -7,16 +7,16 @@ interrupted, so an image is never left half-tagged.
 
 from __future__ import annotations
 
-from rich.markup import escape
-
 import datetime as dt
-import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from rich.markup import escape
 
 from rocmstack.build import engines
 from rocmstack.build.engines import Engine
@@ -24,6 +24,7 @@ from rocmstack.build.progress import Event
 from rocmstack.build.runner import RunResult, run_logged
 from rocmstack.build.tags import TagSet, immutability_verdict
 from rocmstack.errors import BuildError, EngineError
+from rocmstack.output import dumps
 
 MANIFEST_SCHEMA = 1
 BUILD_TIMEOUT_S = 8 * 3600
@@ -71,8 +72,6 @@ class Plan:
 @dataclass(frozen=True, kw_only=True)
 class Options:
     out_dir: Path
-    registry: str | None = None
-    aliases: tuple[str, ...] = ()
     cache_from: tuple[str, ...] = ()
     cache_to: tuple[str, ...] = ()
     source_url: str | None = None
@@ -190,8 +189,12 @@ def ensure_base(plan: Plan, console) -> dict:
                               f"{engines.classify_pull_error(plan.base, chr(10).join(result.tail))}",
                               fix=f"the plan above runs once the registry is reachable; log: {plan.log}")
     info = engines.inspect_image(engine, plan.base)
-    digest = next((d.split("@", 1)[1] for d in info["repo_digests"] if "@" in d), None) or info.get("digest")
-    return {"image": plan.base, "id": info["id"], "digest": digest}
+    return {"image": plan.base, "id": info["id"], "digest": _digest(info)}
+
+
+def _digest(info: dict) -> str | None:
+    """The registry digest of an inspected image: from its repo digests, else the engine's own field."""
+    return next((d.split("@", 1)[1] for d in info["repo_digests"] if "@" in d), None) or info.get("digest")
 
 
 def _progress_printer(console):
@@ -266,6 +269,12 @@ def apply_tags(plan: Plan, image_id: str) -> list[str]:
     return done
 
 
+def guard_verdict(engine: Engine, ref: str, render_hash: str, *, which=shutil.which) -> str:
+    """'push' or 'skip' for an immutable ref, from its registry labels; CheckFailed if it holds another render."""
+    labels = engines.remote_labels(engine, ref, which=which)
+    return immutability_verdict(ref, (labels or {}).get(RENDER_HASH_LABEL), render_hash, exists=labels is not None)
+
+
 def push_tags(engine: Engine, tags: TagSet, render_hash: str, mode: str, console) -> list[dict]:
     """Push the content tag (and, for mode "all", the descriptive tag and the aliases).
 
@@ -273,15 +282,8 @@ def push_tags(engine: Engine, tags: TagSet, render_hash: str, mode: str, console
     before anything is pushed; one that exists with the same render hash is left alone.
     """
     wanted = [tags.content] if mode == "content" else list(tags.all)
-    decisions = []
-    for tag in wanted:
-        if tag in tags.immutable:
-            labels = engines.remote_labels(engine, tags.ref(tag))
-            verdict = immutability_verdict(tags.ref(tag), (labels or {}).get(RENDER_HASH_LABEL), render_hash,
-                                           exists=labels is not None)
-        else:
-            verdict = "push"
-        decisions.append((tag, verdict))
+    decisions = [(tag, guard_verdict(engine, tags.ref(tag), render_hash) if tag in tags.immutable else "push")
+                 for tag in wanted]
     pushed = []
     for tag, verdict in decisions:
         ref = tags.ref(tag)
@@ -327,7 +329,7 @@ def write_manifest(plan: Plan, *, base: dict, image: dict, result: RunResult, ta
     }
     plan.manifest.parent.mkdir(parents=True, exist_ok=True)
     tmp = plan.manifest.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.write_text(dumps(manifest), encoding="utf-8")
     tmp.replace(plan.manifest)
     return manifest
 
@@ -351,20 +353,16 @@ def execute(plan: Plan, console) -> dict:
     tagged = apply_tags(plan, image_id)
     pushed = push_tags(plan.engine, plan.tags, plan.render_hash, plan.push, console) if plan.push else []
     info = engines.inspect_image(plan.engine, image_id) if pushed else info
-    digest = next((d.split("@", 1)[1] for d in info["repo_digests"] if "@" in d), None) or info.get("digest")
-    image = {"id": image_id, "digest": digest, "repo_digests": info["repo_digests"]}
+    image = {"id": image_id, "digest": _digest(info), "repo_digests": info["repo_digests"]}
     return write_manifest(plan, base=base, image=image, result=result, tagged=tagged, pushed=pushed, started=started)
 
 
-def promote(engine: Engine, tags: TagSet, render_hash: str, console, *, which=None) -> list[dict]:
+def promote(engine: Engine, tags: TagSet, render_hash: str, console, *, which=shutil.which) -> list[dict]:
     """Point the descriptive tag and the aliases at the already-pushed content tag, registry to registry.
 
     The publish step after validation: nothing is rebuilt or pulled. The content tag must carry this
     render hash; the descriptive tag is guarded like any immutable push.
     """
-    import shutil
-
-    which = which or shutil.which
     source = tags.ref(tags.content)
     labels = engines.remote_labels(engine, source, which=which)
     if labels is None:
@@ -375,14 +373,10 @@ def promote(engine: Engine, tags: TagSet, render_hash: str, console, *, which=No
     results = []
     for tag in (tags.descriptive, *tags.aliases):
         ref = tags.ref(tag)
-        if tag in tags.immutable:
-            remote = engines.remote_labels(engine, ref, which=which)
-            if immutability_verdict(ref, (remote or {}).get(RENDER_HASH_LABEL), render_hash,
-                                    exists=remote is not None) == "skip":
-                results.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
-                continue
-        if engine.name == "podman" and not which("skopeo"):
-            raise EngineError("promote with podman needs skopeo to copy between registry tags", fix="apt-get install skopeo")
+        if tag in tags.immutable and guard_verdict(engine, ref, render_hash, which=which) == "skip":
+            results.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
+            continue
+        # remote_labels above needed skopeo too (podman), so the copy below has it.
         with console.status(f"copying {source} -> {ref} ..."):
             out = engines._run(engines.copy_command(engine, source, ref), engines.PUSH_TIMEOUT)
         if out.returncode != 0:

@@ -99,8 +99,8 @@ def run_cluster(
                 progress(f"{node['label']}: {node['state']}")
             if pending and time.monotonic() - last_poll > 1.0:
                 last_poll = time.monotonic()
-                alive = _alive_ids(ray)
-                dead = set() if alive is None else set(pending.values()) - alive
+                alive_ids = _alive_ids(ray)
+                dead = set() if alive_ids is None else set(pending.values()) - alive_ids
                 for ref, nid in list(pending.items()):
                     if nid in dead:
                         del pending[ref]
@@ -158,8 +158,8 @@ def _reachable(address: str) -> None:
 def _dead_within(ray, node_id: str, seconds: float) -> bool:
     end = time.monotonic() + seconds
     while True:
-        alive = _alive_ids(ray)
-        if alive is not None and node_id not in alive:
+        alive_ids = _alive_ids(ray)
+        if alive_ids is not None and node_id not in alive_ids:
             return True
         if time.monotonic() >= end:
             return False

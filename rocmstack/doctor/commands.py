@@ -12,7 +12,7 @@ import typer
 from rocmstack.errors import ExitCode, InputError
 
 
-def _ids(values: list[str]) -> tuple[str, ...]:
+def split_ids(values: list[str]) -> tuple[str, ...]:
     # --only a --only b and --only a,b both work.
     return tuple(v.strip() for item in values for v in item.split(",") if v.strip())
 
@@ -69,7 +69,6 @@ def register(app: typer.Typer) -> None:
         proc_root: Path = typer.Option(Path("/proc"), "--proc-root", hidden=True),
     ) -> None:
         """Check that this node (or every node of a Ray cluster) is ready for RL post-training."""
-        from rocmstack.doctor.checks import ALL_CHECKS
         from rocmstack.doctor.model import DoctorOptions
         from rocmstack.doctor.report import list_checks_table, render_junit, render_markdown, render_table
         from rocmstack.doctor.runner import select_checks
@@ -96,15 +95,15 @@ def register(app: typer.Typer) -> None:
             fast=fast,
             deep=deep,
             expect_gpus=expect_gpus,
-            only=_ids(only),
-            skip=_ids(skip),
+            only=split_ids(only),
+            skip=split_ids(skip),
             tensor_parallel=tensor_parallel,
             probe_timeout=timeout,
             sysfs_root=sysfs_root,
             dev_root=dev_root,
             proc_root=proc_root,
         )
-        checks = select_checks(opts.only, opts.skip)  # validates ids before any work
+        checks = select_checks(opts.only, opts.skip)  # every check when neither is given; validates ids
         if list_checks:
             if json_out:
                 print_json(
@@ -116,11 +115,11 @@ def register(app: typer.Typer) -> None:
                             "needs": sorted(c.needs),
                             "source": c.source,
                         }
-                        for c in (checks if (opts.only or opts.skip) else ALL_CHECKS)
+                        for c in checks
                     ]
                 )
             else:
-                list_checks_table(checks if (opts.only or opts.skip) else ALL_CHECKS, stdout())
+                list_checks_table(checks, stdout())
             return
         err = stderr()
         if ray_address:

@@ -54,6 +54,16 @@ def errored(summary: str, *details: str, fix: str | None = None) -> Result:
     return Result(Status.ERROR, summary, tuple(details), fix)
 
 
+def probe_problem(snap: Snapshot, name: str, label: str, *, fix: str) -> Result | None:
+    """A skip when probe ``name`` did not run, an error when it crashed; None when its data is there."""
+    result = snap.probes.get(name)
+    if result is None:
+        return skipped(f"{label} probe not run: {snap.not_run.get(name, 'not requested')}")
+    if result.data is None:
+        return errored(result.reason(), fix=fix)
+    return None
+
+
 @dataclass(frozen=True)
 class Check:
     """One check: a stable id (never renamed: CI filters on it), a group, a pure function of a snapshot."""

@@ -28,21 +28,17 @@ DUMP_PREFIXES = (
 )
 
 
-def is_secret(name: str) -> bool:
-    return is_secret_name(name)
-
-
 def secret_values(env: Mapping[str, str]) -> list[str]:
     # Longest first, so a token that contains another is replaced whole; short values would mask noise.
-    return sorted({v for k, v in env.items() if is_secret(k) and len(v) >= 6}, key=len, reverse=True)
+    return sorted({v for k, v in env.items() if is_secret_name(k) and len(v) >= 6}, key=len, reverse=True)
 
 
 def env_dump(env: Mapping[str, str]) -> dict[str, str]:
     """The variables that matter to a GPU job, secrets masked."""
     return {
-        k: (REDACTED if is_secret(k) else v)
+        k: (REDACTED if is_secret_name(k) else v)
         for k, v in sorted(env.items())
-        if k.startswith(DUMP_PREFIXES) or is_secret(k)
+        if k.startswith(DUMP_PREFIXES) or is_secret_name(k)
     }
 
 

@@ -13,7 +13,8 @@ from rocmstack.doctor.checks import ALL_CHECKS, BY_ID
 from rocmstack.doctor.model import FAILING, SCHEMA, Check, DoctorOptions, Status, errored
 from rocmstack.doctor.redact import env_dump, scrub, secret_values
 from rocmstack.errors import InputError
-from rocmstack.platform.snapshot import SnapshotRequest, default_python, take_snapshot
+from rocmstack.platform.snapshot import SnapshotRequest, take_snapshot
+from rocmstack.platform.tools import current_python
 
 PROBES = frozenset({"torch", "ray", "vllm", "amdsmi", "nvml"})
 VENDOR_TOOLS = frozenset({"rocm-smi", "amd-smi", "rocminfo", "nvidia-smi"})
@@ -49,7 +50,7 @@ def run_doctor(options: DoctorOptions | None = None) -> dict:
             probes=needs & PROBES,
             tools=frozenset(tools),
             fast=opts.fast,
-            python=opts.python or default_python(),
+            python=opts.python or current_python(),
             env=probe_env,
             probe_timeout=opts.probe_timeout,
             tool_timeout=opts.tool_timeout,
@@ -124,9 +125,3 @@ def verdict_line(counts: dict[str, int], failing: list[str]) -> str:
     if failing:
         return f"NOT READY: {', '.join(failing)} ({tally})"
     return f"READY ({tally})"
-
-
-def report_ok(report: dict) -> bool:
-    if report.get("mode") == "cluster":
-        return bool(report.get("ok"))
-    return not any(c["status"] in ("fail", "error") for c in report.get("checks", []))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import resource
 import sys
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,8 +50,6 @@ class Snapshot:
     not_run: dict[str, str]  # probe or tool name -> why it was not run
     nofile: tuple[int, int]
     dev_root: Path
-    sysfs_root: Path
-    seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
 
     # -- plain accessors used by the checks ---------------------------------------------------------------
@@ -260,7 +257,6 @@ def gpu_sources(snap: Snapshot) -> list[GpuSource]:
 
 
 def take_snapshot(req: SnapshotRequest) -> Snapshot:
-    t0 = time.monotonic()
     env = dict(req.env)
     timings: dict[str, float] = {}
     not_run: dict[str, str] = {}
@@ -319,11 +315,5 @@ def take_snapshot(req: SnapshotRequest) -> Snapshot:
         not_run=not_run,
         nofile=(int(soft), int(hard)),
         dev_root=req.dev_root,
-        sysfs_root=req.sysfs_root,
-        seconds=time.monotonic() - t0,
         timings=timings,
     )
-
-
-def default_python() -> str:
-    return sys.executable or "python3"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -57,28 +58,21 @@ def last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+# An escape sequence runs to its first letter; one cut off at the end of the text is dropped whole.
+_ANSI = re.compile(r"\x1b\[[^A-Za-z]*[A-Za-z]?")
+
+
 def strip_ansi(text: str) -> str:
-    # rocminfo colours its "ROCk module is NOT loaded" line.
-    out, i = [], 0
-    while i < len(text):
-        if text[i] == "\x1b" and i + 1 < len(text) and text[i + 1] == "[":
-            j = i + 2
-            while j < len(text) and not text[j].isalpha():
-                j += 1
-            i = j + 1
-            continue
-        out.append(text[i])
-        i += 1
-    return "".join(out)
+    # rocminfo colours its "ROCk module is NOT loaded" line. A regex, not a loop per character: rocminfo
+    # prints ~100 KB on an 8-GPU node and every GPU-source count parses it again.
+    return _ANSI.sub("", text)
 
 
 class Pending:
     """A started process, drained by its own thread (a chatty tool never blocks on a full pipe while we wait
     on another); ``result()`` waits until the process's own deadline and never raises."""
 
-    def __init__(
-        self, argv: list[str], timeout: float, env: Mapping[str, str] | None, cwd: str | None
-    ) -> None:
+    def __init__(self, argv: list[str], timeout: float, env: Mapping[str, str] | None) -> None:
         self.argv = tuple(argv)
         self.timeout = timeout
         self._done: ToolRun | None = None
@@ -98,7 +92,6 @@ class Pending:
                 text=True,
                 errors="replace",
                 env=dict(env) if env is not None else None,
-                cwd=cwd,
                 start_new_session=True,  # own process group: a timeout kills helpers too
             )
         except OSError as exc:
@@ -136,10 +129,8 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         proc.kill()
 
 
-def start_tool(
-    argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None, cwd: str | None = None
-) -> Pending:
-    return Pending(argv, timeout, env, cwd)
+def start_tool(argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None) -> Pending:
+    return Pending(argv, timeout, env)
 
 
 def run_tool(argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None) -> ToolRun:
@@ -176,7 +167,7 @@ class ProbeResult:
 
 def start_probe(name: str, *, python: str, timeout: float, env: Mapping[str, str] | None) -> Pending:
     # The script runs from the probes folder by path, so sys.path[0] is that folder, not the caller's cwd.
-    return start_tool([python, str(PROBES_DIR / f"{name}_probe.py")], timeout=timeout, env=env, cwd=None)
+    return start_tool([python, str(PROBES_DIR / f"{name}_probe.py")], timeout=timeout, env=env)
 
 
 def finish_probe(name: str, pending: Pending) -> ProbeResult:

@@ -20,6 +20,24 @@ def load_resolved(recipe: str, gpu_arch: str | None, overrides: list[str]):
     return resolve(model, path, gpu_arch, tuple(overrides))
 
 
+def gate_and_render(recipe: str, gpu_arch: str | None, overrides: list[str], *, ignore: list[str], relock: bool,
+                    patches_dir: Path | None = None):
+    """What ``render``, ``build`` and ``tags`` run first: the gate (lock drift exit 2, then the rules exit 1),
+    its warnings printed, then the render. Returns (gate, rendered, source revision, warnings)."""
+    from rocmstack.output import warn
+    from rocmstack.recipe.resolve import unverified_warnings
+    from rocmstack.render.context import render, source_revision
+    from rocmstack.rules.lock import gate
+
+    checked = gate(recipe, gpu_arch, overrides, ignore=ignore, relock=relock)
+    notes = [*unverified_warnings(checked.resolved.recipe), *checked.notes]
+    for note in notes:
+        warn(note)
+    revision = source_revision()
+    rendered = render(checked.resolved, ignored_rules=checked.ignored, patches_dir=patches_dir, revision=revision)
+    return checked, rendered, revision, notes
+
+
 def _warn_unverified(resolved) -> list[str]:
     from rocmstack.output import warn
     from rocmstack.recipe.resolve import unverified_warnings
@@ -59,6 +77,7 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from rocmstack.output import print_json, stdout
+        from rocmstack.recipe.model import LAYER_ORDER
 
         resolved = load_resolved(recipe, gpu_arch, overrides)
         warnings = _warn_unverified(resolved)
@@ -73,7 +92,7 @@ def register(app: typer.Typer) -> None:
                   f"(ROCm {r.base.rocm}, Python {r.base.python}, torch {r.base.torch}); archs {resolved.arch_list}")
         table = Table("component", "layer", "source", "version", "ref / package")
         unverified = set(r.unverified)
-        for name, c in sorted(r.components.items(), key=lambda kv: (list(type(kv[1].layer)).index(kv[1].layer), kv[0])):
+        for name, c in sorted(r.components.items(), key=lambda kv: (LAYER_ORDER.index(kv[1].layer), kv[0])):
             flag = " [yellow](unverified)[/yellow]" if any(u.startswith(f"components.{name}.") for u in unverified) else ""
             table.add_row(name, c.layer.value, c.source, c.version or "", (c.ref or c.package or "") + flag)
         out.print(table)
@@ -86,21 +105,16 @@ def register(app: typer.Typer) -> None:
                    relock: bool = typer.Option(False, "--relock", help="Accept recipe changes: rewrite its lock entry"),
                    json_out: bool = JSON_OPT) -> None:
         """Write a complete build context (Dockerfile + every file it COPYs) and print the render hash."""
-        from rocmstack.output import print_json, stdout, warn
-        from rocmstack.render.context import render, write_context
-        from rocmstack.rules.lock import gate
+        from rocmstack.output import print_json, stdout
+        from rocmstack.render.context import write_context
 
         # Lock drift (exit 2) and compatibility rules (exit 1) are checked before anything is written.
-        checked = gate(recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock)
+        checked, rendered, _, warnings = gate_and_render(recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock)
         resolved = checked.resolved
-        warnings = _warn_unverified(resolved)
-        for note in checked.notes:
-            warn(note)
-        rendered = render(resolved, ignored_rules=checked.ignored)
         write_context(rendered, output)
         if json_out:
             print_json({"output": str(output), "render_hash": rendered.render_hash, "files": sorted(rendered.files),
-                        "warnings": warnings + list(checked.notes), "ignored_rules": list(checked.ignored),
+                        "warnings": warnings, "ignored_rules": list(checked.ignored),
                         "lock": {"status": checked.lock.status, "path": str(checked.lock.path), "key": checked.lock.key},
                         "rules": [r.to_json() for r in checked.results]})
         else:

@@ -12,7 +12,7 @@ import yaml
 from rocmstack import __version__
 from rocmstack.recipe.load import YAML_LOADER
 from rocmstack.errors import InputError, RecipeError
-from rocmstack.recipe.model import LAYER_ORDER, Component, Recipe
+from rocmstack.recipe.model import Component, Recipe
 from rocmstack.resources import recipes_dir
 
 LOCK_SCHEMA = 1
@@ -93,9 +93,10 @@ def parse_archs(text: str | None, recipe: Recipe) -> tuple[str, ...]:
 
 
 def unverified_warnings(recipe: Recipe) -> list[str]:
+    dumped = recipe.model_dump(by_alias=True)
     out = []
     for path in recipe.unverified:
-        node: Any = recipe.model_dump(by_alias=True)
+        node: Any = dumped
         for part in path.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         out.append(f"{recipe.name}: {path} = {node!r} is UNVERIFIED (no public source gives the exact value)")
@@ -117,4 +118,4 @@ def resolve(recipe: Recipe, source: Path, gpu_arch: str | None, overrides: tuple
     return Resolved(recipe=recipe, source=source, gpu_archs=parse_archs(gpu_arch, recipe), overrides=overrides)
 
 
-__all__ = ["LAYER_ORDER", "Resolved", "resolve", "parse_archs", "unverified_warnings", "known_archs"]
+__all__ = ["Resolved", "resolve", "parse_archs", "unverified_warnings", "known_archs"]

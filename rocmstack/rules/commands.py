@@ -17,15 +17,21 @@ JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 _STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "ignored": "magenta"}
 
 
+def _one_or_all(recipe: str | None, every: bool, command: str) -> None:
+    from rocmstack.errors import InputError
+
+    if every == bool(recipe):
+        raise InputError("give a RECIPE or --all (not both, not neither)", fix=f"e.g. rocmstack {command} verl-0.9.0-rocm10")
+
+
 def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: list[str]):
-    """[(resolved)] for one recipe (one arch set, or its default sets when locking) or all shipped recipes."""
+    """[(resolved)] for one recipe (one arch set) or all shipped recipes (their default arch sets)."""
     from rocmstack.errors import InputError
     from rocmstack.recipe.load import load_recipe, recipe_files
     from rocmstack.recipe.resolve import resolve
     from rocmstack.rules.lock import arch_key, default_arch_sets
 
-    if every == bool(recipe):
-        raise InputError("give a RECIPE or --all (not both, not neither)", fix="e.g. rocmstack check verl-0.9.0-rocm10")
+    _one_or_all(recipe, every, "check")
     if every and (gpu_arch or overrides):
         raise InputError("--all checks the shipped recipes as written", fix="drop --gpu-arch/--set, or name one recipe")
     out = []
@@ -115,10 +121,7 @@ def register(app: typer.Typer) -> None:
         from rocmstack.recipe.load import load_recipe, recipe_files
         from rocmstack.recipe.resolve import resolve
 
-        if every == bool(recipe):
-            from rocmstack.errors import InputError
-
-            raise InputError("give a RECIPE or --all (not both, not neither)", fix="e.g. rocmstack lock verl-0.9.0-rocm10")
+        _one_or_all(recipe, every, "lock")
         revision = source_revision()[0]
         rows = []
         for name in sorted(recipe_files()) if every else [recipe]:

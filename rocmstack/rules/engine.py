@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from packaging.utils import canonicalize_name
 
 from rocmstack.errors import InputError, RecipeError, RuleFailure
 from rocmstack.patches import Patch, applicability, load_patches
+from rocmstack.recipe.load import YAML_LOADER
 from rocmstack.recipe.resolve import Resolved
 from rocmstack.resources import recipes_dir
 from rocmstack.rules.conditions import Facts, check_condition, evaluate, show, version_verdict
@@ -35,7 +37,6 @@ _URL = re.compile(r"^https://\S+$")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
 _KEYS = {"id", "description", "severity", "source", "fix", "message", "when", "require", "refs", "examples"}
 TOGETHER_PREFIX = "validated:"
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,7 +114,7 @@ def load_rules(directory: Path | None = None) -> tuple[Rule, ...]:
     seen: dict[str, str] = {}
     for path in sorted(root.glob("*.yaml")):
         try:
-            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
         except (OSError, yaml.YAMLError) as exc:
             raise RecipeError(f"{path}: cannot read rules: {exc}") from None
         if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
@@ -125,10 +126,6 @@ def load_rules(directory: Path | None = None) -> tuple[Rule, ...]:
             seen[rule.id] = str(path)
             rules.append(rule)
     return tuple(rules)
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _patch_status(resolved: Resolved, patches: Mapping[str, Patch]) -> dict[str, tuple[str, str]]:
@@ -169,9 +166,9 @@ def facts_of(resolved: Resolved, patches: Mapping[str, Patch]) -> Facts:
     recipe = resolved.recipe
     data = recipe.model_dump(mode="json", by_alias=True)
     data["archs"] = list(resolved.gpu_archs)
-    data["packages"] = sorted(_norm(c.package or n) for n, c in recipe.components.items())
-    data["installed"] = sorted(_norm(c.package or n) for n, c in recipe.components.items() if c.source in ("pypi", "git"))
-    data["versions"] = {_norm(c.package or n): c.version for n, c in recipe.components.items() if c.version}
+    data["packages"] = sorted(canonicalize_name(c.package or n) for n, c in recipe.components.items())
+    data["installed"] = sorted(canonicalize_name(c.package or n) for n, c in recipe.components.items() if c.source in ("pypi", "git"))
+    data["versions"] = {canonicalize_name(c.package or n): c.version for n, c in recipe.components.items() if c.version}
     return Facts(data=data, patch_status=_patch_status(resolved, patches))
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rocmstack.errors import InputError, RecipeError
+from rocmstack.output import dumps
 from rocmstack.recipe.load import load_recipe
 from rocmstack.recipe.model import Recipe
 from rocmstack.recipe.resolve import Resolved, resolve
@@ -80,14 +81,19 @@ def _recipe_fields(resolved: Resolved) -> dict[str, Any]:
     return resolved.recipe.model_dump(mode="json", by_alias=True)
 
 
-def make_entry(resolved: Resolved, results: list[Result], *, ignored: tuple[str, ...], revision: str) -> dict[str, Any]:
+def _render_hash(resolved: Resolved, ignored: tuple[str, ...]) -> str:
+    """The render hash of this recipe with the shipped patches, as ``render`` computes it."""
     from rocmstack.patches import load_patches, select
     from rocmstack.render.context import render_hash
 
     recipe = resolved.recipe
     patches = select(recipe.patches, load_patches(), dict(recipe.components), str(resolved.source))
-    digest = render_hash(resolved, patches, ignored)
-    entry = resolved.lock(render_hash=digest, revision=revision)
+    return render_hash(resolved, patches, ignored)
+
+
+def make_entry(resolved: Resolved, results: list[Result], *, ignored: tuple[str, ...], revision: str) -> dict[str, Any]:
+    recipe = resolved.recipe
+    entry = resolved.lock(render_hash=_render_hash(resolved, ignored), revision=revision)
     entry["base_digest"] = recipe.base.digest
     entry["pins"] = resolved.pins()
     entry["ignored_rules"] = sorted(ignored)
@@ -116,7 +122,7 @@ def write_lock(path: Path, recipe_name: str, entries: Mapping[str, Any], *, repl
     merged = dict(current["entries"]) if current else {}
     merged.update(entries)
     doc = {"schema": LOCK_FILE_SCHEMA, "recipe": recipe_name, "entries": dict(sorted(merged.items()))}
-    text = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    text = dumps(doc)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -163,8 +169,7 @@ def verify(resolved: Resolved, *, relock: bool = False, ignore: Iterable[str] = 
         raise LockDrift(f"{name}: recipe drifted from {path.name} [{key}]: {shown}",
                         fix=f"run `rocmstack lock {name} --gpu-arch '{key}'` to accept the change, or pass --relock")
     notes = []
-    fresh = make_entry(resolved, [], ignored=tuple(entry.get("ignored_rules", ())), revision="")
-    if fresh["render_hash"] != entry.get("render_hash"):
+    if _render_hash(resolved, tuple(entry.get("ignored_rules", ()))) != entry.get("render_hash"):
         notes.append(f"render hash moved since {path.name} [{key}] (templates, patches or rocmstack changed); "
                      f"`rocmstack lock {name}` refreshes it")
     return LockState(status="locked", path=path, key=key, notes=tuple(notes))

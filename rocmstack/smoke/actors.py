@@ -35,16 +35,34 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _visible_devices() -> str | None:
+    return os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
+
+
 def _setup_process(device_type: str, threads: int) -> torch.device:
     torch.set_num_threads(threads)
     if device_type == "cuda":
         if not torch.cuda.is_available():
-            visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
-            raise RuntimeError(f"worker sees no GPU (visible devices: {visible!r}); Ray assigned none")
+            raise RuntimeError(f"worker sees no GPU (visible devices: {_visible_devices()!r}); Ray assigned none")
         torch.cuda.set_device(0)
         return torch.device("cuda", 0)
     use_file_system_sharing()
     return torch.device("cpu")
+
+
+def _join_group(device: torch.device, address: str, rank: int) -> None:
+    """The split placement's two-rank group: RCCL/NCCL between GPUs, gloo on CPU."""
+    import torch.distributed as dist
+
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend, init_method=address, world_size=2, rank=rank, timeout=timedelta(seconds=300))
+
+
+def _leave_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _probe_logprobs(logits: torch.Tensor, probe: torch.Tensor) -> torch.Tensor:
@@ -72,12 +90,11 @@ class TrainerWorker:
         self.bucket: torch.Tensor | None = None
         self.stale: dict[str, torch.Tensor] | None = None
         self.probe = task.probe_batch(opts["num_digits"]).to(self.device)
-        self.group = None
 
     def info(self) -> dict[str, Any]:
         return {
             "uuid": device_uuid(self.device),
-            "visible": os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES"),
+            "visible": _visible_devices(),
             "params": sum(p.numel() for p in self.model.parameters()),
             "pid": os.getpid(),
             "ip": _node_ip(),
@@ -190,11 +207,7 @@ class TrainerWorker:
         return free_port()
 
     def init_group(self, address: str, rank: int) -> None:
-        import torch.distributed as dist
-
-        backend = "nccl" if self.device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, init_method=address, world_size=2, rank=rank, timeout=timedelta(seconds=300))
-        self.group = True
+        _join_group(self.device, address, rank)
 
     def broadcast_weights(self) -> dict[str, Any]:
         """Split: broadcast the version, then the bucket, from rank 0 (this trainer) to the rollout worker."""
@@ -211,11 +224,7 @@ class TrainerWorker:
         return _probe_logprobs(self._forward(self.model, self.probe).float(), self.probe)
 
     def shutdown(self) -> None:
-        if self.group:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
-            self.group = None
+        _leave_group()
 
 
 class RolloutWorker:
@@ -239,12 +248,11 @@ class RolloutWorker:
         self.probe = task.probe_batch(opts["num_digits"]).to(self.device)
         self.version = -1
         self.specs: list[TensorSpec] = []
-        self.group = None
 
     def info(self) -> dict[str, Any]:
         return {
             "uuid": device_uuid(self.device),
-            "visible": os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES"),
+            "visible": _visible_devices(),
             "engine": self.engine_name,
             "pid": os.getpid(),
         }
@@ -280,11 +288,7 @@ class RolloutWorker:
         return self.version
 
     def init_group(self, address: str, rank: int, layout: dict[str, Any]) -> None:
-        import torch.distributed as dist
-
-        backend = "nccl" if self.device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, init_method=address, world_size=2, rank=rank, timeout=timedelta(seconds=300))
-        self.group = True
+        _join_group(self.device, address, rank)
         self.specs = layout["specs"]
         self.recv = torch.empty(layout["numel"], dtype=DTYPES[layout["dtype"]], device=self.device)
 
@@ -304,11 +308,7 @@ class RolloutWorker:
         return _probe_logprobs(self.engine.forward_logits(self.probe).float(), self.probe)
 
     def shutdown(self) -> None:
-        if self.group:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
-            self.group = None
+        _leave_group()
 
 
 def _node_ip() -> str:

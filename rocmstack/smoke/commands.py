@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 import typer
 
+from rocmstack.errors import ExitCode
 from rocmstack.smoke.config import SmokeOptions
 
 
@@ -20,8 +21,8 @@ def register(app: typer.Typer) -> None:
         steps: int = typer.Option(SmokeOptions.steps, min=1, help="GRPO steps."),
         inject: Optional[str] = typer.Option(None, help="Fault to inject: skip-sync, stale-weights, zero-reward, nan-loss."),
         report: Optional[Path] = typer.Option(None, "--report", help="Write metrics.jsonl, summary.json and PNG plots here."),
-        engine: str = typer.Option("auto", help="Rollout engine: auto (reference if present), reference or kvcache."),
-        shape: str = typer.Option("auto", help="Model shape: auto (tiny on CPU, small on GPU), tiny or small."),
+        engine: str = typer.Option("auto", help="Rollout engine: auto or reference (the bench's engine), or kvcache (HF + DynamicCache)."),
+        shape: str = typer.Option("auto", help="Model shape: auto (tiny on CPU, small on GPU), tiny, small or medium."),
         seed: int = typer.Option(0, help="Seed for model init, prompts and sampling."),
         json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     ) -> None:
@@ -43,7 +44,7 @@ def register(app: typer.Typer) -> None:
             print_json(summary)
         else:
             _print_verdict(summary)
-        raise typer.Exit(0 if summary["passed"] else 1)
+        raise typer.Exit(int(ExitCode.OK if summary["passed"] else ExitCode.FAILED))
 
     app.add_typer(smoke, name="smoke")
 

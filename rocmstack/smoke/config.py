@@ -1,4 +1,4 @@
-"""Options of the GRPO smoke job and the two model shapes (no heavy imports: the CLI loads this)."""
+"""Options of the GRPO smoke job and its model shapes (no heavy imports: the CLI loads this)."""
 
 from __future__ import annotations
 

@@ -26,6 +26,8 @@ def plot(directory: Path, metrics: list[dict[str, Any]], summary: dict[str, Any]
     matplotlib.use("Agg")  # files only; no display on CI or in a container
     import matplotlib.pyplot as plt
 
+    from rocmstack.smoke.task import BLIND_CEILING
+
     steps = [m["step"] for m in metrics]
     title = f"GRPO smoke: {summary['placement']} on {summary['device']} ({summary['dtype']}, {summary['shape']})"
     verdict = "PASS" if summary["passed"] else "FAIL: " + ", ".join(summary["failed"])
@@ -37,7 +39,7 @@ def plot(directory: Path, metrics: list[dict[str, Any]], summary: dict[str, Any]
     ax.plot(steps, mean, label="raw_reward mean", color="tab:blue")
     ax.fill_between(steps, [a - b for a, b in zip(mean, std)], [a + b for a, b in zip(mean, std)], alpha=0.15)
     ax.plot(steps, [m["zero_std_group_frac"] for m in metrics], label="zero-std group fraction", color="tab:gray")
-    ax.axhline(0.1, ls=":", color="tab:red", label="prompt-blind ceiling (0.1)")
+    ax.axhline(BLIND_CEILING, ls=":", color="tab:red", label=f"prompt-blind ceiling ({BLIND_CEILING})")
     ax.set(xlabel="step", ylabel="reward", ylim=(-0.05, 1.05), title=f"{title}\n{verdict}")
     ax.legend(loc="center right", fontsize=8)
     out.append(_save(fig, directory / PLOTS[0]))

@@ -1,40 +1,19 @@
 """The rollout side's generator: a KV-cache decode behind the reference engine's interface.
 
-``make_engine`` returns rocmstack's reference engine (``rocmstack.bench.engine.ReferenceEngine``) when it
-is importable, else ``KVCacheEngine`` below: the HF model class run as prefill + one-token decode steps
-over a ``DynamicCache``. Both take the HF-named state dict the trainer ships, so the trainer's full-sequence
+``make_engine`` returns rocmstack's reference engine (``rocmstack.bench.engine.ReferenceEngine``), or on
+request ``KVCacheEngine`` below: the HF model class run as prefill + one-token decode steps over a
+``DynamicCache``. Both take the HF-named state dict the trainer ships, so the trainer's full-sequence
 forward and the rollout's cached decode are different code paths that must agree.
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-
-@dataclass(frozen=True)
-class GenerateOutput:
-    tokens: torch.Tensor  # [B, N] sampled ids
-    logprobs: torch.Tensor  # [B, N] log p(token) under the temperature-scaled full distribution
-
-
-def sample_next(
-    logits: torch.Tensor, *, temperature: float, top_p: float, generator: torch.Generator | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one token per row; return (ids [B], their logprobs under softmax(logits / T)) [B]."""
-    scaled = logits.float() / max(temperature, 1e-6)
-    logp_full = torch.log_softmax(scaled, dim=-1)
-    probs = logp_full.exp()
-    if top_p < 1.0:
-        sorted_p, order = probs.sort(dim=-1, descending=True)
-        keep = (sorted_p.cumsum(-1) - sorted_p) < top_p  # always keeps the most likely token
-        sorted_p = sorted_p * keep
-        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-    ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    return ids, logp_full.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+from rocmstack.bench.engine import GenerateOutput, ReferenceEngine, sample
 
 
 class KVCacheEngine:
@@ -48,7 +27,6 @@ class KVCacheEngine:
         dtype: torch.dtype,
         max_batch: int,
         max_seq_len: int,
-        use_graphs: bool = False,
     ) -> None:
         from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -97,7 +75,7 @@ class KVCacheEngine:
         out = self.model(input_ids=input_ids.to(self.device), use_cache=True, **cache_kw)
         tokens, logprobs = [], []
         for _ in range(max_new_tokens):
-            ids, lp = sample_next(out.logits[:, -1], temperature=temperature, top_p=top_p, generator=generator)
+            ids, lp = sample(out.logits[:, -1], temperature, top_p, generator)
             tokens.append(ids)
             logprobs.append(lp)
             if len(tokens) == max_new_tokens:
@@ -106,24 +84,14 @@ class KVCacheEngine:
         return GenerateOutput(tokens=torch.stack(tokens, dim=1), logprobs=torch.stack(logprobs, dim=1))
 
 
-def reference_engine_class() -> type | None:
-    """rocmstack's reference engine class when that module is present, else None."""
-    try:
-        from rocmstack.bench.engine import ReferenceEngine
-    except ImportError:
-        return None
-    return ReferenceEngine
-
-
 def make_engine(
     config: dict[str, Any], *, device: str, dtype: torch.dtype, max_batch: int, max_seq_len: int, prefer: str
 ) -> tuple[Any, str]:
-    """Build the rollout engine: ``prefer`` is "reference", "kvcache" or "auto"; returns (engine, name)."""
-    ref = reference_engine_class() if prefer in ("auto", "reference") else None
-    if prefer == "reference" and ref is None:
-        raise RuntimeError("rocmstack.bench.engine.ReferenceEngine is not importable")
-    cls, name = (ref, "reference") if ref is not None else (KVCacheEngine, "kvcache")
+    """Build the rollout engine: ``prefer`` is "auto" (= "reference") or "kvcache"; returns (engine, name)."""
+    if prefer == "kvcache":
+        engine = KVCacheEngine(config, device=device, dtype=dtype, max_batch=max_batch, max_seq_len=max_seq_len)
+        return engine, "kvcache"
     # The smoke model is tiny: the reference engine's fused Triton kernels would only add JIT time to step 0.
-    extra = {"fused": False} if name == "reference" else {}
-    engine = cls(config, device=device, dtype=dtype, max_batch=max_batch, max_seq_len=max_seq_len, use_graphs=False, **extra)
-    return engine, name
+    engine = ReferenceEngine(config, device=device, dtype=dtype, max_batch=max_batch, max_seq_len=max_seq_len,
+                             use_graphs=False, fused=False)
+    return engine, "reference"

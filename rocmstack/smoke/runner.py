@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from rocmstack.errors import CheckFailed
 from rocmstack.smoke.config import INJECT_EXPECTS, SmokeOptions, model_config
+from rocmstack.smoke.verdict import as_dicts, decide, reward_window
 
 
 def _resolve_device(device: str) -> str:
@@ -142,7 +143,6 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
     import torch
 
     from rocmstack.smoke import grpo, task
-    from rocmstack.smoke.verdict import as_dicts, decide
 
     device = _resolve_device(opts.device)
     dtype = "bfloat16" if device == "cuda" else "float32"
@@ -220,7 +220,7 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
                     "skipped_updates": tr["skipped_updates"],
                     "train_rollout_logprob_abs_diff_mean": float(grpo.masked_mean(diff, mask)),
                     "train_rollout_logprob_abs_diff_max": float((diff * mask).max()),
-                    "tokens_per_gpu_per_sec": resp_tokens / out["time_s"] / 1.0,
+                    "tokens_per_gpu_per_sec": resp_tokens / out["time_s"],  # the rollout runs on one GPU
                     "time_rollout_s": out["time_s"],
                     "time_logprobs_s": lp["time_s"],
                     "time_train_s": tr["time_s"],
@@ -303,7 +303,7 @@ def _final(metrics: list[dict[str, Any]]) -> dict[str, float]:
     for key in keys:
         values = [m[key] for m in metrics if isinstance(m[key], (int, float)) and math.isfinite(m[key])]
         out[f"{key}_avg"] = sum(values) / len(values) if values else float("nan")
-    w = min(10, max(1, len(metrics) // 2))
+    w = reward_window(len(metrics))
     out["reward_first_window"] = sum(m["raw_reward_mean"] for m in metrics[:w]) / w if metrics else float("nan")
     out["reward_last_window"] = sum(m["raw_reward_mean"] for m in metrics[-w:]) / w if metrics else float("nan")
     out["sync_bytes"] = float(metrics[-1]["sync_bytes"]) if metrics else 0.0

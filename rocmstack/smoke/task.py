@@ -1,4 +1,4 @@
-"""The toy task: "copy the first prompt digit", with an in-code tokenizer and a programmatic reward.
+"""The toy task: "copy the first prompt digit", with a fixed token layout and a programmatic reward.
 
 Prompt ``<bos> d1 d2 ... dk <sep>``; the answer is ``d1`` followed by ``<eos>``. A policy that ignores the
 prompt can score at most 0.1 (always say the same digit), so a reward well above that proves the model
@@ -8,13 +8,9 @@ attends back to position 1 through its (KV-cached) attention. Reward: 1.0 if the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-DIGITS = tuple(str(d) for d in range(10))
-SPECIALS = ("<pad>", "<bos>", "<sep>", "<eos>")
-VOCAB = SPECIALS + DIGITS
+SPECIALS = ("<pad>", "<bos>", "<sep>", "<eos>")  # ids 0-3; the digits 0-9 follow them
 # Embedding rows are padded to a multiple of 8 (as real checkpoints do); the extra ids are never in a
 # prompt, but the random model can sample them and gets no reward for them.
 VOCAB_SIZE = 16
@@ -22,24 +18,6 @@ PAD, BOS, SEP, EOS = range(4)
 DIGIT0 = len(SPECIALS)
 # The policy-blind ceiling: always emitting one digit is right 1 time in 10.
 BLIND_CEILING = 0.1
-
-
-@dataclass(frozen=True, kw_only=True)
-class Tokenizer:
-    """A fixed word-level tokenizer; enough for the task and for readable logs."""
-
-    vocab: tuple[str, ...] = VOCAB
-
-    def encode(self, text: str) -> list[int]:
-        ids = []
-        for word in text.split():
-            if word not in self.vocab:
-                raise ValueError(f"unknown token {word!r}")
-            ids.append(self.vocab.index(word))
-        return ids
-
-    def decode(self, ids: list[int]) -> str:
-        return " ".join(self.vocab[i] if i < len(self.vocab) else f"<unused{i}>" for i in ids)
 
 
 def make_prompts(num_prompts: int, num_digits: int, generator: torch.Generator) -> torch.Tensor:

@@ -40,12 +40,13 @@ class Criterion:
     threshold: float | None = None
 
 
-def _window(steps: int) -> int:
+def reward_window(steps: int) -> int:
+    """W: the steps averaged at each end of the run."""
     return max(1, min(10, steps // 2))
 
 
 def rewards_rise(rewards: list[float], margin: float = REWARD_MARGIN) -> Criterion:
-    w = _window(len(rewards))
+    w = reward_window(len(rewards))
     first = sum(rewards[:w]) / w
     last = sum(rewards[-w:]) / w
     rise = last - first

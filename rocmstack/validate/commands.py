@@ -31,11 +31,12 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print report.json to stdout."),
     ) -> None:
         """Run the doctor, the GRPO smoke job and the rollout bench inside IMAGE; exit 0 only if all that ran passed."""
+        from rocmstack.doctor.commands import split_ids  # --doctor-skip reads as doctor's --skip
         from rocmstack.validate.pipeline import ValidateOptions
 
         opts = ValidateOptions(report_dir=report, expect_gpus=expect_gpus, skip_smoke=skip_smoke,
                                skip_bench=skip_bench, baseline=baseline, device=device, smoke_steps=smoke_steps,
-                               doctor_skip=tuple(v.strip() for item in doctor_skip for v in item.split(",") if v.strip()))
+                               doctor_skip=split_ids(doctor_skip))
         if in_place:
             if image:
                 raise InputError(f"--in-place validates this node; IMAGE {image!r} was given too",

@@ -7,7 +7,6 @@ the only things crossing the boundary are the report directory and, read-only, t
 
 from __future__ import annotations
 
-import os
 import secrets
 import shlex
 import shutil
@@ -16,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocmstack.build.engines import DEFAULT_PODMAN_DRIVER, PODMAN_DRIVER_ENV
+from rocmstack.build.engines import podman_prefix
 from rocmstack.errors import EngineError, InputError
 
 ENGINES = ("docker", "podman", "buildah")
@@ -45,15 +44,11 @@ def detect_host(dev_root: Path = Path("/dev"), proc_root: Path = Path("/proc"), 
     return "cpu"
 
 
-def storage_driver() -> str:
-    """The storage driver the build helper's podman engine uses, so buildah sees the same image store."""
-    return os.environ.get(PODMAN_DRIVER_ENV, DEFAULT_PODMAN_DRIVER)
-
-
 def engine_prefix(engine: str) -> tuple[str, ...]:
+    """podman and buildah get the build's own storage flags, so they see the image store it built into."""
     if engine == "docker":
         return ("docker",)
-    return (engine, "--storage-driver", storage_driver())
+    return (engine, *podman_prefix()[1:])
 
 
 def nofile(engine: str) -> str:
@@ -277,8 +272,7 @@ def inspect(engine: str, image: str) -> dict:
     from rocmstack.build.engines import Engine, inspect_image
 
     name = "docker" if engine == "docker" else "podman"
-    argv = ("docker",) if engine == "docker" else ("podman", "--storage-driver", storage_driver())
-    return inspect_image(Engine(name=name, argv=argv, version=""), image)
+    return inspect_image(Engine(name=name, argv=engine_prefix(name), version=""), image)
 
 
 def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> tuple[int, dict]:

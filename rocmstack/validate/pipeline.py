@@ -146,8 +146,7 @@ def run_smoke_stage(opts: ValidateOptions, progress: Progress) -> tuple[dict[str
     from rocmstack.smoke import SmokeOptions, run_grpo_smoke
 
     t0 = time.monotonic()
-    kwargs: dict[str, Any] = {"device": "cpu" if opts.device == "cpu" else "auto",
-                              "report_dir": opts.report_dir / SMOKE_DIR}
+    kwargs: dict[str, Any] = {"device": opts.device, "report_dir": opts.report_dir / SMOKE_DIR}  # auto | cpu
     if opts.smoke_steps is not None:
         kwargs["steps"] = opts.smoke_steps
     try:

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from rocmstack.build.pipeline import RENDER_HASH_LABEL
-from rocmstack.build.tags import CONTENT_HEX, CONTENT_PREFIX, TagSet, parse_reference
+from rocmstack.build.tags import CONTENT_HEX, CONTENT_PREFIX, TagSet, arch_field, parse_reference
 from rocmstack.errors import CheckFailed, InputError
 
 RECIPE_LABEL = "dev.rocmstack.recipe"
@@ -58,7 +58,7 @@ def _aliases_of_recipe(labels: dict[str, str]) -> set[str]:
         recipe, _ = load_recipe(name)
     except Exception:  # noqa: BLE001  (an unknown recipe: every tag is then treated as immutable)
         return set()
-    archs = "-".join(a for a in labels.get(ARCHS_LABEL, "").replace(";", ",").split(",") if a)
+    archs = arch_field(tuple(a for a in labels.get(ARCHS_LABEL, "").replace(";", ",").split(",") if a))
     aliases = {str(a) for a in recipe.publish.aliases}
     return aliases | {f"{a}_{archs}" for a in aliases if archs}
 
@@ -96,8 +96,7 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 def publish(*, image: str, report: dict[str, Any], engine_choice: str, dry_run: bool, console) -> dict[str, Any]:
     """Check the gate, then push (through the build's guarded push). Returns what was (or would be) pushed."""
     from rocmstack.build import engines
-    from rocmstack.build.pipeline import push_tags
-    from rocmstack.build.tags import immutability_verdict
+    from rocmstack.build.pipeline import guard_verdict, push_tags
 
     choice = "podman" if engine_choice == "buildah" else engine_choice
     engine = engines.detect(choice)
@@ -112,9 +111,7 @@ def publish(*, image: str, report: dict[str, Any], engine_choice: str, dry_run: 
                               "immutable": [tags.ref(t) for t in guarded], "dry_run": dry_run}
     # Guard every immutable tag before anything is pushed, so --dry-run answers exactly what a push would.
     for tag in guarded:
-        labels = engines.remote_labels(engine, tags.ref(tag))
-        immutability_verdict(tags.ref(tag), (labels or {}).get(RENDER_HASH_LABEL), render_hash,
-                             exists=labels is not None)
+        guard_verdict(engine, tags.ref(tag), render_hash)
     if dry_run:
         result["pushed"] = []
         return result

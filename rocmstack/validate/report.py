@@ -13,11 +13,13 @@ from typing import Any
 
 from rocmstack.errors import InputError
 from rocmstack.output import dumps
+from rocmstack.smoke.report import PLOTS
 from rocmstack.validate.pipeline import BENCH_DIR, ROOFLINE_PNG, SCHEMA, SMOKE_DIR
 
 REPORT_JSON, REPORT_MD, REPORT_HTML = "report.json", "report.md", "report.html"
-SMOKE_PLOTS = (("reward.png", "GRPO reward"), ("logprob_diff.png", "train vs rollout log-prob difference"),
-               ("phase_times.png", "phase times per step"))
+# The smoke's plot files, in the order it writes them, with their captions here.
+SMOKE_PLOTS = tuple(zip(PLOTS, ("GRPO reward", "train vs rollout log-prob difference", "phase times per step"),
+                        strict=True))
 LABEL_PREFIXES = ("dev.rocmstack.", "org.opencontainers.image.")
 _MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "skipped": "skipped", "skip": "skip", "warn": "WARN"}
 

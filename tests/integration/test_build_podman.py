@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from rocmstack.build import engines
+from tests.conftest import podman_store_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -97,13 +98,7 @@ def _base_tarball() -> Path:
 def _store_env(store: Path, driver: str) -> dict[str, str]:
     shutil.rmtree(store, ignore_errors=True)
     store.mkdir(parents=True)
-    conf = store / "storage.conf"
-    conf.write_text(f'[storage]\ndriver = "{driver}"\ngraphroot = "{store}/graph"\nrunroot = "{store}/run"\n')
-    # libpod's own state too (default /run/libpod, shared by every podman user of the machine).
-    engine_conf = store / "containers.conf"
-    engine_conf.write_text(f'[engine]\ntmp_dir = "{store}/libpod-tmp"\n')
-    return {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf), "CONTAINERS_CONF": str(engine_conf),
-            engines.PODMAN_DRIVER_ENV: driver}
+    return {**podman_store_env(store, driver), engines.PODMAN_DRIVER_ENV: driver}
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from rocmstack.bench.engine import KV_BUCKET, ReferenceEngine
+from rocmstack.bench.engine import KV_BUCKET, ReferenceEngine, sample
 from rocmstack.errors import InputError
 
 
@@ -206,3 +206,12 @@ def test_generate_rejects_shapes_beyond_the_static_cache():
         engine.generate(torch.zeros(3, 4, dtype=torch.long), 2)
     with pytest.raises(InputError, match="max_seq_len=16"):
         engine.generate(torch.zeros(1, 10, dtype=torch.long), 7)
+
+
+def test_sample_respects_top_p_and_reports_full_distribution_logprob():
+    logits = torch.log(torch.tensor([[0.7, 0.2, 0.1]])).repeat(2000, 1)
+    ids, lp = sample(logits, 1.0, 0.5, torch.Generator().manual_seed(0))
+    assert (ids == 0).all()  # only the top token survives p = 0.5
+    torch.testing.assert_close(lp, torch.full((2000,), 0.7).log())
+    ids, _ = sample(logits, 1.0, 1.0, torch.Generator().manual_seed(0))
+    assert abs(float((ids == 1).float().mean()) - 0.2) < 0.03

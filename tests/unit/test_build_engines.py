@@ -7,10 +7,8 @@ the "nothing installed" cases hide them with an empty PATH lookup. Error texts a
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -121,20 +119,9 @@ def test_buildx_build_command(tmp_path):
     assert cmd[-3:] == ["--cache-to", "type=registry,ref=r/c,mode=max", str(tmp_path)]
 
 
-def _isolated_podman(tmp_path: Path):
-    if not shutil.which("podman") or os.geteuid() != 0:
-        pytest.skip("needs podman as root")
-    conf = tmp_path / "storage.conf"
-    conf.write_text(f'[storage]\ndriver = "vfs"\ngraphroot = "{tmp_path}/g"\nrunroot = "{tmp_path}/r"\n')
-    engine_conf = tmp_path / "containers.conf"
-    engine_conf.write_text(f'[engine]\ntmp_dir = "{tmp_path}/libpod"\n')
-    env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf), "CONTAINERS_CONF": str(engine_conf)}
-    return E.Engine(name="podman", argv=("podman", "--storage-driver", "vfs"), version="x"), \
-        functools.partial(subprocess.run, env=env)
-
-
-def test_real_podman_missing_image(tmp_path):
-    engine, runner = _isolated_podman(tmp_path)
+def test_real_podman_missing_image(podman_store):
+    engine = E.Engine(name="podman", argv=("podman", "--storage-driver", "vfs"), version="x")
+    runner = functools.partial(subprocess.run, env=podman_store)
     assert not E.image_present(engine, "localhost/nothing-here:1", runner=runner)
     with pytest.raises(EngineError, match="not found in the podman image store"):
         E.inspect_image(engine, "localhost/nothing-here:1", runner=runner)

@@ -5,11 +5,11 @@ The real build, tagging, Ctrl-C and cache behaviour are in tests/integration/tes
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,14 +17,13 @@ import pytest
 from rocmstack.build import pipeline as P
 from rocmstack.build.progress import Step
 from rocmstack.build.runner import RunResult
+from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)
 
 
-def cli(*args, env=None, timeout=240):
-    return subprocess.run([sys.executable, "-m", "rocmstack", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT, env=env or os.environ.copy())
+cli = functools.partial(run_cli, timeout=240)
 
 
 def test_count_instructions():
@@ -88,8 +87,8 @@ def test_failure_message_guard_and_timeout(tmp_path):
 def test_dry_run_prints_plan_and_exact_command(tmp_path):
     proc = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--dry-run", "--out-dir", str(tmp_path),
                "--source-url", "https://example.org/r", "--json")
-    assert proc.returncode == 0, proc.stderr
-    plan = json.loads(proc.stdout)
+    assert proc.code == 0, proc.err
+    plan = json.loads(proc.out)
     assert plan["dry_run"] and plan["base"] == "docker.io/rocm/primus:v26.7"
     assert plan["tags"]["descriptive"] == "verl-0.9.0.amd0_rocm10.0_py3.12_vllm0.27.0_gfx950"
     cmd = plan["command"]
@@ -100,8 +99,8 @@ def test_dry_run_prints_plan_and_exact_command(tmp_path):
     assert "org.opencontainers.image.source=https://example.org/r" in cmd
     assert plan["instructions"] > 30
     human = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--dry-run", "--out-dir", str(tmp_path))
-    assert human.returncode == 0 and "plan: build verl-0.9.0-rocm10 for gfx950" in human.stdout
-    assert "command:" in human.stdout and "--iidfile" in human.stdout
+    assert human.code == 0 and "plan: build verl-0.9.0-rocm10 for gfx950" in human.out
+    assert "command:" in human.out and "--iidfile" in human.out
 
 
 def test_no_engine_is_one_line(tmp_path):
@@ -110,37 +109,30 @@ def test_no_engine_is_one_line(tmp_path):
     (bindir / "git").symlink_to(shutil.which("git"))
     env = {**os.environ, "PATH": str(bindir)}
     proc = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--out-dir", str(tmp_path), env=env)
-    assert proc.returncode == 4, proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.code == 4, proc.err
+    last = proc.err.strip().splitlines()[-1]
     assert last.startswith("rocmstack: error: no usable container engine (docker: not installed; podman: not installed)")
-    assert "apt-get install podman buildah" in last and "Traceback" not in proc.stderr
+    assert "apt-get install podman buildah" in last and "Traceback" not in proc.err
     # A dry run still prints the plan, naming why it could not run.
     dry = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--out-dir", str(tmp_path), "--dry-run", "--json",
               env=env)
-    assert dry.returncode == 0 and "no usable container engine" in json.loads(dry.stdout)["engine"]["note"]
+    assert dry.code == 0 and "no usable container engine" in json.loads(dry.out)["engine"]["note"]
 
 
-def test_unreachable_base_names_image_and_registry(tmp_path):
-    if not shutil.which("podman") or os.geteuid() != 0:
-        pytest.skip("needs podman as root")
-    conf = tmp_path / "storage.conf"
-    conf.write_text(f'[storage]\ndriver = "vfs"\ngraphroot = "{tmp_path}/g"\nrunroot = "{tmp_path}/r"\n')
-    engine_conf = tmp_path / "containers.conf"
-    engine_conf.write_text(f'[engine]\ntmp_dir = "{tmp_path}/libpod"\n')
-    env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf), "CONTAINERS_CONF": str(engine_conf)}
+def test_unreachable_base_names_image_and_registry(tmp_path, podman_store):
     # .invalid never resolves (RFC 2606): the same failure as a registry out of reach, on any machine.
     proc = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--engine", "podman", "--out-dir", str(tmp_path),
-               "--set", "base.image=registry.invalid/rocm/primus", env=env)
-    assert proc.returncode == 4, proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
+               "--set", "base.image=registry.invalid/rocm/primus", env=podman_store)
+    assert proc.code == 4, proc.err
+    last = proc.err.strip().splitlines()[-1]
     assert last.startswith("rocmstack: error: cannot pull base image registry.invalid/rocm/primus:v26.7: "
                            "registry registry.invalid is unreachable from this machine")
-    assert "plan: build verl-0.9.0-rocm10 for gfx950" in proc.stderr and "command:" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert "plan: build verl-0.9.0-rocm10 for gfx950" in proc.err and "command:" in proc.err
+    assert "Traceback" not in proc.err
 
 
 def test_push_options_are_checked(tmp_path):
     proc = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--push", "--push-tags", "some")
-    assert proc.returncode == 2 and "--push-tags 'some'" in proc.stderr
+    assert proc.code == 2 and "--push-tags 'some'" in proc.err
     proc = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--push", "--dry-run")
-    assert proc.returncode == 2 and "--dry-run and --push" in proc.stderr
+    assert proc.code == 2 and "--dry-run and --push" in proc.err

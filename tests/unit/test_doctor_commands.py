@@ -9,9 +9,14 @@ from tests.conftest import run_cli
 
 
 def test_list_checks_json():
+    from rocmstack.doctor.checks import ALL_CHECKS
+
     result = run_cli("doctor", "--list-checks", "--json")
     assert result.code == 0
     ids = [c["id"] for c in json.loads(result.out)]
+    assert ids == [c.id for c in ALL_CHECKS]
+    only = run_cli("doctor", "--list-checks", "--json", "--only", "ray-env")
+    assert [c["id"] for c in json.loads(only.out)] == ["ray-env"]
     assert {
         "gpu-count",
         "ray-gpus",
@@ -72,6 +77,12 @@ def test_module_entry_point():
         timeout=120,
     )
     assert proc.returncode == 0 and json.loads(proc.stdout)["checks"][0]["id"] == "ray-env"
+    # Usage errors through the module entry point are the CLI's one line and exit code, not click's panel.
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocmstack.doctor", "--fats"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("rocmstack: error: No such option: --fats") and proc.stderr.count("\n") == 1
 
 
 def test_bad_ray_address_is_one_line(tmp_path):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rocmstack.doctor.redact import REDACTED, env_dump, is_secret, scrub, secret_values
+from rocmstack.doctor.redact import REDACTED, env_dump, scrub, secret_values
+from rocmstack.secrets import is_secret_name
 
 ENV = {
     "HF_TOKEN": "hf_abcdefghijklmnop",
@@ -17,8 +18,8 @@ ENV = {
 
 def test_names():
     for name in ("HF_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "github_token"):
-        assert is_secret(name)
-    assert not is_secret("HIP_VISIBLE_DEVICES")
+        assert is_secret_name(name)
+    assert not is_secret_name("HIP_VISIBLE_DEVICES")
 
 
 def test_dump_masks_and_keeps_relevant():

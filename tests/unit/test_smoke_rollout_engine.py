@@ -5,7 +5,7 @@ import torch
 
 from rocmstack.smoke import task
 from rocmstack.smoke.config import model_config
-from rocmstack.smoke.rollout_engine import KVCacheEngine, make_engine, sample_next
+from rocmstack.smoke.rollout_engine import KVCacheEngine, make_engine
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +40,14 @@ def test_cached_decode_logprobs_match_full_forward(hf_model, name):
     assert len(set(map(tuple, out.tokens.tolist()))) > 1  # it samples, not one fixed answer
 
 
+def test_auto_is_the_reference_engine(hf_model):
+    from rocmstack.bench.engine import ReferenceEngine
+
+    engine, name = make_engine(hf_model[0], device="cpu", dtype=torch.float32, max_batch=2, max_seq_len=16,
+                               prefer="auto")
+    assert name == "reference" and isinstance(engine, ReferenceEngine) and engine.fused is False
+
+
 def test_kvcache_engine_really_reuses_the_cache(hf_model, monkeypatch):
     cfg, model = hf_model
     engine = KVCacheEngine(cfg, device="cpu", dtype=torch.float32, max_batch=4, max_seq_len=32)
@@ -58,12 +66,3 @@ def test_kvcache_engine_refuses_a_partial_state_dict(hf_model):
     sd.pop("lm_head.weight")
     with pytest.raises(KeyError, match="lacks 1 tensors"):
         engine.load_hf_state_dict(sd)
-
-
-def test_sample_next_respects_top_p_and_reports_full_distribution_logprob():
-    logits = torch.log(torch.tensor([[0.7, 0.2, 0.1]])).repeat(2000, 1)
-    ids, lp = sample_next(logits, temperature=1.0, top_p=0.5, generator=torch.Generator().manual_seed(0))
-    assert (ids == 0).all()  # only the top token survives p = 0.5
-    torch.testing.assert_close(lp, torch.full((2000,), 0.7).log())
-    ids, _ = sample_next(logits, temperature=1.0, top_p=1.0, generator=torch.Generator().manual_seed(0))
-    assert abs(float((ids == 1).float().mean()) - 0.2) < 0.03

@@ -6,15 +6,6 @@ import torch
 from rocmstack.smoke import task
 
 
-def test_tokenizer_round_trip_and_unknown_word():
-    tok = task.Tokenizer()
-    ids = tok.encode("<bos> 3 1 4 1 <sep>")
-    assert ids == [task.BOS, 7, 5, 8, 5, task.SEP]
-    assert tok.decode(ids + [15]) == "<bos> 3 1 4 1 <sep> <unused15>"
-    with pytest.raises(ValueError, match="unknown token"):
-        tok.encode("<bos> x")
-
-
 def test_prompts_layout():
     prompts = task.make_prompts(32, 4, torch.Generator().manual_seed(0))
     assert prompts.shape == (32, 6)

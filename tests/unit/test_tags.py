@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +10,8 @@ from rocmstack.build import tags as T
 from rocmstack.errors import CheckFailed, InputError
 from rocmstack.recipe.load import load_recipe
 from rocmstack.recipe.resolve import resolve
+from tests.conftest import run_cli
 
-ROOT = Path(__file__).resolve().parents[2]
 HASH = "4013a5777947abcd59f787756b834458816e835d1c1fe6fe152b1ebba27c972c"
 
 
@@ -115,21 +112,18 @@ def test_immutability_verdicts():
 
 
 def test_tags_command():
-    proc = subprocess.run([sys.executable, "-m", "rocmstack", "tags", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950",
-                           "--alias", "latest", "--json"], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)
+    proc = run_cli("tags", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--alias", "latest", "--json")
+    assert proc.code == 0, proc.err
+    data = json.loads(proc.out)
     assert data["refs"][0] == "rocmstack/verl:verl-0.9.0.amd0_rocm10.0_py3.12_vllm0.27.0_gfx950"
     assert data["content"] == "r-" + data["render_hash"][:12]
     assert data["aliases"] == ["verl-0.9_gfx950", "latest_gfx950"]
-    plain = subprocess.run([sys.executable, "-m", "rocmstack", "tags", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950"],
-                           capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert plain.stdout.splitlines()[0].endswith("_gfx950\timmutable")
+    plain = run_cli("tags", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950")
+    assert plain.out.splitlines()[0].endswith("_gfx950\timmutable")
 
 
 def test_tags_command_bad_registry_is_one_line():
-    proc = subprocess.run([sys.executable, "-m", "rocmstack", "tags", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950",
-                           "--registry", "Bad Host"], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert proc.returncode == 2
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("rocmstack: error: image repository 'Bad Host/rocmstack/verl'") and "Traceback" not in proc.stderr
+    proc = run_cli("tags", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--registry", "Bad Host")
+    assert proc.code == 2
+    last = proc.err.strip().splitlines()[-1]
+    assert last.startswith("rocmstack: error: image repository 'Bad Host/rocmstack/verl'") and "Traceback" not in proc.err

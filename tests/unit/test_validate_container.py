@@ -101,6 +101,9 @@ def test_storage_driver_follows_the_build_engine_setting(tmp_path, monkeypatch):
     monkeypatch.setenv("ROCMSTACK_PODMAN_STORAGE_DRIVER", "overlay")
     p = plan(engine="podman", host="cpu", image="i", report_dir=tmp_path, args=InImageArgs())
     assert p.run[:3] == ("podman", "--storage-driver", "overlay")
+    monkeypatch.setenv("ROCMSTACK_PODMAN_STORAGE_DRIVER", "")  # unset in effect: the build's default, vfs
+    p = plan(engine="buildah", host="cpu", image="i", report_dir=tmp_path, args=InImageArgs())
+    assert p.setup[:3] == ("buildah", "--storage-driver", "vfs")
 
 
 def test_docker_plan_is_one_run_with_the_in_image_entrypoint(tmp_path):

@@ -118,8 +118,10 @@ def test_secrets_from_the_environment_never_reach_the_report(tmp_path, h200_repo
     token = "hf_abcdefghijklmnop0123"
     monkeypatch.setenv("HF_TOKEN", token)
     report = copy.deepcopy(h200_report)
-    report["stages"] = report.get("stages", {})
+    report["stages"][0]["summary"] = f"login failed with {token}"  # a field every form renders
     report["leak"] = f"Traceback: login failed with {token}"
     for path in write_all(report, tmp_path):
         assert token not in path.read_text(encoding="utf-8")
     assert "<redacted>" in (tmp_path / "report.json").read_text()
+    assert "<redacted>" in (tmp_path / "report.md").read_text()
+    assert "&lt;redacted&gt;" in (tmp_path / "report.html").read_text()

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import os
 
-from rocmstack.doctor.model import Check, DoctorOptions, Result, errored, failed, passed, skipped, warned
+from rocmstack.doctor.model import (
+    Check,
+    DoctorOptions,
+    Result,
+    failed,
+    passed,
+    probe_problem,
+    skipped,
+    warned,
+)
 from rocmstack.platform.snapshot import Snapshot
 
 SDK_INSTALL = "pip install --no-deps $(rocm-sdk path --root)/share/amd_smi"
@@ -12,15 +21,12 @@ SDK_INSTALL = "pip install --no-deps $(rocm-sdk path --root)/share/amd_smi"
 
 def amdsmi_import(snap: Snapshot, opts: DoctorOptions) -> Result:
     vendor = snap.vendor()
-    result = snap.probes.get("amdsmi")
-    installed = bool(snap.module("amdsmi"))
-    if vendor != "amd" and not installed:
+    if vendor != "amd" and not snap.module("amdsmi"):
         return skipped("no AMD GPU and amdsmi not installed")
-    if result is None:
-        return skipped(f"amdsmi probe not run: {snap.not_run.get('amdsmi', 'not requested')}")
-    if result.data is None:
-        return errored(result.reason(), fix="Run `python -c 'import amdsmi; amdsmi.amdsmi_init()'` by hand")
-    data = result.data
+    fix = "Run `python -c 'import amdsmi; amdsmi.amdsmi_init()'` by hand"
+    if problem := probe_problem(snap, "amdsmi", "amdsmi", fix=fix):
+        return problem
+    data = snap.probe("amdsmi")
     if "import_error" in data:
         kind = data.get("import_error_type")
         if kind == "ModuleNotFoundError":

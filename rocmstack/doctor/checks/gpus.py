@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from rocmstack.doctor.model import Check, DoctorOptions, Result, errored, failed, passed, skipped, warned
+from rocmstack.doctor.checks.amdsmi import SDK_INSTALL
+from rocmstack.doctor.model import (
+    Check,
+    DoctorOptions,
+    Result,
+    failed,
+    passed,
+    probe_problem,
+    skipped,
+    warned,
+)
 from rocmstack.platform.rocm import PARTITION_FACTORS, parse_amd_smi_partition
 from rocmstack.platform.snapshot import Snapshot
 
@@ -25,7 +35,7 @@ def gpu_count(snap: Snapshot, opts: DoctorOptions) -> Result:
             fix = (
                 "amdsmi sees fewer devices than the driver: a duplicate libamd_smi loaded RTLD_GLOBAL "
                 "(see check amdsmi-duplicate), or amdsmi older than the driver; install amdsmi from the SDK "
-                "(pip install --no-deps $(rocm-sdk path --root)/share/amd_smi)"
+                f"({SDK_INSTALL})"
             )
         elif any(s.name in ("kfd", "dri", "nvidia-dev") for s in low):
             fix = (
@@ -94,15 +104,10 @@ def gpu_count(snap: Snapshot, opts: DoctorOptions) -> Result:
 
 
 def ray_gpus(snap: Snapshot, opts: DoctorOptions) -> Result:
+    fix = "Run the probe by hand to see its traceback: python -c 'import ray._private.accelerators'"
+    if problem := probe_problem(snap, "ray", "Ray", fix=fix):
+        return problem
     data = snap.probe("ray")
-    result = snap.probes.get("ray")
-    if data is None:
-        if result is None:
-            return skipped(f"Ray probe not run: {snap.not_run.get('ray', 'not requested')}")
-        return errored(
-            result.reason(),
-            fix="Run the probe by hand to see its traceback: python -c 'import ray._private.accelerators'",
-        )
     if "import_error" in data:
         if data["import_error"].startswith("ModuleNotFoundError"):
             return skipped("Ray is not installed")
@@ -114,10 +119,7 @@ def ray_gpus(snap: Snapshot, opts: DoctorOptions) -> Result:
         if key in data:
             fix = "Fix the visibility masks (see visibility-masks)"
             if "KeyError" in data[key] or "amdsmi" in data[key]:
-                fix = (
-                    "amdsmi is broken (see amdsmi-import); install it from the SDK: "
-                    "pip install --no-deps $(rocm-sdk path --root)/share/amd_smi"
-                )
+                fix = f"amdsmi is broken (see amdsmi-import); install it from the SDK: {SDK_INSTALL}"
             return failed(f"Ray {data.get('version')} fails while detecting GPUs: {data[key]}", fix=fix)
     resolved = int(data.get("resolved_gpus") or 0)
     detail = (
@@ -136,8 +138,7 @@ def ray_gpus(snap: Snapshot, opts: DoctorOptions) -> Result:
                 f"Ray would register 0 GPUs, the node has {n_physical}: its AMD detector gets nothing "
                 f"from amdsmi ({why}); Ray swallows the error",
                 detail,
-                fix="Install amdsmi from the ROCm SDK: pip install --no-deps "
-                "$(rocm-sdk path --root)/share/amd_smi (the amdsmi-install patch)",
+                fix=f"Install amdsmi from the ROCm SDK: {SDK_INSTALL} (the amdsmi-install patch)",
             )
         return failed(
             f"Ray would register 0 GPUs, {expected} are visible",

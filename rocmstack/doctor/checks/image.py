@@ -5,15 +5,12 @@ Both skip cleanly outside a rocmstack image (no ``$ROCMSTACK_ROOT/lock.json``)."
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 from rocmstack.doctor.model import Check, DoctorOptions, Result, failed, passed, skipped, warned
 from rocmstack.platform.snapshot import Snapshot
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def read_lock(root: Path) -> tuple[dict | None, str | None]:
@@ -67,7 +64,7 @@ def lock_drift(snap: Snapshot, opts: DoctorOptions) -> Result:
         )
     if lock is None:
         return skipped(f"not a rocmstack image (no {root / 'lock.json'})")
-    dists = {_norm(k): v for k, v in snap.dists.items()}
+    dists = snap.dists  # keys PEP 503-normalised by the site probe
     drift, missing, checked = [], [], 0
     wanted = dict(lock.get("components") or {})
     base = lock.get("base") or {}
@@ -77,7 +74,7 @@ def lock_drift(snap: Snapshot, opts: DoctorOptions) -> Result:
         package = (comp or {}).get("package")
         if not package:
             continue
-        installed = dists.get(_norm(package))
+        installed = dists.get(canonicalize_name(package))
         checked += 1
         if installed is None:
             missing.append(

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from rocmstack.doctor.model import Check, DoctorOptions, Result, errored, failed, passed, skipped, warned
+from rocmstack.doctor.model import (
+    Check,
+    DoctorOptions,
+    Result,
+    errored,
+    failed,
+    passed,
+    probe_problem,
+    skipped,
+    warned,
+)
 from rocmstack.platform.snapshot import Snapshot
 
-VLLM_ROCM_PYTHON = "3.12"
-HARMLESS_NVIDIA = frozenset(
-    {"nvidia-ml-py", "nvidia-ml-py3"}
-)  # the ROCm wheels and images of vLLM are built for CPython 3.12 only
+VLLM_ROCM_PYTHON = "3.12"  # the ROCm wheels and images of vLLM are built for CPython 3.12 only
+HARMLESS_NVIDIA = frozenset({"nvidia-ml-py", "nvidia-ml-py3"})  # pure-Python NVML bindings
 
 
 def vllm_python(snap: Snapshot, opts: DoctorOptions) -> Result:
@@ -80,12 +88,10 @@ def nvidia_packages(snap: Snapshot, opts: DoctorOptions) -> Result:
 
 
 def torch_arch(snap: Snapshot, opts: DoctorOptions) -> Result:
-    probe = snap.probes.get("torch")
-    if probe is None:
-        return skipped(f"torch probe not run: {snap.not_run.get('torch', 'not requested')}")
-    if probe.data is None:
-        return errored(probe.reason(), fix="Run `python -c 'import torch; print(torch.cuda.device_count())'`")
-    data = probe.data
+    fix = "Run `python -c 'import torch; print(torch.cuda.device_count())'`"
+    if problem := probe_problem(snap, "torch", "torch", fix=fix):
+        return problem
+    data = snap.probe("torch")
     if "import_error" in data:
         if data["import_error"].startswith("ModuleNotFoundError"):
             return skipped("torch is not installed")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 
 from rocmstack.doctor.checks.image import applied_patch_ids
+from rocmstack.doctor.checks.visibility import TRUTHY
 from rocmstack.doctor.model import Check, DoctorOptions, Result, failed, passed, skipped, warned
 from rocmstack.platform.snapshot import Snapshot
 
 ALLOC_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF")  # first set one wins
-TRUTHY = ("1", "true", "yes", "on")
 
 
 def _version(text: str | None) -> tuple[int, ...] | None:
@@ -66,18 +66,15 @@ def sglang_env(snap: Snapshot, opts: DoctorOptions) -> Result:
             *problems[1:],
             fix="verl's ROCm image runs SGLANG_USE_AITER=0 with SGLANG_ATTENTION_BACKEND=triton",
         )
-    if (
-        installed
-        and not aiter_on
-        and snap.rocm_env()
-        and applied_patch_ids(opts)
-        and "sglang-rmsnorm" not in applied_patch_ids(opts)
-    ):
-        return warned(
-            "AITER is off but the sglang-rmsnorm patch is not applied: layernorm calls "
-            "fused_add_rms_norm with 6 arguments and fails ('takes 4 positional arguments but 6 were given')",
-            fix="Apply the sglang-rmsnorm patch (SGLang PR #32034)",
-        )
+    if installed and not aiter_on and snap.rocm_env():
+        applied = applied_patch_ids(opts)  # empty outside a rocmstack image: nothing to judge there
+        if applied and "sglang-rmsnorm" not in applied:
+            return warned(
+                "AITER is off but the sglang-rmsnorm patch is not applied: layernorm calls "
+                "fused_add_rms_norm with 6 arguments and fails ('takes 4 positional arguments but 6 were "
+                "given')",
+                fix="Apply the sglang-rmsnorm patch (SGLang PR #32034)",
+            )
     return passed(
         f"SGLang {installed or '(not installed)'}: SGLANG_USE_AITER={use_aiter}, "
         f"SGLANG_ATTENTION_BACKEND={backend}"
