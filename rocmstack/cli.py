@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click.exceptions import Abort
 
 from rocmstack import __version__
-from rocmstack.errors import ExitCode, RocmstackError
+from rocmstack.errors import ExitCode, RocmstackError, printable
 
 # One module per concern; each exposes ``register(app)``.
 COMMAND_MODULES = (
@@ -50,7 +50,9 @@ def make_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
 
     @app.callback()
     def _root(
-        version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+        version: bool = typer.Option(
+            False, "--version", callback=_version, is_eager=True, help="Print the version."
+        ),
     ) -> None:
         """Recipes -> deterministic Dockerfiles -> builds -> bring-up validation."""
 
@@ -60,7 +62,7 @@ def make_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
 
 
 def _fail(message: str, code: ExitCode) -> NoReturn:
-    sys.stderr.write(f"rocmstack: error: {message}\n")
+    sys.stderr.write(f"rocmstack: error: {printable(message)}\n")
     sys.exit(int(code))
 
 

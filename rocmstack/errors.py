@@ -6,7 +6,32 @@ what was wrong and how to fix it.
 
 from __future__ import annotations
 
+import unicodedata
 from enum import IntEnum
+
+# Control, format and line/paragraph-separator characters: anything that could break or hide part of a line.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def printable(text: object) -> str:
+    """``text`` with every character that could break or disguise a terminal line escaped (``\\n``,
+    ``\\x1b``, ``\\u2028``), the rest unchanged. Use it wherever a message quotes user input."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    out = []
+    for ch in s:
+        if ch == " " or unicodedata.category(ch) not in _UNSAFE_CATEGORIES:
+            out.append(ch)
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
+
+
+def quoted(text: object) -> str:
+    """User input named in a message: quoted, so empty or space-padded values show, and escaped like
+    ``printable``."""
+    return "'" + printable(text).replace("'", "\\'") + "'"
 
 
 class ExitCode(IntEnum):
@@ -27,7 +52,8 @@ class RocmstackError(Exception):
         self.fix = fix
 
     def one_line(self) -> str:
-        return f"{self.message} ({self.fix})" if self.fix else self.message
+        # The last guard: whatever a message quoted, it prints as exactly one line.
+        return printable(f"{self.message} ({self.fix})" if self.fix else self.message)
 
 
 class InputError(RocmstackError):

@@ -15,8 +15,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rocmstack.recipe.load import YAML_LOADER
 from rocmstack.errors import RecipeError
+from rocmstack.recipe.load import YAML_LOADER
 from rocmstack.recipe.model import Component, Name, RelPath, Url
 from rocmstack.resources import patches_dir
 
@@ -26,8 +26,13 @@ class _Strict(BaseModel):
 
 
 class Target(_Strict):
-    module: str | None = Field(default=None, description="python package holding the file (found with importlib)")
-    source: bool = Field(default=False, description="path is relative to the component's git checkout, patched before its build")
+    module: str | None = Field(
+        default=None, description="python package holding the file (found with importlib)"
+    )
+    source: bool = Field(
+        default=False,
+        description="path is relative to the component's git checkout, patched before its build",
+    )
     path: RelPath
 
     @model_validator(mode="after")
@@ -65,7 +70,9 @@ class Patch(_Strict):
     why: str
     upstream: tuple[Url, ...] = Field(min_length=1)
     drop_when: str
-    fixed_in: str | None = Field(default=None, description="first upstream version with the fix: pinned >= this means drop the patch")
+    fixed_in: str | None = Field(
+        default=None, description="first upstream version with the fix: pinned >= this means drop the patch"
+    )
     applies_to: Applies
     target: Target
     action: Literal["edit", "symlink", "pip-install-dir"]
@@ -76,9 +83,16 @@ class Patch(_Strict):
 
     @model_validator(mode="after")
     def _action_fields(self) -> Patch:
-        given = {"edit": bool(self.edits), "symlink": self.symlink is not None, "pip-install-dir": self.install is not None}
+        given = {
+            "edit": bool(self.edits),
+            "symlink": self.symlink is not None,
+            "pip-install-dir": self.install is not None,
+        }
         if not given[self.action] or sum(given.values()) != 1:
-            raise ValueError(f"action {self.action!r} needs exactly its own block ({'edits' if self.action == 'edit' else self.action})")
+            raise ValueError(
+                f"action {self.action!r} needs exactly its own block"
+                f" ({'edits' if self.action == 'edit' else self.action})"
+            )
         return self
 
     def spec(self) -> dict:
@@ -106,14 +120,20 @@ def load_patches(directory: Path | None = None) -> dict[str, Patch]:
     return {p.stem: load_patch(p) for p in sorted(root.glob("*.yaml"))}
 
 
-def select(ids: tuple[str, ...], available: dict[str, Patch], components: dict[str, Component], origin: str) -> list[Patch]:
+def select(
+    ids: tuple[str, ...], available: dict[str, Patch], components: dict[str, Component], origin: str
+) -> list[Patch]:
     chosen = []
     for pid in ids:
         if pid not in available:
-            raise RecipeError(f"{origin}: patches: unknown patch {pid!r}", fix=f"known: {', '.join(available)}")
+            raise RecipeError(
+                f"{origin}: patches: unknown patch {pid!r}", fix=f"known: {', '.join(available)}"
+            )
         patch = available[pid]
         if patch.component not in components:
-            raise RecipeError(f"{origin}: patches: {pid} targets component {patch.component!r}, which the recipe does not have")
+            raise RecipeError(
+                f"{origin}: patches: {pid} targets component {patch.component!r}, which the recipe does not have"
+            )
         chosen.append(patch)
     return chosen
 
@@ -130,7 +150,10 @@ def applicability(patch: Patch, component: Component) -> tuple[str, str]:
     """("ok"|"drop"|"mismatch"|"unknown", reason) for a patch against its component's pin."""
     version = _version_of(component)
     if patch.fixed_in and version is not None and version >= Version(patch.fixed_in):
-        return "drop", f"{patch.component} {version} already contains the fix (fixed in {patch.fixed_in}): drop patch {patch.id}"
+        return (
+            "drop",
+            f"{patch.component} {version} already contains the fix (fixed in {patch.fixed_in}): drop patch {patch.id}",
+        )
     if patch.applies_to.refs and component.ref:
         if component.ref in patch.applies_to.refs:
             return "ok", f"made against {patch.component} {component.ref}"
@@ -138,7 +161,10 @@ def applicability(patch: Patch, component: Component) -> tuple[str, str]:
             return "mismatch", f"made against {', '.join(patch.applies_to.refs)}, pinned {component.ref}"
     if patch.applies_to.versions:
         if version is None:
-            return "unknown", f"{patch.component} has no exact version to compare with {patch.applies_to.versions}"
+            return (
+                "unknown",
+                f"{patch.component} has no exact version to compare with {patch.applies_to.versions}",
+            )
         if version in SpecifierSet(patch.applies_to.versions, prereleases=True):
             return "ok", f"{patch.component} {version} is in {patch.applies_to.versions}"
         return "mismatch", f"{patch.component} {version} is outside {patch.applies_to.versions}"

@@ -26,8 +26,14 @@ class Result:
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 120) -> Result:
     """Run the real console entry point in a subprocess, exactly as a user would."""
-    proc = subprocess.run([sys.executable, "-m", "rocmstack", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env={**os.environ, **(env or {})}, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocmstack", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -63,8 +69,22 @@ def pypi_download(requirement: str, *, sdist: bool = False) -> Path:
     if not found:
         dest.mkdir(parents=True, exist_ok=True)
         only = ["--no-binary=:all:"] if sdist else ["--only-binary=:all:"]
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *only,
-                        "--dest", str(dest), requirement], check=True, timeout=600)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                *only,
+                "--dest",
+                str(dest),
+                requirement,
+            ],
+            check=True,
+            timeout=600,
+        )
         found = sorted(dest.glob(pattern))
     return found[0]
 

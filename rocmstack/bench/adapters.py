@@ -180,7 +180,9 @@ def run_engine(
         # Own process group, killed whole at the limit: the engines' worker processes must not keep the GPU.
         proc = run_tool(cmd, timeout=timeout_s)
     if proc.timed_out:
-        return EngineRun(status="error", reason=f"{engine} benchmark exceeded {timeout_s:.0f} s", command=tuple(cmd))
+        return EngineRun(
+            status="error", reason=f"{engine} benchmark exceeded {timeout_s:.0f} s", command=tuple(cmd)
+        )
     text = proc.stdout + "\n" + proc.stderr
     if not proc.ok:
         tail = " | ".join(text.strip().splitlines()[-3:]) or proc.error or "no output"

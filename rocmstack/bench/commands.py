@@ -124,7 +124,8 @@ def _render(report: dict[str, Any]) -> None:
         for c in base["checks"]:
             mark = "ok" if c["ok"] else "[red]REGRESSION[/red]"
             out.print(
-                f"baseline {c['engine']} batch {c['batch']}: {c['tokens_per_s']:,.1f} vs {c['baseline_tokens_per_s']:,.1f}"
+                f"baseline {c['engine']} batch {c['batch']}: {c['tokens_per_s']:,.1f}"
+                f" vs {c['baseline_tokens_per_s']:,.1f}"
                 f" tok/s ({c['ratio']:.2f}x) {mark}"
             )
 

@@ -19,6 +19,7 @@ captured graphs stay valid after a weight sync. All sequences in a batch share o
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -344,7 +345,7 @@ class ReferenceEngine:
             choice = None
             for config in k.GEMV_CONFIGS:
                 got = [k.gemv(x, w, config).float() for w in weights[:2]]
-                if any((g - e).norm() > 1e-2 * e.norm() for g, e in zip(got, expected)):
+                if any((g - e).norm() > 1e-2 * e.norm() for g, e in zip(got, expected, strict=True)):
                     continue
                 ms = timed(lambda c=config, x=x, ws=weights: [k.gemv(x, w, c) for w in ws])
                 if ms < best_ms:
@@ -391,7 +392,10 @@ class ReferenceEngine:
             kv_len, step = 0, lambda: self._decode_step_fused(batch)
         else:
             kv_len = min(-(-(pos + 1) // KV_BUCKET) * KV_BUCKET, self.max_seq_len)
-            step = lambda: self._decode_step(batch, kv_len)
+
+            def step() -> Any:
+                return self._decode_step(batch, kv_len)
+
         if not self.use_graphs:
             return step()
         key = (batch, kv_len)
@@ -530,5 +534,5 @@ class Events:
             return []
         if self.device.type == "cuda":
             self.marks[-1].synchronize()
-            return [a.elapsed_time(b) / 1e3 for a, b in zip(self.marks, self.marks[1:])]
-        return [b - a for a, b in zip(self.marks, self.marks[1:])]
+            return [a.elapsed_time(b) / 1e3 for a, b in itertools.pairwise(self.marks)]
+        return [b - a for a, b in itertools.pairwise(self.marks)]

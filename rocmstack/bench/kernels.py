@@ -142,7 +142,7 @@ def _decode_attention_kernel(
     k_base = k_cache_ptr + b * stride_cb + kvh * stride_ch
     v_base = v_cache_ptr + b * stride_cb + kvh * stride_ch
     m = tl.full([GP], float("-inf"), tl.float32)
-    l = tl.zeros([GP], tl.float32)
+    l_i = tl.zeros([GP], tl.float32)
     acc = tl.zeros([GP, D], tl.float32)
     for start in range(lo, hi, BLOCK):
         s = start + tl.arange(0, BLOCK)
@@ -156,7 +156,7 @@ def _decode_attention_kernel(
         m_new = tl.maximum(m, tl.max(scores, axis=1))
         p = tl.exp(scores - m_new[:, None])
         alpha = tl.exp(m - m_new)
-        l = l * alpha + tl.sum(p, axis=1)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
         v = tl.load(v_base + s[:, None] * stride_cs + d[None, :], mask=valid[:, None], other=0.0)
         if IEEE:
             acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
@@ -165,13 +165,13 @@ def _decode_attention_kernel(
         m = m_new
     keep = (g < G)[:, None]
     if SPLITS == 1:
-        out = acc / l[:, None]
+        out = acc / l_i[:, None]
         tl.store(out_ptr + rows[:, None] * D + d[None, :], out.to(out_ptr.dtype.element_ty), mask=keep)
     else:
         part = (b * HKV + kvh) * SPLITS + split
         tl.store(part_o_ptr + (part * G + g[:, None]) * D + d[None, :], acc, mask=keep)
         tl.store(part_ml_ptr + (part * 2) * G + g, m, mask=g < G)
-        tl.store(part_ml_ptr + (part * 2 + 1) * G + g, l, mask=g < G)
+        tl.store(part_ml_ptr + (part * 2 + 1) * G + g, l_i, mask=g < G)
 
 
 @triton.jit

@@ -9,13 +9,25 @@ import typer
 
 RECIPE_ARG = typer.Argument(..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
 ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
-SET_OPT = typer.Option([], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value")
-IGNORE_OPT = typer.Option([], "--ignore-rule", help="Override a failing rule (repeatable); recorded in the image labels")
+SET_OPT = typer.Option(
+    [], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value"
+)
+IGNORE_OPT = typer.Option(
+    [], "--ignore-rule", help="Override a failing rule (repeatable); recorded in the image labels"
+)
 RELOCK_OPT = typer.Option(False, "--relock", help="Accept recipe changes: rewrite its lock entry")
-REGISTRY_OPT = typer.Option(None, "--registry", help="Registry prefix for the tags, e.g. ghcr.io/acme or localhost:5000")
+REGISTRY_OPT = typer.Option(
+    None, "--registry", help="Registry prefix for the tags, e.g. ghcr.io/acme or localhost:5000"
+)
 ALIAS_OPT = typer.Option([], "--alias", help="Extra floating alias, e.g. latest (repeatable)")
-INSECURE_OPT = typer.Option(False, "--insecure-registry", help="The registry is plain HTTP or self-signed (podman/skopeo: --tls-verify=false)")
-ENGINE_OPT = typer.Option("auto", "--engine", help="auto (docker buildx if a daemon answers, else podman), docker, podman")
+INSECURE_OPT = typer.Option(
+    False,
+    "--insecure-registry",
+    help="The registry is plain HTTP or self-signed (podman/skopeo: --tls-verify=false)",
+)
+ENGINE_OPT = typer.Option(
+    "auto", "--engine", help="auto (docker buildx if a daemon answers, else podman), docker, podman"
+)
 JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 
 
@@ -26,18 +38,32 @@ def register(app: typer.Typer) -> None:
         gpu_arch: str | None = ARCH_OPT,
         overrides: list[str] = SET_OPT,
         engine: str = ENGINE_OPT,
-        push: bool = typer.Option(False, "--push", help="Push after a successful build (immutable tags are guarded)"),
-        push_tags: str = typer.Option("all", "--push-tags", help="With --push: all, or content (the r-<hash> staging tag only)"),
+        push: bool = typer.Option(
+            False, "--push", help="Push after a successful build (immutable tags are guarded)"
+        ),
+        push_tags: str = typer.Option(
+            "all", "--push-tags", help="With --push: all, or content (the r-<hash> staging tag only)"
+        ),
         insecure: bool = INSECURE_OPT,
-        dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and the exact engine command; run nothing"),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", help="Print the plan and the exact engine command; run nothing"
+        ),
         registry: str | None = REGISTRY_OPT,
         aliases: list[str] = ALIAS_OPT,
         builder: str | None = typer.Option(None, "--builder", help="docker buildx builder instance"),
-        cache_from: list[str] = typer.Option([], "--cache-from", help="Engine cache source (repeatable), e.g. type=registry,ref=..."),
+        cache_from: list[str] = typer.Option(
+            [], "--cache-from", help="Engine cache source (repeatable), e.g. type=registry,ref=..."
+        ),
         cache_to: list[str] = typer.Option([], "--cache-to", help="Engine cache export (repeatable)"),
-        source: str | None = typer.Option(None, "--source-url", help="org.opencontainers.image.source (default: GitHub env or git origin)"),
-        out_dir: Path = typer.Option(Path("build/images"), "--out-dir", help="Where contexts, logs and manifests go"),
-        patches_dir: Path | None = typer.Option(None, "--patches-dir", help="Patch specs directory (default: the shipped patches/)"),
+        source: str | None = typer.Option(
+            None, "--source-url", help="org.opencontainers.image.source (default: GitHub env or git origin)"
+        ),
+        out_dir: Path = typer.Option(
+            Path("build/images"), "--out-dir", help="Where contexts, logs and manifests go"
+        ),
+        patches_dir: Path | None = typer.Option(
+            None, "--patches-dir", help="Patch specs directory (default: the shipped patches/)"
+        ),
         ignore_rules: list[str] = IGNORE_OPT,
         relock: bool = RELOCK_OPT,
         json_out: bool = JSON_OPT,
@@ -54,9 +80,12 @@ def register(app: typer.Typer) -> None:
         if push_tags not in ("all", "content"):
             raise InputError(f"--push-tags {push_tags!r}: expected all or content")
         if dry_run and push:
-            raise InputError("--dry-run and --push together: a dry run pushes nothing", fix="drop one of them")
-        checked, rendered, revision, _ = gate_and_render(recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock,
-                                                         patches_dir=patches_dir)
+            raise InputError(
+                "--dry-run and --push together: a dry run pushes nothing", fix="drop one of them"
+            )
+        checked, rendered, revision, _ = gate_and_render(
+            recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock, patches_dir=patches_dir
+        )
         resolved = checked.resolved
         tags = tag_set(resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases))
         note = None
@@ -66,13 +95,23 @@ def register(app: typer.Typer) -> None:
             if not dry_run:
                 raise
             # A dry run still shows the exact command: the podman form, with the reason no engine works.
-            found = engines.Engine(name="docker" if engine == "docker" else "podman",
-                                   argv=("docker",) if engine == "docker" else engines.podman_prefix(),
-                                   version="(not usable here)", builder=builder)
+            found = engines.Engine(
+                name="docker" if engine == "docker" else "podman",
+                argv=("docker",) if engine == "docker" else engines.podman_prefix(),
+                version="(not usable here)",
+                builder=builder,
+            )
             note = exc.one_line()
-        options = Options(out_dir=out_dir, cache_from=tuple(cache_from), cache_to=tuple(cache_to), source_url=source,
-                          push=push_tags if push else None)
-        plan = make_plan(resolved, rendered, tags, engine=found, engine_note=note, options=options, revision=revision)
+        options = Options(
+            out_dir=out_dir,
+            cache_from=tuple(cache_from),
+            cache_to=tuple(cache_to),
+            source_url=source,
+            push=push_tags if push else None,
+        )
+        plan = make_plan(
+            resolved, rendered, tags, engine=found, engine_note=note, options=options, revision=revision
+        )
         write_context(rendered, plan.context)
         for warning in plan.warnings:
             warn(warning)
@@ -90,15 +129,20 @@ def register(app: typer.Typer) -> None:
             manifest = execute(plan, err)
         except KeyboardInterrupt:
             # typer turns Ctrl-C into a silent exit 130: say what state things are in.
-            err.print(f"rocmstack: build interrupted: the engine was stopped and nothing was tagged (log: {plan.log})",
-                      markup=False, highlight=False)
+            err.print(
+                f"rocmstack: build interrupted: the engine was stopped and nothing was tagged (log: {plan.log})",
+                markup=False,
+                highlight=False,
+            )
             raise
         if json_out:
             print_json(manifest)
             return
         cache = manifest["cache"]
-        err.print(f"[green]built[/green] {manifest['image']['id'][:19]} in {manifest['duration_s']:.0f}s "
-                  f"(cache: {cache['hits']} hits, {cache['misses']} misses)")
+        err.print(
+            f"[green]built[/green] {manifest['image']['id'][:19]} in {manifest['duration_s']:.0f}s "
+            f"(cache: {cache['hits']} hits, {cache['misses']} misses)"
+        )
         for ref in manifest["tags"]["applied"]:
             typer.echo(ref)
         err.print(f"manifest: {plan.manifest}  log: {plan.log}")
@@ -111,8 +155,14 @@ def register(app: typer.Typer) -> None:
         registry: str | None = REGISTRY_OPT,
         aliases: list[str] = ALIAS_OPT,
         ignore_rules: list[str] = IGNORE_OPT,
-        patches_dir: Path | None = typer.Option(None, "--patches-dir", help="Patch specs directory (default: the shipped patches/)"),
-        promote: bool = typer.Option(False, "--promote", help="Point the descriptive tag and aliases at the pushed content tag (registry side)"),
+        patches_dir: Path | None = typer.Option(
+            None, "--patches-dir", help="Patch specs directory (default: the shipped patches/)"
+        ),
+        promote: bool = typer.Option(
+            False,
+            "--promote",
+            help="Point the descriptive tag and aliases at the pushed content tag (registry side)",
+        ),
         insecure: bool = INSECURE_OPT,
         engine: str = ENGINE_OPT,
         json_out: bool = JSON_OPT,
@@ -122,9 +172,12 @@ def register(app: typer.Typer) -> None:
         from rocmstack.output import print_json, stderr
         from rocmstack.recipe.commands import gate_and_render
 
-        checked, rendered, _, _ = gate_and_render(recipe, gpu_arch, overrides, ignore=ignore_rules, relock=False,
-                                                  patches_dir=patches_dir)
-        tags = tag_set(checked.resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases))
+        checked, rendered, _, _ = gate_and_render(
+            recipe, gpu_arch, overrides, ignore=ignore_rules, relock=False, patches_dir=patches_dir
+        )
+        tags = tag_set(
+            checked.resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases)
+        )
         promoted = None
         if promote:
             from rocmstack.build import engines
@@ -133,8 +186,13 @@ def register(app: typer.Typer) -> None:
             found = replace(engines.detect(engine), tls_verify=not insecure)
             promoted = do_promote(found, tags, rendered.render_hash, stderr())
         if json_out:
-            print_json({**tags.as_dict(), "render_hash": rendered.render_hash,
-                        **({"promoted": promoted} if promoted is not None else {})})
+            print_json(
+                {
+                    **tags.as_dict(),
+                    "render_hash": rendered.render_hash,
+                    **({"promoted": promoted} if promoted is not None else {}),
+                }
+            )
             return
         for tag in tags.immutable:
             typer.echo(f"{tags.ref(tag)}\timmutable")
@@ -159,26 +217,44 @@ def register(app: typer.Typer) -> None:
         info = engines.inspect_image(found, image)
         raw = engines.read_file(found, image, LOCK_PATH)
         lock = json.loads(raw) if raw else None
-        labels = {k: v for k, v in sorted(info["labels"].items())
-                  if k.startswith(("org.opencontainers.image.", "dev.rocmstack."))}
+        labels = {
+            k: v
+            for k, v in sorted(info["labels"].items())
+            if k.startswith(("org.opencontainers.image.", "dev.rocmstack."))
+        }
         problems = []
         if lock is None:
             problems.append(f"{LOCK_PATH} is missing: not a rocmstack image")
         elif lock.get("render_hash") != labels.get(RENDER_HASH_LABEL):
-            problems.append(f"lock render hash {lock.get('render_hash')} differs from label {labels.get(RENDER_HASH_LABEL)}")
+            problems.append(
+                f"lock render hash {lock.get('render_hash')} differs from label {labels.get(RENDER_HASH_LABEL)}"
+            )
         if json_out:
-            print_json({"image": image, "id": info["id"], "repo_tags": info["repo_tags"], "labels": labels,
-                        "lock": lock, "problems": problems})
+            print_json(
+                {
+                    "image": image,
+                    "id": info["id"],
+                    "repo_tags": info["repo_tags"],
+                    "labels": labels,
+                    "lock": lock,
+                    "problems": problems,
+                }
+            )
         else:
             out = stdout()
             out.print(f"[bold]{image}[/bold]  {info['id'][:19]}")
             for key, value in labels.items():
                 out.print(f"  {key} = {value}", markup=False)
             if lock:
-                comps = ", ".join(f"{n} {c.get('version') or c.get('ref') or c.get('source')}"
-                                  for n, c in sorted(lock.get("components", {}).items()))
-                out.print(f"  lock: recipe {lock.get('recipe')}, archs {';'.join(lock.get('gpu_archs', []))}, "
-                          f"revision {lock.get('rocmstack', {}).get('revision')}", markup=False)
+                comps = ", ".join(
+                    f"{n} {c.get('version') or c.get('ref') or c.get('source')}"
+                    for n, c in sorted(lock.get("components", {}).items())
+                )
+                out.print(
+                    f"  lock: recipe {lock.get('recipe')}, archs {';'.join(lock.get('gpu_archs', []))}, "
+                    f"revision {lock.get('rocmstack', {}).get('revision')}",
+                    markup=False,
+                )
                 out.print(f"  components: {comps}", markup=False)
             for p in problems:
                 warn(p)
@@ -187,12 +263,22 @@ def register(app: typer.Typer) -> None:
 
     @app.command("matrix")
     def matrix_cmd(
-        recipes: list[str] = typer.Option([], "--recipe", help="Recipe (repeatable; default: every shipped recipe)"),
-        gpu_archs: list[str] = typer.Option([], "--gpu-arch", help="Arch set (repeatable; default: each recipe's default set)"),
+        recipes: list[str] = typer.Option(
+            [], "--recipe", help="Recipe (repeatable; default: every shipped recipe)"
+        ),
+        gpu_archs: list[str] = typer.Option(
+            [], "--gpu-arch", help="Arch set (repeatable; default: each recipe's default set)"
+        ),
         registry: str | None = REGISTRY_OPT,
-        build_runner: str | None = typer.Option(None, "--build-runner", help="Comma-separated runner labels for builds"),
-        gpu_runner: str | None = typer.Option(None, "--gpu-runner", help="Comma-separated label prefix of GPU runners; the arch is appended"),
-        fmt: str = typer.Option("github", "--format", help="github (a matrix=<json> line for $GITHUB_OUTPUT) or json"),
+        build_runner: str | None = typer.Option(
+            None, "--build-runner", help="Comma-separated runner labels for builds"
+        ),
+        gpu_runner: str | None = typer.Option(
+            None, "--gpu-runner", help="Comma-separated label prefix of GPU runners; the arch is appended"
+        ),
+        fmt: str = typer.Option(
+            "github", "--format", help="github (a matrix=<json> line for $GITHUB_OUTPUT) or json"
+        ),
     ) -> None:
         """Expand recipes x GPU archs into a GitHub Actions strategy.matrix include list."""
         from rocmstack.build import matrix
@@ -202,7 +288,9 @@ def register(app: typer.Typer) -> None:
         if fmt not in ("github", "json"):
             raise InputError(f"--format {fmt!r}: expected github or json")
         entries = matrix.expand(
-            recipes, gpu_archs, registry=registry,
+            recipes,
+            gpu_archs,
+            registry=registry,
             build_runner=matrix.parse_labels(build_runner, matrix.DEFAULT_BUILD_RUNNER, "--build-runner"),
             gpu_runner_prefix=matrix.parse_labels(gpu_runner, matrix.DEFAULT_GPU_RUNNER, "--gpu-runner"),
         )

@@ -30,8 +30,10 @@ PUSH_TIMEOUT = 4 * 3600
 # and `rocmstack validate`) goes through this one setting, so they all see the same image store.
 PODMAN_DRIVER_ENV = "ROCMSTACK_PODMAN_STORAGE_DRIVER"
 DEFAULT_PODMAN_DRIVER = "vfs"
-INSTALL_HINT = ("install podman and buildah for daemonless builds (Debian/Ubuntu: apt-get install podman buildah), "
-                "or start a Docker daemon with the buildx plugin (docker-buildx-plugin)")
+INSTALL_HINT = (
+    "install podman and buildah for daemonless builds (Debian/Ubuntu: apt-get install podman buildah), "
+    "or start a Docker daemon with the buildx plugin (docker-buildx-plugin)"
+)
 
 Runner = Callable[..., subprocess.CompletedProcess]
 
@@ -59,7 +61,9 @@ def _run(argv: Sequence[str], timeout: float, runner: Runner = subprocess.run) -
     except FileNotFoundError:
         return subprocess.CompletedProcess(list(argv), 127, "", f"{argv[0]}: not installed")
     except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(list(argv), 124, "", f"{' '.join(argv[:3])}: no answer in {timeout:.0f}s")
+        return subprocess.CompletedProcess(
+            list(argv), 124, "", f"{' '.join(argv[:3])}: no answer in {timeout:.0f}s"
+        )
 
 
 def _last_line(text: str) -> str:
@@ -72,7 +76,9 @@ def podman_prefix() -> tuple[str, ...]:
     return ("podman", "--storage-driver", driver)
 
 
-def probe_docker(builder: str | None = None, *, which=shutil.which, runner: Runner = subprocess.run) -> Engine | str:
+def probe_docker(
+    builder: str | None = None, *, which=shutil.which, runner: Runner = subprocess.run
+) -> Engine | str:
     """An Engine, or a short reason why docker buildx cannot build here."""
     if not which("docker"):
         return "docker: not installed"
@@ -99,8 +105,9 @@ def probe_podman(*, which=shutil.which, runner: Runner = subprocess.run) -> Engi
     return Engine(name="podman", argv=prefix, version=out.stdout.strip())
 
 
-def detect(choice: str = "auto", *, builder: str | None = None, which=shutil.which,
-           runner: Runner = subprocess.run) -> Engine:
+def detect(
+    choice: str = "auto", *, builder: str | None = None, which=shutil.which, runner: Runner = subprocess.run
+) -> Engine:
     """docker buildx when a daemon answers, else podman; one EngineError line when neither works."""
     if choice not in ENGINES:
         raise InputError(f"--engine {choice!r}: unknown engine", fix=f"one of {', '.join(ENGINES)}")
@@ -113,8 +120,10 @@ def detect(choice: str = "auto", *, builder: str | None = None, which=shutil.whi
             return found
         reasons.append(found)
         if choice == "docker":
-            raise EngineError(f"--engine docker cannot build: {found}",
-                              fix="start the Docker daemon with buildx, or use --engine podman")
+            raise EngineError(
+                f"--engine docker cannot build: {found}",
+                fix="start the Docker daemon with buildx, or use --engine podman",
+            )
     found = probe_podman(which=which, runner=runner)
     if isinstance(found, Engine):
         return found
@@ -144,7 +153,9 @@ _UNREACHABLE = re.compile(
     r"context deadline exceeded|connection reset",
     re.IGNORECASE,
 )
-_NOT_FOUND = re.compile(r"manifest unknown|not found|does not exist|no such image|name unknown", re.IGNORECASE)
+_NOT_FOUND = re.compile(
+    r"manifest unknown|not found|does not exist|no such image|name unknown", re.IGNORECASE
+)
 _DENIED = re.compile(r"unauthorized|denied|authentication required|forbidden", re.IGNORECASE)
 
 
@@ -157,20 +168,33 @@ def classify_pull_error(image: str, output: str) -> str:
     if _UNREACHABLE.search(output):
         return f"registry {registry} is unreachable from this machine ({detail})"
     if _DENIED.search(output):
-        return f"registry {registry} refused access (log in with `docker login {registry}` / `podman login {registry}`) ({detail})"
+        login = f"`docker login {registry}` / `podman login {registry}`"
+        return f"registry {registry} refused access (log in with {login}) ({detail})"
     if _NOT_FOUND.search(output):
         return f"registry {registry} has no such image or tag ({detail})"
     return f"pull from registry {registry} failed ({detail})"
 
 
 def image_present(engine: Engine, ref: str, runner: Runner = subprocess.run) -> bool:
-    args = ("image", "exists", ref) if engine.name == "podman" else ("image", "inspect", "--format", "{{.Id}}", ref)
+    args = (
+        ("image", "exists", ref)
+        if engine.name == "podman"
+        else ("image", "inspect", "--format", "{{.Id}}", ref)
+    )
     return _run(engine.cmd(*args), QUICK_TIMEOUT, runner).returncode == 0
 
 
-def build_command(engine: Engine, *, context: Path, iidfile: Path, build_args: dict[str, str],
-                  labels: dict[str, str], cache_from: Sequence[str] = (), cache_to: Sequence[str] = (),
-                  target_platform: str = "linux/amd64") -> list[str]:
+def build_command(
+    engine: Engine,
+    *,
+    context: Path,
+    iidfile: Path,
+    build_args: dict[str, str],
+    labels: dict[str, str],
+    cache_from: Sequence[str] = (),
+    cache_to: Sequence[str] = (),
+    target_platform: str = "linux/amd64",
+) -> list[str]:
     """The exact build invocation. No -t: tags are applied only after the build succeeded."""
     if engine.name == "docker":
         argv = engine.cmd("buildx", "build")
@@ -180,7 +204,9 @@ def build_command(engine: Engine, *, context: Path, iidfile: Path, build_args: d
     else:
         # docker format: the OCI format drops SHELL (the Dockerfile relies on bash -o pipefail).
         # chroot isolation: no cgroups or namespaces needed, so it builds inside unprivileged containers.
-        argv = engine.cmd("build", "--format", "docker", "--isolation", "chroot", "--layers", "--platform", target_platform)
+        argv = engine.cmd(
+            "build", "--format", "docker", "--isolation", "chroot", "--layers", "--platform", target_platform
+        )
     argv += ["--iidfile", str(iidfile), "--file", str(context / "Dockerfile")]
     for key, value in sorted(build_args.items()):
         argv += ["--build-arg", f"{key}={value}"]
@@ -198,14 +224,21 @@ def inspect_image(engine: Engine, ref: str, runner: Runner = subprocess.run) -> 
     """Normalised ``image inspect``: id, labels, repo digests, created."""
     out = _run(engine.cmd("image", "inspect", ref), QUICK_TIMEOUT, runner)
     if out.returncode != 0:
-        raise EngineError(f"image {ref} not found in the {engine.name} image store ({_last_line(out.stderr)})",
-                          fix="build it first, or pull it")
+        raise EngineError(
+            f"image {ref} not found in the {engine.name} image store ({_last_line(out.stderr)})",
+            fix="build it first, or pull it",
+        )
     data = json.loads(out.stdout)[0]
     config = data.get("Config") or {}
     labels = config.get("Labels") or data.get("Labels") or {}
-    return {"id": data.get("Id", ""), "labels": dict(labels), "repo_digests": list(data.get("RepoDigests") or []),
-            "repo_tags": list(data.get("RepoTags") or []), "created": data.get("Created"),
-            "digest": data.get("Digest")}
+    return {
+        "id": data.get("Id", ""),
+        "labels": dict(labels),
+        "repo_digests": list(data.get("RepoDigests") or []),
+        "repo_tags": list(data.get("RepoTags") or []),
+        "created": data.get("Created"),
+        "digest": data.get("Digest"),
+    }
 
 
 def read_file(engine: Engine, ref: str, path: str, runner: Runner = subprocess.run) -> bytes | None:
@@ -225,16 +258,26 @@ def read_file(engine: Engine, ref: str, path: str, runner: Runner = subprocess.r
         _run(engine.cmd("rm", "--force", cid), QUICK_TIMEOUT, runner)
 
 
-def remote_labels(engine: Engine, ref: str, *, which=shutil.which, runner: Runner = subprocess.run) -> dict | None:
+def remote_labels(
+    engine: Engine, ref: str, *, which=shutil.which, runner: Runner = subprocess.run
+) -> dict | None:
     """The labels of ``ref`` in its registry, without pulling it; None when the tag does not exist."""
     if engine.name == "docker":
-        out = _run(engine.cmd("buildx", "imagetools", "inspect", ref, "--format", "{{json .Image}}"), QUICK_TIMEOUT, runner)
+        out = _run(
+            engine.cmd("buildx", "imagetools", "inspect", ref, "--format", "{{json .Image}}"),
+            QUICK_TIMEOUT,
+            runner,
+        )
     else:
         if not which("skopeo"):
-            raise EngineError(f"cannot check whether {ref} already exists: skopeo is not installed",
-                              fix="apt-get install skopeo (the immutability guard reads the registry's labels with it)")
+            raise EngineError(
+                f"cannot check whether {ref} already exists: skopeo is not installed",
+                fix="apt-get install skopeo (the immutability guard reads the registry's labels with it)",
+            )
         tls = [] if engine.tls_verify else ["--tls-verify=false"]
-        out = _run(["skopeo", "inspect", *tls, "--no-tags", f"docker://{qualify(ref)}"], QUICK_TIMEOUT, runner)
+        out = _run(
+            ["skopeo", "inspect", *tls, "--no-tags", f"docker://{qualify(ref)}"], QUICK_TIMEOUT, runner
+        )
     if out.returncode != 0:
         text = out.stderr + out.stdout
         if _NOT_FOUND.search(text) and not _UNREACHABLE.search(text):

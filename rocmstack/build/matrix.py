@@ -50,7 +50,10 @@ def parse_labels(text: str | None, default: tuple[str, ...], what: str) -> tuple
         return default
     labels = tuple(p.strip() for p in text.split(",") if p.strip())
     if not labels:
-        raise InputError(f"{what} {text!r}: no runner label given", fix="comma-separated labels, e.g. self-hosted,linux,x64")
+        raise InputError(
+            f"{what} {text!r}: no runner label given",
+            fix="comma-separated labels, e.g. self-hosted,linux,x64",
+        )
     return labels
 
 
@@ -61,19 +64,28 @@ def check_unique(entries: Sequence[Entry]) -> None:
         name = e.as_dict()["name"]
         for ref in e.tags["refs"]:
             if ref in owner and owner[ref] != name:
-                raise InputError(f"matrix: {owner[ref]} and {name} would both publish {ref}",
-                                 fix="give each arch set its own descriptive tag ({arch} in publish.tag)")
+                raise InputError(
+                    f"matrix: {owner[ref]} and {name} would both publish {ref}",
+                    fix="give each arch set its own descriptive tag ({arch} in publish.tag)",
+                )
             owner[ref] = name
 
 
 def github_output(entries: Sequence[Entry]) -> str:
     """One ``matrix=<json>`` line for ``$GITHUB_OUTPUT``, consumed with ``fromJSON`` in ``strategy.matrix``."""
-    return "matrix=" + json.dumps({"include": [e.as_dict() for e in entries]}, sort_keys=True, separators=(",", ":"))
+    return "matrix=" + json.dumps(
+        {"include": [e.as_dict() for e in entries]}, sort_keys=True, separators=(",", ":")
+    )
 
 
-def expand(recipes: Sequence[str], gpu_archs: Sequence[str], *, registry: str | None = None,
-           build_runner: tuple[str, ...] = DEFAULT_BUILD_RUNNER,
-           gpu_runner_prefix: tuple[str, ...] = DEFAULT_GPU_RUNNER) -> list[Entry]:
+def expand(
+    recipes: Sequence[str],
+    gpu_archs: Sequence[str],
+    *,
+    registry: str | None = None,
+    build_runner: tuple[str, ...] = DEFAULT_BUILD_RUNNER,
+    gpu_runner_prefix: tuple[str, ...] = DEFAULT_GPU_RUNNER,
+) -> list[Entry]:
     """Every recipe (default: all shipped) x every arch set (default: the recipe's default set).
 
     Each entry goes through the same gate as ``rocmstack build`` (lock drift, rules), so the matrix never
@@ -96,8 +108,15 @@ def expand(recipes: Sequence[str], gpu_archs: Sequence[str], *, registry: str | 
             resolved = checked.resolved
             rendered = render(resolved, ignored_rules=checked.ignored)
             tags = tag_set(resolved, rendered.render_hash, registry=registry)
-            entries.append(Entry(recipe=name, gpu_arch=resolved.arch_list, render_hash=rendered.render_hash,
-                                 tags=tags.as_dict(), build_runner=build_runner,
-                                 validate_runner=gpu_runner_labels(resolved.gpu_archs, gpu_runner_prefix)))
+            entries.append(
+                Entry(
+                    recipe=name,
+                    gpu_arch=resolved.arch_list,
+                    render_hash=rendered.render_hash,
+                    tags=tags.as_dict(),
+                    build_runner=build_runner,
+                    validate_runner=gpu_runner_labels(resolved.gpu_archs, gpu_runner_prefix),
+                )
+            )
     check_unique(entries)
     return entries

@@ -60,12 +60,27 @@ class Plan:
 
     def as_dict(self) -> dict:
         return {
-            "recipe": self.recipe, "gpu_archs": list(self.gpu_archs), "render_hash": self.render_hash,
-            "base": self.base, "context": str(self.context), "log": str(self.log), "manifest": str(self.manifest),
-            "tags": self.tags.as_dict(), "build_args": self.build_args, "labels": self.labels,
-            "command": list(self.command), "engine": {"name": self.engine.name, "version": self.engine.version,
-                                                      "builder": self.engine.builder, "note": self.engine_note},
-            "instructions": self.instructions, "pins": self.pins, "push": self.push, "warnings": list(self.warnings),
+            "recipe": self.recipe,
+            "gpu_archs": list(self.gpu_archs),
+            "render_hash": self.render_hash,
+            "base": self.base,
+            "context": str(self.context),
+            "log": str(self.log),
+            "manifest": str(self.manifest),
+            "tags": self.tags.as_dict(),
+            "build_args": self.build_args,
+            "labels": self.labels,
+            "command": list(self.command),
+            "engine": {
+                "name": self.engine.name,
+                "version": self.engine.version,
+                "builder": self.engine.builder,
+                "note": self.engine_note,
+            },
+            "instructions": self.instructions,
+            "pins": self.pins,
+            "push": self.push,
+            "warnings": list(self.warnings),
         }
 
 
@@ -87,8 +102,12 @@ def source_url(explicit: str | None = None, repo: Path | None = None) -> str | N
         return f"{server.rstrip('/')}/{repository}"
     root = repo or Path(__file__).resolve().parents[2]
     try:
-        url = subprocess.run(["git", "-C", str(root), "config", "--get", "remote.origin.url"], capture_output=True,
-                             text=True, timeout=10).stdout.strip()
+        url = subprocess.run(
+            ["git", "-C", str(root), "config", "--get", "remote.origin.url"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     if m := re.fullmatch(r"git@([^:]+):(.+?)(?:\.git)?", url):
@@ -109,12 +128,20 @@ def count_instructions(dockerfile: str) -> int:
     return count
 
 
-def make_plan(resolved, rendered, tags: TagSet, *, engine: Engine, engine_note: str | None, options: Options,
-              revision: tuple[str, str]) -> Plan:
+def make_plan(
+    resolved,
+    rendered,
+    tags: TagSet,
+    *,
+    engine: Engine,
+    engine_note: str | None,
+    options: Options,
+    revision: tuple[str, str],
+) -> Plan:
     recipe = resolved.recipe
     name = f"{recipe.name}-{'-'.join(resolved.gpu_archs)}"
     out = options.out_dir / name
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     context = out / "context"
     iidfile = out / "image.iid"
     sha, created = revision
@@ -123,17 +150,44 @@ def make_plan(resolved, rendered, tags: TagSet, *, engine: Engine, engine_note: 
     url = source_url(options.source_url)
     labels = {SOURCE_LABEL: url} if url else {}
     if not url:
-        warnings.append(f"no source URL known (no --source-url, no GitHub Actions env, no https origin remote): "
-                        f"{SOURCE_LABEL} is left out")
-    base_ref = f"{recipe.base.image}:{recipe.base.tag}" + (f"@{recipe.base.digest}" if recipe.base.digest else "")
-    command = engines.build_command(engine, context=context, iidfile=iidfile, build_args=build_args, labels=labels,
-                                    cache_from=options.cache_from, cache_to=options.cache_to)
-    return Plan(recipe=recipe.name, gpu_archs=resolved.gpu_archs, render_hash=rendered.render_hash,
-                base=engines.qualify(base_ref), base_in_dockerfile=base_ref, out_dir=out, context=context,
-                log=out / "logs" / f"build-{stamp}.log", manifest=out / "manifest.json", iidfile=iidfile, tags=tags,
-                build_args=build_args, labels=labels, command=tuple(command), engine=engine, engine_note=engine_note,
-                instructions=count_instructions(rendered.dockerfile), pins=resolved.pins(), push=options.push,
-                warnings=tuple(warnings))
+        warnings.append(
+            f"no source URL known (no --source-url, no GitHub Actions env, no https origin remote): "
+            f"{SOURCE_LABEL} is left out"
+        )
+    base_ref = f"{recipe.base.image}:{recipe.base.tag}" + (
+        f"@{recipe.base.digest}" if recipe.base.digest else ""
+    )
+    command = engines.build_command(
+        engine,
+        context=context,
+        iidfile=iidfile,
+        build_args=build_args,
+        labels=labels,
+        cache_from=options.cache_from,
+        cache_to=options.cache_to,
+    )
+    return Plan(
+        recipe=recipe.name,
+        gpu_archs=resolved.gpu_archs,
+        render_hash=rendered.render_hash,
+        base=engines.qualify(base_ref),
+        base_in_dockerfile=base_ref,
+        out_dir=out,
+        context=context,
+        log=out / "logs" / f"build-{stamp}.log",
+        manifest=out / "manifest.json",
+        iidfile=iidfile,
+        tags=tags,
+        build_args=build_args,
+        labels=labels,
+        command=tuple(command),
+        engine=engine,
+        engine_note=engine_note,
+        instructions=count_instructions(rendered.dockerfile),
+        pins=resolved.pins(),
+        push=options.push,
+        warnings=tuple(warnings),
+    )
 
 
 def print_plan(plan: Plan, console) -> None:
@@ -142,7 +196,10 @@ def print_plan(plan: Plan, console) -> None:
     console.print(f"[bold]plan[/bold]: build {plan.recipe} for {';'.join(plan.gpu_archs)}")
     rows = [
         ("render hash", plan.render_hash),
-        ("engine", plan.engine.describe() + (f"  [yellow]({plan.engine_note})[/yellow]" if plan.engine_note else "")),
+        (
+            "engine",
+            plan.engine.describe() + (f"  [yellow]({plan.engine_note})[/yellow]" if plan.engine_note else ""),
+        ),
         ("base image", f"{plan.base} (pulled first if not present)"),
         ("context", str(plan.context)),
         ("dockerfile", f"{plan.instructions} instructions"),
@@ -156,12 +213,15 @@ def print_plan(plan: Plan, console) -> None:
     for tag in plan.tags.aliases:
         console.print(f"  {'tag':<12} {plan.tags.ref(tag)}  (floating alias)")
     if plan.push:
-        console.print(f"  {'push':<12} {'content tag only' if plan.push == 'content' else 'all tags'}, immutable tags guarded")
+        console.print(
+            f"  {'push':<12} {'content tag only' if plan.push == 'content' else 'all tags'}, immutable tags guarded"
+        )
     console.print("[bold]command[/bold]:")
     console.print(f"  {shlex.join(plan.command)}", markup=False, highlight=False)
 
 
 # -- execution ---------------------------------------------------------------------------------------
+
 
 def _log(plan: Plan, text: str) -> None:
     plan.log.parent.mkdir(parents=True, exist_ok=True)
@@ -176,18 +236,28 @@ def ensure_base(plan: Plan, console) -> dict:
         # A docker-container builder pulls by itself; check the registry answers for this image.
         out = engines._run(engine.cmd("buildx", "imagetools", "inspect", plan.base), engines.QUICK_TIMEOUT)
         if out.returncode != 0:
-            raise EngineError(f"cannot pull base image {plan.base}: "
-                              f"{engines.classify_pull_error(plan.base, out.stderr + out.stdout)}")
+            raise EngineError(
+                f"cannot pull base image {plan.base}: "
+                f"{engines.classify_pull_error(plan.base, out.stderr + out.stdout)}"
+            )
         return {"image": plan.base, "id": None, "digest": None}
     if not engines.image_present(engine, plan.base):
         console.print(f"pulling base image {plan.base} ...")
-        result = run_logged(engine.cmd("pull", plan.base), log_path=plan.log, engine=engine.name,
-                            timeout_s=engines.PULL_TIMEOUT,
-                            on_line=lambda line: console.print(f"  {escape(line)}", highlight=False) if line.strip() else None)
+        result = run_logged(
+            engine.cmd("pull", plan.base),
+            log_path=plan.log,
+            engine=engine.name,
+            timeout_s=engines.PULL_TIMEOUT,
+            on_line=lambda line: (
+                console.print(f"  {escape(line)}", highlight=False) if line.strip() else None
+            ),
+        )
         if not result.ok:
-            raise EngineError(f"cannot pull base image {plan.base}: "
-                              f"{engines.classify_pull_error(plan.base, chr(10).join(result.tail))}",
-                              fix=f"the plan above runs once the registry is reachable; log: {plan.log}")
+            raise EngineError(
+                f"cannot pull base image {plan.base}: "
+                f"{engines.classify_pull_error(plan.base, chr(10).join(result.tail))}",
+                fix=f"the plan above runs once the registry is reachable; log: {plan.log}",
+            )
     info = engines.inspect_image(engine, plan.base)
     return {"image": plan.base, "id": info["id"], "digest": _digest(info)}
 
@@ -202,7 +272,9 @@ def _progress_printer(console):
         s = event.step
         if event.kind == "start":
             return
-        state = "[red]FAILED[/red]" if s.failed else ("[dim]cached[/dim]" if s.cached else f"{s.seconds:7.1f}s")
+        state = (
+            "[red]FAILED[/red]" if s.failed else ("[dim]cached[/dim]" if s.cached else f"{s.seconds:7.1f}s")
+        )
         text = s.instruction if len(s.instruction) <= 100 else s.instruction[:97] + "..."
         console.print(f"  {state:>8}  {s.index:>2}/{s.total} {escape(text)}", highlight=False)
 
@@ -213,8 +285,13 @@ def run_engine(plan: Plan, console) -> RunResult:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     printer = _progress_printer(console)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                  transient=True) as progress:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         task = progress.add_task(f"building {plan.recipe}", total=None)
 
         def on_event(event: Event) -> None:
@@ -224,14 +301,26 @@ def run_engine(plan: Plan, console) -> RunResult:
             else:
                 printer(event)
 
-        return run_logged(plan.command, log_path=plan.log, engine=plan.engine.name, timeout_s=BUILD_TIMEOUT_S,
-                          on_event=on_event)
+        return run_logged(
+            plan.command,
+            log_path=plan.log,
+            engine=plan.engine.name,
+            timeout_s=BUILD_TIMEOUT_S,
+            on_event=on_event,
+        )
 
 
 def failure_message(plan: Plan, result: RunResult) -> str:
     step = next((s for s in result.steps if s.failed), None)
-    where = f"step {step.index}/{step.total} ({_short(step.instruction)})" if step else (
-        f"step {_short(result.failed_instruction)}" if result.failed_instruction else "before the first step")
+    where = (
+        f"step {step.index}/{step.total} ({_short(step.instruction)})"
+        if step
+        else (
+            f"step {_short(result.failed_instruction)}"
+            if result.failed_instruction
+            else "before the first step"
+        )
+    )
     cause = None
     for line in reversed(result.tail):
         if m := _PATCH_FAILED.search(line):
@@ -272,7 +361,9 @@ def apply_tags(plan: Plan, image_id: str) -> list[str]:
 def guard_verdict(engine: Engine, ref: str, render_hash: str, *, which=shutil.which) -> str:
     """'push' or 'skip' for an immutable ref, from its registry labels; CheckFailed if it holds another render."""
     labels = engines.remote_labels(engine, ref, which=which)
-    return immutability_verdict(ref, (labels or {}).get(RENDER_HASH_LABEL), render_hash, exists=labels is not None)
+    return immutability_verdict(
+        ref, (labels or {}).get(RENDER_HASH_LABEL), render_hash, exists=labels is not None
+    )
 
 
 def push_tags(engine: Engine, tags: TagSet, render_hash: str, mode: str, console) -> list[dict]:
@@ -282,8 +373,10 @@ def push_tags(engine: Engine, tags: TagSet, render_hash: str, mode: str, console
     before anything is pushed; one that exists with the same render hash is left alone.
     """
     wanted = [tags.content] if mode == "content" else list(tags.all)
-    decisions = [(tag, guard_verdict(engine, tags.ref(tag), render_hash) if tag in tags.immutable else "push")
-                 for tag in wanted]
+    decisions = [
+        (tag, guard_verdict(engine, tags.ref(tag), render_hash) if tag in tags.immutable else "push")
+        for tag in wanted
+    ]
     pushed = []
     for tag, verdict in decisions:
         ref = tags.ref(tag)
@@ -294,19 +387,33 @@ def push_tags(engine: Engine, tags: TagSet, render_hash: str, mode: str, console
         with console.status(f"pushing {ref} (layers of tens of GB take a while) ..."):
             out = engines._run(engines.push_command(engine, ref), engines.PUSH_TIMEOUT)
         if out.returncode != 0:
-            raise EngineError(f"push of {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}")
+            raise EngineError(
+                f"push of {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}"
+            )
         console.print(f"  pushed {ref}")
         pushed.append({"ref": ref, "pushed": True})
     return pushed
 
 
 def host_info() -> dict:
-    return {"hostname": platform.node(), "platform": platform.platform(), "machine": platform.machine(),
-            "cpus": os.cpu_count()}
+    return {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+    }
 
 
-def write_manifest(plan: Plan, *, base: dict, image: dict, result: RunResult, tagged: list[str],
-                   pushed: list[dict], started: str) -> dict:
+def write_manifest(
+    plan: Plan,
+    *,
+    base: dict,
+    image: dict,
+    result: RunResult,
+    tagged: list[str],
+    pushed: list[dict],
+    started: str,
+) -> dict:
     manifest = {
         "schema": MANIFEST_SCHEMA,
         "recipe": plan.recipe,
@@ -335,8 +442,11 @@ def write_manifest(plan: Plan, *, base: dict, image: dict, result: RunResult, ta
 
 
 def execute(plan: Plan, console) -> dict:
-    started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    _log(plan, f"rocmstack build {plan.recipe} {';'.join(plan.gpu_archs)} render {plan.render_hash} at {started}")
+    started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _log(
+        plan,
+        f"rocmstack build {plan.recipe} {';'.join(plan.gpu_archs)} render {plan.render_hash} at {started}",
+    )
     base = ensure_base(plan, console)
     plan.iidfile.unlink(missing_ok=True)
     result = run_engine(plan, console)
@@ -348,13 +458,17 @@ def execute(plan: Plan, console) -> dict:
     image_id = plan.iidfile.read_text(encoding="utf-8").strip()
     info = engines.inspect_image(plan.engine, image_id)
     if info["labels"].get(RENDER_HASH_LABEL) != plan.render_hash:  # checked before any tag is applied
-        raise BuildError(f"built image {image_id[:19]} carries render hash {info['labels'].get(RENDER_HASH_LABEL)!r}, "
-                         f"expected {plan.render_hash}: the context changed during the build")
+        raise BuildError(
+            f"built image {image_id[:19]} carries render hash {info['labels'].get(RENDER_HASH_LABEL)!r}, "
+            f"expected {plan.render_hash}: the context changed during the build"
+        )
     tagged = apply_tags(plan, image_id)
     pushed = push_tags(plan.engine, plan.tags, plan.render_hash, plan.push, console) if plan.push else []
     info = engines.inspect_image(plan.engine, image_id) if pushed else info
     image = {"id": image_id, "digest": _digest(info), "repo_digests": info["repo_digests"]}
-    return write_manifest(plan, base=base, image=image, result=result, tagged=tagged, pushed=pushed, started=started)
+    return write_manifest(
+        plan, base=base, image=image, result=result, tagged=tagged, pushed=pushed, started=started
+    )
 
 
 def promote(engine: Engine, tags: TagSet, render_hash: str, console, *, which=shutil.which) -> list[dict]:
@@ -366,10 +480,15 @@ def promote(engine: Engine, tags: TagSet, render_hash: str, console, *, which=sh
     source = tags.ref(tags.content)
     labels = engines.remote_labels(engine, source, which=which)
     if labels is None:
-        raise EngineError(f"cannot promote: {source} is not in the registry", fix="build with --push --push-tags content first")
+        raise EngineError(
+            f"cannot promote: {source} is not in the registry",
+            fix="build with --push --push-tags content first",
+        )
     if labels.get(RENDER_HASH_LABEL) != render_hash:
-        raise EngineError(f"cannot promote: {source} carries render hash {labels.get(RENDER_HASH_LABEL)!r}, "
-                          f"expected {render_hash}")
+        raise EngineError(
+            f"cannot promote: {source} carries render hash {labels.get(RENDER_HASH_LABEL)!r}, "
+            f"expected {render_hash}"
+        )
     results = []
     for tag in (tags.descriptive, *tags.aliases):
         ref = tags.ref(tag)
@@ -380,7 +499,9 @@ def promote(engine: Engine, tags: TagSet, render_hash: str, console, *, which=sh
         with console.status(f"copying {source} -> {ref} ..."):
             out = engines._run(engines.copy_command(engine, source, ref), engines.PUSH_TIMEOUT)
         if out.returncode != 0:
-            raise EngineError(f"promote {source} -> {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}")
+            raise EngineError(
+                f"promote {source} -> {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}"
+            )
         console.print(f"  {ref} -> {source}")
         results.append({"ref": ref, "pushed": True})
     return results

@@ -37,8 +37,14 @@ class Step:
         return self.instruction.split(" ", 1)[0].upper()
 
     def as_dict(self) -> dict:
-        return {"index": self.index, "total": self.total, "instruction": self.instruction,
-                "seconds": round(self.seconds, 2), "cached": self.cached, "failed": self.failed}
+        return {
+            "index": self.index,
+            "total": self.total,
+            "instruction": self.instruction,
+            "seconds": round(self.seconds, 2),
+            "cached": self.cached,
+            "failed": self.failed,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,8 +60,12 @@ class StepTracker:
     buildx prints ``DONE <seconds>`` itself.
     """
 
-    def __init__(self, engine: str, on_event: Callable[[Event], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        engine: str,
+        on_event: Callable[[Event], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.engine = engine
         self.steps: list[Step] = []
         self.failed_instruction: str | None = None
@@ -67,13 +77,25 @@ class StepTracker:
 
     # -- shared -----------------------------------------------------------------------------------
     def _start(self, index: int, total: int, instruction: str) -> dict:
-        cur = {"index": index, "total": total, "instruction": instruction.strip(), "t0": self._clock(), "cached": False}
+        cur = {
+            "index": index,
+            "total": total,
+            "instruction": instruction.strip(),
+            "t0": self._clock(),
+            "cached": False,
+        }
         self._on_event(Event(kind="start", step=self._as_step(cur, 0.0)))
         return cur
 
     def _as_step(self, cur: dict, seconds: float, failed: bool = False) -> Step:
-        return Step(index=cur["index"], total=cur["total"], instruction=cur["instruction"], seconds=seconds,
-                    cached=cur["cached"], failed=failed)
+        return Step(
+            index=cur["index"],
+            total=cur["total"],
+            instruction=cur["instruction"],
+            seconds=seconds,
+            cached=cur["cached"],
+            failed=failed,
+        )
 
     def _finish(self, cur: dict, seconds: float | None = None, failed: bool = False) -> None:
         step = self._as_step(cur, self._clock() - cur["t0"] if seconds is None else seconds, failed)

@@ -55,17 +55,30 @@ def _stop(proc: subprocess.Popen) -> None:
             continue
 
 
-def stream_lines(argv: Sequence[str], *, timeout_s: float, on_line: Callable[[str], None],
-                 env: dict[str, str] | None = None) -> tuple[int, bool]:
+def stream_lines(
+    argv: Sequence[str],
+    *,
+    timeout_s: float,
+    on_line: Callable[[str], None],
+    env: dict[str, str] | None = None,
+) -> tuple[int, bool]:
     """Run ``argv`` in its own process group, each output line to ``on_line``; return (exit code, timed out).
 
     At the deadline, on Ctrl-C or on any error here, the whole group is stopped (see ``_stop``).
     FileNotFoundError (no such program) propagates for the caller to name.
     """
     timed_out = threading.Event()
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            text=True, errors="replace", bufsize=1, start_new_session=True,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        list(argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        bufsize=1,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+    )
 
     def _deadline() -> None:
         timed_out.set()
@@ -87,9 +100,16 @@ def stream_lines(argv: Sequence[str], *, timeout_s: float, on_line: Callable[[st
     return returncode, timed_out.is_set()
 
 
-def run_logged(argv: Sequence[str], *, log_path: Path, engine: str, timeout_s: float,
-               on_event: Callable[[Event], None] | None = None, on_line: Callable[[str], None] | None = None,
-               env: dict[str, str] | None = None) -> RunResult:
+def run_logged(
+    argv: Sequence[str],
+    *,
+    log_path: Path,
+    engine: str,
+    timeout_s: float,
+    on_event: Callable[[Event], None] | None = None,
+    on_line: Callable[[str], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> RunResult:
     """Run ``argv``; KeyboardInterrupt stops the child and propagates once it is gone."""
     tracker = StepTracker(engine, on_event)
     tail: deque[str] = deque(maxlen=TAIL_LINES)
@@ -115,6 +135,13 @@ def run_logged(argv: Sequence[str], *, log_path: Path, engine: str, timeout_s: f
             raise
     ok = returncode == 0 and not timed_out
     tracker.close(ok)
-    return RunResult(returncode=returncode, steps=tuple(tracker.steps), tail=tuple(tail),
-                     seconds=time.monotonic() - t0, timed_out=timed_out,
-                     failed_instruction=tracker.failed_instruction, error=tracker.error, cache=tracker.cache_counts())
+    return RunResult(
+        returncode=returncode,
+        steps=tuple(tracker.steps),
+        tail=tuple(tail),
+        seconds=time.monotonic() - t0,
+        timed_out=timed_out,
+        failed_instruction=tracker.failed_instruction,
+        error=tracker.error,
+        cache=tracker.cache_counts(),
+    )

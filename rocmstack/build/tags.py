@@ -22,7 +22,9 @@ _DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|{_IPV6})(?::[0-9]+
 TAG_RE = re.compile(r"[\w][\w.-]{0,127}")
 DIGEST_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}")
 NAME_RE = re.compile(rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*")
-REFERENCE_RE = re.compile(rf"(?P<name>{NAME_RE.pattern})(?::(?P<tag>{TAG_RE.pattern}))?(?:@(?P<digest>{DIGEST_RE.pattern}))?")
+REFERENCE_RE = re.compile(
+    rf"(?P<name>{NAME_RE.pattern})(?::(?P<tag>{TAG_RE.pattern}))?(?:@(?P<digest>{DIGEST_RE.pattern}))?"
+)
 NAME_MAX = 255
 CONTENT_PREFIX = "r-"
 CONTENT_HEX = 12
@@ -43,12 +45,18 @@ def parse_reference(text: str) -> Reference:
     """Parse ``[domain[:port]/]path[:tag][@digest]``; raise InputError naming what is wrong."""
     m = REFERENCE_RE.fullmatch(text)
     if not m:
-        raise InputError(f"{text!r} is not a valid image reference",
-                         fix="lowercase [registry[:port]/]name[/name...][:tag], tag of [A-Za-z0-9_.-] up to 128 characters")
+        raise InputError(
+            f"{text!r} is not a valid image reference",
+            fix="lowercase [registry[:port]/]name[/name...][:tag], tag of [A-Za-z0-9_.-] up to 128 characters",
+        )
     first, sep, _ = m["name"].partition("/")
     # As docker/podman normalise: only a first component with '.', ':' or 'localhost' is a registry host
     # (where uppercase is allowed); anything else is a lowercase path component.
-    if sep and not ("." in first or ":" in first or first == "localhost" or first.startswith("[")) and first != first.lower():
+    if (
+        sep
+        and not ("." in first or ":" in first or first == "localhost" or first.startswith("["))
+        and first != first.lower()
+    ):
         raise InputError(f"{text!r} is not a valid image reference: repository names are lowercase")
     if len(m["name"]) > NAME_MAX:
         raise InputError(f"image name {m['name'][:40]}... is longer than {NAME_MAX} characters")
@@ -57,8 +65,10 @@ def parse_reference(text: str) -> Reference:
 
 def validate_tag(tag: str, *, what: str = "tag") -> str:
     if not TAG_RE.fullmatch(tag):
-        raise InputError(f"{what} {tag!r} is not a valid image tag",
-                         fix="up to 128 characters of A-Z a-z 0-9 _ . -, not starting with . or -")
+        raise InputError(
+            f"{what} {tag!r} is not a valid image tag",
+            fix="up to 128 characters of A-Z a-z 0-9 _ . -, not starting with . or -",
+        )
     return tag
 
 
@@ -66,8 +76,10 @@ def repository(publish_repo: str, registry: str | None) -> str:
     """The repository to tag: ``--registry`` (host[:port][/namespace]) is prefixed to ``publish.repository``."""
     repo = f"{registry.rstrip('/')}/{publish_repo}" if registry else publish_repo
     if not NAME_RE.fullmatch(repo) or len(repo) > NAME_MAX:
-        raise InputError(f"image repository {repo!r} is not valid in the OCI reference grammar",
-                         fix="--registry takes host[:port][/namespace] in lowercase, e.g. ghcr.io/myorg")
+        raise InputError(
+            f"image repository {repo!r} is not valid in the OCI reference grammar",
+            fix="--registry takes host[:port][/namespace] in lowercase, e.g. ghcr.io/myorg",
+        )
     return repo
 
 
@@ -75,12 +87,16 @@ def _lookup(tree: dict[str, Any], dotted: str, template: str) -> str:
     node: Any = tree
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise InputError(f"publish.tag {template!r}: field {{{dotted}}} does not exist in the resolved recipe",
-                             fix="use a dotted path such as {components.verl.version} or {base.rocm}, or {arch}")
+            raise InputError(
+                f"publish.tag {template!r}: field {{{dotted}}} does not exist in the resolved recipe",
+                fix="use a dotted path such as {components.verl.version} or {base.rocm}, or {arch}",
+            )
         node = node[part]
     if node is None or isinstance(node, (dict, list)):
-        raise InputError(f"publish.tag {template!r}: field {{{dotted}}} is {node!r}, not a single value",
-                         fix="point it at a pinned version or ref")
+        raise InputError(
+            f"publish.tag {template!r}: field {{{dotted}}} is {node!r}, not a single value",
+            fix="point it at a pinned version or ref",
+        )
     return str(node)
 
 
@@ -101,8 +117,10 @@ def expand_template(template: str, tree: dict[str, Any], gpu_archs: tuple[str, .
         raise InputError(f"publish.tag {template!r}: unbalanced or empty {{...}} field")
     tag = _FIELD.sub(field, template)
     if not TAG_RE.fullmatch(tag):
-        raise InputError(f"publish.tag {template!r} expands to {tag!r}, which is not a valid image tag",
-                         fix="pin the fields it uses to exact versions (a specifier such as >=5.12 cannot be in a tag)")
+        raise InputError(
+            f"publish.tag {template!r} expands to {tag!r}, which is not a valid image tag",
+            fix="pin the fields it uses to exact versions (a specifier such as >=5.12 cannot be in a tag)",
+        )
     return tag
 
 
@@ -134,12 +152,19 @@ class TagSet:
         return tuple(self.ref(t) for t in self.all)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"repository": self.repository, "descriptive": self.descriptive, "content": self.content,
-                "aliases": list(self.aliases), "refs": list(self.refs()),
-                "immutable_refs": [self.ref(t) for t in self.immutable]}
+        return {
+            "repository": self.repository,
+            "descriptive": self.descriptive,
+            "content": self.content,
+            "aliases": list(self.aliases),
+            "refs": list(self.refs()),
+            "immutable_refs": [self.ref(t) for t in self.immutable],
+        }
 
 
-def tag_set(resolved, render_hash: str, *, registry: str | None = None, extra_aliases: tuple[str, ...] = ()) -> TagSet:
+def tag_set(
+    resolved, render_hash: str, *, registry: str | None = None, extra_aliases: tuple[str, ...] = ()
+) -> TagSet:
     """All tags of one build. Aliases name the recipe's default arch set; other arch sets get ``_<arch>``."""
     recipe = resolved.recipe
     tree = recipe.model_dump(mode="json", by_alias=True)
@@ -152,7 +177,9 @@ def tag_set(resolved, render_hash: str, *, registry: str | None = None, extra_al
         name = alias if default else f"{alias}_{arch_field(resolved.gpu_archs)}"
         validate_tag(name, what="alias")
         if name in (descriptive, content):
-            raise InputError(f"alias {name!r} equals an immutable tag; aliases must differ from {descriptive} and {content}")
+            raise InputError(
+                f"alias {name!r} equals an immutable tag; aliases must differ from {descriptive} and {content}"
+            )
         if name not in aliases:
             aliases.append(name)
     repo = repository(recipe.publish.repository, registry)
@@ -171,6 +198,8 @@ def immutability_verdict(tag: str, remote_hash: str | None, local_hash: str, *, 
     from rocmstack.errors import CheckFailed
 
     shown = remote_hash[:12] if remote_hash else "no rocmstack render-hash label"
-    raise CheckFailed(f"refusing to push {tag}: it already exists in the registry with render hash {shown}, "
-                      f"this image is {local_hash[:12]}; immutable tags never move",
-                      fix="bump a pin so the descriptive tag changes, or push only the floating aliases")
+    raise CheckFailed(
+        f"refusing to push {tag}: it already exists in the registry with render hash {shown}, "
+        f"this image is {local_hash[:12]}; immutable tags never move",
+        fix="bump a pin so the descriptive tag changes, or push only the floating aliases",
+    )

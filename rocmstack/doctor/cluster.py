@@ -45,7 +45,7 @@ def run_cluster(
     except ImportError as exc:
         raise EngineError(
             f"--ray-address needs Ray in this environment ({exc})", fix="pip install 'ray[default]'"
-        )
+        ) from None
     t0 = time.monotonic()
     _reachable(address)
     payload = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k in PORTABLE}
@@ -55,7 +55,7 @@ def run_cluster(
         raise EngineError(
             f"cannot connect to the Ray cluster at {address!r}: {exc}",
             fix="give the head's GCS address (host:port) or 'auto' on a cluster node",
-        )
+        ) from None
     try:
         alive = [n for n in ray.nodes() if n.get("Alive")]
         task = ray.remote(num_cpus=0, num_gpus=0, max_retries=0)(_node_doctor)

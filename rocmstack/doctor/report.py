@@ -35,7 +35,9 @@ def render_table(report: dict, console: Console) -> None:
     for col in ("source", "scope", "count", "how"):
         sources.add_column(col)
     for s in report.get("sources", []):
-        sources.add_row(s["name"], s["scope"], "-" if s["count"] is None else str(s["count"]), Text(s["detail"]))
+        sources.add_row(
+            s["name"], s["scope"], "-" if s["count"] is None else str(s["count"]), Text(s["detail"])
+        )
     console.print(sources)
     table = Table(title="Checks", title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("check")

@@ -33,9 +33,11 @@ def state_root() -> Path:
 def _module_dir(patch_id: str, module: str) -> Path:
     spec = importlib.util.find_spec(module)
     if spec is None:
-        raise PatchFailed(f"[{patch_id}] python module {module!r} is not installed, so its file cannot be patched")
+        raise PatchFailed(
+            f"[{patch_id}] python module {module!r} is not installed, so its file cannot be patched"
+        )
     if spec.submodule_search_locations:
-        return Path(list(spec.submodule_search_locations)[0])
+        return Path(next(iter(spec.submodule_search_locations)))
     if spec.origin:
         return Path(spec.origin).parent
     raise PatchFailed(f"[{patch_id}] cannot locate the files of module {module!r}")
@@ -58,14 +60,19 @@ def _first_line(text: str) -> str:
 def apply_edits(spec: dict, base: Path) -> Path:
     path = base / spec["target"]["path"]
     if not path.is_file():
-        raise PatchFailed(f"[{spec['id']}] target file {path} does not exist (did the upstream layout change?)")
+        raise PatchFailed(
+            f"[{spec['id']}] target file {path} does not exist (did the upstream layout change?)"
+        )
     text = path.read_text(encoding="utf-8")
     for number, edit in enumerate(spec["edits"], start=1):
         want = int(edit.get("count", 1))
         found = text.count(edit["find"])
         if found != want:
-            hint = " (its replacement is already there: the fix is upstream, drop the patch)" if (
-                found == 0 and edit["replace"] in text) else " (upstream text moved: re-check the patch against the pinned version)"
+            hint = (
+                " (its replacement is already there: the fix is upstream, drop the patch)"
+                if (found == 0 and edit["replace"] in text)
+                else " (upstream text moved: re-check the patch against the pinned version)"
+            )
             raise PatchFailed(
                 f"[{spec['id']}] edit {number} of {len(spec['edits'])} expected {want} match(es) of "
                 f"{_first_line(edit['find'])!r} in {path}, found {found}{hint}"
@@ -80,18 +87,24 @@ def apply_symlink(spec: dict, base: Path) -> Path:
     pattern = base / spec["target"]["path"] / link["glob"]
     matches = sorted(glob.glob(str(pattern)))
     if len(matches) != 1:
-        raise PatchFailed(f"[{spec['id']}] expected exactly one file matching {pattern}, found {len(matches)}: {matches}")
+        raise PatchFailed(
+            f"[{spec['id']}] expected exactly one file matching {pattern}, found {len(matches)}: {matches}"
+        )
     dest = Path(link["link"])
     dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.is_symlink() or dest.exists():
         if dest.resolve() == Path(matches[0]).resolve():
-            raise PatchFailed(f"[{spec['id']}] {dest} already points to {matches[0]}: the base provides it now, drop the patch")
+            raise PatchFailed(
+                f"[{spec['id']}] {dest} already points to {matches[0]}: the base provides it now, drop the patch"
+            )
         raise PatchFailed(f"[{spec['id']}] {dest} already exists and points elsewhere ({dest.resolve()})")
     dest.symlink_to(matches[0])
     if link.get("ldconfig"):
         proc = subprocess.run(["ldconfig"], capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
-            raise PatchFailed(f"[{spec['id']}] ldconfig failed after linking {dest}: {proc.stderr.strip()[-300:]}")
+            raise PatchFailed(
+                f"[{spec['id']}] ldconfig failed after linking {dest}: {proc.stderr.strip()[-300:]}"
+            )
     return dest
 
 
@@ -100,14 +113,20 @@ def apply_pip_install_dir(spec: dict, base: Path) -> Path:
     src = base / spec["target"]["path"]
     if not ((src / "pyproject.toml").is_file() or (src / "setup.py").is_file()):
         raise PatchFailed(f"[{spec['id']}] {src} holds no pyproject.toml or setup.py: the SDK layout changed")
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-cache-dir", str(src)],
-                          capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-cache-dir", str(src)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
         raise PatchFailed(f"[{spec['id']}] pip install {src} failed:\n{tail}")
     importlib.invalidate_caches()
     if importlib.util.find_spec(install["verify_module"]) is None:
-        raise PatchFailed(f"[{spec['id']}] installed {src} but module {install['verify_module']!r} is still missing")
+        raise PatchFailed(
+            f"[{spec['id']}] installed {src} but module {install['verify_module']!r} is still missing"
+        )
     return src
 
 
@@ -119,7 +138,9 @@ def apply(spec: dict, source_root: Path | None = None) -> Path:
     marker_dir = state_root() / "patches" / "applied"
     marker_dir.mkdir(parents=True, exist_ok=True)
     marker = {"id": spec["id"], "component": spec["component"], "target": str(done)}
-    (marker_dir / f"{spec['id']}.json").write_text(json.dumps(marker, sort_keys=True) + "\n", encoding="utf-8")
+    (marker_dir / f"{spec['id']}.json").write_text(
+        json.dumps(marker, sort_keys=True) + "\n", encoding="utf-8"
+    )
     return done
 
 

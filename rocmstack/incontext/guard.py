@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Build-time guards run inside the image (standard library only). Each failure names its cause.
 
-    guard.py freeze NAME==EXPECTED|NAME ...  write the constraints file pinning the base's packages
-    guard.py python X.Y                      the interpreter must be Python X.Y
-    guard.py pin NAME==VERSION               a source-built dist is at its declared version; freeze it
-    guard.py final [--require-hip] [--forbid-nvidia]
+guard.py freeze NAME==EXPECTED|NAME ...  write the constraints file pinning the base's packages
+guard.py python X.Y                      the interpreter must be Python X.Y
+guard.py pin NAME==VERSION               a source-built dist is at its declared version; freeze it
+guard.py final [--require-hip] [--forbid-nvidia]
 """
 
 from __future__ import annotations
@@ -44,11 +44,16 @@ def freeze(items: list[str]) -> int:
         have = installed.get(_norm(name))
         if have is None:
             if expected:
-                return fail(f"the base image has no {name}, but the recipe declares {name} {expected} from the base")
+                return fail(
+                    f"the base image has no {name}, but the recipe declares {name} {expected} from the base"
+                )
             continue
         release = re.match(r"\d+(?:\.\d+)*", have)
         if expected and (release.group() if release else have) != expected:
-            return fail(f"the base image provides {name} {have}, but the recipe declares {expected}: fix base.{name} or the base tag")
+            return fail(
+                f"the base image provides {name} {have}, but the recipe declares {expected}:"
+                f" fix base.{name} or the base tag"
+            )
         lines.append(f"{name}=={have}")
     path = _root() / "constraints.txt"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,10 +67,16 @@ def pin(item: str) -> int:
     name, _, expected = item.partition("==")
     have = _installed().get(_norm(name))
     if have is None:
-        return fail(f"{name} was built from source but no distribution named {name} is installed (check the component's package name)")
+        return fail(
+            f"{name} was built from source but no distribution named {name} is installed"
+            " (check the component's package name)"
+        )
     release = re.match(r"\d+(?:\.\d+)*", have)
     if expected and not (release and release.group() == re.match(r"\d+(?:\.\d+)*", expected).group()):
-        return fail(f"{name} built from source reports version {have}, but the recipe declares {expected}: the ref is not that release")
+        return fail(
+            f"{name} built from source reports version {have}, but the recipe declares {expected}:"
+            " the ref is not that release"
+        )
     path = _root() / "constraints.txt"
     with path.open("a", encoding="utf-8") as fh:
         fh.write(f"{name}=={have}\n")
@@ -76,8 +87,10 @@ def pin(item: str) -> int:
 def python(version: str) -> int:
     have = f"{sys.version_info.major}.{sys.version_info.minor}"
     if have != version:
-        return fail(f"Python {have} in the image, but vLLM ROCm wheels/builds need Python {version}: "
-                    "on other versions pip silently installs the CUDA wheel (libcudart.so errors at run time)")
+        return fail(
+            f"Python {have} in the image, but vLLM ROCm wheels/builds need Python {version}: "
+            "on other versions pip silently installs the CUDA wheel (libcudart.so errors at run time)"
+        )
     return 0
 
 
@@ -86,19 +99,23 @@ def final(require_hip: bool, forbid_nvidia: bool) -> int:
     if forbid_nvidia:
         cuda = sorted(n for n in installed if n.startswith("nvidia-"))
         if cuda:
-            return fail(f"CUDA wheels got installed: {', '.join(cuda)}; a dependency pulled them in "
-                        "(find it with pip show, install it with --no-deps or constrain it)")
+            return fail(
+                f"CUDA wheels got installed: {', '.join(cuda)}; a dependency pulled them in "
+                "(find it with pip show, install it with --no-deps or constrain it)"
+            )
     constraints = _root() / "constraints.txt"
     if constraints.is_file():
         for line in constraints.read_text(encoding="utf-8").split():
             name, _, pinned = line.partition("==")
             if installed.get(_norm(name)) != pinned:
-                return fail(f"{name} changed from the base's {pinned} to {installed.get(_norm(name))}: "
-                            "a later install replaced it despite the constraints file")
+                return fail(
+                    f"{name} changed from the base's {pinned} to {installed.get(_norm(name))}: "
+                    "a later install replaced it despite the constraints file"
+                )
     if require_hip:
         try:
-            import torch  # noqa: PLC0415 - only needed for this check
-        except Exception as exc:  # noqa: BLE001 - any import failure is the finding
+            import torch
+        except Exception as exc:
             return fail(f"import torch failed: {exc!r}")
         if not getattr(torch.version, "hip", None):
             return fail(f"torch {torch.__version__} is not a ROCm build (torch.version.hip is unset)")

@@ -70,7 +70,7 @@ class Snapshot:
 
     @property
     def python_version(self) -> str:
-        return str(self.site.get("python") or "%d.%d.%d" % sys.version_info[:3])
+        return str(self.site.get("python") or ".".join(map(str, sys.version_info[:3])))
 
     def vendor(self) -> str:
         """amd, nvidia or none: which GPU family this node has, from driver-level evidence only."""

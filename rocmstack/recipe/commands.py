@@ -8,7 +8,9 @@ import typer
 
 RECIPE_ARG = typer.Argument(..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
 ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
-SET_OPT = typer.Option([], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value")
+SET_OPT = typer.Option(
+    [], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value"
+)
 JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 
 
@@ -20,8 +22,15 @@ def load_resolved(recipe: str, gpu_arch: str | None, overrides: list[str]):
     return resolve(model, path, gpu_arch, tuple(overrides))
 
 
-def gate_and_render(recipe: str, gpu_arch: str | None, overrides: list[str], *, ignore: list[str], relock: bool,
-                    patches_dir: Path | None = None):
+def gate_and_render(
+    recipe: str,
+    gpu_arch: str | None,
+    overrides: list[str],
+    *,
+    ignore: list[str],
+    relock: bool,
+    patches_dir: Path | None = None,
+):
     """What ``render``, ``build`` and ``tags`` run first: the gate (lock drift exit 2, then the rules exit 1),
     its warnings printed, then the render. Returns (gate, rendered, source revision, warnings)."""
     from rocmstack.output import warn
@@ -34,7 +43,9 @@ def gate_and_render(recipe: str, gpu_arch: str | None, overrides: list[str], *, 
     for note in notes:
         warn(note)
     revision = source_revision()
-    rendered = render(checked.resolved, ignored_rules=checked.ignored, patches_dir=patches_dir, revision=revision)
+    rendered = render(
+        checked.resolved, ignored_rules=checked.ignored, patches_dir=patches_dir, revision=revision
+    )
     return checked, rendered, revision, notes
 
 
@@ -60,19 +71,36 @@ def register(app: typer.Typer) -> None:
         rows = []
         for name in recipe_files():
             model, _ = load_recipe(name)
-            rows.append({"name": name, "description": model.description, "base": f"{model.base.image}:{model.base.tag}",
-                         "gpu_archs": list(model.gpu_archs), "unverified": len(model.unverified)})
+            rows.append(
+                {
+                    "name": name,
+                    "description": model.description,
+                    "base": f"{model.base.image}:{model.base.tag}",
+                    "gpu_archs": list(model.gpu_archs),
+                    "unverified": len(model.unverified),
+                }
+            )
         if json_out:
             print_json(rows)
             return
         table = Table("recipe", "base", "archs", "description", "unverified")
         for row in rows:
-            table.add_row(row["name"], row["base"], ";".join(row["gpu_archs"]), row["description"], str(row["unverified"]))
+            table.add_row(
+                row["name"],
+                row["base"],
+                ";".join(row["gpu_archs"]),
+                row["description"],
+                str(row["unverified"]),
+            )
         stdout().print(table)
 
     @app.command("show")
-    def show_cmd(recipe: str = RECIPE_ARG, gpu_arch: str | None = ARCH_OPT, overrides: list[str] = SET_OPT,
-                 json_out: bool = JSON_OPT) -> None:
+    def show_cmd(
+        recipe: str = RECIPE_ARG,
+        gpu_arch: str | None = ARCH_OPT,
+        overrides: list[str] = SET_OPT,
+        json_out: bool = JSON_OPT,
+    ) -> None:
         """Print the resolved pins of a recipe."""
         from rich.table import Table
 
@@ -83,44 +111,78 @@ def register(app: typer.Typer) -> None:
         warnings = _warn_unverified(resolved)
         r = resolved.recipe
         if json_out:
-            print_json({"recipe": r.model_dump(mode="json", by_alias=True), "gpu_archs": list(resolved.gpu_archs),
-                        "pins": resolved.pins(), "overrides": overrides, "warnings": warnings})
+            print_json(
+                {
+                    "recipe": r.model_dump(mode="json", by_alias=True),
+                    "gpu_archs": list(resolved.gpu_archs),
+                    "pins": resolved.pins(),
+                    "overrides": overrides,
+                    "warnings": warnings,
+                }
+            )
             return
         out = stdout()
         out.print(f"[bold]{r.name}[/bold]: {r.description}")
-        out.print(f"base {r.base.image}:{r.base.tag}{'@' + r.base.digest if r.base.digest else ''} "
-                  f"(ROCm {r.base.rocm}, Python {r.base.python}, torch {r.base.torch}); archs {resolved.arch_list}")
+        out.print(
+            f"base {r.base.image}:{r.base.tag}{'@' + r.base.digest if r.base.digest else ''} "
+            f"(ROCm {r.base.rocm}, Python {r.base.python}, torch {r.base.torch}); archs {resolved.arch_list}"
+        )
         table = Table("component", "layer", "source", "version", "ref / package")
         unverified = set(r.unverified)
         for name, c in sorted(r.components.items(), key=lambda kv: (LAYER_ORDER.index(kv[1].layer), kv[0])):
-            flag = " [yellow](unverified)[/yellow]" if any(u.startswith(f"components.{name}.") for u in unverified) else ""
+            flag = (
+                " [yellow](unverified)[/yellow]"
+                if any(u.startswith(f"components.{name}.") for u in unverified)
+                else ""
+            )
             table.add_row(name, c.layer.value, c.source, c.version or "", (c.ref or c.package or "") + flag)
         out.print(table)
         out.print(f"patches: {', '.join(r.patches) or 'none'}")
 
     @app.command("render")
-    def render_cmd(recipe: str = RECIPE_ARG, gpu_arch: str | None = ARCH_OPT, overrides: list[str] = SET_OPT,
-                   output: Path = typer.Option(..., "-o", "--output", help="Folder for the build context"),
-                   ignore_rules: list[str] = typer.Option([], "--ignore-rule", help="Override a failing rule (repeatable); recorded in the image labels"),
-                   relock: bool = typer.Option(False, "--relock", help="Accept recipe changes: rewrite its lock entry"),
-                   json_out: bool = JSON_OPT) -> None:
+    def render_cmd(
+        recipe: str = RECIPE_ARG,
+        gpu_arch: str | None = ARCH_OPT,
+        overrides: list[str] = SET_OPT,
+        output: Path = typer.Option(..., "-o", "--output", help="Folder for the build context"),
+        ignore_rules: list[str] = typer.Option(
+            [], "--ignore-rule", help="Override a failing rule (repeatable); recorded in the image labels"
+        ),
+        relock: bool = typer.Option(False, "--relock", help="Accept recipe changes: rewrite its lock entry"),
+        json_out: bool = JSON_OPT,
+    ) -> None:
         """Write a complete build context (Dockerfile + every file it COPYs) and print the render hash."""
         from rocmstack.output import print_json, stdout
         from rocmstack.render.context import write_context
 
         # Lock drift (exit 2) and compatibility rules (exit 1) are checked before anything is written.
-        checked, rendered, _, warnings = gate_and_render(recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock)
+        checked, rendered, _, warnings = gate_and_render(
+            recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock
+        )
         resolved = checked.resolved
         write_context(rendered, output)
         if json_out:
-            print_json({"output": str(output), "render_hash": rendered.render_hash, "files": sorted(rendered.files),
-                        "warnings": warnings, "ignored_rules": list(checked.ignored),
-                        "lock": {"status": checked.lock.status, "path": str(checked.lock.path), "key": checked.lock.key},
-                        "rules": [r.to_json() for r in checked.results]})
+            print_json(
+                {
+                    "output": str(output),
+                    "render_hash": rendered.render_hash,
+                    "files": sorted(rendered.files),
+                    "warnings": warnings,
+                    "ignored_rules": list(checked.ignored),
+                    "lock": {
+                        "status": checked.lock.status,
+                        "path": str(checked.lock.path),
+                        "key": checked.lock.key,
+                    },
+                    "rules": [r.to_json() for r in checked.results],
+                }
+            )
         else:
             stdout().print(f"rendered {resolved.recipe.name} for {resolved.arch_list} -> {output}")
             if checked.ignored:
-                stdout().print(f"ignored rules: {', '.join(checked.ignored)} (label dev.rocmstack.ignored-rules)")
+                stdout().print(
+                    f"ignored rules: {', '.join(checked.ignored)} (label dev.rocmstack.ignored-rules)"
+                )
             stdout().print(rendered.render_hash)
 
     from rocmstack.rules.commands import register as register_rules
@@ -128,7 +190,9 @@ def register(app: typer.Typer) -> None:
     register_rules(app)  # check, lock
 
     @app.command("schema")
-    def schema_cmd(output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout")) -> None:
+    def schema_cmd(
+        output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout"),
+    ) -> None:
         """Print the recipe JSON Schema (for editors)."""
         from rocmstack.output import dumps
         from rocmstack.recipe.model import json_schema

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rocmstack.errors import RecipeError
+from rocmstack.errors import RecipeError, printable
 from rocmstack.recipe.model import Component, Recipe
 from rocmstack.resources import recipes_dir
 
@@ -49,23 +49,25 @@ def find_recipe(name_or_path: str, directory: Path | None = None) -> Path:
     if name_or_path in files:
         return files[name_or_path]
     known = ", ".join(files) or "none"
-    raise RecipeError(f"unknown recipe {name_or_path!r}", fix=f"known recipes: {known}; or pass a path to a .yaml file")
+    raise RecipeError(
+        f"unknown recipe {name_or_path!r}", fix=f"known recipes: {known}; or pass a path to a .yaml file"
+    )
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise RecipeError(f"{path}: cannot read recipe: {exc.strerror}") from None
+        raise RecipeError(f"{printable(path)}: cannot read recipe: {exc.strerror}") from None
     try:
         data = yaml.load(text, Loader=YAML_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
         problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise RecipeError(f"{path}: YAML error at {where}: {problem}") from None
+        raise RecipeError(f"{printable(path)}: YAML error at {where}: {problem}") from None
     if not isinstance(data, dict):
-        raise RecipeError(f"{path}: a recipe must be a YAML mapping, got {type(data).__name__}")
+        raise RecipeError(f"{printable(path)}: a recipe must be a YAML mapping, got {type(data).__name__}")
     return data
 
 
@@ -88,7 +90,9 @@ def _raw_with_parents(path: Path, directory: Path | None) -> dict[str, Any]:
     current = path
     while True:
         if current.resolve() in seen or len(chain) >= MAX_EXTENDS_DEPTH:
-            raise RecipeError(f"{path}: extends: cycle or chain deeper than {MAX_EXTENDS_DEPTH} through {current}")
+            raise RecipeError(
+                f"{printable(path)}: extends: cycle or chain deeper than {MAX_EXTENDS_DEPTH} through {printable(current)}"
+            )
         seen.add(current.resolve())
         data = _read_yaml(current)
         chain.append((current, data))
@@ -96,11 +100,11 @@ def _raw_with_parents(path: Path, directory: Path | None) -> dict[str, Any]:
         if parent is None:
             break
         if not isinstance(parent, str):
-            raise RecipeError(f"{current}: extends: expected a recipe name, got {parent!r}")
+            raise RecipeError(f"{printable(current)}: extends: expected a recipe name, got {parent!r}")
         try:
             current = find_recipe(parent, directory or current.parent)
         except RecipeError as exc:
-            raise RecipeError(f"{current}: extends: {exc.message}", fix=exc.fix) from None
+            raise RecipeError(f"{printable(current)}: extends: {exc.message}", fix=exc.fix) from None
     merged: dict[str, Any] = {}
     for _, data in reversed(chain):
         merged = _merge(merged, data)
@@ -109,10 +113,17 @@ def _raw_with_parents(path: Path, directory: Path | None) -> dict[str, Any]:
     return merged
 
 
+def _flag(path: tuple[str, ...]) -> str:
+    """``--set KEY`` as an error names it: the user's key, escaped so that the message stays one line."""
+    return f"--set {printable('.'.join(path))}"
+
+
 def parse_override(text: str) -> Override:
     key, sep, value = text.partition("=")
     if not sep or not key or any(not part for part in key.split(".")):
-        raise RecipeError(f"--set {text!r}: expected KEY=VALUE with a dotted KEY, e.g. base.python=3.12 or vllm.ref=v0.27.0")
+        raise RecipeError(
+            f"--set {text!r}: expected KEY=VALUE with a dotted KEY, e.g. base.python=3.12 or vllm.ref=v0.27.0"
+        )
     return Override(path=tuple(key.split(".")), raw=value)
 
 
@@ -126,20 +137,24 @@ def _override_target(raw: Mapping[str, Any], path: tuple[str, ...]) -> tuple[str
         head = "components"
     if head not in aliases:
         valid = sorted(list(aliases) + [f"{c}.<field>" for c in raw.get("components", {})])
-        raise RecipeError(f"--set {'.'.join(path)}: unknown key {head!r}", fix=f"valid keys: {', '.join(valid)}")
+        raise RecipeError(
+            f"{_flag(path)}: unknown key {head!r}", fix=f"valid keys: {', '.join(valid)}"
+        )
     if head in _OPEN_MAPS:
         if len(path) != 2:
-            raise RecipeError(f"--set {'.'.join(path)}: expected {head}.NAME=value")
+            raise RecipeError(f"{_flag(path)}: expected {head}.NAME=value")
         return path
     if head == "components":
         if len(path) != 3:
-            raise RecipeError(f"--set {'.'.join(path)}: expected <component>.<field>=value")
+            raise RecipeError(f"{_flag(path)}: expected <component>.<field>=value")
         if path[1] not in raw.get("components", {}):
             known = ", ".join(sorted(raw.get("components", {})))
-            raise RecipeError(f"--set {'.'.join(path)}: unknown component {path[1]!r}", fix=f"components: {known}")
+            raise RecipeError(
+                f"{_flag(path)}: unknown component {path[1]!r}", fix=f"components: {known}"
+            )
         if path[2] not in Component.model_fields:
             raise RecipeError(
-                f"--set {'.'.join(path)}: unknown component field {path[2]!r}",
+                f"{_flag(path)}: unknown component field {path[2]!r}",
                 fix=f"fields: {', '.join(sorted(Component.model_fields))}",
             )
         return path
@@ -148,16 +163,17 @@ def _override_target(raw: Mapping[str, Any], path: tuple[str, ...]) -> tuple[str
         names = {f.alias or n: n for n, f in model.model_fields.items()}
         if part not in names:
             raise RecipeError(
-                f"--set {'.'.join(path)}: unknown key {'.'.join(path[: depth + 1])!r}", fix=f"valid: {', '.join(sorted(names))}"
+                f"{_flag(path)}: unknown key {'.'.join(path[: depth + 1])!r}",
+                fix=f"valid: {', '.join(sorted(names))}",
             )
         annotation = model.model_fields[names[part]].annotation
         sub = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
         if sub is None and depth != len(path) - 1:
-            raise RecipeError(f"--set {'.'.join(path)}: {part!r} has no sub-keys")
+            raise RecipeError(f"{_flag(path)}: {part!r} has no sub-keys")
         if sub is not None:
             model = sub
     if model is not Recipe and len(path) == 1:
-        raise RecipeError(f"--set {'.'.join(path)}: set a field of {path[0]}, e.g. {path[0]}.<field>=value")
+        raise RecipeError(f"{_flag(path)}: set a field of {path[0]}, e.g. {path[0]}.<field>=value")
     return path
 
 
@@ -182,13 +198,13 @@ def apply_overrides(raw: dict[str, Any], overrides: Iterable[Override]) -> dict[
         for part in path[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise RecipeError(f"--set {override.dotted}: {part!r} is not a mapping")
+                raise RecipeError(f"{_flag(override.path)}: {part!r} is not a mapping")
         node[path[-1]] = _parse_value(path, override.raw)
     return data
 
 
 def _describe(error: dict[str, Any]) -> str:
-    loc = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
+    loc = printable(".".join(str(p) for p in error["loc"] if not str(p).startswith("function-")))
     kind = error["type"]
     value = error.get("input")
     if kind == "extra_forbidden":
@@ -198,7 +214,9 @@ def _describe(error: dict[str, Any]) -> str:
     if kind in ("string_type", "str_type") and isinstance(value, (int, float)):
         return f"{loc}: {value!r} is a number; write it as a quoted string"
     message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-    shown = repr(value) if isinstance(value, (str, int, float, bool)) or value is None else type(value).__name__
+    shown = (
+        repr(value) if isinstance(value, (str, int, float, bool)) or value is None else type(value).__name__
+    )
     if repr(value)[:40] in message:
         return f"{loc}: {message}" if loc else message
     return f"{loc}: {message} (got {shown})" if loc else f"{message} (got {shown})"
@@ -211,7 +229,7 @@ def validate(raw: Mapping[str, Any], origin: str) -> Recipe:
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise RecipeError(f"{origin}: {_describe(errors[0])}{more}") from None
+        raise RecipeError(f"{printable(origin)}: {_describe(errors[0])}{more}") from None
 
 
 def load_recipe(
@@ -223,5 +241,5 @@ def load_recipe(
     data = apply_overrides(raw, parsed)
     recipe = validate(data, str(path))
     if recipe.name != path.stem:
-        raise RecipeError(f"{path}: name: {recipe.name!r} must match the file name {path.stem!r}")
+        raise RecipeError(f"{printable(path)}: name: {recipe.name!r} must match the file name {path.stem!r}")
     return recipe, path

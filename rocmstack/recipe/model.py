@@ -11,7 +11,7 @@ inject an instruction (newline, quote, backslash, ``$(``, backtick).
 from __future__ import annotations
 
 import re
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -79,7 +79,11 @@ def _version_or_spec(value: str) -> str:
 Name = Annotated[str, _matching(_NAME, "name (lowercase letters, digits, '.', '_', '-')")]
 EnvName = Annotated[str, _matching(_ENV_NAME, "environment variable name (A-Z, 0-9, _)")]
 EnvValue = Annotated[
-    str, _matching(_ENV_VALUE, "value: only letters, digits, spaces and _.,:;=/+@%*- are allowed (no quotes, \\, $ or newlines)")
+    str,
+    _matching(
+        _ENV_VALUE,
+        "value: only letters, digits, spaces and _.,:;=/+@%*- are allowed (no quotes, \\, $ or newlines)",
+    ),
 ]
 GitUrl = Annotated[str, _matching(_GIT_URL, "git URL (https://host/owner/repo[.git])")]
 GitRef = Annotated[str, _matching(_GIT_REF, "git ref (a tag, branch or full 40-hex commit)")]
@@ -99,7 +103,7 @@ Version_ = Annotated[str, AfterValidator(_version)]
 VersionOrSpec = Annotated[str, AfterValidator(_version_or_spec)]
 
 
-class Layer(str, Enum):
+class Layer(StrEnum):
     """Image layers, in build order: least often changed first, so a pin bump rebuilds only its layer and later."""
 
     system = "system"
@@ -129,7 +133,9 @@ class Base(_Strict):
     rocm: ShortVersion
     python: ShortVersion
     torch: Version_
-    torch_archs: tuple[Arch, ...] = Field(min_length=1, description="GPU archs the base image's torch was built for")
+    torch_archs: tuple[Arch, ...] = Field(
+        min_length=1, description="GPU archs the base image's torch was built for"
+    )
     frozen: tuple[Package, ...] = Field(
         default=("torch", "torchvision", "torchaudio", "triton"),
         description="Packages the base provides that every later pip install must keep (constraints file)",
@@ -139,14 +145,22 @@ class Base(_Strict):
 class Component(_Strict):
     source: Literal["pypi", "git", "base", "sdk"]
     layer: Layer
-    package: Package | None = Field(default=None, description="distribution name (defaults to the component name)")
+    package: Package | None = Field(
+        default=None, description="distribution name (defaults to the component name)"
+    )
     extras: tuple[Extra, ...] = ()
-    version: VersionOrSpec | None = Field(default=None, description="pypi: the pin; git/base/sdk: the version it provides")
+    version: VersionOrSpec | None = Field(
+        default=None, description="pypi: the pin; git/base/sdk: the version it provides"
+    )
     url: GitUrl | None = None
     ref: GitRef | None = None
     subdir: RelPath | None = Field(default=None, description="git: directory to install from")
-    requirements: RelPath | None = Field(default=None, description="git: requirements file installed before the build")
-    setup_script: SetupScript | None = Field(default=None, description="git: run `python <script> install` instead of pip")
+    requirements: RelPath | None = Field(
+        default=None, description="git: requirements file installed before the build"
+    )
+    setup_script: SetupScript | None = Field(
+        default=None, description="git: run `python <script> install` instead of pip"
+    )
     no_deps: bool = False
     build_isolation: bool = False
     build_env: dict[EnvName, EnvValue] = Field(default_factory=dict)
@@ -158,10 +172,14 @@ class Component(_Strict):
             raise ValueError("a pypi component needs a version")
         if self.source == "git" and not (self.url and self.ref):
             raise ValueError("a git component needs url and ref")
-        if self.source != "git" and (self.url or self.ref or self.subdir or self.setup_script or self.requirements):
+        if self.source != "git" and (
+            self.url or self.ref or self.subdir or self.setup_script or self.requirements
+        ):
             raise ValueError(f"url/ref/subdir/setup_script only apply to git components, not {self.source}")
         if self.source in ("base", "sdk") and (self.extras or self.no_deps or self.build_env):
-            raise ValueError(f"a {self.source} component is not installed by rocmstack: no extras/no_deps/build_env")
+            raise ValueError(
+                f"a {self.source} component is not installed by rocmstack: no extras/no_deps/build_env"
+            )
         return self
 
     @property
@@ -176,9 +194,12 @@ class Component(_Strict):
 
 class Guards(_Strict):
     require_hip: bool = Field(default=True, description="fail the build unless torch.version.hip is set")
-    forbid_nvidia_wheels: bool = Field(default=True, description="fail the build if any nvidia-* CUDA wheel got installed")
+    forbid_nvidia_wheels: bool = Field(
+        default=True, description="fail the build if any nvidia-* CUDA wheel got installed"
+    )
     vllm_python: ShortVersion | None = Field(
-        default="3.12", description="Python required wherever vLLM ROCm wheels/builds are used (null: no check)"
+        default="3.12",
+        description="Python required wherever vLLM ROCm wheels/builds are used (null: no check)",
     )
 
 
@@ -192,7 +213,9 @@ class User(_Strict):
 
 class Publish(_Strict):
     repository: ImageRepo
-    tag: str = Field(description="descriptive immutable tag; {dotted.path} fields from the resolved pins, {arch}")
+    tag: str = Field(
+        description="descriptive immutable tag; {dotted.path} fields from the resolved pins, {arch}"
+    )
     aliases: tuple[ImageTag, ...] = ()
 
 
@@ -211,7 +234,9 @@ class Recipe(_Strict):
     name: Name
     description: Text
     extends: Name | None = None
-    sources: dict[Name, Url] = Field(min_length=1, description="public sources the pins were transcribed from")
+    sources: dict[Name, Url] = Field(
+        min_length=1, description="public sources the pins were transcribed from"
+    )
     base: Base
     gpu_archs: tuple[Arch, ...] = Field(min_length=1)
     default_gpu_archs: tuple[Arch, ...] = Field(min_length=1)
@@ -224,7 +249,9 @@ class Recipe(_Strict):
     user: User = Field(default_factory=User)
     publish: Publish
     validated_together: tuple[ValidatedSet, ...] = ()
-    unverified: tuple[Annotated[str, _matching(re.compile(r"^[a-z_]+(\.[A-Za-z0-9_.-]+)*$"), "field path")], ...] = ()
+    unverified: tuple[
+        Annotated[str, _matching(re.compile(r"^[a-z_]+(\.[A-Za-z0-9_.-]+)*$"), "field path")], ...
+    ] = ()
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
 

@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 
 from rocmstack import __version__
-from rocmstack.recipe.load import YAML_LOADER
 from rocmstack.errors import InputError, RecipeError
+from rocmstack.recipe.load import YAML_LOADER
 from rocmstack.recipe.model import Component, Recipe
 from rocmstack.resources import recipes_dir
 
@@ -35,8 +35,12 @@ class Resolved:
 
     def pins(self) -> dict[str, str]:
         """name -> the exact thing installed (version for pypi/base/sdk, ref for git), sorted."""
-        pins = {"base": f"{self.recipe.base.image}:{self.recipe.base.tag}", "python": self.recipe.base.python,
-                "rocm": self.recipe.base.rocm, "torch": self.recipe.base.torch}
+        pins = {
+            "base": f"{self.recipe.base.image}:{self.recipe.base.tag}",
+            "python": self.recipe.base.python,
+            "rocm": self.recipe.base.rocm,
+            "torch": self.recipe.base.torch,
+        }
         for name, comp in sorted(self.recipe.components.items()):
             pins[name] = (comp.ref if comp.source == "git" else comp.version) or comp.source
         return pins
@@ -48,11 +52,21 @@ class Resolved:
             "recipe": r.name,
             "render_hash": render_hash,
             "gpu_archs": list(self.gpu_archs),
-            "base": {"image": f"{r.base.image}:{r.base.tag}", "digest": r.base.digest, "rocm": r.base.rocm,
-                     "python": r.base.python, "torch": r.base.torch},
+            "base": {
+                "image": f"{r.base.image}:{r.base.tag}",
+                "digest": r.base.digest,
+                "rocm": r.base.rocm,
+                "python": r.base.python,
+                "torch": r.base.torch,
+            },
             "components": {
-                name: {"source": c.source, "package": c.package or name if c.source == "pypi" else c.package,
-                       "version": c.version, "url": c.url, "ref": c.ref}
+                name: {
+                    "source": c.source,
+                    "package": c.package or name if c.source == "pypi" else c.package,
+                    "version": c.version,
+                    "url": c.url,
+                    "ref": c.ref,
+                }
                 for name, c in sorted(r.components.items())
             },
             "patches": list(r.patches),
@@ -74,7 +88,9 @@ def parse_archs(text: str | None, recipe: Recipe) -> tuple[str, ...]:
         return tuple(sorted(recipe.default_gpu_archs))
     parts = [p.strip() for p in re.split(r"[;,]", text) if p.strip()]
     if not parts:
-        raise InputError(f"--gpu-arch {text!r}: no architecture given", fix=f"supported: {';'.join(recipe.gpu_archs)}")
+        raise InputError(
+            f"--gpu-arch {text!r}: no architecture given", fix=f"supported: {';'.join(recipe.gpu_archs)}"
+        )
     known = known_archs()
     supported = set(recipe.gpu_archs) & set(recipe.base.torch_archs)
     for arch in parts:
@@ -115,7 +131,9 @@ def check_unverified_paths(recipe: Recipe, origin: str) -> None:
 
 def resolve(recipe: Recipe, source: Path, gpu_arch: str | None, overrides: tuple[str, ...] = ()) -> Resolved:
     check_unverified_paths(recipe, str(source))
-    return Resolved(recipe=recipe, source=source, gpu_archs=parse_archs(gpu_arch, recipe), overrides=overrides)
+    return Resolved(
+        recipe=recipe, source=source, gpu_archs=parse_archs(gpu_arch, recipe), overrides=overrides
+    )
 
 
-__all__ = ["Resolved", "resolve", "parse_archs", "unverified_warnings", "known_archs"]
+__all__ = ["Resolved", "known_archs", "parse_archs", "resolve", "unverified_warnings"]

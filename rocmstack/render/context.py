@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import jinja2
@@ -55,14 +55,23 @@ def source_revision(repo: Path | None = None) -> tuple[str, str]:
     root = repo or Path(__file__).resolve().parents[2]
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     try:
-        out = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%H %ct"], capture_output=True,
-                             text=True, timeout=10, check=True).stdout.split()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        out = subprocess.run(
+            ["git", "-C", str(root), "log", "-1", "--format=%H %ct"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.split()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         sha, ct = out[0] + ("-dirty" if dirty else ""), out[1]
     except (OSError, subprocess.SubprocessError, IndexError):
         sha, ct = "unknown", "0"
-    stamp = datetime.fromtimestamp(int(epoch or ct), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = datetime.fromtimestamp(int(epoch or ct), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return sha, stamp
 
 
@@ -84,14 +93,22 @@ def _double_quoted(value: object) -> str:
     text = str(value)
     # Model validation already forbids these; refuse again here so no template can smuggle one through.
     if any(ch in text for ch in '"\\$`\n\r'):
-        raise InputError(f"refusing to render {text!r} into the Dockerfile: it contains a quote, \\, $, ` or newline")
+        raise InputError(
+            f"refusing to render {text!r} into the Dockerfile: it contains a quote, \\, $, ` or newline"
+        )
     return f'"{text}"'
 
 
 def _template_inputs() -> dict[str, str]:
     root = templates_dir()
-    files = {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
-    files.update({f"incontext/{n}": hashlib.sha256((INCONTEXT / n).read_bytes()).hexdigest() for n in IN_IMAGE_SCRIPTS})
+    files = {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+    files.update(
+        {f"incontext/{n}": hashlib.sha256((INCONTEXT / n).read_bytes()).hexdigest() for n in IN_IMAGE_SCRIPTS}
+    )
     return files
 
 
@@ -116,16 +133,18 @@ def _layers(resolved: Resolved, patches: list[Patch]) -> list[dict]:
         for name, comp in resolved.components_in(layer.value):
             mine = by_component.get(name, [])
             key = (comp.url, comp.ref)
-            comps.append({
-                "name": name,
-                "c": comp,
-                # Components built from one repo at one ref (sglang + sgl-kernel) share a checkout.
-                "reuse_checkout": comp.source == "git" and key in checkouts,
-                "src": checkouts.setdefault(key, f"/opt/src/{name}") if comp.source == "git" else None,
-                "install_name": comp.package or name,
-                "source_patches": [p.id for p in mine if p.target.source],
-                "patches": [p.id for p in mine if not p.target.source],
-            })
+            comps.append(
+                {
+                    "name": name,
+                    "c": comp,
+                    # Components built from one repo at one ref (sglang + sgl-kernel) share a checkout.
+                    "reuse_checkout": comp.source == "git" and key in checkouts,
+                    "src": checkouts.setdefault(key, f"/opt/src/{name}") if comp.source == "git" else None,
+                    "install_name": comp.package or name,
+                    "source_patches": [p.id for p in mine if p.target.source],
+                    "patches": [p.id for p in mine if not p.target.source],
+                }
+            )
         if comps:
             layers.append({"name": layer.value, "components": comps})
     return layers
@@ -169,13 +188,23 @@ def self_source() -> dict[str, bytes]:
     for prefix, root in roots:
         for path in sorted(root.rglob("*")):
             rel = path.relative_to(root)
-            if path.is_file() and "__pycache__" not in rel.parts and rel.parts[0] != "_data" and path.suffix != ".pyc":
+            if (
+                path.is_file()
+                and "__pycache__" not in rel.parts
+                and rel.parts[0] != "_data"
+                and path.suffix != ".pyc"
+            ):
                 files[f"rocmstack/src/{prefix}/{rel.as_posix()}"] = path.read_bytes()
     return files
 
 
-def render(resolved: Resolved, *, ignored_rules: tuple[str, ...] = (), patches_dir: Path | None = None,
-           revision: tuple[str, str] | None = None) -> Rendered:
+def render(
+    resolved: Resolved,
+    *,
+    ignored_rules: tuple[str, ...] = (),
+    patches_dir: Path | None = None,
+    revision: tuple[str, str] | None = None,
+) -> Rendered:
     recipe = resolved.recipe
     patches = select(recipe.patches, load_patches(patches_dir), dict(recipe.components), str(resolved.source))
     digest = render_hash(resolved, patches, ignored_rules)
@@ -201,8 +230,14 @@ def render(resolved: Resolved, *, ignored_rules: tuple[str, ...] = (), patches_d
         files[f"rocmstack/patches/{p.id}.json"] = _canonical(p.spec()) + b"\n"
     lock = resolved.lock(render_hash=digest, revision=sha)
     files["rocmstack/lock.json"] = json.dumps(lock, indent=2, sort_keys=True).encode() + b"\n"
-    meta = {"recipe": recipe.name, "render_hash": digest, "gpu_archs": list(resolved.gpu_archs),
-            "revision": sha, "created": created, "labels": context["labels"]}
+    meta = {
+        "recipe": recipe.name,
+        "render_hash": digest,
+        "gpu_archs": list(resolved.gpu_archs),
+        "revision": sha,
+        "created": created,
+        "labels": context["labels"],
+    }
     return Rendered(files=files, render_hash=digest, meta=meta)
 
 
@@ -213,7 +248,9 @@ def write_context(rendered: Rendered, out: Path) -> None:
         raise InputError(f"-o {out}: exists and is not a directory")
     # Only an earlier render (or an empty folder) is replaced: never a folder holding anything else.
     if out.is_dir() and any(out.iterdir()) and not (out / "render.json").is_file():
-        raise InputError(f"-o {out}: folder is not empty and holds no earlier render", fix="pick a new or empty folder")
+        raise InputError(
+            f"-o {out}: folder is not empty and holds no earlier render", fix="pick a new or empty folder"
+        )
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

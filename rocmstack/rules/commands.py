@@ -9,8 +9,12 @@ import typer
 
 RECIPE_ARG = typer.Argument(None, help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
 ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
-SET_OPT = typer.Option([], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value")
-IGNORE_OPT = typer.Option([], "--ignore-rule", help="Rule id to override (repeatable); shown in the output and image labels")
+SET_OPT = typer.Option(
+    [], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value"
+)
+IGNORE_OPT = typer.Option(
+    [], "--ignore-rule", help="Rule id to override (repeatable); shown in the output and image labels"
+)
 ALL_OPT = typer.Option(False, "--all", help="Every shipped recipe x its default arch sets")
 JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 
@@ -21,7 +25,10 @@ def _one_or_all(recipe: str | None, every: bool, command: str) -> None:
     from rocmstack.errors import InputError
 
     if every == bool(recipe):
-        raise InputError("give a RECIPE or --all (not both, not neither)", fix=f"e.g. rocmstack {command} verl-0.9.0-rocm10")
+        raise InputError(
+            "give a RECIPE or --all (not both, not neither)",
+            fix=f"e.g. rocmstack {command} verl-0.9.0-rocm10",
+        )
 
 
 def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: list[str]):
@@ -33,7 +40,9 @@ def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: l
 
     _one_or_all(recipe, every, "check")
     if every and (gpu_arch or overrides):
-        raise InputError("--all checks the shipped recipes as written", fix="drop --gpu-arch/--set, or name one recipe")
+        raise InputError(
+            "--all checks the shipped recipes as written", fix="drop --gpu-arch/--set, or name one recipe"
+        )
     out = []
     for name in sorted(recipe_files()) if every else [recipe]:
         model, path = load_recipe(name, overrides)
@@ -48,14 +57,22 @@ def check_all_shipped() -> list[tuple[str, str, list]]:
     from rocmstack.rules.engine import evaluate_rules, load_rules
 
     rules, patches = load_rules(), load_patches()
-    return [(r.recipe.name, r.arch_list, evaluate_rules(r, rules=rules, patches=patches))
-            for r in _targets(None, None, True, [])]
+    return [
+        (r.recipe.name, r.arch_list, evaluate_rules(r, rules=rules, patches=patches))
+        for r in _targets(None, None, True, [])
+    ]
 
 
 def register(app: typer.Typer) -> None:
     @app.command("check")
-    def check_cmd(recipe: str | None = RECIPE_ARG, gpu_arch: str | None = ARCH_OPT, overrides: list[str] = SET_OPT,
-                  ignore: list[str] = IGNORE_OPT, every: bool = ALL_OPT, json_out: bool = JSON_OPT) -> None:
+    def check_cmd(
+        recipe: str | None = RECIPE_ARG,
+        gpu_arch: str | None = ARCH_OPT,
+        overrides: list[str] = SET_OPT,
+        ignore: list[str] = IGNORE_OPT,
+        every: bool = ALL_OPT,
+        json_out: bool = JSON_OPT,
+    ) -> None:
         """Evaluate every compatibility rule against the resolved pins; exit 1 if any rule fails."""
         from rich.console import Console
         from rich.markup import escape
@@ -67,13 +84,24 @@ def register(app: typer.Typer) -> None:
         from rocmstack.rules.engine import evaluate_rules, load_rules
 
         rules, patches = load_rules(), load_patches()
-        runs = [(r, evaluate_rules(r, ignore=ignore, rules=rules, patches=patches))
-                for r in _targets(recipe, gpu_arch, every, overrides)]
+        runs = [
+            (r, evaluate_rules(r, ignore=ignore, rules=rules, patches=patches))
+            for r in _targets(recipe, gpu_arch, every, overrides)
+        ]
         failed = [(r, x) for r, results in runs for x in results if x.status == "fail"]
         if json_out:
-            print_json([{"recipe": r.recipe.name, "gpu_archs": list(r.gpu_archs), "overrides": list(r.overrides),
-                         "ok": not any(x.status == "fail" for x in results),
-                         "results": [x.to_json() for x in results]} for r, results in runs])
+            print_json(
+                [
+                    {
+                        "recipe": r.recipe.name,
+                        "gpu_archs": list(r.gpu_archs),
+                        "overrides": list(r.overrides),
+                        "ok": not any(x.status == "fail" for x in results),
+                        "results": [x.to_json() for x in results],
+                    }
+                    for r, results in runs
+                ]
+            )
             if failed:
                 raise typer.Exit(1)
             return
@@ -95,31 +123,45 @@ def register(app: typer.Typer) -> None:
                 table.add_column(name, overflow="fold", ratio=ratio)
             for x in shown:
                 # Passing rows get a shortened reason; --json always has the full text.
-                reason = x.reason if x.status != "pass" else textwrap.shorten(x.reason, 72, placeholder=" ...")
-                table.add_row(x.id, f"[{_STYLE[x.status]}]{x.status}[/]", escape(reason),
-                              escape(x.fix) if x.status != "pass" else "", x.source)
+                reason = (
+                    x.reason if x.status != "pass" else textwrap.shorten(x.reason, 72, placeholder=" ...")
+                )
+                table.add_row(
+                    x.id,
+                    f"[{_STYLE[x.status]}]{x.status}[/]",
+                    escape(reason),
+                    escape(x.fix) if x.status != "pass" else "",
+                    x.source,
+                )
             out.print(table)
             if not every:
                 out.print(summary)
         if failed:
             resolved, first = failed[0]
             more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-            raise RuleFailure(f"{resolved.recipe.name} [{resolved.arch_list}]: rule {first.id} failed: {first.reason}{more}",
-                              fix=first.fix)
+            raise RuleFailure(
+                f"{resolved.recipe.name} [{resolved.arch_list}]: rule {first.id} failed: {first.reason}{more}",
+                fix=first.fix,
+            )
 
     @app.command("lock")
-    def lock_cmd(recipe: str | None = RECIPE_ARG, gpu_arch: str | None = ARCH_OPT, ignore: list[str] = IGNORE_OPT,
-                 every: bool = ALL_OPT, json_out: bool = JSON_OPT) -> None:
+    def lock_cmd(
+        recipe: str | None = RECIPE_ARG,
+        gpu_arch: str | None = ARCH_OPT,
+        ignore: list[str] = IGNORE_OPT,
+        every: bool = ALL_OPT,
+        json_out: bool = JSON_OPT,
+    ) -> None:
         """Write <recipe>.lock.json next to the recipe: resolved pins, base digest, rule results, render hash.
 
         Without --gpu-arch every default arch set is locked and stale entries are dropped."""
         from rich.table import Table
 
         from rocmstack.output import print_json, stdout
-        from rocmstack.render.context import source_revision
-        from rocmstack.rules.lock import arch_key, default_arch_sets, lock_path, lock_resolved, write_lock
         from rocmstack.recipe.load import load_recipe, recipe_files
         from rocmstack.recipe.resolve import resolve
+        from rocmstack.render.context import source_revision
+        from rocmstack.rules.lock import arch_key, default_arch_sets, lock_path, lock_resolved, write_lock
 
         _one_or_all(recipe, every, "lock")
         revision = source_revision()[0]
@@ -132,9 +174,15 @@ def register(app: typer.Typer) -> None:
                 resolved = resolve(model, path, arch)
                 entry = lock_resolved(resolved, ignore=ignore, revision=revision)
                 entries[resolved.arch_list] = entry
-                rows.append({"recipe": model.name, "gpu_archs": resolved.arch_list, "render_hash": entry["render_hash"],
-                             "lock": str(lock_path(path)),
-                             "rules": {s: sum(1 for r in entry["rules"] if r["status"] == s) for s in _STYLE}})
+                rows.append(
+                    {
+                        "recipe": model.name,
+                        "gpu_archs": resolved.arch_list,
+                        "render_hash": entry["render_hash"],
+                        "lock": str(lock_path(path)),
+                        "rules": {s: sum(1 for r in entry["rules"] if r["status"] == s) for s in _STYLE},
+                    }
+                )
             write_lock(lock_path(path), model.name, entries, replace=not gpu_arch)
         if json_out:
             print_json(rows)

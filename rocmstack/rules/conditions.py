@@ -61,6 +61,7 @@ def show(value: Any) -> str:
 
 # ---- three-valued version matching -------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Interval:
     lo: Version | None
@@ -77,10 +78,14 @@ class _Interval:
         return self.lo is not None and self.lo == self.hi and self.lo_incl and self.hi_incl
 
     def within(self, other: _Interval) -> bool:
-        lo_ok = other.lo is None or (self.lo is not None and (
-            self.lo > other.lo or (self.lo == other.lo and (other.lo_incl or not self.lo_incl))))
-        hi_ok = other.hi is None or (self.hi is not None and (
-            self.hi < other.hi or (self.hi == other.hi and (other.hi_incl or not self.hi_incl))))
+        lo_ok = other.lo is None or (
+            self.lo is not None
+            and (self.lo > other.lo or (self.lo == other.lo and (other.lo_incl or not self.lo_incl)))
+        )
+        hi_ok = other.hi is None or (
+            self.hi is not None
+            and (self.hi < other.hi or (self.hi == other.hi and (other.hi_incl or not self.hi_incl)))
+        )
         return lo_ok and hi_ok
 
     def meet(self, other: _Interval) -> _Interval:
@@ -109,9 +114,12 @@ def _clause(spec: Specifier) -> tuple[_Interval, bool] | None:
         return (interval, op == "!=") if op in ("==", "!=") else None
     v = Version(text)
     table = {
-        ">=": _Interval(v, True, None, False), ">": _Interval(v, False, None, False),
-        "<=": _Interval(None, False, v, True), "<": _Interval(None, False, v, False),
-        "==": _Interval(v, True, v, True), "!=": _Interval(v, True, v, True),
+        ">=": _Interval(v, True, None, False),
+        ">": _Interval(v, False, None, False),
+        "<=": _Interval(None, False, v, True),
+        "<": _Interval(None, False, v, False),
+        "==": _Interval(v, True, v, True),
+        "!=": _Interval(v, True, v, True),
     }
     if op == "~=":
         return _Interval(v, True, _next_release(v.release[:-1]), False), False
@@ -165,6 +173,7 @@ def version_verdict(pin: str, spec: str) -> Verdict:
 
 
 # ---- ops ----------------------------------------------------------------------------------------
+
 
 def _version(facts: Facts, args: Mapping[str, Any]) -> Outcome:
     value = facts.get(args["pin"])
@@ -282,22 +291,42 @@ def _not(facts: Facts, args: Any) -> Outcome:
 
 Op = Callable[[Facts, Any], Outcome]
 OPS: dict[str, Op] = {
-    "version": _version, "equals": _equals, "one_of": _one_of, "present": _present, "contains": _contains,
-    "subset": _subset, "same": _same, "matches": _matches, "patches_apply": _patches_apply,
-    "tags_match_versions": _tags_match_versions, "all": _all, "any": _any, "not": _not,
+    "version": _version,
+    "equals": _equals,
+    "one_of": _one_of,
+    "present": _present,
+    "contains": _contains,
+    "subset": _subset,
+    "same": _same,
+    "matches": _matches,
+    "patches_apply": _patches_apply,
+    "tags_match_versions": _tags_match_versions,
+    "all": _all,
+    "any": _any,
+    "not": _not,
 }
 # Argument shape per op: required keys of a mapping, or the Python type of the argument.
 SHAPES: dict[str, tuple[str, ...] | type] = {
-    "version": ("pin", "spec"), "equals": ("pin", "value"), "one_of": ("pin", "values"), "present": str,
-    "contains": ("pin", "value"), "subset": ("pin", "of"), "same": list, "matches": ("pin", "pattern"),
-    "patches_apply": dict, "tags_match_versions": dict, "all": list, "any": list, "not": dict,
+    "version": ("pin", "spec"),
+    "equals": ("pin", "value"),
+    "one_of": ("pin", "values"),
+    "present": str,
+    "contains": ("pin", "value"),
+    "subset": ("pin", "of"),
+    "same": list,
+    "matches": ("pin", "pattern"),
+    "patches_apply": dict,
+    "tags_match_versions": dict,
+    "all": list,
+    "any": list,
+    "not": dict,
 }
 
 
 def evaluate(condition: Any, facts: Facts) -> Outcome:
     if isinstance(condition, list):
         return _all(facts, condition)
-    (op, args), = condition.items()
+    ((op, args),) = condition.items()
     return OPS[op](facts, args)
 
 
@@ -307,7 +336,7 @@ def check_condition(condition: Any, where: str) -> list[str]:
         return [p for i, c in enumerate(condition) for p in check_condition(c, f"{where}[{i}]")]
     if not isinstance(condition, dict) or len(condition) != 1:
         return [f"{where}: a condition is a mapping with exactly one op ({', '.join(OPS)})"]
-    (op, args), = condition.items()
+    ((op, args),) = condition.items()
     if op not in OPS:
         return [f"{where}: unknown op {op!r} (known: {', '.join(OPS)})"]
     shape = SHAPES[op]

@@ -65,8 +65,15 @@ class Result:
     description: str = ""
 
     def to_json(self) -> dict[str, str]:
-        return {"id": self.id, "status": self.status, "severity": self.severity, "reason": self.reason,
-                "fix": self.fix, "source": self.source, "description": self.description}
+        return {
+            "id": self.id,
+            "status": self.status,
+            "severity": self.severity,
+            "reason": self.reason,
+            "fix": self.fix,
+            "source": self.source,
+            "description": self.description,
+        }
 
 
 def rules_dir() -> Path:
@@ -80,7 +87,9 @@ def _parse_rule(raw: Any, origin: str, domain: str) -> Rule:
     where = f"{origin}: rule {rid!r}"
     unknown = sorted(set(raw) - _KEYS)
     if unknown:
-        raise RecipeError(f"{where}: unknown key(s) {', '.join(unknown)}", fix=f"valid keys: {', '.join(sorted(_KEYS))}")
+        raise RecipeError(
+            f"{where}: unknown key(s) {', '.join(unknown)}", fix=f"valid keys: {', '.join(sorted(_KEYS))}"
+        )
     missing = sorted({"id", "description", "severity", "source", "fix", "require"} - set(raw))
     if missing:
         raise RecipeError(f"{where}: missing {', '.join(missing)}")
@@ -94,17 +103,32 @@ def _parse_rule(raw: Any, origin: str, domain: str) -> Rule:
     if not isinstance(raw.get("message", ""), str):
         raise RecipeError(f"{where}: message must be one line of text")
     examples = raw.get("examples") or {}
-    if not isinstance(examples, dict) or set(examples) - {"pass", "fail"} or not all(
-            isinstance(v, list) and all(isinstance(e, dict) for e in v) for v in examples.values()):
-        raise RecipeError(f"{where}: examples must be {{pass: [...], fail: [...]}} with one mapping per example")
+    if (
+        not isinstance(examples, dict)
+        or set(examples) - {"pass", "fail"}
+        or not all(isinstance(v, list) and all(isinstance(e, dict) for e in v) for v in examples.values())
+    ):
+        raise RecipeError(
+            f"{where}: examples must be {{pass: [...], fail: [...]}} with one mapping per example"
+        )
     problems = check_condition(raw["require"], f"{where}: require")
     if raw.get("when") is not None:
         problems += check_condition(raw["when"], f"{where}: when")
     if problems:
         raise RecipeError(problems[0])
-    return Rule(id=rid, description=str(raw["description"]), severity=raw["severity"], source=raw["source"],
-                fix=str(raw["fix"]), require=raw["require"], when=raw.get("when"), message=raw.get("message"),
-                refs=tuple(raw.get("refs", ())), domain=domain, examples=raw.get("examples") or {})
+    return Rule(
+        id=rid,
+        description=str(raw["description"]),
+        severity=raw["severity"],
+        source=raw["source"],
+        fix=str(raw["fix"]),
+        require=raw["require"],
+        when=raw.get("when"),
+        message=raw.get("message"),
+        refs=tuple(raw.get("refs", ())),
+        domain=domain,
+        examples=raw.get("examples") or {},
+    )
 
 
 def load_rules(directory: Path | None = None) -> tuple[Rule, ...]:
@@ -138,7 +162,10 @@ def _patch_status(resolved: Resolved, patches: Mapping[str, Patch]) -> dict[str,
             continue
         comp = components.get(patch.component)
         if comp is None:
-            status[pid] = ("mismatch", f"patch {pid} targets component {patch.component}, which the recipe lacks")
+            status[pid] = (
+                "mismatch",
+                f"patch {pid} targets component {patch.component}, which the recipe lacks",
+            )
             continue
         state, reason = applicability(patch, comp)
         pinned = comp.version or ""
@@ -146,7 +173,10 @@ def _patch_status(resolved: Resolved, patches: Mapping[str, Patch]) -> dict[str,
         # lies inside (or outside) what the patch was made for.
         if state == "unknown" and pinned and patch.applies_to.versions:
             if patch.fixed_in and version_verdict(pinned, f">={patch.fixed_in}") is True:
-                state, reason = "drop", f"{patch.component} {pinned} already contains the fix: drop patch {pid}"
+                state, reason = (
+                    "drop",
+                    f"{patch.component} {pinned} already contains the fix: drop patch {pid}",
+                )
             else:
                 verdict = version_verdict(pinned, patch.applies_to.versions)
                 if verdict is not None:
@@ -167,8 +197,12 @@ def facts_of(resolved: Resolved, patches: Mapping[str, Patch]) -> Facts:
     data = recipe.model_dump(mode="json", by_alias=True)
     data["archs"] = list(resolved.gpu_archs)
     data["packages"] = sorted(canonicalize_name(c.package or n) for n, c in recipe.components.items())
-    data["installed"] = sorted(canonicalize_name(c.package or n) for n, c in recipe.components.items() if c.source in ("pypi", "git"))
-    data["versions"] = {canonicalize_name(c.package or n): c.version for n, c in recipe.components.items() if c.version}
+    data["installed"] = sorted(
+        canonicalize_name(c.package or n) for n, c in recipe.components.items() if c.source in ("pypi", "git")
+    )
+    data["versions"] = {
+        canonicalize_name(c.package or n): c.version for n, c in recipe.components.items() if c.version
+    }
     return Facts(data=data, patch_status=_patch_status(resolved, patches))
 
 
@@ -182,8 +216,15 @@ def _fill(template: str, facts: Facts, detail: str) -> str:
 
 def judge(rule: Rule, facts: Facts) -> Result:
     def result(status: Status, reason: str) -> Result:
-        return Result(id=rule.id, status=status, reason=reason, fix=rule.fix, source=rule.source,
-                      severity=rule.severity, description=rule.description)
+        return Result(
+            id=rule.id,
+            status=status,
+            reason=reason,
+            fix=rule.fix,
+            source=rule.source,
+            severity=rule.severity,
+            description=rule.description,
+        )
 
     applies, when_text = evaluate(rule.when, facts) if rule.when is not None else (True, "")
     if applies is False:
@@ -208,18 +249,30 @@ def together(resolved: Resolved, facts: Facts) -> list[Result]:
             now = facts.get(path)
             if show(now) != recorded:
                 moved.append(f"{path} {recorded} -> {show(now)}")
-        base = dict(id=f"{TOGETHER_PREFIX}{vset.id}", source=vset.source, severity="warn",
-                    description=f"{', '.join(sorted(vset.members))} were validated together ({vset.note or vset.id})",
-                    fix=f"re-validate {vset.revalidate} with the new values, then record them in validated_together.{vset.id}")
+        base = {
+            "id": f"{TOGETHER_PREFIX}{vset.id}",
+            "source": vset.source,
+            "severity": "warn",
+            "description": f"{', '.join(sorted(vset.members))} were validated together ({vset.note or vset.id})",
+            "fix": f"re-validate {vset.revalidate} with the new values,"
+            f" then record them in validated_together.{vset.id}",
+        }
         if moved:
-            out.append(Result(status="warn", reason=f"re-validate {vset.revalidate}: {'; '.join(moved)}", **base))
+            out.append(
+                Result(status="warn", reason=f"re-validate {vset.revalidate}: {'; '.join(moved)}", **base)
+            )
         else:
             out.append(Result(status="pass", reason=f"{len(vset.members)} members as validated", **base))
     return out
 
 
-def evaluate_rules(resolved: Resolved, *, ignore: Iterable[str] = (), rules: tuple[Rule, ...] | None = None,
-                   patches: Mapping[str, Patch] | None = None) -> list[Result]:
+def evaluate_rules(
+    resolved: Resolved,
+    *,
+    ignore: Iterable[str] = (),
+    rules: tuple[Rule, ...] | None = None,
+    patches: Mapping[str, Patch] | None = None,
+) -> list[Result]:
     """Every rule (and validated-together set) against one resolved recipe, in rule order. Never raises on a
     failing rule; unknown ``ignore`` ids are an InputError."""
     rules = load_rules() if rules is None else rules
@@ -229,25 +282,44 @@ def evaluate_rules(resolved: Resolved, *, ignore: Iterable[str] = (), rules: tup
     known = {r.id for r in results}
     unknown = sorted(ignored - known)
     if unknown:
-        raise InputError(f"--ignore-rule {unknown[0]}: no such rule",
-                         fix=f"rule ids: {', '.join(sorted(known))}")
+        raise InputError(
+            f"--ignore-rule {unknown[0]}: no such rule", fix=f"rule ids: {', '.join(sorted(known))}"
+        )
     return [
-        Result(id=r.id, status="ignored", reason=f"ignored by --ignore-rule (was {r.status}: {r.reason})", fix=r.fix,
-               source=r.source, severity=r.severity, description=r.description) if r.id in ignored else r
+        Result(
+            id=r.id,
+            status="ignored",
+            reason=f"ignored by --ignore-rule (was {r.status}: {r.reason})",
+            fix=r.fix,
+            source=r.source,
+            severity=r.severity,
+            description=r.description,
+        )
+        if r.id in ignored
+        else r
         for r in results
     ]
 
 
-def enforce(resolved: Resolved, ignore: Iterable[str] = (), *, rules: tuple[Rule, ...] | None = None,
-            patches: Mapping[str, Patch] | None = None) -> list[Result]:
+def enforce(
+    resolved: Resolved,
+    ignore: Iterable[str] = (),
+    *,
+    rules: tuple[Rule, ...] | None = None,
+    patches: Mapping[str, Patch] | None = None,
+) -> list[Result]:
     """evaluate_rules, raising RuleFailure (exit 1) naming the first failed rule when any rule fails."""
     results = evaluate_rules(resolved, ignore=ignore, rules=rules, patches=patches)
     failed = [r for r in results if r.status == "fail"]
     if failed:
         first = failed[0]
-        more = f" (and {len(failed) - 1} more: {', '.join(r.id for r in failed[1:])})" if len(failed) > 1 else ""
-        exc = RuleFailure(f"{resolved.recipe.name}: rule {first.id} failed: {first.reason}{more}",
-                          fix=f"{first.fix}; or --ignore-rule {first.id}")
+        more = (
+            f" (and {len(failed) - 1} more: {', '.join(r.id for r in failed[1:])})" if len(failed) > 1 else ""
+        )
+        exc = RuleFailure(
+            f"{resolved.recipe.name}: rule {first.id} failed: {first.reason}{more}",
+            fix=f"{first.fix}; or --ignore-rule {first.id}",
+        )
         exc.results = results  # type: ignore[attr-defined]
         raise exc
     return results

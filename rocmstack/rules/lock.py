@@ -91,15 +91,19 @@ def _render_hash(resolved: Resolved, ignored: tuple[str, ...]) -> str:
     return render_hash(resolved, patches, ignored)
 
 
-def make_entry(resolved: Resolved, results: list[Result], *, ignored: tuple[str, ...], revision: str) -> dict[str, Any]:
+def make_entry(
+    resolved: Resolved, results: list[Result], *, ignored: tuple[str, ...], revision: str
+) -> dict[str, Any]:
     recipe = resolved.recipe
     entry = resolved.lock(render_hash=_render_hash(resolved, ignored), revision=revision)
     entry["base_digest"] = recipe.base.digest
     entry["pins"] = resolved.pins()
     entry["ignored_rules"] = sorted(ignored)
     # Reasons only where they say something (warn/fail/ignored): keeps the committed locks small.
-    entry["rules"] = [{"id": r.id, "status": r.status, **({"reason": r.reason} if r.status != "pass" else {})}
-                      for r in results]
+    entry["rules"] = [
+        {"id": r.id, "status": r.status, **({"reason": r.reason} if r.status != "pass" else {})}
+        for r in results
+    ]
     entry["recipe_fields"] = _recipe_fields(resolved)
     return entry
 
@@ -110,9 +114,18 @@ def read_lock(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise RecipeError(f"{path}: unreadable lock file: {exc}", fix="delete it and run `rocmstack lock`") from None
-    if not isinstance(data, dict) or data.get("schema") != LOCK_FILE_SCHEMA or not isinstance(data.get("entries"), dict):
-        raise RecipeError(f"{path}: not a rocmstack lock file (schema {LOCK_FILE_SCHEMA})", fix="run `rocmstack lock` to rewrite it")
+        raise RecipeError(
+            f"{path}: unreadable lock file: {exc}", fix="delete it and run `rocmstack lock`"
+        ) from None
+    if (
+        not isinstance(data, dict)
+        or data.get("schema") != LOCK_FILE_SCHEMA
+        or not isinstance(data.get("entries"), dict)
+    ):
+        raise RecipeError(
+            f"{path}: not a rocmstack lock file (schema {LOCK_FILE_SCHEMA})",
+            fix="run `rocmstack lock` to rewrite it",
+        )
     return data
 
 
@@ -141,7 +154,9 @@ def drift(entry: Mapping[str, Any], resolved: Resolved) -> list[str]:
     return sorted(k for k in set(locked) | set(now) if locked.get(k, "<absent>") != now.get(k, "<absent>"))
 
 
-def lock_resolved(resolved: Resolved, *, ignore: Iterable[str] = (), revision: str | None = None) -> dict[str, Any]:
+def lock_resolved(
+    resolved: Resolved, *, ignore: Iterable[str] = (), revision: str | None = None
+) -> dict[str, Any]:
     """Run the rules (RuleFailure if one fails: a failing set is never locked) and build its lock entry."""
     from rocmstack.render.context import source_revision
 
@@ -161,22 +176,38 @@ def verify(resolved: Resolved, *, relock: bool = False, ignore: Iterable[str] = 
     data = read_lock(path)
     entry = (data or {}).get("entries", {}).get(key)
     if entry is None:
-        return LockState(status="unlocked", path=path, key=key,
-                         notes=(f"{name} [{key}] has no lock entry in {path.name}: run `rocmstack lock {name} --gpu-arch '{key}'`",))
+        return LockState(
+            status="unlocked",
+            path=path,
+            key=key,
+            notes=(
+                f"{name} [{key}] has no lock entry in {path.name}: run `rocmstack lock {name} --gpu-arch '{key}'`",
+            ),
+        )
     drifted = drift(entry, resolved)
     if drifted:
         shown = ", ".join(drifted[:8]) + (f" (+{len(drifted) - 8} more)" if len(drifted) > 8 else "")
-        raise LockDrift(f"{name}: recipe drifted from {path.name} [{key}]: {shown}",
-                        fix=f"run `rocmstack lock {name} --gpu-arch '{key}'` to accept the change, or pass --relock")
+        raise LockDrift(
+            f"{name}: recipe drifted from {path.name} [{key}]: {shown}",
+            fix=f"run `rocmstack lock {name} --gpu-arch '{key}'` to accept the change, or pass --relock",
+        )
     notes = []
     if _render_hash(resolved, tuple(entry.get("ignored_rules", ()))) != entry.get("render_hash"):
-        notes.append(f"render hash moved since {path.name} [{key}] (templates, patches or rocmstack changed); "
-                     f"`rocmstack lock {name}` refreshes it")
+        notes.append(
+            f"render hash moved since {path.name} [{key}] (templates, patches or rocmstack changed); "
+            f"`rocmstack lock {name}` refreshes it"
+        )
     return LockState(status="locked", path=path, key=key, notes=tuple(notes))
 
 
-def gate(recipe: str, gpu_arch: str | None, overrides: Iterable[str] = (), *, ignore: Iterable[str] = (),
-         relock: bool = False) -> Gate:
+def gate(
+    recipe: str,
+    gpu_arch: str | None,
+    overrides: Iterable[str] = (),
+    *,
+    ignore: Iterable[str] = (),
+    relock: bool = False,
+) -> Gate:
     """The check every render/build runs first: lock drift (exit 2), then the rules (exit 1).
 
     The lock is compared with the recipe as written; ``--set`` overrides apply on top and are reported."""

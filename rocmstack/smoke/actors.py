@@ -43,7 +43,9 @@ def _setup_process(device_type: str, threads: int) -> torch.device:
     torch.set_num_threads(threads)
     if device_type == "cuda":
         if not torch.cuda.is_available():
-            raise RuntimeError(f"worker sees no GPU (visible devices: {_visible_devices()!r}); Ray assigned none")
+            raise RuntimeError(
+                f"worker sees no GPU (visible devices: {_visible_devices()!r}); Ray assigned none"
+            )
         torch.cuda.set_device(0)
         return torch.device("cuda", 0)
     use_file_system_sharing()
@@ -55,7 +57,9 @@ def _join_group(device: torch.device, address: str, rank: int) -> None:
     import torch.distributed as dist
 
     backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(backend, init_method=address, world_size=2, rank=rank, timeout=timedelta(seconds=300))
+    dist.init_process_group(
+        backend, init_method=address, world_size=2, rank=rank, timeout=timedelta(seconds=300)
+    )
 
 
 def _leave_group() -> None:
@@ -73,7 +77,9 @@ def _probe_logprobs(logits: torch.Tensor, probe: torch.Tensor) -> torch.Tensor:
 class TrainerWorker:
     """Policy + frozen reference; full-sequence log-probs; clipped GRPO update; ships HF-named weights."""
 
-    def __init__(self, model_config: dict[str, Any], opts: dict[str, Any], device_type: str, dtype: str) -> None:
+    def __init__(
+        self, model_config: dict[str, Any], opts: dict[str, Any], device_type: str, dtype: str
+    ) -> None:
         from transformers import AutoConfig, AutoModelForCausalLM
 
         self.device = _setup_process(device_type, opts["threads"])
@@ -85,7 +91,9 @@ class TrainerWorker:
         hf_config = AutoConfig.for_model(**model_config)
         self.model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32).to(self.device)
         self.ref = copy.deepcopy(self.model).eval().requires_grad_(False)
-        self.optim = torch.optim.AdamW(self.model.parameters(), lr=opts["lr"], betas=(0.9, 0.99), weight_decay=0.0)
+        self.optim = torch.optim.AdamW(
+            self.model.parameters(), lr=opts["lr"], betas=(0.9, 0.99), weight_decay=0.0
+        )
         self.step = 0
         self.bucket: torch.Tensor | None = None
         self.stale: dict[str, torch.Tensor] | None = None
@@ -230,7 +238,9 @@ class TrainerWorker:
 class RolloutWorker:
     """Holds its own copy of the weights inside a KV-cache engine; samples responses with log-probs."""
 
-    def __init__(self, model_config: dict[str, Any], opts: dict[str, Any], device_type: str, dtype: str) -> None:
+    def __init__(
+        self, model_config: dict[str, Any], opts: dict[str, Any], device_type: str, dtype: str
+    ) -> None:
         self.device = _setup_process(device_type, opts["threads"])
         self.opts = opts
         self.dtype = DTYPES[dtype]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -12,17 +12,30 @@ from rocmstack.smoke.config import SmokeOptions
 
 
 def register(app: typer.Typer) -> None:
-    smoke = typer.Typer(help="Short end-to-end jobs that prove an image can do RL post-training.", no_args_is_help=True)
+    smoke = typer.Typer(
+        help="Short end-to-end jobs that prove an image can do RL post-training.", no_args_is_help=True
+    )
 
     @smoke.command("grpo")
     def grpo_cmd(
-        placement: str = typer.Option("colocated", help="colocated (one GPU, IPC sync) or split (one GPU each, broadcast)."),
+        placement: str = typer.Option(
+            "colocated", help="colocated (one GPU, IPC sync) or split (one GPU each, broadcast)."
+        ),
         device: str = typer.Option("auto", help="auto, cuda (also HIP) or cpu."),
         steps: int = typer.Option(SmokeOptions.steps, min=1, help="GRPO steps."),
-        inject: Optional[str] = typer.Option(None, help="Fault to inject: skip-sync, stale-weights, zero-reward, nan-loss."),
-        report: Optional[Path] = typer.Option(None, "--report", help="Write metrics.jsonl, summary.json and PNG plots here."),
-        engine: str = typer.Option("auto", help="Rollout engine: auto or reference (the bench's engine), or kvcache (HF + DynamicCache)."),
-        shape: str = typer.Option("auto", help="Model shape: auto (tiny on CPU, small on GPU), tiny, small or medium."),
+        inject: str | None = typer.Option(
+            None, help="Fault to inject: skip-sync, stale-weights, zero-reward, nan-loss."
+        ),
+        report: Path | None = typer.Option(
+            None, "--report", help="Write metrics.jsonl, summary.json and PNG plots here."
+        ),
+        engine: str = typer.Option(
+            "auto",
+            help="Rollout engine: auto or reference (the bench's engine), or kvcache (HF + DynamicCache).",
+        ),
+        shape: str = typer.Option(
+            "auto", help="Model shape: auto (tiny on CPU, small on GPU), tiny, small or medium."
+        ),
         seed: int = typer.Option(0, help="Seed for model init, prompts and sampling."),
         json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     ) -> None:
@@ -98,6 +111,10 @@ def _print_verdict(summary: dict[str, Any]) -> None:
     console.print(table)
     if summary["inject"]:
         caught = "caught" if summary["inject_caught"] else "NOT caught"
-        console.print(f"injected {summary['inject']}: expected {summary['expected_failure']} to fail: {caught}")
-    verdict = "[green]PASS[/green]" if summary["passed"] else "[red]FAIL[/red]: " + ", ".join(summary["failed"])
+        console.print(
+            f"injected {summary['inject']}: expected {summary['expected_failure']} to fail: {caught}"
+        )
+    verdict = (
+        "[green]PASS[/green]" if summary["passed"] else "[red]FAIL[/red]: " + ", ".join(summary["failed"])
+    )
     console.print(f"verdict: {verdict}")

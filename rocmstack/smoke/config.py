@@ -100,7 +100,9 @@ class SmokeOptions:
             if getattr(self, name) < 1:
                 raise InputError(f"{_label(name)} must be >= 1, got {getattr(self, name)}")
         if self.group_size < 2:
-            raise InputError(f"SmokeOptions.group_size must be >= 2 for group-normalised advantages, got {self.group_size}")
+            raise InputError(
+                f"SmokeOptions.group_size must be >= 2 for group-normalised advantages, got {self.group_size}"
+            )
         if (self.prompts_per_step * self.group_size) % self.minibatches:
             raise InputError("SmokeOptions.minibatches must divide prompts_per_step x group_size")
         if not 0.0 < self.top_p <= 1.0 or self.temperature <= 0.0:

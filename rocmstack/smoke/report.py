@@ -29,7 +29,9 @@ def plot(directory: Path, metrics: list[dict[str, Any]], summary: dict[str, Any]
     from rocmstack.smoke.task import BLIND_CEILING
 
     steps = [m["step"] for m in metrics]
-    title = f"GRPO smoke: {summary['placement']} on {summary['device']} ({summary['dtype']}, {summary['shape']})"
+    title = (
+        f"GRPO smoke: {summary['placement']} on {summary['device']} ({summary['dtype']}, {summary['shape']})"
+    )
     verdict = "PASS" if summary["passed"] else "FAIL: " + ", ".join(summary["failed"])
     out = []
 
@@ -37,8 +39,12 @@ def plot(directory: Path, metrics: list[dict[str, Any]], summary: dict[str, Any]
     mean = [m["raw_reward_mean"] for m in metrics]
     std = [m["raw_reward_std"] for m in metrics]
     ax.plot(steps, mean, label="raw_reward mean", color="tab:blue")
-    ax.fill_between(steps, [a - b for a, b in zip(mean, std)], [a + b for a, b in zip(mean, std)], alpha=0.15)
-    ax.plot(steps, [m["zero_std_group_frac"] for m in metrics], label="zero-std group fraction", color="tab:gray")
+    lo = [a - b for a, b in zip(mean, std, strict=True)]
+    hi = [a + b for a, b in zip(mean, std, strict=True)]
+    ax.fill_between(steps, lo, hi, alpha=0.15)
+    ax.plot(
+        steps, [m["zero_std_group_frac"] for m in metrics], label="zero-std group fraction", color="tab:gray"
+    )
     ax.axhline(BLIND_CEILING, ls=":", color="tab:red", label=f"prompt-blind ceiling ({BLIND_CEILING})")
     ax.set(xlabel="step", ylabel="reward", ylim=(-0.05, 1.05), title=f"{title}\n{verdict}")
     ax.legend(loc="center right", fontsize=8)
@@ -56,7 +62,7 @@ def plot(directory: Path, metrics: list[dict[str, Any]], summary: dict[str, Any]
     for key in ("time_rollout_s", "time_logprobs_s", "time_train_s", "time_sync_s"):
         values = [m[key] for m in metrics]
         ax.bar(steps, values, bottom=bottom, label=key.removeprefix("time_").removesuffix("_s"))
-        bottom = [a + b for a, b in zip(bottom, values)]
+        bottom = [a + b for a, b in zip(bottom, values, strict=True)]
     ax.set(xlabel="step", ylabel="seconds", title="phase times per step")
     ax.legend(fontsize=8)
     out.append(_save(fig, directory / PLOTS[2]))

@@ -12,8 +12,9 @@ import os
 import shutil
 import tempfile
 import time
-from contextlib import contextmanager
-from typing import Any, Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
 
 from rocmstack.errors import CheckFailed
 from rocmstack.smoke.config import INJECT_EXPECTS, SmokeOptions, model_config
@@ -26,7 +27,9 @@ def _resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise CheckFailed("--device cuda but torch sees no GPU", fix="use --device cpu, or check the GPU runtime")
+        raise CheckFailed(
+            "--device cuda but torch sees no GPU", fix="use --device cpu, or check the GPU runtime"
+        )
     return device
 
 
@@ -148,7 +151,9 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
     dtype = "bfloat16" if device == "cuda" else "float32"
     shape = opts.shape if opts.shape != "auto" else ("small" if device == "cuda" else "tiny")
     prompt_len = opts.num_digits + 2
-    cfg = model_config(shape, vocab_size=task.VOCAB_SIZE, max_positions=max(64, prompt_len + opts.max_new_tokens + 8))
+    cfg = model_config(
+        shape, vocab_size=task.VOCAB_SIZE, max_positions=max(64, prompt_len + opts.max_new_tokens + 8)
+    )
     metrics: list[dict[str, Any]] = []
     canary: list[dict[str, Any]] = []
     startup_s = time.perf_counter() - t0  # driver imports (torch alone takes seconds on a cold machine)
@@ -193,7 +198,9 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
                     sync = {"nbytes": 0, "seconds": 0.0, "version": first_sync["version"]}
                 else:
                     sync = _sync(opts, trainer, rollout)
-                now_trainer, now_rollout = _get([trainer.probe_logprobs.remote(), rollout.probe_logprobs.remote()])
+                now_trainer, now_rollout = _get(
+                    [trainer.probe_logprobs.remote(), rollout.probe_logprobs.remote()]
+                )
                 canary.append(
                     {
                         "step": step,
@@ -238,10 +245,8 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
             time_to_verdict = time.perf_counter() - t0
         finally:
             for actor in (trainer, rollout):
-                try:
+                with suppress(Exception):
                     ray.get(actor.shutdown.remote(), timeout=30)
-                except Exception:  # noqa: BLE001  (an actor that died already is fine to drop)
-                    pass
                 ray.kill(actor)
             ray.util.remove_placement_group(pg)
     passed = all(c.passed for c in criteria)
@@ -304,7 +309,11 @@ def _final(metrics: list[dict[str, Any]]) -> dict[str, float]:
         values = [m[key] for m in metrics if isinstance(m[key], (int, float)) and math.isfinite(m[key])]
         out[f"{key}_avg"] = sum(values) / len(values) if values else float("nan")
     w = reward_window(len(metrics))
-    out["reward_first_window"] = sum(m["raw_reward_mean"] for m in metrics[:w]) / w if metrics else float("nan")
-    out["reward_last_window"] = sum(m["raw_reward_mean"] for m in metrics[-w:]) / w if metrics else float("nan")
+    out["reward_first_window"] = (
+        sum(m["raw_reward_mean"] for m in metrics[:w]) / w if metrics else float("nan")
+    )
+    out["reward_last_window"] = (
+        sum(m["raw_reward_mean"] for m in metrics[-w:]) / w if metrics else float("nan")
+    )
     out["sync_bytes"] = float(metrics[-1]["sync_bytes"]) if metrics else 0.0
     return out

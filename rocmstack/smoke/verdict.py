@@ -82,7 +82,9 @@ def grad_norm_positive(norms: list[float]) -> Criterion:
 
 def kl_zero_at_step0(kl0: float, tol: float = KL_STEP0_TOL) -> Criterion:
     ok = math.isfinite(kl0) and abs(kl0) <= tol
-    return Criterion("kl_zero_at_step0", ok, f"k3 KL(policy || ref) at step 0 = {kl0:.3g} (need |kl| <= {tol})", kl0, tol)
+    return Criterion(
+        "kl_zero_at_step0", ok, f"k3 KL(policy || ref) at step 0 = {kl0:.3g} (need |kl| <= {tol})", kl0, tol
+    )
 
 
 def logprob_diff(means: list[float], maxes: list[float], bound: float) -> Criterion:
@@ -111,7 +113,10 @@ def sync_canary(rows: list[dict[str, Any]], tol: float) -> Criterion:
             mismatched.append(r["step"])
         # "Nearer the new weights than the old" is only decidable when the trainer moved by clearly more
         # than the two code paths' numerical noise, measured right after the first sync.
-        if r["trainer_change"] > NOISE_FACTOR * r["noise_floor"] and not r["rollout_vs_trainer"] < r["rollout_vs_prev_trainer"]:
+        if (
+            r["trainer_change"] > NOISE_FACTOR * r["noise_floor"]
+            and not r["rollout_vs_trainer"] < r["rollout_vs_prev_trainer"]
+        ):
             nearer_old.append(r["step"])
     problems = []
     if evaluated == 0:
@@ -123,8 +128,12 @@ def sync_canary(rows: list[dict[str, Any]], tol: float) -> Criterion:
     if nearer_old:
         problems.append(f"rollout matches the previous step's weights (stale) at steps {nearer_old[:5]}")
     worst = max((r["rollout_vs_trainer"] for r in rows), default=float("nan"))
-    detail = "; ".join(problems) if problems else (
-        f"{evaluated} syncs: rollout probe moved with the trainer and matches it (worst {worst:.3g} <= {tol})"
+    detail = (
+        "; ".join(problems)
+        if problems
+        else (
+            f"{evaluated} syncs: rollout probe moved with the trainer and matches it (worst {worst:.3g} <= {tol})"
+        )
     )
     return Criterion("sync_canary", not problems, detail, worst, tol)
 

@@ -27,7 +27,9 @@ class TensorSpec:
     numel: int
 
 
-def pack_state_dict(state_dict: dict[str, torch.Tensor], dtype: torch.dtype) -> tuple[torch.Tensor, list[TensorSpec]]:
+def pack_state_dict(
+    state_dict: dict[str, torch.Tensor], dtype: torch.dtype
+) -> tuple[torch.Tensor, list[TensorSpec]]:
     """Copy every tensor, cast to ``dtype``, into one contiguous flat buffer; return it and its layout."""
     specs, offset = [], 0
     for name, tensor in state_dict.items():

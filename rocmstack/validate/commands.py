@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from rich.markup import escape
-
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from rocmstack.errors import ExitCode, InputError
 
@@ -17,16 +16,30 @@ def register(app: typer.Typer) -> None:
     @app.command("validate")
     def validate(
         image: str | None = typer.Argument(None, help="Image to validate (omit with --in-place)."),
-        engine: str = typer.Option("auto", "--engine", help="auto | docker | podman | buildah (buildah run --isolation chroot)."),
-        in_place: bool = typer.Option(False, "--in-place", help="Validate this node (already inside the image); no container."),
-        expect_gpus: int | None = typer.Option(None, "--expect-gpus", metavar="N", help="GPUs the doctor must see."),
-        report: Path = typer.Option(DEFAULT_REPORT, "--report", metavar="DIR", help="Write report.json/.md/.html here."),
+        engine: str = typer.Option(
+            "auto", "--engine", help="auto | docker | podman | buildah (buildah run --isolation chroot)."
+        ),
+        in_place: bool = typer.Option(
+            False, "--in-place", help="Validate this node (already inside the image); no container."
+        ),
+        expect_gpus: int | None = typer.Option(
+            None, "--expect-gpus", metavar="N", help="GPUs the doctor must see."
+        ),
+        report: Path = typer.Option(
+            DEFAULT_REPORT, "--report", metavar="DIR", help="Write report.json/.md/.html here."
+        ),
         skip_smoke: bool = typer.Option(False, "--skip-smoke", help="Leave out the GRPO smoke job."),
         skip_bench: bool = typer.Option(False, "--skip-bench", help="Leave out the rollout bench."),
-        baseline: Path | None = typer.Option(None, "--baseline", metavar="FILE", help="Bench baseline: a regression fails."),
+        baseline: Path | None = typer.Option(
+            None, "--baseline", metavar="FILE", help="Bench baseline: a regression fails."
+        ),
         device: str = typer.Option("auto", "--device", help="auto (GPU when torch sees one) | cpu."),
-        smoke_steps: int | None = typer.Option(None, "--smoke-steps", metavar="N", help="GRPO steps (default: the smoke's)."),
-        doctor_skip: list[str] = typer.Option([], "--doctor-skip", metavar="ID", help="Leave this doctor check out (repeat)."),
+        smoke_steps: int | None = typer.Option(
+            None, "--smoke-steps", metavar="N", help="GRPO steps (default: the smoke's)."
+        ),
+        doctor_skip: list[str] = typer.Option(
+            [], "--doctor-skip", metavar="ID", help="Leave this doctor check out (repeat)."
+        ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact engine command(s) and exit."),
         json_out: bool = typer.Option(False, "--json", help="Print report.json to stdout."),
     ) -> None:
@@ -34,19 +47,32 @@ def register(app: typer.Typer) -> None:
         from rocmstack.doctor.commands import split_ids  # --doctor-skip reads as doctor's --skip
         from rocmstack.validate.pipeline import ValidateOptions
 
-        opts = ValidateOptions(report_dir=report, expect_gpus=expect_gpus, skip_smoke=skip_smoke,
-                               skip_bench=skip_bench, baseline=baseline, device=device, smoke_steps=smoke_steps,
-                               doctor_skip=split_ids(doctor_skip))
+        opts = ValidateOptions(
+            report_dir=report,
+            expect_gpus=expect_gpus,
+            skip_smoke=skip_smoke,
+            skip_bench=skip_bench,
+            baseline=baseline,
+            device=device,
+            smoke_steps=smoke_steps,
+            doctor_skip=split_ids(doctor_skip),
+        )
         if in_place:
             if image:
-                raise InputError(f"--in-place validates this node; IMAGE {image!r} was given too",
-                                 fix="drop IMAGE, or drop --in-place to validate the image in a container")
+                raise InputError(
+                    f"--in-place validates this node; IMAGE {image!r} was given too",
+                    fix="drop IMAGE, or drop --in-place to validate the image in a container",
+                )
             if dry_run:
-                raise InputError("--dry-run prints the engine command; --in-place runs none", fix="drop one of them")
+                raise InputError(
+                    "--dry-run prints the engine command; --in-place runs none", fix="drop one of them"
+                )
             result = _in_place(opts.validated())
         else:
             if not image:
-                raise InputError("IMAGE missing", fix="rocmstack validate IMAGE [--engine buildah], or --in-place")
+                raise InputError(
+                    "IMAGE missing", fix="rocmstack validate IMAGE [--engine buildah], or --in-place"
+                )
             result = _in_container(image, engine, opts.validated(), dry_run=dry_run, json_out=json_out)
             if result is None:
                 return
@@ -54,9 +80,15 @@ def register(app: typer.Typer) -> None:
 
     @app.command("publish")
     def publish(
-        image: str = typer.Argument(..., help="Image to push (its local tags in this repository are pushed)."),
-        report: Path = typer.Option(..., "--report", metavar="DIR", help="Folder `rocmstack validate IMAGE` wrote."),
-        engine: str = typer.Option("auto", "--engine", help="auto | docker | podman (buildah = podman's store)."),
+        image: str = typer.Argument(
+            ..., help="Image to push (its local tags in this repository are pushed)."
+        ),
+        report: Path = typer.Option(
+            ..., "--report", metavar="DIR", help="Folder `rocmstack validate IMAGE` wrote."
+        ),
+        engine: str = typer.Option(
+            "auto", "--engine", help="auto | docker | podman (buildah = podman's store)."
+        ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Check the gate and the guard; push nothing."),
         json_out: bool = typer.Option(False, "--json", help="Print what was pushed as JSON."),
     ) -> None:
@@ -68,7 +100,9 @@ def register(app: typer.Typer) -> None:
         gate.check_engine_choice(engine)
         loaded = load(report)
         console = stderr() if json_out else stdout()
-        result = gate.publish(image=image, report=loaded, engine_choice=engine, dry_run=dry_run, console=console)
+        result = gate.publish(
+            image=image, report=loaded, engine_choice=engine, dry_run=dry_run, console=console
+        )
         if json_out:
             print_json(result)
             return
@@ -77,8 +111,10 @@ def register(app: typer.Typer) -> None:
             for ref in result["refs"]:
                 console.print(f"  {ref}" + ("  (immutable, guarded)" if ref in result["immutable"] else ""))
         else:
-            console.print(f"published {image}: {sum(p['pushed'] for p in result['pushed'])} pushed, "
-                          f"{sum(not p['pushed'] for p in result['pushed'])} already there")
+            console.print(
+                f"published {image}: {sum(p['pushed'] for p in result['pushed'])} pushed, "
+                f"{sum(not p['pushed'] for p in result['pushed'])} already there"
+            )
 
 
 def _progress():
@@ -102,8 +138,14 @@ def _in_container(image: str, engine: str, opts, *, dry_run: bool, json_out: boo
 
     engine = container.resolve_engine(engine)
     host = container.detect_host()
-    plan = container.plan(engine=engine, host=host, image=image, report_dir=opts.report_dir,
-                          args=container.in_image_args(opts), baseline=opts.baseline)
+    plan = container.plan(
+        engine=engine,
+        host=host,
+        image=image,
+        report_dir=opts.report_dir,
+        args=container.in_image_args(opts),
+        baseline=opts.baseline,
+    )
     if dry_run:
         import sys
 
@@ -132,9 +174,13 @@ def _finish(result: dict, report_dir: Path, json_out: bool) -> None:
     else:
         console = stdout()
         for s in result["stages"]:
-            mark = {"pass": "[green]PASS[/green]", "skipped": "[dim]skipped[/dim]"}.get(s["status"], f"[red]{s['status'].upper()}[/red]")
+            mark = {"pass": "[green]PASS[/green]", "skipped": "[dim]skipped[/dim]"}.get(
+                s["status"], f"[red]{s['status'].upper()}[/red]"
+            )
             console.print(f"  {s['name']:<7} {mark}  {escape(s['summary'])}", highlight=False)
         color = "green" if result["passed"] else "red"
-        console.print(f"[{color}]{result['verdict']}[/{color}]  report: {report_dir / 'report.html'}", highlight=False)
+        console.print(
+            f"[{color}]{result['verdict']}[/{color}]  report: {report_dir / 'report.html'}", highlight=False
+        )
     if not result["passed"]:
         raise typer.Exit(int(ExitCode.FAILED))

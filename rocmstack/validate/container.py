@@ -138,16 +138,31 @@ class Plan:
         return [c for c in (self.setup, self.run, self.cleanup) if c]
 
     def as_dict(self) -> dict:
-        return {"engine": self.engine, "host": self.host, "image": self.image, "report_dir": str(self.report_dir),
-                "container": self.container, "commands": [list(c) for c in self.commands()],
-                "seccomp_unconfined": self.seccomp_unconfined}
+        return {
+            "engine": self.engine,
+            "host": self.host,
+            "image": self.image,
+            "report_dir": str(self.report_dir),
+            "container": self.container,
+            "commands": [list(c) for c in self.commands()],
+            "seccomp_unconfined": self.seccomp_unconfined,
+        }
 
     def shell(self) -> str:
         return "\n".join(shlex.join(c) for c in self.commands())
 
 
-def plan(*, engine: str, host: str, image: str, report_dir: Path, args: InImageArgs,
-         baseline: Path | None = None, seccomp_unconfined: bool = False, container: str | None = None) -> Plan:
+def plan(
+    *,
+    engine: str,
+    host: str,
+    image: str,
+    report_dir: Path,
+    args: InImageArgs,
+    baseline: Path | None = None,
+    seccomp_unconfined: bool = False,
+    container: str | None = None,
+) -> Plan:
     """The exact commands; the report dir is mounted read-write, the baseline's folder read-only."""
     report_dir = report_dir.resolve()
     name = container or f"rocmstack-validate-{secrets.token_hex(4)}"
@@ -162,19 +177,51 @@ def plan(*, engine: str, host: str, image: str, report_dir: Path, args: InImageA
         setup = (*prefix, "from", "--pull=never", "--name", name, *flags, image)
         run = (*prefix, "run", "--isolation", "chroot", *mounts, name, "--", IN_IMAGE_ROCMSTACK, *inner)
         cleanup = (*prefix, "rm", name)
-        return Plan(engine=engine, host=host, image=image, report_dir=report_dir, container=name, setup=setup,
-                    run=run, cleanup=cleanup, seccomp_unconfined=seccomp_unconfined)
-    run = (*prefix, "run", "--rm", "--name", name, *flags, *mounts, "--entrypoint", IN_IMAGE_ROCMSTACK, image, *inner)
-    return Plan(engine=engine, host=host, image=image, report_dir=report_dir, container=name, setup=None, run=run,
-                cleanup=None, seccomp_unconfined=seccomp_unconfined)
+        return Plan(
+            engine=engine,
+            host=host,
+            image=image,
+            report_dir=report_dir,
+            container=name,
+            setup=setup,
+            run=run,
+            cleanup=cleanup,
+            seccomp_unconfined=seccomp_unconfined,
+        )
+    run = (
+        *prefix,
+        "run",
+        "--rm",
+        "--name",
+        name,
+        *flags,
+        *mounts,
+        "--entrypoint",
+        IN_IMAGE_ROCMSTACK,
+        image,
+        *inner,
+    )
+    return Plan(
+        engine=engine,
+        host=host,
+        image=image,
+        report_dir=report_dir,
+        container=name,
+        setup=None,
+        run=run,
+        cleanup=None,
+        seccomp_unconfined=seccomp_unconfined,
+    )
 
 
 def _call(argv: Sequence[str], timeout: float, runner: Runner) -> subprocess.CompletedProcess:
     try:
         return runner(list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except FileNotFoundError:
-        raise EngineError(f"{argv[0]} is not installed",
-                          fix="install podman and buildah (apt-get install podman buildah) or Docker") from None
+        raise EngineError(
+            f"{argv[0]} is not installed",
+            fix="install podman and buildah (apt-get install podman buildah) or Docker",
+        ) from None
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(list(argv), 124, "", f"{argv[0]}: no answer in {timeout:.0f}s")
 
@@ -184,8 +231,13 @@ def _tail(text: str, n: int = 12) -> str:
     return "\n".join(lines[-n:]) if lines else "no output"
 
 
-def run_plan(p: Plan, *, on_line: Callable[[str], None] | None = None, timeout_s: float = RUN_TIMEOUT_S,
-             runner: Runner = subprocess.run) -> int:
+def run_plan(
+    p: Plan,
+    *,
+    on_line: Callable[[str], None] | None = None,
+    timeout_s: float = RUN_TIMEOUT_S,
+    runner: Runner = subprocess.run,
+) -> int:
     """Run the plan; return the in-image validate's exit code. The working container is always removed."""
     stage = p.report_dir / STAGE
     shutil.rmtree(stage, ignore_errors=True)
@@ -194,8 +246,10 @@ def run_plan(p: Plan, *, on_line: Callable[[str], None] | None = None, timeout_s
     if p.setup:
         made = _call(p.setup, QUICK_TIMEOUT_S, runner)
         if made.returncode != 0:
-            raise EngineError(f"{p.engine} cannot open image {p.image}: {_tail(made.stderr or made.stdout, 3)}",
-                              fix="build it first, or check the image name and the --storage-driver")
+            raise EngineError(
+                f"{p.engine} cannot open image {p.image}: {_tail(made.stderr or made.stdout, 3)}",
+                fix="build it first, or check the image name and the --storage-driver",
+            )
     try:
         if on_line is None:
             done = _call(p.run, timeout_s, runner)
@@ -208,8 +262,10 @@ def run_plan(p: Plan, *, on_line: Callable[[str], None] | None = None, timeout_s
     if code == 124:
         raise EngineError(f"validation in {p.image} ran past {timeout_s:.0f}s and was stopped")
     if code not in (0, 1) and not (stage / "report.json").is_file():
-        raise EngineError(f"{p.engine} could not run rocmstack inside {p.image} (exit {code}): {_tail(output, 6)}",
-                          fix=f"the image must carry {IN_IMAGE_ROCMSTACK} (every rendered rocmstack image does)")
+        raise EngineError(
+            f"{p.engine} could not run rocmstack inside {p.image} (exit {code}): {_tail(output, 6)}",
+            fix=f"the image must carry {IN_IMAGE_ROCMSTACK} (every rendered rocmstack image does)",
+        )
     return code
 
 
@@ -228,7 +284,9 @@ def _stream(argv: Sequence[str], timeout_s: float, on_line: Callable[[str], None
     try:
         code, expired = stream_lines(argv, timeout_s=timeout_s, on_line=_line)
     except FileNotFoundError:
-        raise EngineError(f"{argv[0]} is not installed", fix="install podman and buildah, or Docker") from None
+        raise EngineError(
+            f"{argv[0]} is not installed", fix="install podman and buildah, or Docker"
+        ) from None
     return (124 if expired else code), "\n".join(tail)
 
 
@@ -257,14 +315,22 @@ def resolve_engine(choice: str) -> str:
     for name in ("podman", "buildah"):
         if shutil.which(name):
             return name
-    raise EngineError("no container engine found (docker daemon, podman or buildah)",
-                      fix="install podman and buildah (apt-get install podman buildah), or use --in-place inside the image")
+    raise EngineError(
+        "no container engine found (docker daemon, podman or buildah)",
+        fix="install podman and buildah (apt-get install podman buildah), or use --in-place inside the image",
+    )
 
 
 def in_image_args(opts) -> InImageArgs:
-    return InImageArgs(expect_gpus=opts.expect_gpus, skip_smoke=opts.skip_smoke, skip_bench=opts.skip_bench,
-                       baseline_name=opts.baseline.name if opts.baseline else None, device=opts.device,
-                       smoke_steps=opts.smoke_steps, doctor_skip=opts.doctor_skip)
+    return InImageArgs(
+        expect_gpus=opts.expect_gpus,
+        skip_smoke=opts.skip_smoke,
+        skip_bench=opts.skip_bench,
+        baseline_name=opts.baseline.name if opts.baseline else None,
+        device=opts.device,
+        smoke_steps=opts.smoke_steps,
+        doctor_skip=opts.doctor_skip,
+    )
 
 
 def inspect(engine: str, image: str) -> dict:
@@ -284,8 +350,10 @@ def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> tuple[in
     code = run_plan(p, on_line=on_line)
     try:
         if not (stage / REPORT_JSON).is_file():
-            raise EngineError(f"the validation inside {p.image} wrote no report (exit {code})",
-                              fix=f"run `{shlex.join(p.run)}` by hand to see why")
+            raise EngineError(
+                f"the validation inside {p.image} wrote no report (exit {code})",
+                fix=f"run `{shlex.join(p.run)}` by hand to see why",
+            )
         shutil.copytree(stage, p.report_dir, dirs_exist_ok=True, copy_function=shutil.copyfile)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
@@ -305,30 +373,62 @@ def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = Non
     code, report = _run_and_collect(p, on_line)
     evidence = seccomp_evidence(report)
     if evidence and not p.seccomp_unconfined and p.engine != "buildah":
-        p = plan(engine=p.engine, host=p.host, image=p.image, report_dir=p.report_dir,
-                 args=in_image_args(opts), baseline=opts.baseline, seccomp_unconfined=True)
+        p = plan(
+            engine=p.engine,
+            host=p.host,
+            image=p.image,
+            report_dir=p.report_dir,
+            args=in_image_args(opts),
+            baseline=opts.baseline,
+            seccomp_unconfined=True,
+        )
         code, report = _run_and_collect(p, on_line)
     label_hash = info["labels"].get("dev.rocmstack.render-hash")
     lock_hash = report.get("render_hash")
     stages = list(report["stages"])
     if label_hash and lock_hash and label_hash != lock_hash:
-        stages.insert(0, pipeline.stage("image", pipeline.FAIL, 0.0,
-                                        f"label render hash {label_hash[:12]} != lock.json render hash {lock_hash[:12]}"))
+        stages.insert(
+            0,
+            pipeline.stage(
+                "image",
+                pipeline.FAIL,
+                0.0,
+                f"label render hash {label_hash[:12]} != lock.json render hash {lock_hash[:12]}",
+            ),
+        )
     elif not label_hash:
-        stages.insert(0, pipeline.stage("image", pipeline.FAIL, 0.0,
-                                        "no dev.rocmstack.render-hash label: not an image built by rocmstack"))
+        stages.insert(
+            0,
+            pipeline.stage(
+                "image",
+                pipeline.FAIL,
+                0.0,
+                "no dev.rocmstack.render-hash label: not an image built by rocmstack",
+            ),
+        )
     passed, line = pipeline.verdict(stages)
-    report.update({
-        "mode": "container",
-        "passed": passed and code == 0,
-        "verdict": line,
-        "stages": stages,
-        "render_hash": label_hash or lock_hash,
-        "image": {**report.get("image", {}), "ref": p.image, "id": info["id"], "labels": info["labels"],
-                  "repo_tags": info["repo_tags"]},
-        "engine": {**p.as_dict(), "exit_code": code, "seccomp_evidence": evidence if p.seccomp_unconfined else None,
-                   "outer_host": pipeline.host_info()},
-    })
+    report.update(
+        {
+            "mode": "container",
+            "passed": passed and code == 0,
+            "verdict": line,
+            "stages": stages,
+            "render_hash": label_hash or lock_hash,
+            "image": {
+                **report.get("image", {}),
+                "ref": p.image,
+                "id": info["id"],
+                "labels": info["labels"],
+                "repo_tags": info["repo_tags"],
+            },
+            "engine": {
+                **p.as_dict(),
+                "exit_code": code,
+                "seccomp_evidence": evidence if p.seccomp_unconfined else None,
+                "outer_host": pipeline.host_info(),
+            },
+        }
+    )
     if passed and code != 0:
         report["verdict"] = f"FAIL: the in-image run exited {code}"
     write_all(report, p.report_dir)

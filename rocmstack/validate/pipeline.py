@@ -32,14 +32,36 @@ BENCH_JSON = "rollout.json"
 
 # The bench's settings per device. GPU: a real model shape (Qwen3-0.6B, random weights) at the rollout
 # batch sizes that matter; CPU: a small Qwen3 shape that proves the engine runs in seconds.
-GPU_BENCH = {"shape": "qwen3-0.6b", "batches": (1, 64), "prompt_len": 128, "new_tokens": 128, "dtype": "bfloat16"}
+GPU_BENCH = {
+    "shape": "qwen3-0.6b",
+    "batches": (1, 64),
+    "prompt_len": 128,
+    "new_tokens": 128,
+    "dtype": "bfloat16",
+}
 CPU_BENCH_CONFIG = {
-    "model_type": "qwen3", "vocab_size": 512, "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4,
-    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32, "hidden_act": "silu",
-    "max_position_embeddings": 1024, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": False,
+    "model_type": "qwen3",
+    "vocab_size": 512,
+    "hidden_size": 256,
+    "intermediate_size": 768,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 32,
+    "hidden_act": "silu",
+    "max_position_embeddings": 1024,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000,
+    "tie_word_embeddings": False,
     "attention_bias": False,
 }
-CPU_BENCH = {"shape": "qwen3-cpu-check", "batches": (1, 4), "prompt_len": 16, "new_tokens": 16, "dtype": "float32"}
+CPU_BENCH = {
+    "shape": "qwen3-cpu-check",
+    "batches": (1, 4),
+    "prompt_len": 16,
+    "new_tokens": 16,
+    "dtype": "float32",
+}
 
 Progress = Callable[[str], None]
 
@@ -58,10 +80,14 @@ class ValidateOptions:
 
     def validated(self) -> ValidateOptions:
         if self.device not in DEVICES:
-            raise InputError(f"--device {self.device!r} is not one of {', '.join(DEVICES)}",
-                             fix="auto uses the GPU when torch sees one; cpu forces the CPU")
+            raise InputError(
+                f"--device {self.device!r} is not one of {', '.join(DEVICES)}",
+                fix="auto uses the GPU when torch sees one; cpu forces the CPU",
+            )
         if self.expect_gpus is not None and self.expect_gpus < 0:
-            raise InputError(f"--expect-gpus {self.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8")
+            raise InputError(
+                f"--expect-gpus {self.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8"
+            )
         if self.smoke_steps is not None and self.smoke_steps < 1:
             raise InputError(f"--smoke-steps {self.smoke_steps} must be >= 1", fix="e.g. --smoke-steps 30")
         if self.doctor_skip:
@@ -69,8 +95,10 @@ class ValidateOptions:
 
             select_checks((), self.doctor_skip)  # InputError naming an unknown id, before any work
         if self.baseline is not None and not self.baseline.is_file():
-            raise InputError(f"--baseline {self.baseline}: no such file",
-                             fix="pass a file written by `rocmstack bench rollout --save-baseline`")
+            raise InputError(
+                f"--baseline {self.baseline}: no such file",
+                fix="pass a file written by `rocmstack bench rollout --save-baseline`",
+            )
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -93,7 +121,9 @@ def _crash(name: str, exc: BaseException, t0: float) -> dict[str, Any]:
     if isinstance(exc, RocmstackError):
         return stage(name, ERROR, time.monotonic() - t0, exc.one_line())
     frames = traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:]
-    return stage(name, ERROR, time.monotonic() - t0, f"{type(exc).__name__}: {exc}", traceback="".join(frames))
+    return stage(
+        name, ERROR, time.monotonic() - t0, f"{type(exc).__name__}: {exc}", traceback="".join(frames)
+    )
 
 
 def image_info(root: Path) -> dict[str, Any]:
@@ -116,9 +146,14 @@ def image_info(root: Path) -> dict[str, Any]:
 
 
 def host_info() -> dict[str, Any]:
-    return {"hostname": socket.gethostname(), "platform": platform.platform(), "machine": platform.machine(),
-            "python": platform.python_version(), "cpus": os.cpu_count(),
-            "in_container": Path("/run/.containerenv").exists() or Path("/.dockerenv").exists()}
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "in_container": Path("/run/.containerenv").exists() or Path("/.dockerenv").exists(),
+    }
 
 
 def run_doctor_stage(opts: ValidateOptions) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -126,9 +161,10 @@ def run_doctor_stage(opts: ValidateOptions) -> tuple[dict[str, Any], dict[str, A
 
     t0 = time.monotonic()
     try:
-        report = run_doctor(DoctorOptions(expect_gpus=opts.expect_gpus, skip=opts.doctor_skip,
-                                          image_root=opts.image_root))
-    except Exception as exc:  # noqa: BLE001  (recorded, and the other stages still run)
+        report = run_doctor(
+            DoctorOptions(expect_gpus=opts.expect_gpus, skip=opts.doctor_skip, image_root=opts.image_root)
+        )
+    except Exception as exc:
         return _crash("doctor", exc, t0), None
     status = PASS if report.get("ok") else FAIL
     return stage("doctor", status, time.monotonic() - t0, report.get("verdict", "")), report
@@ -142,7 +178,9 @@ def _torch_device(choice: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def run_smoke_stage(opts: ValidateOptions, progress: Progress) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def run_smoke_stage(
+    opts: ValidateOptions, progress: Progress
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
     from rocmstack.smoke import SmokeOptions, run_grpo_smoke
 
     t0 = time.monotonic()
@@ -156,12 +194,14 @@ def run_smoke_stage(opts: ValidateOptions, progress: Progress) -> tuple[dict[str
             progress(f"smoke step {row['step'] + 1}/{smoke_opts.steps}: reward {row['raw_reward_mean']:.2f}")
 
         summary = run_grpo_smoke(smoke_opts, on_step=on_step)
-    except Exception as exc:  # noqa: BLE001  (recorded as an error stage)
+    except Exception as exc:
         return _crash("smoke", exc, t0), None
     f = summary["final"]
-    text = (f"{'PASS' if summary['passed'] else 'FAIL: ' + ', '.join(summary['failed'])}; reward "
-            f"{f['reward_first_window']:.2f} -> {f['reward_last_window']:.2f} over {summary['steps']} steps on "
-            f"{summary['device']}")
+    text = (
+        f"{'PASS' if summary['passed'] else 'FAIL: ' + ', '.join(summary['failed'])}; reward "
+        f"{f['reward_first_window']:.2f} -> {f['reward_last_window']:.2f} over {summary['steps']} steps on "
+        f"{summary['device']}"
+    )
     return stage("smoke", PASS if summary["passed"] else FAIL, time.monotonic() - t0, text), summary
 
 
@@ -174,9 +214,17 @@ def bench_spec(device: str):
         s = GPU_BENCH
     else:
         name, config, s = CPU_BENCH["shape"], dict(CPU_BENCH_CONFIG), CPU_BENCH
-    return RolloutSpec(shape_name=name, config=config, batches=tuple(s["batches"]), prompt_len=s["prompt_len"],
-                       new_tokens=s["new_tokens"], engines=("reference",), device=device, dtype=s["dtype"],
-                       use_graphs=device == "cuda")
+    return RolloutSpec(
+        shape_name=name,
+        config=config,
+        batches=tuple(s["batches"]),
+        prompt_len=s["prompt_len"],
+        new_tokens=s["new_tokens"],
+        engines=("reference",),
+        device=device,
+        dtype=s["dtype"],
+        use_graphs=device == "cuda",
+    )
 
 
 def bench_verdict(report: dict[str, Any]) -> tuple[str, str]:
@@ -187,8 +235,10 @@ def bench_verdict(report: dict[str, Any]) -> tuple[str, str]:
     if not report["results"]:
         return FAIL, "the bench ran no configuration"
     best = max(report["results"], key=lambda r: r["batch"])
-    text = (f"{best['engine']} batch {best['batch']}: {best['tokens_per_s']:,.1f} tok/s, MBU "
-            f"{best['mbu']:.3f} on {report['device']['name']}")
+    text = (
+        f"{best['engine']} batch {best['batch']}: {best['tokens_per_s']:,.1f} tok/s, MBU "
+        f"{best['mbu']:.3f} on {report['device']['name']}"
+    )
     base = report.get("baseline")
     if base is None:
         return PASS, text + " (no baseline)"
@@ -197,12 +247,16 @@ def bench_verdict(report: dict[str, Any]) -> tuple[str, str]:
     failed = [c for c in base["checks"] if not c["ok"]]
     if failed:
         c = failed[0]
-        return FAIL, (f"regression: {c['engine']} batch {c['batch']} {c['tokens_per_s']:,.1f} tok/s = "
-                      f"{c['ratio']:.2f}x of baseline {c['baseline_tokens_per_s']:,.1f} (tolerance {base['tolerance']:.0%})")
+        return FAIL, (
+            f"regression: {c['engine']} batch {c['batch']} {c['tokens_per_s']:,.1f} tok/s = "
+            f"{c['ratio']:.2f}x of baseline {c['baseline_tokens_per_s']:,.1f} (tolerance {base['tolerance']:.0%})"
+        )
     return PASS, text + f"; {len(base['checks'])} config(s) within {base['tolerance']:.0%} of the baseline"
 
 
-def run_bench_stage(opts: ValidateOptions, progress: Progress) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def run_bench_stage(
+    opts: ValidateOptions, progress: Progress
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
     from rocmstack.output import dumps
 
     t0 = time.monotonic()
@@ -226,7 +280,7 @@ def run_bench_stage(opts: ValidateOptions, progress: Progress) -> tuple[dict[str
         (out / BENCH_JSON).write_text(dumps(report), encoding="utf-8")
         if any(r["status"] == "ok" and r["tokens_per_s"] for r in report["results"]):
             plot_reports([report], out / ROOFLINE_PNG)
-    except Exception as exc:  # noqa: BLE001  (recorded as an error stage)
+    except Exception as exc:
         return _crash("bench", exc, t0), None
     status, text = bench_verdict(report)
     return stage("bench", status, time.monotonic() - t0, text), report

@@ -21,25 +21,36 @@ ARCHS_LABEL = "dev.rocmstack.gpu-archs"
 def check_report(report: dict[str, Any], labels: dict[str, str], image_id: str, image: str) -> str:
     """The render hash to publish under; CheckFailed names the first reason the gate stays shut."""
     if not report.get("passed"):
-        raise CheckFailed(f"refusing to publish {image}: its validation report did not pass ({report.get('verdict')})",
-                          fix="fix what the report names and run `rocmstack validate` again")
+        raise CheckFailed(
+            f"refusing to publish {image}: its validation report did not pass ({report.get('verdict')})",
+            fix="fix what the report names and run `rocmstack validate` again",
+        )
     label = labels.get(RENDER_HASH_LABEL)
     if not label:
-        raise CheckFailed(f"refusing to publish {image}: it has no {RENDER_HASH_LABEL} label",
-                          fix="publish only images built by `rocmstack build`")
+        raise CheckFailed(
+            f"refusing to publish {image}: it has no {RENDER_HASH_LABEL} label",
+            fix="publish only images built by `rocmstack build`",
+        )
     reported = report.get("render_hash")
     if reported != label:
         shown = reported[:12] if reported else "none"
-        raise CheckFailed(f"refusing to publish {image}: the report is for render hash {shown}, the image is "
-                          f"{label[:12]}", fix="validate this image, then publish it with that report")
+        raise CheckFailed(
+            f"refusing to publish {image}: the report is for render hash {shown}, the image is {label[:12]}",
+            fix="validate this image, then publish it with that report",
+        )
     recorded = (report.get("image") or {}).get("id")
     if recorded and image_id and _bare(recorded) != _bare(image_id):
-        raise CheckFailed(f"refusing to publish {image}: the report was made from image {_bare(recorded)[:12]}, "
-                          f"this is {_bare(image_id)[:12]} (same render, another build)",
-                          fix="validate the image you publish")
+        raise CheckFailed(
+            f"refusing to publish {image}: the report was made from image {_bare(recorded)[:12]}, "
+            f"this is {_bare(image_id)[:12]} (same render, another build)",
+            fix="validate the image you publish",
+        )
     if report.get("mode") != "container":
-        raise CheckFailed(f"refusing to publish {image}: the report comes from `validate --in-place`, which "
-                          "checks a node, not this image", fix=f"run `rocmstack validate {image} --report DIR`")
+        raise CheckFailed(
+            f"refusing to publish {image}: the report comes from `validate --in-place`, which "
+            "checks a node, not this image",
+            fix=f"run `rocmstack validate {image} --report DIR`",
+        )
     return label
 
 
@@ -56,14 +67,16 @@ def _aliases_of_recipe(labels: dict[str, str]) -> set[str]:
 
     try:
         recipe, _ = load_recipe(name)
-    except Exception:  # noqa: BLE001  (an unknown recipe: every tag is then treated as immutable)
+    except Exception:
         return set()
     archs = arch_field(tuple(a for a in labels.get(ARCHS_LABEL, "").replace(";", ",").split(",") if a))
     aliases = {str(a) for a in recipe.publish.aliases}
     return aliases | {f"{a}_{archs}" for a in aliases if archs}
 
 
-def tag_set(image: str, repo_tags: list[str], labels: dict[str, str], render_hash: str) -> tuple[TagSet, set[str]]:
+def tag_set(
+    image: str, repo_tags: list[str], labels: dict[str, str], render_hash: str
+) -> tuple[TagSet, set[str]]:
     """The tags to push: every local tag of this image in IMAGE's repository, and the immutable ones
     TagSet cannot hold (it has one descriptive tag).
 
@@ -80,20 +93,27 @@ def tag_set(image: str, repo_tags: list[str], labels: dict[str, str], render_has
         tags.append(ref.tag)
     content = CONTENT_PREFIX + render_hash[:CONTENT_HEX]
     if content not in tags:
-        raise CheckFailed(f"refusing to publish {image}: it is not tagged {repo}:{content} (the content tag of its "
-                          f"render hash)", fix="publish images tagged by `rocmstack build`")
+        raise CheckFailed(
+            f"refusing to publish {image}: it is not tagged {repo}:{content} (the content tag of its "
+            f"render hash)",
+            fix="publish images tagged by `rocmstack build`",
+        )
     floating = _aliases_of_recipe(labels)
     immutable = [t for t in tags if t != content and t not in floating]
     descriptive = immutable[0] if immutable else content
     extra = immutable[1:]
     aliases = tuple(t for t in tags if t in floating)
-    return TagSet(repository=repo, descriptive=descriptive, content=content, aliases=(*extra, *aliases)), set(extra)
+    return TagSet(repository=repo, descriptive=descriptive, content=content, aliases=(*extra, *aliases)), set(
+        extra
+    )
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-def publish(*, image: str, report: dict[str, Any], engine_choice: str, dry_run: bool, console) -> dict[str, Any]:
+def publish(
+    *, image: str, report: dict[str, Any], engine_choice: str, dry_run: bool, console
+) -> dict[str, Any]:
     """Check the gate, then push (through the build's guarded push). Returns what was (or would be) pushed."""
     from rocmstack.build import engines
     from rocmstack.build.pipeline import guard_verdict, push_tags
@@ -103,12 +123,20 @@ def publish(*, image: str, report: dict[str, Any], engine_choice: str, dry_run: 
     info = engines.inspect_image(engine, image)
     render_hash = check_report(report, info["labels"], info["id"], image)
     if not _HEX64.fullmatch(render_hash):
-        raise CheckFailed(f"refusing to publish {image}: label {RENDER_HASH_LABEL}={render_hash!r} is not a render hash")
+        raise CheckFailed(
+            f"refusing to publish {image}: label {RENDER_HASH_LABEL}={render_hash!r} is not a render hash"
+        )
     tags, extra_immutable = tag_set(image, info["repo_tags"], info["labels"], render_hash)
     guarded = (*tags.immutable, *sorted(extra_immutable))
-    result: dict[str, Any] = {"image": image, "image_id": info["id"], "render_hash": render_hash,
-                              "engine": engine.name, "refs": list(tags.refs()),
-                              "immutable": [tags.ref(t) for t in guarded], "dry_run": dry_run}
+    result: dict[str, Any] = {
+        "image": image,
+        "image_id": info["id"],
+        "render_hash": render_hash,
+        "engine": engine.name,
+        "refs": list(tags.refs()),
+        "immutable": [tags.ref(t) for t in guarded],
+        "dry_run": dry_run,
+    }
     # Guard every immutable tag before anything is pushed, so --dry-run answers exactly what a push would.
     for tag in guarded:
         guard_verdict(engine, tags.ref(tag), render_hash)

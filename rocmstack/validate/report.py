@@ -18,10 +18,18 @@ from rocmstack.validate.pipeline import BENCH_DIR, ROOFLINE_PNG, SCHEMA, SMOKE_D
 
 REPORT_JSON, REPORT_MD, REPORT_HTML = "report.json", "report.md", "report.html"
 # The smoke's plot files, in the order it writes them, with their captions here.
-SMOKE_PLOTS = tuple(zip(PLOTS, ("GRPO reward", "train vs rollout log-prob difference", "phase times per step"),
-                        strict=True))
+SMOKE_PLOTS = tuple(
+    zip(PLOTS, ("GRPO reward", "train vs rollout log-prob difference", "phase times per step"), strict=True)
+)
 LABEL_PREFIXES = ("dev.rocmstack.", "org.opencontainers.image.")
-_MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "skipped": "skipped", "skip": "skip", "warn": "WARN"}
+_MARK = {
+    "pass": "PASS",
+    "fail": "FAIL",
+    "error": "ERROR",
+    "skipped": "skipped",
+    "skip": "skip",
+    "warn": "WARN",
+}
 
 
 def write_all(report: dict[str, Any], directory: Path) -> list[Path]:
@@ -45,15 +53,21 @@ def load(directory: Path) -> dict[str, Any]:
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InputError(f"--report {directory}: no {REPORT_JSON} in it",
-                         fix="pass the folder `rocmstack validate IMAGE --report DIR` wrote") from None
+        raise InputError(
+            f"--report {directory}: no {REPORT_JSON} in it",
+            fix="pass the folder `rocmstack validate IMAGE --report DIR` wrote",
+        ) from None
     except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"--report {directory}: {REPORT_JSON} is not readable JSON ({exc})",
-                         fix="run `rocmstack validate` again") from None
+        raise InputError(
+            f"--report {directory}: {REPORT_JSON} is not readable JSON ({exc})",
+            fix="run `rocmstack validate` again",
+        ) from None
     if not isinstance(report, dict) or report.get("schema") != SCHEMA:
         found = report.get("schema") if isinstance(report, dict) else type(report).__name__
-        raise InputError(f"--report {directory}: {REPORT_JSON} has schema {found!r}, expected {SCHEMA}",
-                         fix="validate the image with this rocmstack version")
+        raise InputError(
+            f"--report {directory}: {REPORT_JSON} has schema {found!r}, expected {SCHEMA}",
+            fix="validate the image with this rocmstack version",
+        )
     return report
 
 
@@ -78,16 +92,24 @@ def _labels(report: dict[str, Any]) -> dict[str, str]:
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    lines = [f"## rocmstack validate: {'PASS' if report['passed'] else 'FAIL'}", "",
-             f"**{_md(report['verdict'])}**", "",
-             f"- image: `{_md(_image_title(report))}`",
-             f"- render hash: `{report.get('render_hash') or 'unknown'}`",
-             f"- mode: {report['mode']}" + (f" ({report['engine']['engine']})" if report.get("engine") else ""),
-             f"- host: {_md(report['host'].get('hostname'))} ({_md(report['host'].get('platform'))})",
-             f"- created: {report['created']}", "",
-             "| stage | status | seconds | summary |", "| --- | --- | ---: | --- |"]
+    lines = [
+        f"## rocmstack validate: {'PASS' if report['passed'] else 'FAIL'}",
+        "",
+        f"**{_md(report['verdict'])}**",
+        "",
+        f"- image: `{_md(_image_title(report))}`",
+        f"- render hash: `{report.get('render_hash') or 'unknown'}`",
+        f"- mode: {report['mode']}" + (f" ({report['engine']['engine']})" if report.get("engine") else ""),
+        f"- host: {_md(report['host'].get('hostname'))} ({_md(report['host'].get('platform'))})",
+        f"- created: {report['created']}",
+        "",
+        "| stage | status | seconds | summary |",
+        "| --- | --- | ---: | --- |",
+    ]
     for s in report["stages"]:
-        lines.append(f"| {s['name']} | {_MARK.get(s['status'], s['status'])} | {s['seconds']:.1f} | {_md(s['summary'])} |")
+        lines.append(
+            f"| {s['name']} | {_MARK.get(s['status'], s['status'])} | {s['seconds']:.1f} | {_md(s['summary'])} |"
+        )
     doctor = (report.get("doctor") or {}).get("report")
     if doctor:
         lines += ["", "### doctor", "", "| check | status | result |", "| --- | --- | --- |"]
@@ -101,13 +123,19 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(f"| {c['name']} | {'PASS' if c['passed'] else 'FAIL'} | {_md(c['detail'])} |")
     bench = (report.get("bench") or {}).get("report")
     if bench:
-        lines += ["", f"### rollout bench ({_md(bench['shape']['name'])} on {_md(bench['device']['name'])})", "",
-                  "| engine | batch | tok/s | MBU | roofline tok/s | baseline tok/s | ratio |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [
+            "",
+            f"### rollout bench ({_md(bench['shape']['name'])} on {_md(bench['device']['name'])})",
+            "",
+            "| engine | batch | tok/s | MBU | roofline tok/s | baseline tok/s | ratio |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for r, b in _bench_rows(bench):
-            lines.append(f"| {r['engine']} | {r['batch']} | {_num(r.get('tokens_per_s'), ',.1f')} | "
-                         f"{_num(r.get('mbu'), '.3f')} | {_num(r.get('roofline_tokens_per_s'), ',.0f')} | "
-                         f"{_num(b and b['baseline_tokens_per_s'], ',.1f')} | {_num(b and b['ratio'], '.2f')} |")
+            lines.append(
+                f"| {r['engine']} | {r['batch']} | {_num(r.get('tokens_per_s'), ',.1f')} | "
+                f"{_num(r.get('mbu'), '.3f')} | {_num(r.get('roofline_tokens_per_s'), ',.0f')} | "
+                f"{_num(b and b['baseline_tokens_per_s'], ',.1f')} | {_num(b and b['ratio'], '.2f')} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -139,7 +167,8 @@ th{background:#f4f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .s-pass{color:#11631b;font-weight:600}.s-fail,.s-error{color:#b00020;font-weight:700}
 .s-warn{color:#9a6700;font-weight:600}.s-skip,.s-skipped{color:#777}
 .fix{color:#555;font-size:12px}code{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px}
-.plots{display:flex;flex-wrap:wrap;gap:12px}.plots figure{margin:0}.plots img{max-width:540px;border:1px solid #eee}.plots img.wide{max-width:100%}
+.plots{display:flex;flex-wrap:wrap;gap:12px}.plots figure{margin:0}
+.plots img{max-width:540px;border:1px solid #eee}.plots img.wide{max-width:100%}
 figcaption{font-size:12px;color:#555}dl{display:grid;grid-template-columns:max-content auto;gap:2px 14px;font-size:13px}
 dt{font-weight:600}dd{margin:0;word-break:break-all}
 """
@@ -162,51 +191,77 @@ def _figure(uri: str | None, caption: str, alt: str, wide: bool = False) -> str:
 
 def render_html(report: dict[str, Any], directory: Path) -> str:
     ok = report["passed"]
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>rocmstack validate: {'PASS' if ok else 'FAIL'}</title>", f"<style>{_CSS}</style></head><body>",
-             f"<h1>rocmstack validate &mdash; {_e(_image_title(report))}</h1>",
-             f'<div class="verdict {"pass" if ok else "fail"}" id="verdict">{_e(report["verdict"])}</div>']
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>rocmstack validate: {'PASS' if ok else 'FAIL'}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>rocmstack validate &mdash; {_e(_image_title(report))}</h1>",
+        f'<div class="verdict {"pass" if ok else "fail"}" id="verdict">{_e(report["verdict"])}</div>',
+    ]
     engine = report.get("engine")
-    facts = [("render hash", report.get("render_hash") or "unknown"),
-             ("mode", report["mode"] + (f" via {engine['engine']}" if engine else "")),
-             ("image id", (report.get("image") or {}).get("id")),
-             ("host", f"{report['host'].get('hostname')} ({report['host'].get('platform')}, "
-                      f"{report['host'].get('cpus')} CPUs)"),
-             ("created", report["created"]), ("rocmstack", report.get("rocmstack_version")),
-             ("duration", f"{report['seconds']:.1f} s")]
+    facts = [
+        ("render hash", report.get("render_hash") or "unknown"),
+        ("mode", report["mode"] + (f" via {engine['engine']}" if engine else "")),
+        ("image id", (report.get("image") or {}).get("id")),
+        (
+            "host",
+            f"{report['host'].get('hostname')} ({report['host'].get('platform')}, "
+            f"{report['host'].get('cpus')} CPUs)",
+        ),
+        ("created", report["created"]),
+        ("rocmstack", report.get("rocmstack_version")),
+        ("duration", f"{report['seconds']:.1f} s"),
+    ]
     parts.append("<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts if v) + "</dl>")
     if engine:
         cmds = "<br>".join(_e(" ".join(c)) for c in engine.get("commands", []))
         parts.append(f"<p>engine command:<br><code>{cmds}</code></p>")
 
-    parts.append('<h2>Stages</h2><table id="stages"><tr><th>stage</th><th>status</th><th>seconds</th><th>summary</th></tr>')
+    parts.append(
+        '<h2>Stages</h2><table id="stages"><tr><th>stage</th><th>status</th><th>seconds</th><th>summary</th></tr>'
+    )
     for s in report["stages"]:
-        parts.append(f"<tr><td>{_e(s['name'])}</td>{_status_cell(s['status'])}"
-                     f"<td class=num>{s['seconds']:.1f}</td><td>{_e(s['summary'])}</td></tr>")
+        parts.append(
+            f"<tr><td>{_e(s['name'])}</td>{_status_cell(s['status'])}"
+            f"<td class=num>{s['seconds']:.1f}</td><td>{_e(s['summary'])}</td></tr>"
+        )
     parts.append("</table>")
 
     doctor = (report.get("doctor") or {}).get("report")
     if doctor:
-        parts.append(f'<h2>Doctor</h2><p>{_e(doctor.get("verdict"))}</p><table id="doctor">'
-                     "<tr><th>group</th><th>check</th><th>status</th><th>result</th></tr>")
+        parts.append(
+            f'<h2>Doctor</h2><p>{_e(doctor.get("verdict"))}</p><table id="doctor">'
+            "<tr><th>group</th><th>check</th><th>status</th><th>result</th></tr>"
+        )
         for c in doctor.get("checks", []):
-            fix = f'<div class="fix">fix: {_e(c["fix"])}</div>' if c.get("fix") and c["status"] != "pass" else ""
-            parts.append(f"<tr><td>{_e(c['group'])}</td><td>{_e(c['id'])}</td>{_status_cell(c['status'])}"
-                         f"<td>{_e(c['summary'])}{fix}</td></tr>")
+            fix = (
+                f'<div class="fix">fix: {_e(c["fix"])}</div>'
+                if c.get("fix") and c["status"] != "pass"
+                else ""
+            )
+            parts.append(
+                f"<tr><td>{_e(c['group'])}</td><td>{_e(c['id'])}</td>{_status_cell(c['status'])}"
+                f"<td>{_e(c['summary'])}{fix}</td></tr>"
+            )
         parts.append("</table>")
 
     smoke = (report.get("smoke") or {}).get("summary")
     if smoke:
         f = smoke["final"]
-        parts.append(f"<h2>GRPO smoke</h2><p>{_e(smoke['placement'])} on {_e(smoke['device'])} ({_e(smoke['dtype'])}, "
-                     f"shape {_e(smoke['shape'])}, {smoke['params']:,} params), {smoke['steps']} steps: reward "
-                     f"{_num(f['reward_first_window'], '.3f')} &rarr; {_num(f['reward_last_window'], '.3f')}, "
-                     f"{_num(f['tokens_per_gpu_per_sec_avg'], ',.0f')} tokens/GPU/s, time to verdict "
-                     f"{_num(smoke['time_to_verdict_s'], '.1f')} s</p>")
+        parts.append(
+            f"<h2>GRPO smoke</h2><p>{_e(smoke['placement'])} on {_e(smoke['device'])} ({_e(smoke['dtype'])}, "
+            f"shape {_e(smoke['shape'])}, {smoke['params']:,} params), {smoke['steps']} steps: reward "
+            f"{_num(f['reward_first_window'], '.3f')} &rarr; {_num(f['reward_last_window'], '.3f')}, "
+            f"{_num(f['tokens_per_gpu_per_sec_avg'], ',.0f')} tokens/GPU/s, time to verdict "
+            f"{_num(smoke['time_to_verdict_s'], '.1f')} s</p>"
+        )
         parts.append('<table id="smoke"><tr><th>criterion</th><th>result</th><th>detail</th></tr>')
         for c in smoke["criteria"]:
-            parts.append(f"<tr><td>{_e(c['name'])}</td>{_status_cell('pass' if c['passed'] else 'fail')}"
-                         f"<td>{_e(c['detail'])}</td></tr>")
+            parts.append(
+                f"<tr><td>{_e(c['name'])}</td>{_status_cell('pass' if c['passed'] else 'fail')}"
+                f"<td>{_e(c['detail'])}</td></tr>"
+            )
         parts.append('</table><div class="plots">')
         for name, caption in SMOKE_PLOTS:
             parts.append(_figure(png_data_uri(directory / SMOKE_DIR / name), caption, f"smoke {name}"))
@@ -215,21 +270,34 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
     bench = (report.get("bench") or {}).get("report")
     if bench:
         dev = bench["device"]
-        parts.append(f"<h2>Rollout bench</h2><p>{_e(bench['shape']['name'])} on {_e(dev['name'])} ({_e(dev['backend'])}), "
-                     f"prompt {bench['settings']['prompt_len']}, {bench['settings']['new_tokens']} new tokens, "
-                     f"{_e(bench['settings']['dtype'])}; measured copy bandwidth {dev['copy_bandwidth_gb_s']:,.0f} GB/s</p>")
-        parts.append('<table id="bench"><tr><th>engine</th><th>batch</th><th>status</th><th>tok/s</th><th>MBU</th>'
-                     "<th>roofline tok/s</th><th>baseline tok/s</th><th>ratio</th></tr>")
+        parts.append(
+            f"<h2>Rollout bench</h2><p>{_e(bench['shape']['name'])} on {_e(dev['name'])} ({_e(dev['backend'])}), "
+            f"prompt {bench['settings']['prompt_len']}, {bench['settings']['new_tokens']} new tokens, "
+            f"{_e(bench['settings']['dtype'])}; measured copy bandwidth {dev['copy_bandwidth_gb_s']:,.0f} GB/s</p>"
+        )
+        parts.append(
+            '<table id="bench"><tr><th>engine</th><th>batch</th><th>status</th><th>tok/s</th><th>MBU</th>'
+            "<th>roofline tok/s</th><th>baseline tok/s</th><th>ratio</th></tr>"
+        )
         for r, b in _bench_rows(bench):
             status = "pass" if r["status"] == "ok" and (b is None or b["ok"]) else "fail"
-            parts.append(f"<tr><td>{_e(r['engine'])}</td><td class=num>{r['batch']}</td>{_status_cell(status)}"
-                         f"<td class=num>{_num(r.get('tokens_per_s'), ',.1f')}</td><td class=num>{_num(r.get('mbu'), '.3f')}</td>"
-                         f"<td class=num>{_num(r.get('roofline_tokens_per_s'), ',.0f')}</td>"
-                         f"<td class=num>{_num(b and b['baseline_tokens_per_s'], ',.1f')}</td>"
-                         f"<td class=num>{_num(b and b['ratio'], '.2f')}</td></tr>")
+            parts.append(
+                f"<tr><td>{_e(r['engine'])}</td><td class=num>{r['batch']}</td>{_status_cell(status)}"
+                f"<td class=num>{_num(r.get('tokens_per_s'), ',.1f')}</td>"
+                f"<td class=num>{_num(r.get('mbu'), '.3f')}</td>"
+                f"<td class=num>{_num(r.get('roofline_tokens_per_s'), ',.0f')}</td>"
+                f"<td class=num>{_num(b and b['baseline_tokens_per_s'], ',.1f')}</td>"
+                f"<td class=num>{_num(b and b['ratio'], '.2f')}</td></tr>"
+            )
         parts.append('</table><div class="plots">')
-        parts.append(_figure(png_data_uri(directory / BENCH_DIR / ROOFLINE_PNG), "decode tokens/s and MBU vs the roofline",
-                             "roofline plot", wide=True))
+        parts.append(
+            _figure(
+                png_data_uri(directory / BENCH_DIR / ROOFLINE_PNG),
+                "decode tokens/s and MBU vs the roofline",
+                "roofline plot",
+                wide=True,
+            )
+        )
         parts.append("</div>")
 
     labels = _labels(report)

@@ -47,8 +47,12 @@ COMMON = [*RENDER, "--engine", "podman", "--source-url", SOURCE_URL]
 
 
 def source_revision_time(commit: str) -> str:
-    ct = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%ct", commit], capture_output=True, text=True,
-                        timeout=30).stdout.strip()
+    ct = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%ct", commit],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout.strip()
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(os.environ.get("SOURCE_DATE_EPOCH") or ct)))
 
 
@@ -68,13 +72,29 @@ def _base_tarball() -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rootfs.", dir=CACHE) as tmp:
         rootfs = Path(tmp) / "rootfs"
-        proc = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-pip,ca-certificates",
-                               "bookworm", str(rootfs), "http://deb.debian.org/debian"],
-                              capture_output=True, text=True, timeout=1200)
+        proc = subprocess.run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=python3,python3-pip,ca-certificates",
+                "bookworm",
+                str(rootfs),
+                "http://deb.debian.org/debian",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         # Like a -slim image: no docs, man pages or locales (vfs copies the whole tree for every layer).
-        for sub in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info", "var/cache/apt/archives",
-                    "var/lib/apt/lists"):
+        for sub in (
+            "usr/share/doc",
+            "usr/share/man",
+            "usr/share/locale",
+            "usr/share/info",
+            "var/cache/apt/archives",
+            "var/lib/apt/lists",
+        ):
             shutil.rmtree(rootfs / sub, ignore_errors=True)
         # A ROCm base image lets root pip-install into its Python; Debian's PEP 668 marker would refuse.
         for marker in rootfs.glob("usr/lib/python3*/EXTERNALLY-MANAGED"):
@@ -114,25 +134,45 @@ def podman_env(tmp_path_factory):
     forced = os.environ.get("ROCMSTACK_TEST_STORAGE_DRIVER")  # e.g. vfs, to run the slow path on purpose
     for driver in (forced,) if forced else ("overlay", "vfs"):
         env = _store_env(store, driver)
-        proc = subprocess.run(["podman", "--storage-driver", driver, "import", str(tarball), BASE], env=env,
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            ["podman", "--storage-driver", driver, "import", str(tarball), BASE],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if proc.returncode == 0:
             break
     assert proc.returncode == 0, proc.stderr
     yield env
-    subprocess.run(["podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV], "system", "reset", "--force"],
-                   env=env, capture_output=True, timeout=600)
+    subprocess.run(
+        ["podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV], "system", "reset", "--force"],
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
     shutil.rmtree(store, ignore_errors=True)
 
 
 def rocmstack(env, *args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "rocmstack", *args], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "rocmstack", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def podman(env, *args, timeout=300):
-    return subprocess.run(["podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV], *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV], *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def exists(env, ref: str) -> bool:
@@ -144,8 +184,9 @@ def image_id(env, ref: str) -> str:
 
 
 def image_file(env, ref: str, path: str) -> str | None:
-    engine = engines.Engine(name="podman", argv=("podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV]),
-                            version="test")
+    engine = engines.Engine(
+        name="podman", argv=("podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV]), version="test"
+    )
     data = engines.read_file(engine, ref, path, runner=functools.partial(subprocess.run, env=env))
     return data.decode() if data is not None else None
 
@@ -159,12 +200,24 @@ def first_build(podman_env, tmp_path_factory):
 
 
 def test_dry_run_prints_the_exact_command(podman_env, tmp_path):
-    proc = rocmstack(podman_env, "build", str(RECIPE), *COMMON, "--out-dir", str(tmp_path), "--dry-run", "--json")
+    proc = rocmstack(
+        podman_env, "build", str(RECIPE), *COMMON, "--out-dir", str(tmp_path), "--dry-run", "--json"
+    )
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     cmd = plan["command"]
     driver = podman_env[engines.PODMAN_DRIVER_ENV]
-    assert cmd[:9] == ["podman", "--storage-driver", driver, "build", "--format", "docker", "--isolation", "chroot", "--layers"]
+    assert cmd[:9] == [
+        "podman",
+        "--storage-driver",
+        driver,
+        "build",
+        "--format",
+        "docker",
+        "--isolation",
+        "chroot",
+        "--layers",
+    ]
     assert f"org.opencontainers.image.source={SOURCE_URL}" in cmd
     assert (Path(cmd[-1]) / "Dockerfile").is_file()  # the context is written, so the command runs as printed
     assert not exists(podman_env, plan["tags"]["refs"][0])  # and nothing was built
@@ -192,8 +245,13 @@ def test_build_labels_lock_tags_and_patch(podman_env, first_build):
     # The revision is the checkout's real commit (HEAD may move while the suite runs: read it from the build).
     sha, created = m["build_args"]["ROCMSTACK_REVISION"], m["build_args"]["ROCMSTACK_CREATED"]
     commit = sha.removesuffix("-dirty")
-    assert len(commit) == 40 and subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{commit}^{{commit}}"],
-                                                timeout=30).returncode == 0
+    assert (
+        len(commit) == 40
+        and subprocess.run(
+            ["git", "-C", str(ROOT), "cat-file", "-e", f"{commit}^{{commit}}"], timeout=30
+        ).returncode
+        == 0
+    )
     assert created == source_revision_time(commit)
     assert labels["org.opencontainers.image.revision"] == sha
     assert labels["org.opencontainers.image.created"] == created
@@ -207,9 +265,14 @@ def test_build_labels_lock_tags_and_patch(podman_env, first_build):
     assert lock["rocmstack"]["revision"] == sha
 
     foreign = rocmstack(podman_env, "inspect", BASE, "--engine", "podman")
-    assert foreign.returncode == 1 and "/opt/rocmstack/lock.json is missing: not a rocmstack image" in foreign.stderr
+    assert (
+        foreign.returncode == 1
+        and "/opt/rocmstack/lock.json is missing: not a rocmstack image" in foreign.stderr
+    )
 
-    marker = json.loads(image_file(podman_env, tags["refs"][0], "/opt/rocmstack/patches/applied/tomli-marker.json"))
+    marker = json.loads(
+        image_file(podman_env, tags["refs"][0], "/opt/rocmstack/patches/applied/tomli-marker.json")
+    )
     assert marker["id"] == "tomli-marker" and marker["component"] == "tomli"
     patched = image_file(podman_env, tags["refs"][0], marker["target"])
     assert 'ROCMSTACK_PATCHED = "tomli-marker"' in patched
@@ -218,26 +281,41 @@ def test_build_labels_lock_tags_and_patch(podman_env, first_build):
 
 
 def test_bumping_one_pin_rebuilds_only_from_its_layer(podman_env, first_build):
-    proc = rocmstack(podman_env, "build", str(RECIPE), *COMMON, "--set", "iniconfig.version=2.1.0",
-                     "--out-dir", str(first_build["out"]), "--json")
+    proc = rocmstack(
+        podman_env,
+        "build",
+        str(RECIPE),
+        *COMMON,
+        "--set",
+        "iniconfig.version=2.1.0",
+        "--out-dir",
+        str(first_build["out"]),
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr[-6000:]
     m = proc.stdout and json.loads(proc.stdout)
     steps = [s for s in m["steps"] if not s["instruction"].upper().startswith("FROM")]
     bumped = next(i for i, s in enumerate(steps) if "iniconfig==2.1.0" in s["instruction"])
     before, after = steps[:bumped], steps[bumped:]
-    assert before and all(s["cached"] for s in before), [s["instruction"][:60] for s in before if not s["cached"]]
+    assert before and all(s["cached"] for s in before), [
+        s["instruction"][:60] for s in before if not s["cached"]
+    ]
     assert not any(s["cached"] for s in after), [s["instruction"][:60] for s in after if s["cached"]]
     assert m["cache"] == {"hits": len(before), "misses": len(after)}
     assert m["tags"]["descriptive"] == f"tiny-2.0.1_ini2.1.0_py3.11_{ARCH}"
     first = first_build["manifest"]["cache"]
-    print(f"\ncache: first build {first['hits']} hits / {first['misses']} misses; "
-          f"after bumping iniconfig {m['cache']['hits']} hits / {m['cache']['misses']} misses")
+    print(
+        f"\ncache: first build {first['hits']} hits / {first['misses']} misses; "
+        f"after bumping iniconfig {m['cache']['hits']} hits / {m['cache']['misses']} misses"
+    )
 
 
 def test_failing_patch_stops_the_build_with_its_id(podman_env, first_build):
     args = [str(RECIPE), *COMMON, "--set", "patches=[tomli-moved]"]
     proc = rocmstack(podman_env, "build", *args, "--out-dir", str(first_build["out"]))
-    tags = json.loads(rocmstack(podman_env, "tags", str(RECIPE), *RENDER, "--set", "patches=[tomli-moved]", "--json").stdout)
+    tags = json.loads(
+        rocmstack(podman_env, "tags", str(RECIPE), *RENDER, "--set", "patches=[tomli-moved]", "--json").stdout
+    )
     assert proc.returncode == 3, proc.stderr[-4000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("rocmstack: error: build of tiny-pip failed at step ")
@@ -248,18 +326,28 @@ def test_failing_patch_stops_the_build_with_its_id(podman_env, first_build):
     assert "last 30 log lines" in proc.stderr
     # Nothing tagged: not the content tag of this render, and the descriptive tag still names the first image.
     assert not exists(podman_env, tags["refs"][1])
-    assert first_build["manifest"]["image"]["id"].removeprefix("sha256:") == image_id(podman_env, tags["refs"][0])
+    assert first_build["manifest"]["image"]["id"].removeprefix("sha256:") == image_id(
+        podman_env, tags["refs"][0]
+    )
 
 
 def test_ctrl_c_stops_the_engine_and_tags_nothing(podman_env, first_build):
     args = [str(RECIPE), *COMMON, "--set", "tomli.version=2.0.0"]
-    tags = json.loads(rocmstack(podman_env, "tags", str(RECIPE), *RENDER, "--set", "tomli.version=2.0.0", "--json").stdout)
+    tags = json.loads(
+        rocmstack(podman_env, "tags", str(RECIPE), *RENDER, "--set", "tomli.version=2.0.0", "--json").stdout
+    )
     alias = tags["refs"][-1]
     alias_before = image_id(podman_env, alias)
     assert alias_before  # set by the earlier builds
     out = first_build["out"] / "ctrl-c"
-    proc = subprocess.Popen([sys.executable, "-m", "rocmstack", "build", *args, "--out-dir", str(out)], env=podman_env,
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rocmstack", "build", *args, "--out-dir", str(out)],
+        env=podman_env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     logs = out / f"tiny-pip-{ARCH}" / "logs"
     deadline = time.monotonic() + 600
     # Interrupt while the engine runs the tomli install (a RUN step, after the cached ones).
@@ -272,8 +360,11 @@ def test_ctrl_c_stops_the_engine_and_tags_nothing(podman_env, first_build):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-3000:]
-    assert err.strip().splitlines()[-1].startswith("rocmstack: build interrupted: the engine was stopped and nothing "
-                                                   "was tagged (log: ")
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith("rocmstack: build interrupted: the engine was stopped and nothing was tagged (log: ")
+    )
     assert "Traceback" not in err
     assert not any(exists(podman_env, ref) for ref in tags["immutable_refs"])
     assert image_id(podman_env, alias) == alias_before  # the floating alias did not move either
@@ -299,9 +390,13 @@ def registry(podman_env, tmp_path_factory):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     conf = root / "config.yml"
-    conf.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\n"
-                    f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n")
-    proc = subprocess.Popen(["docker-registry", "serve", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    conf.write_text(
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\n"
+        f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n"
+    )
+    proc = subprocess.Popen(
+        ["docker-registry", "serve", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -320,8 +415,13 @@ def registry(podman_env, tmp_path_factory):
 
 
 def remote(env, ref: str) -> dict | None:
-    proc = subprocess.run(["skopeo", "inspect", "--tls-verify=false", "--no-tags", f"docker://{ref}"], env=env, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        ["skopeo", "inspect", "--tls-verify=false", "--no-tags", f"docker://{ref}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return json.loads(proc.stdout) if proc.returncode == 0 else None
 
 
@@ -337,23 +437,48 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build):
     for ref in m["tags"]["refs"]:
         assert remote(env, ref)["Labels"]["dev.rocmstack.render-hash"] == m["render_hash"], ref
     # 2. Again: the immutable tags are already there with this render hash and are left alone.
-    again = json.loads(rocmstack(env, "build", str(RECIPE), *COMMON, *insecure, "--push", "--out-dir", out,
-                                 "--json").stdout)
+    again = json.loads(
+        rocmstack(env, "build", str(RECIPE), *COMMON, *insecure, "--push", "--out-dir", out, "--json").stdout
+    )
     assert [p["pushed"] for p in again["tags"]["pushed"]] == [False, False, True]
     # 3. Another render under the same descriptive tag (env is not in the tag): refused, nothing pushed.
     other = [str(RECIPE), *COMMON, *insecure, "--set", "env.ROCMSTACK_FIXTURE=2"]
     proc = rocmstack(env, "build", *other, "--push", "--out-dir", out)
     assert proc.returncode == 1, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert f"refusing to push {m['tags']['refs'][0]}: it already exists in the registry with render hash " \
-           f"{m['render_hash'][:12]}" in last
-    other_tags = json.loads(rocmstack(env, "tags", str(RECIPE), *RENDER, "--registry", host,
-                                      "--set", "env.ROCMSTACK_FIXTURE=2", "--json").stdout)
+    assert (
+        f"refusing to push {m['tags']['refs'][0]}: it already exists in the registry with render hash "
+        f"{m['render_hash'][:12]}" in last
+    )
+    other_tags = json.loads(
+        rocmstack(
+            env,
+            "tags",
+            str(RECIPE),
+            *RENDER,
+            "--registry",
+            host,
+            "--set",
+            "env.ROCMSTACK_FIXTURE=2",
+            "--json",
+        ).stdout
+    )
     assert remote(env, other_tags["refs"][1]) is None  # its content tag was not pushed either
     # 4. Stage only the content tag of a new render, then promote it registry-side.
     bumped = [str(RECIPE), *RENDER, *insecure, "--set", "iniconfig.version=2.1.0"]
-    proc = rocmstack(env, "build", *bumped, "--engine", "podman", "--push", "--push-tags", "content", "--out-dir", out,
-                     "--json")
+    proc = rocmstack(
+        env,
+        "build",
+        *bumped,
+        "--engine",
+        "podman",
+        "--push",
+        "--push-tags",
+        "content",
+        "--out-dir",
+        out,
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     staged = json.loads(proc.stdout)["tags"]
     assert remote(env, staged["refs"][1]) and remote(env, staged["refs"][0]) is None

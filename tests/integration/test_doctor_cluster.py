@@ -7,6 +7,7 @@ node: the doctor must report it as died, finish the others, and not wait for the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -197,10 +198,8 @@ class Cluster:
         """SIGKILL `proc` and every descendant (raylet, agents, workers, tools started in new sessions)."""
         family = [proc.pid, *descendants(proc.pid)]
         for pid in family:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         proc.wait(timeout=10)
 
     def stop(self) -> None:

@@ -45,7 +45,14 @@ def test_colocated_cpu_learns_and_passes(ray_cluster, tmp_path):
     assert summary["same_device"] and summary["dtype"] == "float32"
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == summary["steps"] and rows[0]["kl"] == 0.0
-    for key in ("raw_reward_std", "zero_std_group_frac", "entropy", "clip_frac", "sync_gb_per_s", "time_sync_s"):
+    for key in (
+        "raw_reward_std",
+        "zero_std_group_frac",
+        "entropy",
+        "clip_frac",
+        "sync_gb_per_s",
+        "time_sync_s",
+    ):
         assert key in rows[0]
     assert json.loads((tmp_path / "summary.json").read_text())["passed"] is True
     for name in ("reward.png", "logprob_diff.png", "phase_times.png"):
@@ -78,7 +85,9 @@ def test_cli_json_and_exit_code_on_a_failed_verdict(ray_cluster):
 
     from rocmstack.cli import make_app
 
-    result = CliRunner().invoke(make_app(), ["smoke", "grpo", "--device", "cpu", "--steps", "3", "--inject", "zero-reward", "--json"])
+    result = CliRunner().invoke(
+        make_app(), ["smoke", "grpo", "--device", "cpu", "--steps", "3", "--inject", "zero-reward", "--json"]
+    )
     assert result.exit_code == 1, result.output
     summary = json.loads(result.stdout)
     assert summary["failed"][0] == "rewards_rise" and summary["inject"] == "zero-reward"

@@ -22,16 +22,40 @@ from rocmstack.validate.report import REPORT_HTML
 
 pytestmark = [pytest.mark.slow]
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="module")
 def in_place(tmp_path_factory):
     out = tmp_path_factory.mktemp("inplace") / "report"
-    proc = subprocess.run([sys.executable, "-m", "rocmstack", "validate", "--in-place", "--expect-gpus", "0",
-                           "--device", "cpu", "--skip-smoke", "--report", str(out), "--json"],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rocmstack",
+            "validate",
+            "--in-place",
+            "--expect-gpus",
+            "0",
+            "--device",
+            "cpu",
+            "--skip-smoke",
+            "--report",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     return {"proc": proc, "dir": out}
 
 
@@ -51,8 +75,12 @@ def _chromium(tmp_path, *args):
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if not exe:
         pytest.skip("chromium is not installed (ci/install-system-deps.sh installs it)")
-    return subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args],
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [exe, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def _not_blank(png: bytes) -> float:

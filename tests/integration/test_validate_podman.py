@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_build_podman import first_build, podman, podman_env, rocmstack  # noqa: F401  (fixtures and helpers)
+from test_build_podman import podman, rocmstack
 
 from rocmstack.build import engines
 
@@ -44,7 +44,9 @@ def image(first_build):
 def validated(podman_env, image, tmp_path_factory):
     _need("buildah")
     out = tmp_path_factory.mktemp("validate") / "report"
-    proc = rocmstack(podman_env, "validate", image, "--engine", "buildah", *ARGS, "--report", str(out), "--json")
+    proc = rocmstack(
+        podman_env, "validate", image, "--engine", "buildah", *ARGS, "--report", str(out), "--json"
+    )
     return {"proc": proc, "dir": out}
 
 
@@ -76,8 +78,13 @@ def test_validate_in_the_image_passes_in_cpu_mode(validated, first_build):
 
 def test_no_working_container_is_left_behind(validated, podman_env):
     driver = podman_env[engines.PODMAN_DRIVER_ENV]
-    left = subprocess.run(["buildah", "--storage-driver", driver, "containers", "--all", "--format",
-                           "{{.ContainerName}}"], env=podman_env, capture_output=True, text=True, timeout=120)
+    left = subprocess.run(
+        ["buildah", "--storage-driver", driver, "containers", "--all", "--format", "{{.ContainerName}}"],
+        env=podman_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert left.returncode == 0, left.stderr
     report = json.loads((validated["dir"] / "report.json").read_text())
     name = report["engine"]["container"]
@@ -86,8 +93,18 @@ def test_no_working_container_is_left_behind(validated, podman_env):
 
 
 def test_dry_run_prints_what_the_real_run_ran(validated, podman_env, image):
-    proc = rocmstack(podman_env, "validate", image, "--engine", "buildah", *ARGS, "--report", str(validated["dir"]),
-                     "--dry-run", "--json")
+    proc = rocmstack(
+        podman_env,
+        "validate",
+        image,
+        "--engine",
+        "buildah",
+        *ARGS,
+        "--report",
+        str(validated["dir"]),
+        "--dry-run",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     planned = json.loads(proc.stdout)["commands"]
     ran = json.loads((validated["dir"] / "report.json").read_text())["engine"]["commands"]
@@ -96,6 +113,7 @@ def test_dry_run_prints_what_the_real_run_ran(validated, podman_env, image):
 
 
 # -- publish -----------------------------------------------------------------------------------------------
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -111,18 +129,42 @@ def registry(podman_env, tmp_path_factory):
         _need(tool)
     root = tmp_path_factory.mktemp("registry")
     port = _free_port()
-    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                           "-keyout", str(root / "key.pem"), "-out", str(root / "cert.pem"), "-subj", "/CN=localhost",
-                           "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"], capture_output=True, timeout=60)
+    made = subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            str(root / "key.pem"),
+            "-out",
+            str(root / "cert.pem"),
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        capture_output=True,
+        timeout=60,
+    )
     assert made.returncode == 0, made.stderr
     system_cas = Path("/etc/ssl/certs/ca-certificates.crt")
     bundle = root / "bundle.pem"
-    bundle.write_bytes((system_cas.read_bytes() if system_cas.is_file() else b"") + (root / "cert.pem").read_bytes())
+    bundle.write_bytes(
+        (system_cas.read_bytes() if system_cas.is_file() else b"") + (root / "cert.pem").read_bytes()
+    )
     (root / "config.yml").write_text(
         f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\nhttp:\n  addr: 127.0.0.1:{port}\n"
-        f"  tls:\n    certificate: {root}/cert.pem\n    key: {root}/key.pem\nlog:\n  level: error\n")
-    log = open(root / "registry.log", "w")
-    proc = subprocess.Popen(["docker-registry", "serve", str(root / "config.yml")], stdout=log, stderr=log)
+        f"  tls:\n    certificate: {root}/cert.pem\n    key: {root}/key.pem\nlog:\n  level: error\n"
+    )
+    with open(root / "registry.log", "w") as log:  # the registry keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            ["docker-registry", "serve", str(root / "config.yml")], stdout=log, stderr=log
+        )
     context = ssl.create_default_context(cafile=str(root / "cert.pem"))
     deadline = time.monotonic() + 30
     while True:
@@ -136,7 +178,6 @@ def registry(podman_env, tmp_path_factory):
     yield {"host": f"localhost:{port}", "env": env}
     proc.terminate()
     proc.wait(timeout=30)
-    log.close()
 
 
 def _retag(env, manifest, repo: str) -> dict[str, str]:
@@ -150,8 +191,13 @@ def _retag(env, manifest, repo: str) -> dict[str, str]:
 
 
 def _remote_hash(env, ref: str) -> str | None:
-    out = subprocess.run(["skopeo", "inspect", "--no-tags", f"docker://{ref}"], env=env, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        ["skopeo", "inspect", "--no-tags", f"docker://{ref}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if out.returncode != 0:
         return None
     return (json.loads(out.stdout).get("Labels") or {}).get("dev.rocmstack.render-hash", "<no label>")
@@ -183,7 +229,9 @@ def test_publish_pushes_every_tag_once_and_guards_immutable_ones(validated, regi
     repo = f"{registry['host']}/e2e/tiny"
     refs = _retag(env, manifest, repo)
     target = refs[manifest["tags"]["descriptive"]]
-    proc = rocmstack(env, "publish", target, "--report", str(validated["dir"]), "--engine", "podman", "--json")
+    proc = rocmstack(
+        env, "publish", target, "--report", str(validated["dir"]), "--engine", "podman", "--json"
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout)
     assert sorted(p["ref"] for p in result["pushed"]) == sorted(refs.values())
@@ -191,8 +239,11 @@ def test_publish_pushes_every_tag_once_and_guards_immutable_ones(validated, regi
     for ref in refs.values():
         assert _remote_hash(env, ref) == manifest["render_hash"], ref
     # Again: the immutable tags are already there with this render, so they are left alone.
-    again = json.loads(rocmstack(env, "publish", target, "--report", str(validated["dir"]), "--engine", "podman",
-                                 "--json").stdout)
+    again = json.loads(
+        rocmstack(
+            env, "publish", target, "--report", str(validated["dir"]), "--engine", "podman", "--json"
+        ).stdout
+    )
     by_ref = {p["ref"]: p for p in again["pushed"]}
     for tag in (manifest["tags"]["descriptive"], manifest["tags"]["content"]):
         assert by_ref[refs[tag]]["pushed"] is False
@@ -209,6 +260,8 @@ def test_publish_never_moves_an_existing_immutable_tag(validated, registry, firs
     assert podman(env, "push", squatter, descriptive, timeout=600).returncode == 0
     proc = rocmstack(env, "publish", descriptive, "--report", str(validated["dir"]), "--engine", "podman")
     assert proc.returncode == 1, proc.stderr[-3000:]
-    assert f"refusing to push {descriptive}: it already exists in the registry with render hash no rocmstack " \
-           "render-hash label" in proc.stderr
+    assert (
+        f"refusing to push {descriptive}: it already exists in the registry with render hash no rocmstack "
+        "render-hash label" in proc.stderr
+    )
     assert _remote_hash(env, refs[manifest["tags"]["content"]]) is None  # refused before anything was pushed

@@ -114,4 +114,8 @@ def test_module_entry_point_has_the_cli_errors():
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 2 and proc.stderr.startswith("rocmstack: error: --batch") and proc.stderr.count("\n") == 1
+    assert (
+        proc.returncode == 2
+        and proc.stderr.startswith("rocmstack: error: --batch")
+        and proc.stderr.count("\n") == 1
+    )

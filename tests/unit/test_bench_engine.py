@@ -190,7 +190,7 @@ def test_load_rejects_bad_state_dicts():
     model = hf_model(TINY)
     engine = engine_for(model)
     sd = model.state_dict()
-    with pytest.raises(InputError, match="unknown parameter 'model.layers.9.mlp.up_proj.weight'"):
+    with pytest.raises(InputError, match=r"unknown parameter 'model.layers.9.mlp.up_proj.weight'"):
         engine.load_hf_state_dict(sd | {"model.layers.9.mlp.up_proj.weight": torch.zeros(1)})
     with pytest.raises(InputError, match=r"model.norm.weight has shape \(3,\)"):
         engine.load_hf_state_dict(sd | {"model.norm.weight": torch.zeros(3)})

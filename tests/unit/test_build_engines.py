@@ -19,11 +19,13 @@ from rocmstack.errors import EngineError, InputError
 # no route to Docker Hub), 2026-11-29.
 PODMAN_NO_REGISTRY = (
     "Trying to pull docker.io/rocm/primus:v26.7...\n"
-    'Error: initializing source docker://rocm/primus:v26.7: pinging container registry registry-1.docker.io: '
+    "Error: initializing source docker://rocm/primus:v26.7: pinging container registry registry-1.docker.io: "
     'Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 10.255.255.53:53: no such host\n'
 )
 # Verbatim: `docker version` with the client installed and no daemon (docker 28 client, this machine).
-DOCKER_NO_DAEMON = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+DOCKER_NO_DAEMON = (
+    "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+)
 
 
 def no_tools(_name):
@@ -73,13 +75,16 @@ def test_storage_driver_override(monkeypatch):
     assert E.podman_prefix() == ("podman", "--storage-driver", "vfs")
 
 
-@pytest.mark.parametrize(("short", "full"), [
-    ("rocm/primus:v26.7", "docker.io/rocm/primus:v26.7"),
-    ("ubuntu:24.04", "docker.io/library/ubuntu:24.04"),
-    ("localhost/rocmstack-test-base:bookworm", "localhost/rocmstack-test-base:bookworm"),
-    ("ghcr.io/org/img:1", "ghcr.io/org/img:1"),
-    ("localhost:5000/img:1", "localhost:5000/img:1"),
-])
+@pytest.mark.parametrize(
+    ("short", "full"),
+    [
+        ("rocm/primus:v26.7", "docker.io/rocm/primus:v26.7"),
+        ("ubuntu:24.04", "docker.io/library/ubuntu:24.04"),
+        ("localhost/rocmstack-test-base:bookworm", "localhost/rocmstack-test-base:bookworm"),
+        ("ghcr.io/org/img:1", "ghcr.io/org/img:1"),
+        ("localhost:5000/img:1", "localhost:5000/img:1"),
+    ],
+)
 def test_qualify(short, full):
     assert E.qualify(short) == full
 
@@ -88,33 +93,69 @@ def test_classify_unreachable_registry_keeps_the_cause():
     text = E.classify_pull_error("rocm/primus:v26.7", PODMAN_NO_REGISTRY)
     assert text.startswith("registry docker.io is unreachable from this machine")
     assert text.endswith("no such host)")
-    assert E.classify_pull_error("rocm/primus:v26.7", DOCKER_NO_DAEMON).startswith("pull from registry docker.io failed")
+    assert E.classify_pull_error("rocm/primus:v26.7", DOCKER_NO_DAEMON).startswith(
+        "pull from registry docker.io failed"
+    )
 
 
 def test_classify_other_failures():
-    assert "has no such image" in E.classify_pull_error("ghcr.io/a/b:1", "Error: reading manifest 1 in ghcr.io/a/b: manifest unknown")
-    assert "refused access" in E.classify_pull_error("ghcr.io/a/b:1", "Error: unauthorized: authentication required")
+    assert "has no such image" in E.classify_pull_error(
+        "ghcr.io/a/b:1", "Error: reading manifest 1 in ghcr.io/a/b: manifest unknown"
+    )
+    assert "refused access" in E.classify_pull_error(
+        "ghcr.io/a/b:1", "Error: unauthorized: authentication required"
+    )
 
 
 def test_podman_build_command_is_exact(tmp_path):
     engine = E.Engine(name="podman", argv=("podman", "--storage-driver", "vfs"), version="4.3.1")
-    cmd = E.build_command(engine, context=tmp_path, iidfile=tmp_path / "iid",
-                          build_args={"ROCMSTACK_REVISION": "abc", "ROCMSTACK_CREATED": "2026-11-29T00:00:00Z"},
-                          labels={"org.opencontainers.image.source": "https://example.org/x"},
-                          cache_from=("quay.io/a/cache",))
-    assert cmd == ["podman", "--storage-driver", "vfs", "build", "--format", "docker", "--isolation", "chroot",
-                   "--layers", "--platform", "linux/amd64", "--iidfile", str(tmp_path / "iid"),
-                   "--file", str(tmp_path / "Dockerfile"),
-                   "--build-arg", "ROCMSTACK_CREATED=2026-11-29T00:00:00Z", "--build-arg", "ROCMSTACK_REVISION=abc",
-                   "--label", "org.opencontainers.image.source=https://example.org/x",
-                   "--cache-from", "quay.io/a/cache", str(tmp_path)]
+    cmd = E.build_command(
+        engine,
+        context=tmp_path,
+        iidfile=tmp_path / "iid",
+        build_args={"ROCMSTACK_REVISION": "abc", "ROCMSTACK_CREATED": "2026-11-29T00:00:00Z"},
+        labels={"org.opencontainers.image.source": "https://example.org/x"},
+        cache_from=("quay.io/a/cache",),
+    )
+    assert cmd == [
+        "podman",
+        "--storage-driver",
+        "vfs",
+        "build",
+        "--format",
+        "docker",
+        "--isolation",
+        "chroot",
+        "--layers",
+        "--platform",
+        "linux/amd64",
+        "--iidfile",
+        str(tmp_path / "iid"),
+        "--file",
+        str(tmp_path / "Dockerfile"),
+        "--build-arg",
+        "ROCMSTACK_CREATED=2026-11-29T00:00:00Z",
+        "--build-arg",
+        "ROCMSTACK_REVISION=abc",
+        "--label",
+        "org.opencontainers.image.source=https://example.org/x",
+        "--cache-from",
+        "quay.io/a/cache",
+        str(tmp_path),
+    ]
     assert "-t" not in cmd and "--tag" not in cmd  # tags come after success only
 
 
 def test_buildx_build_command(tmp_path):
     engine = E.Engine(name="docker", argv=("docker",), version="28.2.2", builder="ci")
-    cmd = E.build_command(engine, context=tmp_path, iidfile=tmp_path / "iid", build_args={}, labels={},
-                          cache_to=("type=registry,ref=r/c,mode=max",))
+    cmd = E.build_command(
+        engine,
+        context=tmp_path,
+        iidfile=tmp_path / "iid",
+        build_args={},
+        labels={},
+        cache_to=("type=registry,ref=r/c,mode=max",),
+    )
     assert cmd[:7] == ["docker", "buildx", "build", "--builder", "ci", "--progress=plain", "--load"]
     assert cmd[-3:] == ["--cache-to", "type=registry,ref=r/c,mode=max", str(tmp_path)]
 
@@ -139,9 +180,26 @@ def test_push_and_copy_commands_honour_insecure_registries():
     insecure = E.Engine(name="podman", argv=("podman",), version="x", tls_verify=False)
     assert E.push_command(insecure, "h:5000/a:1") == ["podman", "push", "--tls-verify=false", "h:5000/a:1"]
     assert E.copy_command(insecure, "h:5000/a:r-1", "h:5000/a:v1") == [
-        "skopeo", "copy", "--all", "--src-tls-verify=false", "--dest-tls-verify=false",
-        "docker://h:5000/a:r-1", "docker://h:5000/a:v1"]
+        "skopeo",
+        "copy",
+        "--all",
+        "--src-tls-verify=false",
+        "--dest-tls-verify=false",
+        "docker://h:5000/a:r-1",
+        "docker://h:5000/a:v1",
+    ]
     docker = E.Engine(name="docker", argv=("docker",), version="x", tls_verify=False)
-    assert E.push_command(docker, "h:5000/a:1") == ["docker", "push", "h:5000/a:1"]  # the daemon's setting decides
-    assert E.copy_command(docker, "r/a:r-1", "r/a:v1") == ["docker", "buildx", "imagetools", "create", "--tag", "r/a:v1",
-                                                          "r/a:r-1"]
+    assert E.push_command(docker, "h:5000/a:1") == [
+        "docker",
+        "push",
+        "h:5000/a:1",
+    ]  # the daemon's setting decides
+    assert E.copy_command(docker, "r/a:r-1", "r/a:v1") == [
+        "docker",
+        "buildx",
+        "imagetools",
+        "create",
+        "--tag",
+        "r/a:v1",
+        "r/a:r-1",
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -50,8 +51,12 @@ def test_failure_marks_the_last_step(tmp_path):
 def test_timeout_stops_the_child(tmp_path):
     result = R.run_logged(child(tmp_path, "sleep"), log_path=tmp_path / "b.log", engine="podman", timeout_s=2)
     assert result.timed_out and not result.ok
-    pid = int(next(line for line in (tmp_path / "b.log").read_text().splitlines() if line.startswith("pid ")).split()[1])
-    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    pid = int(
+        next(
+            line for line in (tmp_path / "b.log").read_text().splitlines() if line.startswith("pid ")
+        ).split()[1]
+    )
+    assert not os.path.exists(f"/proc/{pid}") or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
 
 
 def test_ctrl_c_stops_the_child_and_propagates(tmp_path):

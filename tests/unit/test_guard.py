@@ -17,21 +17,35 @@ def guard(*args: str, state: Path, pythonpath: Path | None = None) -> subprocess
     env = {**os.environ, "ROCMSTACK_ROOT": str(state)}
     if pythonpath:
         env["PYTHONPATH"] = str(pythonpath)
-    return subprocess.run([sys.executable, str(GUARD), *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(GUARD), *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_freeze_writes_installed_versions(tmp_path):
     import torch
 
-    proc = guard("freeze", f"torch=={torch.__version__.split('+')[0]}", "packaging", "not-installed-pkg", state=tmp_path)
+    proc = guard(
+        "freeze",
+        f"torch=={torch.__version__.split('+')[0]}",
+        "packaging",
+        "not-installed-pkg",
+        state=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = (tmp_path / "constraints.txt").read_text().split()
-    assert lines[0] == f"torch=={torch.__version__}" and lines[1].startswith("packaging==") and len(lines) == 2
+    assert (
+        lines[0] == f"torch=={torch.__version__}" and lines[1].startswith("packaging==") and len(lines) == 2
+    )
 
 
 def test_freeze_fails_when_base_torch_differs_from_recipe(tmp_path):
     proc = guard("freeze", "torch==1.0.0", state=tmp_path)
-    assert proc.returncode == 3 and "the base image provides torch" in proc.stderr and "declares 1.0.0" in proc.stderr
+    assert (
+        proc.returncode == 3
+        and "the base image provides torch" in proc.stderr
+        and "declares 1.0.0" in proc.stderr
+    )
 
 
 def test_python_version_guard(tmp_path):

@@ -13,7 +13,15 @@ from rocmstack.errors import RuleFailure
 from rocmstack.recipe.load import find_recipe, load_recipe, recipe_files
 from rocmstack.recipe.resolve import resolve
 from rocmstack.rules.lock import (
-    LockDrift, arch_key, default_arch_sets, gate, lock_path, lock_resolved, read_lock, verify, write_lock,
+    LockDrift,
+    arch_key,
+    default_arch_sets,
+    gate,
+    lock_path,
+    lock_resolved,
+    read_lock,
+    verify,
+    write_lock,
 )
 
 NAME = "verl-0.9.0-rocm10"
@@ -52,23 +60,32 @@ def test_lock_entry_holds_pins_digest_rules_and_render_hash(recipe_copy):
 def test_no_drift_then_drift_names_the_fields(recipe_copy):
     _lock(recipe_copy)
     assert verify(_resolved(recipe_copy)).status == "locked"
-    text = recipe_copy.read_text().replace("\n    ref: v0.27.0\n", "\n    ref: v0.28.0\n").replace('SGLANG_USE_AITER: "0"', 'SGLANG_USE_AITER: "1"')
+    text = (
+        recipe_copy.read_text()
+        .replace("\n    ref: v0.27.0\n", "\n    ref: v0.28.0\n")
+        .replace('SGLANG_USE_AITER: "0"', 'SGLANG_USE_AITER: "1"')
+    )
     recipe_copy.write_text(text)
     with pytest.raises(LockDrift) as err:
         verify(_resolved(recipe_copy))
-    assert err.value.message.endswith("recipe drifted from verl-0.9.0-rocm10.lock.json [gfx942;gfx950]: "
-                                      "components.vllm.ref, env.SGLANG_USE_AITER")
+    assert err.value.message.endswith(
+        "recipe drifted from verl-0.9.0-rocm10.lock.json [gfx942;gfx950]: "
+        "components.vllm.ref, env.SGLANG_USE_AITER"
+    )
     assert int(err.value.exit_code) == 2 and "--relock" in err.value.fix
 
 
 def test_relock_accepts_the_change(recipe_copy):
     _lock(recipe_copy)
     recipe_copy.write_text(recipe_copy.read_text().replace("version: 2.58.0", "version: 2.58.1"))
-    with pytest.raises(LockDrift, match="components.ray.version"):
+    with pytest.raises(LockDrift, match=r"components.ray.version"):
         verify(_resolved(recipe_copy))
     assert verify(_resolved(recipe_copy), relock=True).status == "relocked"
     assert verify(_resolved(recipe_copy)).status == "locked"
-    assert read_lock(lock_path(recipe_copy))["entries"]["gfx942;gfx950"]["components"]["ray"]["version"] == "2.58.1"
+    assert (
+        read_lock(lock_path(recipe_copy))["entries"]["gfx942;gfx950"]["components"]["ray"]["version"]
+        == "2.58.1"
+    )
 
 
 def test_revision_is_ignored_and_a_moved_render_hash_is_only_a_note(recipe_copy):
@@ -78,7 +95,7 @@ def test_revision_is_ignored_and_a_moved_render_hash_is_only_a_note(recipe_copy)
     entry = data["entries"]["gfx942;gfx950"]
     entry["rocmstack"]["revision"] = "some-other-commit"
     path.write_text(json.dumps(data))
-    assert verify(_resolved(recipe_copy)) .notes == ()
+    assert verify(_resolved(recipe_copy)).notes == ()
     entry["render_hash"] = "0" * 64
     path.write_text(json.dumps(data))
     state = verify(_resolved(recipe_copy))
@@ -88,7 +105,10 @@ def test_revision_is_ignored_and_a_moved_render_hash_is_only_a_note(recipe_copy)
 def test_an_arch_set_without_entry_is_unlocked_not_an_error(recipe_copy):
     _lock(recipe_copy)
     state = verify(_resolved(recipe_copy, "gfx950"))
-    assert state.status == "unlocked" and "rocmstack lock verl-0.9.0-rocm10 --gpu-arch 'gfx950'" in state.notes[0]
+    assert (
+        state.status == "unlocked"
+        and "rocmstack lock verl-0.9.0-rocm10 --gpu-arch 'gfx950'" in state.notes[0]
+    )
 
 
 def test_a_failing_set_is_never_locked(recipe_copy):
@@ -106,7 +126,9 @@ def test_gate_compares_the_recipe_without_overrides(recipe_copy):
     assert "--set on top of the lock: ray.version=2.58.1" in checked.notes
     with pytest.raises(RuleFailure):
         gate(str(recipe_copy), None, ["base.python=3.11"])
-    assert gate(str(recipe_copy), None, ["base.python=3.11"], ignore=["vllm-rocm-python"]).ignored == ("vllm-rocm-python",)
+    assert gate(str(recipe_copy), None, ["base.python=3.11"], ignore=["vllm-rocm-python"]).ignored == (
+        "vllm-rocm-python",
+    )
 
 
 def test_unreadable_lock_is_a_one_line_error(recipe_copy):

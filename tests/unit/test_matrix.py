@@ -46,10 +46,22 @@ def test_expand_one_recipe_two_arch_sets():
 
 
 def test_collisions_are_refused():
-    a = M.Entry(recipe="a", gpu_arch="gfx942", render_hash="1" * 64, build_runner=("x",), validate_runner=("y",),
-                tags={"repository": "r", "content": "r-1", "refs": ["r:x", "r:r-1"], "immutable_refs": []})
-    b = M.Entry(recipe="b", gpu_arch="gfx950", render_hash="2" * 64, build_runner=("x",), validate_runner=("y",),
-                tags={"repository": "r", "content": "r-2", "refs": ["r:x", "r:r-2"], "immutable_refs": []})
+    a = M.Entry(
+        recipe="a",
+        gpu_arch="gfx942",
+        render_hash="1" * 64,
+        build_runner=("x",),
+        validate_runner=("y",),
+        tags={"repository": "r", "content": "r-1", "refs": ["r:x", "r:r-1"], "immutable_refs": []},
+    )
+    b = M.Entry(
+        recipe="b",
+        gpu_arch="gfx950",
+        render_hash="2" * 64,
+        build_runner=("x",),
+        validate_runner=("y",),
+        tags={"repository": "r", "content": "r-2", "refs": ["r:x", "r:r-2"], "immutable_refs": []},
+    )
     with pytest.raises(InputError, match="would both publish r:x"):
         M.check_unique([a, b])
 
@@ -62,7 +74,9 @@ def test_parse_labels():
 
 
 def test_matrix_command_github_and_json():
-    proc = cli("matrix", "--recipe", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--gpu-runner", "self-hosted,mi355")
+    proc = cli(
+        "matrix", "--recipe", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--gpu-runner", "self-hosted,mi355"
+    )
     assert proc.code == 0, proc.err
     line = proc.out.strip()
     assert line.startswith("matrix=") and "\n" not in line
@@ -77,14 +91,20 @@ def test_matrix_command_github_and_json():
 
 
 def check_jsonschema():
-    exe = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or shutil.which("check-jsonschema")
+    exe = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or shutil.which(
+        "check-jsonschema"
+    )
     assert exe, "check-jsonschema is part of the test extra"
     return exe
 
 
 def test_workflow_passes_the_github_workflow_schema():
-    proc = subprocess.run([check_jsonschema(), "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [check_jsonschema(), "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -94,8 +114,12 @@ def test_the_schema_check_catches_a_broken_workflow(tmp_path):
     broken["jobs"]["publish"]["need"] = broken["jobs"]["publish"].pop("needs")
     path = tmp_path / "broken.yml"
     path.write_text(yaml.safe_dump(broken))
-    proc = subprocess.run([check_jsonschema(), "--builtin-schema", "vendor.github-workflows", str(path)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [check_jsonschema(), "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
 
 

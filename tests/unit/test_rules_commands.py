@@ -18,12 +18,14 @@ def _table_row(out: str, rule: str) -> list[str]:
     lines = out.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith(f"│ {rule} "))
     cells = [c.strip() for c in lines[start].split("│")[1:-1]]
-    for ln in lines[start + 1:]:
+    for ln in lines[start + 1 :]:
         more = [c.strip() for c in ln.split("│")[1:-1]]
         if len(more) != len(cells) or more[0]:
             break
-        cells = [a + (" " if a and b and not a.endswith("/") and k in (2, 3) else "") + b
-                 for k, (a, b) in enumerate(zip(cells, more))]
+        cells = [
+            a + (" " if a and b and not a.endswith("/") and k in (2, 3) else "") + b
+            for k, (a, b) in enumerate(zip(cells, more, strict=False))
+        ]
     return cells
 
 
@@ -43,20 +45,36 @@ def test_check_fails_with_exit_1_and_names_rule_reason_fix_source(cli):
     row = _table_row(res.out, "verl-vllm-floor")
     assert row[1] == "fail" and row[4] == "https://github.com/verl-project/verl/pull/7190"
     assert row[2] == "verl 0.9.0 needs vLLM >= 0.18.0, the recipe pins vLLM 0.17.0"
-    assert res.err.strip() == ("rocmstack: error: verl-0.9.0-rocm10 [gfx942;gfx950]: rule verl-vllm-floor failed: "
-                               "verl 0.9.0 needs vLLM >= 0.18.0, the recipe pins vLLM 0.17.0 "
-                               "(pin vLLM >= 0.18.0 (e.g. v0.27.0), or use verl < 0.9)")
-    warned = cli("check", NAME, "--set", "vllm.version=0.17.0", "--set", "vllm.ref=v0.17.0",
-                 "--ignore-rule", "verl-vllm-floor", "--json")
+    assert res.err.strip() == (
+        "rocmstack: error: verl-0.9.0-rocm10 [gfx942;gfx950]: rule verl-vllm-floor failed: "
+        "verl 0.9.0 needs vLLM >= 0.18.0, the recipe pins vLLM 0.17.0 "
+        "(pin vLLM >= 0.18.0 (e.g. v0.27.0), or use verl < 0.9)"
+    )
+    warned = cli(
+        "check",
+        NAME,
+        "--set",
+        "vllm.version=0.17.0",
+        "--set",
+        "vllm.ref=v0.17.0",
+        "--ignore-rule",
+        "verl-vllm-floor",
+        "--json",
+    )
     assert warned.code == 0
     rows = {r["id"]: r for r in json.loads(warned.out)[0]["results"]}
     assert rows["verl-vllm-floor"]["status"] == "ignored"
-    assert rows["validated:sglang-on-primus-vllm"]["reason"] == "re-validate sglang: components.vllm.ref v0.27.0 -> v0.17.0"
+    assert (
+        rows["validated:sglang-on-primus-vllm"]["reason"]
+        == "re-validate sglang: components.vllm.ref v0.27.0 -> v0.17.0"
+    )
 
 
 def test_check_bad_input_is_one_line_exit_2(cli):
     res = cli("check", NAME, "--ignore-rule", "no-such-rule")
-    assert res.code == 2 and res.err.count("\n") == 1 and "--ignore-rule no-such-rule: no such rule" in res.err
+    assert (
+        res.code == 2 and res.err.count("\n") == 1 and "--ignore-rule no-such-rule: no such rule" in res.err
+    )
     res = cli("check")
     assert res.code == 2 and "give a RECIPE or --all" in res.err
 
@@ -74,8 +92,10 @@ def test_lock_then_render_uses_the_lock_and_refuses_drift(cli, tmp_path):
     recipe.write_text(recipe.read_text().replace("version: 0.18.0", "version: 0.18.1"))
     drift = cli("render", str(recipe), "--gpu-arch", "gfx950", "-o", str(tmp_path / "ctx2"))
     assert drift.code == 2 and not (tmp_path / "ctx2").exists()
-    assert drift.err.strip().startswith("rocmstack: error: verl-0.9.0-rocm10: recipe drifted from "
-                                        "verl-0.9.0-rocm10.lock.json [gfx950]: components.megatron-core.version (")
+    assert drift.err.strip().startswith(
+        "rocmstack: error: verl-0.9.0-rocm10: recipe drifted from "
+        "verl-0.9.0-rocm10.lock.json [gfx950]: components.megatron-core.version ("
+    )
     relock = cli("render", str(recipe), "--gpu-arch", "gfx950", "-o", str(tmp_path / "ctx2"), "--relock")
     assert relock.code == 0, relock.err
     assert "relocked" in relock.err
@@ -85,8 +105,18 @@ def test_render_refuses_a_failing_set_and_labels_an_ignored_rule(cli, tmp_path):
     bad = cli("render", NAME, "--set", "env.SGLANG_ATTENTION_BACKEND=aiter", "-o", str(tmp_path / "a"))
     assert bad.code == 1 and not (tmp_path / "a").exists()
     assert "rule sglang-attention-triton failed" in bad.err
-    ok = cli("render", NAME, "--set", "env.SGLANG_ATTENTION_BACKEND=aiter", "--ignore-rule", "sglang-attention-triton",
-             "-o", str(tmp_path / "b"))
+    ok = cli(
+        "render",
+        NAME,
+        "--set",
+        "env.SGLANG_ATTENTION_BACKEND=aiter",
+        "--ignore-rule",
+        "sglang-attention-triton",
+        "-o",
+        str(tmp_path / "b"),
+    )
     assert ok.code == 0, ok.err
     assert "ignored rules: sglang-attention-triton" in ok.out
-    assert 'dev.rocmstack.ignored-rules="sglang-attention-triton"' in (tmp_path / "b" / "Dockerfile").read_text()
+    assert (
+        'dev.rocmstack.ignored-rules="sglang-attention-triton"' in (tmp_path / "b" / "Dockerfile").read_text()
+    )

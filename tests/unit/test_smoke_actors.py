@@ -13,7 +13,12 @@ from rocmstack.smoke.weight_sync import unpack_state_dict
 
 @pytest.fixture()
 def workers():
-    opts = dict(SmokeOptions(device="cpu", prompts_per_step=4, group_size=4, minibatches=2, engine="kvcache").to_dict(), threads=1)
+    opts = dict(
+        SmokeOptions(
+            device="cpu", prompts_per_step=4, group_size=4, minibatches=2, engine="kvcache"
+        ).to_dict(),
+        threads=1,
+    )
     cfg = model_config("tiny", vocab_size=task.VOCAB_SIZE, max_positions=64)
     trainer = TrainerWorker(cfg, opts, "cpu", "float32")
     rollout = RolloutWorker(cfg, opts, "cpu", "float32")
@@ -28,8 +33,13 @@ def _batch(opts, trainer, rollout):
     seqs = torch.cat([prompts, out["tokens"]], 1)
     lp = trainer.compute_logprobs(seqs, 6, mask)
     rewards = torch.arange(seqs.shape[0]).remainder(2).float()  # every group has signal
-    batch = {"seqs": seqs, "mask": mask, "advantages": grpo.group_advantages(rewards, opts["group_size"]),
-             "old_logp": lp["old_logp"], "ref_logp": lp["ref_logp"]}
+    batch = {
+        "seqs": seqs,
+        "mask": mask,
+        "advantages": grpo.group_advantages(rewards, opts["group_size"]),
+        "old_logp": lp["old_logp"],
+        "ref_logp": lp["ref_logp"],
+    }
     return out, lp, batch
 
 

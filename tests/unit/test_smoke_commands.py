@@ -18,7 +18,10 @@ def test_bad_input_is_one_line_and_exit_2(capsys):
         main(["smoke", "grpo", "--inject", "bitflip"])
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert err.strip() == "rocmstack: error: --inject 'bitflip' is not one of skip-sync, stale-weights, zero-reward, nan-loss"
+    assert (
+        err.strip()
+        == "rocmstack: error: --inject 'bitflip' is not one of skip-sync, stale-weights, zero-reward, nan-loss"
+    )
     assert "Traceback" not in err
 
 
@@ -26,6 +29,9 @@ def test_the_command_module_imports_no_heavy_dependency():
     import subprocess
     import sys
 
-    code = "import sys, rocmstack.smoke.commands; print(sorted(m for m in ('torch', 'ray', 'transformers') if m in sys.modules))"
+    code = (
+        "import sys, rocmstack.smoke.commands;"
+        " print(sorted(m for m in ('torch', 'ray', 'transformers') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"

@@ -100,4 +100,6 @@ def test_entropy_and_gather_logprobs():
     logits = torch.zeros(2, 16)
     torch.testing.assert_close(grpo.token_entropy(logits), torch.full((2,), math.log(16)))
     logits = torch.tensor([[0.0, math.log(3.0)]])
-    torch.testing.assert_close(grpo.gather_logprobs(logits, torch.tensor([1])), torch.tensor([math.log(0.75)]))
+    torch.testing.assert_close(
+        grpo.gather_logprobs(logits, torch.tensor([1])), torch.tensor([math.log(0.75)])
+    )

@@ -7,13 +7,28 @@ from rocmstack.smoke.report import PLOTS, write_report
 
 def test_report_writes_jsonl_summary_and_pngs(tmp_path):
     metrics = [
-        {"step": s, "raw_reward_mean": 0.1 * s, "raw_reward_std": 0.1, "zero_std_group_frac": 0.5,
-         "train_rollout_logprob_abs_diff_mean": 1e-7, "train_rollout_logprob_abs_diff_max": 0.0,
-         "time_rollout_s": 0.1, "time_logprobs_s": 0.1, "time_train_s": 0.2, "time_sync_s": 0.01}
+        {
+            "step": s,
+            "raw_reward_mean": 0.1 * s,
+            "raw_reward_std": 0.1,
+            "zero_std_group_frac": 0.5,
+            "train_rollout_logprob_abs_diff_mean": 1e-7,
+            "train_rollout_logprob_abs_diff_max": 0.0,
+            "time_rollout_s": 0.1,
+            "time_logprobs_s": 0.1,
+            "time_train_s": 0.2,
+            "time_sync_s": 0.01,
+        }
         for s in range(5)
     ]
-    summary = {"placement": "colocated", "device": "cpu", "dtype": "float32", "shape": "tiny", "passed": False,
-               "failed": ["rewards_rise"]}
+    summary = {
+        "placement": "colocated",
+        "device": "cpu",
+        "dtype": "float32",
+        "shape": "tiny",
+        "passed": False,
+        "failed": ["rewards_rise"],
+    }
     paths = write_report(tmp_path / "r", metrics, summary)
     assert [p.name for p in paths] == ["metrics.jsonl", "summary.json", *PLOTS]
     lines = (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()

@@ -30,21 +30,26 @@ def _full_forward_logprobs(model, prompts, tokens):
 @pytest.mark.parametrize("name", ["kvcache", "reference"])
 def test_cached_decode_logprobs_match_full_forward(hf_model, name):
     cfg, model = hf_model
-    engine, got = make_engine(cfg, device="cpu", dtype=torch.float32, max_batch=16, max_seq_len=32, prefer=name)
+    engine, got = make_engine(
+        cfg, device="cpu", dtype=torch.float32, max_batch=16, max_seq_len=32, prefer=name
+    )
     assert got == name
     engine.load_hf_state_dict(model.state_dict())
     prompts = task.make_prompts(16, 4, torch.Generator().manual_seed(0))
     out = engine.generate(prompts, 5, temperature=1.0, top_p=1.0, generator=torch.Generator().manual_seed(1))
     assert out.tokens.shape == (16, 5) and out.logprobs.shape == (16, 5)
-    torch.testing.assert_close(out.logprobs, _full_forward_logprobs(model, prompts, out.tokens), atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        out.logprobs, _full_forward_logprobs(model, prompts, out.tokens), atol=1e-4, rtol=0
+    )
     assert len(set(map(tuple, out.tokens.tolist()))) > 1  # it samples, not one fixed answer
 
 
 def test_auto_is_the_reference_engine(hf_model):
     from rocmstack.bench.engine import ReferenceEngine
 
-    engine, name = make_engine(hf_model[0], device="cpu", dtype=torch.float32, max_batch=2, max_seq_len=16,
-                               prefer="auto")
+    engine, name = make_engine(
+        hf_model[0], device="cpu", dtype=torch.float32, max_batch=2, max_seq_len=16, prefer="auto"
+    )
     assert name == "reference" and isinstance(engine, ReferenceEngine) and engine.fused is False
 
 
@@ -54,7 +59,11 @@ def test_kvcache_engine_really_reuses_the_cache(hf_model, monkeypatch):
     engine.load_hf_state_dict(model.state_dict())
     seen = []
     real = engine.model.forward
-    monkeypatch.setattr(engine.model, "forward", lambda input_ids, **kw: seen.append(input_ids.shape[1]) or real(input_ids=input_ids, **kw))
+    monkeypatch.setattr(
+        engine.model,
+        "forward",
+        lambda input_ids, **kw: seen.append(input_ids.shape[1]) or real(input_ids=input_ids, **kw),
+    )
     engine.generate(task.make_prompts(4, 4, torch.Generator().manual_seed(0)), 4)
     assert seen == [6, 1, 1, 1]  # one prefill, then one token per step
 

@@ -30,7 +30,9 @@ def test_reward_is_first_digit_copy():
 def test_a_prompt_blind_policy_cannot_beat_the_ceiling():
     # Every constant answer scores ~0.1 on random prompts: reward above that needs attention to the prompt.
     prompts = task.make_prompts(20000, 4, torch.Generator().manual_seed(1))
-    best = max(float(task.rewards(prompts, torch.full((20000, 1), tok)).mean()) for tok in range(task.VOCAB_SIZE))
+    best = max(
+        float(task.rewards(prompts, torch.full((20000, 1), tok)).mean()) for tok in range(task.VOCAB_SIZE)
+    )
     assert best == pytest.approx(task.BLIND_CEILING, abs=0.01)
 
 

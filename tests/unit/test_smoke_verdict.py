@@ -19,8 +19,14 @@ def _row(step: int, **over: float) -> dict:
 
 
 def _canary(step: int, **over: float) -> dict:
-    row = {"step": step, "trainer_change": 0.1, "rollout_change": 0.1, "rollout_vs_trainer": 1e-6,
-           "rollout_vs_prev_trainer": 0.1, "noise_floor": 1e-6}
+    row = {
+        "step": step,
+        "trainer_change": 0.1,
+        "rollout_change": 0.1,
+        "rollout_vs_trainer": 1e-6,
+        "rollout_vs_prev_trainer": 0.1,
+        "noise_floor": 1e-6,
+    }
     row.update(over)
     return row
 
@@ -80,8 +86,12 @@ def test_canary_catches_one_step_stale_weights():
 
 def test_canary_judges_staleness_only_above_the_noise_floor():
     # bf16 noise 0.02: a trainer move of 0.05 is too small to tell new from old, so it is not judged...
-    noisy = [_canary(s, trainer_change=0.05, rollout_vs_trainer=0.03, rollout_vs_prev_trainer=0.02, noise_floor=0.02)
-             for s in range(3)]
+    noisy = [
+        _canary(
+            s, trainer_change=0.05, rollout_vs_trainer=0.03, rollout_vs_prev_trainer=0.02, noise_floor=0.02
+        )
+        for s in range(3)
+    ]
     assert verdict.sync_canary(noisy, 0.1).passed
     # ...but a move of 0.5 is, and a rollout nearer the old weights then fails.
     moved = [dict(r, trainer_change=0.5) for r in noisy]
@@ -89,7 +99,7 @@ def test_canary_judges_staleness_only_above_the_noise_floor():
 
 
 def test_canary_skips_steps_where_the_trainer_did_not_move_but_needs_one():
-    rows = [_canary(0, trainer_change=0.0, rollout_change=0.0)] + [_canary(1)]
+    rows = [_canary(0, trainer_change=0.0, rollout_change=0.0), _canary(1)]
     assert verdict.sync_canary(rows, 1e-3).passed
     crit = verdict.sync_canary([_canary(0, trainer_change=0.0, rollout_change=0.0)], 1e-3)
     assert not crit.passed and "never moved" in crit.detail

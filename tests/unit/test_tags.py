@@ -20,29 +20,35 @@ def resolved(name="verl-0.9.0-rocm10", arch="gfx950", overrides=()):
     return resolve(recipe, path, arch, tuple(overrides))
 
 
-@pytest.mark.parametrize("ref", [
-    "rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2",  # the upstream tag style
-    "docker.io/rocm/primus:v26.7",
-    "localhost:5000/a/b-c__d.e:tag_1",
-    "ghcr.io/org/img@sha256:" + "a" * 64,
-    "[::1]:5000/img:1",
-    "img",
-])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2",  # the upstream tag style
+        "docker.io/rocm/primus:v26.7",
+        "localhost:5000/a/b-c__d.e:tag_1",
+        "ghcr.io/org/img@sha256:" + "a" * 64,
+        "[::1]:5000/img:1",
+        "img",
+    ],
+)
 def test_valid_references(ref):
     assert str(T.parse_reference(ref)) == ref
 
 
-@pytest.mark.parametrize("ref", [
-    "Rocm/verl:1",          # uppercase repository
-    "rocm/verl:.hidden",    # tag cannot start with '.'
-    "rocm/verl:-x",         # nor '-'
-    "rocm/verl:" + "x" * 129,
-    "rocm//verl:1",
-    "rocm/verl:a:b",
-    "rocm/verl_:1",         # separator at the end of a component
-    "rocm/verl:>=5.12",
-    "",
-])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "Rocm/verl:1",  # uppercase repository
+        "rocm/verl:.hidden",  # tag cannot start with '.'
+        "rocm/verl:-x",  # nor '-'
+        "rocm/verl:" + "x" * 129,
+        "rocm//verl:1",
+        "rocm/verl:a:b",
+        "rocm/verl_:1",  # separator at the end of a component
+        "rocm/verl:>=5.12",
+        "",
+    ],
+)
 def test_invalid_references(ref):
     with pytest.raises(InputError):
         T.parse_reference(ref)
@@ -73,7 +79,10 @@ def test_registry_prefix_and_refs():
 
 
 def test_template_field_errors_name_the_field():
-    tree = {"components": {"transformers": {"version": ">=5.12"}, "x": {"version": None}}, "base": {"rocm": "10.0"}}
+    tree = {
+        "components": {"transformers": {"version": ">=5.12"}, "x": {"version": None}},
+        "base": {"rocm": "10.0"},
+    }
     with pytest.raises(InputError, match=r"\{components.nope.version\} does not exist"):
         T.expand_template("a-{components.nope.version}", tree, ("gfx950",))
     with pytest.raises(InputError, match=r"\{components.x.version\} is None"):
@@ -105,7 +114,7 @@ def test_content_tag_needs_a_full_hash():
 def test_immutability_verdicts():
     assert T.immutability_verdict("r/x:t", None, HASH, exists=False) == "push"
     assert T.immutability_verdict("r/x:t", HASH, HASH, exists=True) == "skip"
-    with pytest.raises(CheckFailed, match="refusing to push r/x:t.*render hash 111111111111"):
+    with pytest.raises(CheckFailed, match=r"refusing to push r/x:t.*render hash 111111111111"):
         T.immutability_verdict("r/x:t", "1" * 64, HASH, exists=True)
     with pytest.raises(CheckFailed, match="no rocmstack render-hash label"):
         T.immutability_verdict("r/x:t", None, HASH, exists=True)
@@ -126,4 +135,7 @@ def test_tags_command_bad_registry_is_one_line():
     proc = run_cli("tags", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--registry", "Bad Host")
     assert proc.code == 2
     last = proc.err.strip().splitlines()[-1]
-    assert last.startswith("rocmstack: error: image repository 'Bad Host/rocmstack/verl'") and "Traceback" not in proc.err
+    assert (
+        last.startswith("rocmstack: error: image repository 'Bad Host/rocmstack/verl'")
+        and "Traceback" not in proc.err
+    )

@@ -10,38 +10,56 @@ import pytest
 def test_image_or_in_place_is_required(cli, tmp_path):
     r = cli("validate", "--report", str(tmp_path))
     assert r.code == 2 and r.err.strip() == (
-        "rocmstack: error: IMAGE missing (rocmstack validate IMAGE [--engine buildah], or --in-place)")
+        "rocmstack: error: IMAGE missing (rocmstack validate IMAGE [--engine buildah], or --in-place)"
+    )
     r = cli("validate", "img", "--in-place", "--report", str(tmp_path))
     assert r.code == 2 and "--in-place validates this node; IMAGE 'img' was given too" in r.err
     assert "Traceback" not in r.err
 
 
 def test_bad_values_are_one_line_exit_2(cli, tmp_path):
-    for args, text in ((["--engine", "lxc"], "--engine 'lxc': unknown engine"),
-                       (["--device", "gpu"], "--device 'gpu' is not one of auto, cpu"),
-                       (["--baseline", str(tmp_path / "none.json")], "no such file"),
-                       (["--doctor-skip", "no-such-check"], "unknown check id 'no-such-check'")):
+    for args, text in (
+        (["--engine", "lxc"], "--engine 'lxc': unknown engine"),
+        (["--device", "gpu"], "--device 'gpu' is not one of auto, cpu"),
+        (["--baseline", str(tmp_path / "none.json")], "no such file"),
+        (["--doctor-skip", "no-such-check"], "unknown check id 'no-such-check'"),
+    ):
         r = cli("validate", "localhost/x:1", "--dry-run", "--report", str(tmp_path), *args)
         assert r.code == 2 and text in r.err and len(r.err.strip().splitlines()) == 1, r.err
 
 
 def test_dry_run_prints_the_exact_buildah_commands(cli, tmp_path):
-    r = cli("validate", "localhost/x:1", "--engine", "buildah", "--expect-gpus", "0", "--skip-smoke",
-            "--report", str(tmp_path / "rep"), "--dry-run", env={"ROCMSTACK_PODMAN_STORAGE_DRIVER": "vfs"})
+    r = cli(
+        "validate",
+        "localhost/x:1",
+        "--engine",
+        "buildah",
+        "--expect-gpus",
+        "0",
+        "--skip-smoke",
+        "--report",
+        str(tmp_path / "rep"),
+        "--dry-run",
+        env={"ROCMSTACK_PODMAN_STORAGE_DRIVER": "vfs"},
+    )
     assert r.code == 0, r.err
     lines = r.out.strip().splitlines()
     assert len(lines) == 3
     assert lines[0].startswith("buildah --storage-driver vfs from --pull=never --name rocmstack-validate-")
     assert lines[0].endswith(" localhost/x:1")
     assert f"--volume {(tmp_path / 'rep').resolve()}/.in-image:/report " in lines[1]
-    assert lines[1].endswith("-- /usr/local/bin/rocmstack validate --in-place --report /report --device auto "
-                             "--expect-gpus 0 --skip-smoke")
+    assert lines[1].endswith(
+        "-- /usr/local/bin/rocmstack validate --in-place --report /report --device auto "
+        "--expect-gpus 0 --skip-smoke"
+    )
     assert lines[2].startswith("buildah --storage-driver vfs rm rocmstack-validate-")
     assert not (tmp_path / "rep").exists()  # a dry run touches nothing
 
 
 def test_dry_run_json(cli, tmp_path):
-    r = cli("validate", "localhost/x:1", "--engine", "docker", "--report", str(tmp_path), "--dry-run", "--json")
+    r = cli(
+        "validate", "localhost/x:1", "--engine", "docker", "--report", str(tmp_path), "--dry-run", "--json"
+    )
     assert r.code == 0, r.err
     plan = json.loads(r.out)
     assert plan["engine"] == "docker" and len(plan["commands"]) == 1 and plan["seccomp_unconfined"] is False
@@ -49,8 +67,17 @@ def test_dry_run_json(cli, tmp_path):
 
 @pytest.mark.timeout(240)
 def test_in_place_failure_exits_1_with_a_report(cli, tmp_path):
-    r = cli("validate", "--in-place", "--expect-gpus", "1", "--skip-smoke", "--skip-bench", "--report", str(tmp_path),
-            timeout=220)
+    r = cli(
+        "validate",
+        "--in-place",
+        "--expect-gpus",
+        "1",
+        "--skip-smoke",
+        "--skip-bench",
+        "--report",
+        str(tmp_path),
+        timeout=220,
+    )
     assert r.code == 1, r.err
     assert "FAIL: doctor fail (smoke, bench skipped)" in r.out
     report = json.loads((tmp_path / "report.json").read_text())

@@ -18,7 +18,16 @@ from rocmstack.validate.container import (
     seccomp_evidence,
 )
 
-FORBIDDEN = ("--privileged", "-e", "--env", "--env-file", "--env-host", "--cap-add", "--pid=host", "--network=host")
+FORBIDDEN = (
+    "--privileged",
+    "-e",
+    "--env",
+    "--env-file",
+    "--env-host",
+    "--cap-add",
+    "--pid=host",
+    "--network=host",
+)
 
 
 def _flat(p: Plan) -> list[str]:
@@ -27,10 +36,24 @@ def _flat(p: Plan) -> list[str]:
 
 def test_amd_docker_flags_are_exactly_the_least_privilege_set():
     assert device_flags("docker", "amd") == [
-        "--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", "render",
-        "--ulimit", "nofile=1048576:1048576", "--ipc=host"]
-    assert device_flags("podman", "amd") == [*device_flags("docker", "amd")[:8], "--ulimit", container.nofile("podman"),
-                                             "--ipc=host"]
+        "--device",
+        "/dev/kfd",
+        "--device",
+        "/dev/dri",
+        "--group-add",
+        "video",
+        "--group-add",
+        "render",
+        "--ulimit",
+        "nofile=1048576:1048576",
+        "--ipc=host",
+    ]
+    assert device_flags("podman", "amd") == [
+        *device_flags("docker", "amd")[:8],
+        "--ulimit",
+        container.nofile("podman"),
+        "--ipc=host",
+    ]
 
 
 def test_daemonless_engines_ask_for_the_open_files_this_host_allows():
@@ -61,7 +84,9 @@ def test_cpu_host_gets_no_device_only_the_open_file_limit(engine):
 @pytest.mark.parametrize("engine", container.ENGINES)
 @pytest.mark.parametrize("host", container.HOSTS)
 def test_never_privileged_never_host_env(engine, host, tmp_path):
-    p = plan(engine=engine, host=host, image="localhost/x:1", report_dir=tmp_path, args=InImageArgs(expect_gpus=0))
+    p = plan(
+        engine=engine, host=host, image="localhost/x:1", report_dir=tmp_path, args=InImageArgs(expect_gpus=0)
+    )
     flat = _flat(p)
     assert not set(FORBIDDEN) & set(flat), flat
     assert not any(a.startswith("--security-opt") for a in flat)
@@ -69,7 +94,10 @@ def test_never_privileged_never_host_env(engine, host, tmp_path):
 
 def test_seccomp_unconfined_only_when_asked():
     assert "seccomp=unconfined" not in device_flags("docker", "amd")
-    assert device_flags("docker", "amd", seccomp_unconfined=True)[-2:] == ["--security-opt", "seccomp=unconfined"]
+    assert device_flags("docker", "amd", seccomp_unconfined=True)[-2:] == [
+        "--security-opt",
+        "seccomp=unconfined",
+    ]
 
 
 def test_unknown_engine_or_host_is_input_error():
@@ -82,17 +110,58 @@ def test_unknown_engine_or_host_is_input_error():
 def test_buildah_plan_is_from_run_rm_with_the_build_store(tmp_path, monkeypatch):
     monkeypatch.setenv("ROCMSTACK_PODMAN_STORAGE_DRIVER", "vfs")
     base = tmp_path / "base" / "h200.json"
-    p = plan(engine="buildah", host="cpu", image="localhost/t:1", report_dir=tmp_path / "rep", container="c1",
-             args=InImageArgs(expect_gpus=0, skip_bench=True, baseline_name="h200.json", doctor_skip=("lock-drift",)),
-             baseline=base)
+    p = plan(
+        engine="buildah",
+        host="cpu",
+        image="localhost/t:1",
+        report_dir=tmp_path / "rep",
+        container="c1",
+        args=InImageArgs(
+            expect_gpus=0, skip_bench=True, baseline_name="h200.json", doctor_skip=("lock-drift",)
+        ),
+        baseline=base,
+    )
     rep = (tmp_path / "rep").resolve()
-    assert p.setup == ("buildah", "--storage-driver", "vfs", "from", "--pull=never", "--name", "c1",
-                       "--ulimit", container.nofile("buildah"), "localhost/t:1")
-    assert p.run == ("buildah", "--storage-driver", "vfs", "run", "--isolation", "chroot",
-                     "--volume", f"{rep}/.in-image:/report", "--volume", f"{base.resolve().parent}:/baseline:ro",
-                     "c1", "--", "/usr/local/bin/rocmstack", "validate", "--in-place", "--report", "/report",
-                     "--device", "auto", "--expect-gpus", "0", "--skip-bench", "--baseline", "/baseline/h200.json",
-                     "--doctor-skip", "lock-drift")
+    assert p.setup == (
+        "buildah",
+        "--storage-driver",
+        "vfs",
+        "from",
+        "--pull=never",
+        "--name",
+        "c1",
+        "--ulimit",
+        container.nofile("buildah"),
+        "localhost/t:1",
+    )
+    assert p.run == (
+        "buildah",
+        "--storage-driver",
+        "vfs",
+        "run",
+        "--isolation",
+        "chroot",
+        "--volume",
+        f"{rep}/.in-image:/report",
+        "--volume",
+        f"{base.resolve().parent}:/baseline:ro",
+        "c1",
+        "--",
+        "/usr/local/bin/rocmstack",
+        "validate",
+        "--in-place",
+        "--report",
+        "/report",
+        "--device",
+        "auto",
+        "--expect-gpus",
+        "0",
+        "--skip-bench",
+        "--baseline",
+        "/baseline/h200.json",
+        "--doctor-skip",
+        "lock-drift",
+    )
     assert p.cleanup == ("buildah", "--storage-driver", "vfs", "rm", "c1")
     assert p.shell().splitlines()[1].startswith("buildah --storage-driver vfs run --isolation chroot")
 
@@ -107,22 +176,40 @@ def test_storage_driver_follows_the_build_engine_setting(tmp_path, monkeypatch):
 
 
 def test_docker_plan_is_one_run_with_the_in_image_entrypoint(tmp_path):
-    p = plan(engine="docker", host="amd", image="ghcr.io/o/verl:t", report_dir=tmp_path, container="c",
-             args=InImageArgs(expect_gpus=8, skip_smoke=True))
+    p = plan(
+        engine="docker",
+        host="amd",
+        image="ghcr.io/o/verl:t",
+        report_dir=tmp_path,
+        container="c",
+        args=InImageArgs(expect_gpus=8, skip_smoke=True),
+    )
     assert p.setup is None and p.cleanup is None
     run = list(p.run)
     assert run[:5] == ["docker", "run", "--rm", "--name", "c"]
     i = run.index("--entrypoint")
-    assert run[i + 1:i + 3] == ["/usr/local/bin/rocmstack", "ghcr.io/o/verl:t"]
-    assert run[i + 3:] == ["validate", "--in-place", "--report", "/report", "--device", "auto", "--expect-gpus", "8",
-                           "--skip-smoke"]
+    assert run[i + 1 : i + 3] == ["/usr/local/bin/rocmstack", "ghcr.io/o/verl:t"]
+    assert run[i + 3 :] == [
+        "validate",
+        "--in-place",
+        "--report",
+        "/report",
+        "--device",
+        "auto",
+        "--expect-gpus",
+        "8",
+        "--skip-smoke",
+    ]
 
 
 def test_detect_host_from_device_nodes(tmp_path):
     dev, proc = tmp_path / "dev", tmp_path / "proc"
     dev.mkdir()
     proc.mkdir()
-    none = lambda _name: None
+
+    def none(_name: str) -> None:
+        return None
+
     assert detect_host(dev, proc, which=none) == "cpu"
     (dev / "nvidiactl").touch()
     assert detect_host(dev, proc, which=none) == "nvidia"
@@ -142,9 +229,19 @@ def test_seccomp_evidence_needs_a_failing_check_asking_for_it():
 
 def test_engine_failure_without_report_is_one_engine_error(tmp_path):
     # A real child process standing in for an engine that cannot start the container.
-    p = Plan(engine="podman", host="cpu", image="img", report_dir=tmp_path, container="c", setup=None, cleanup=None,
-             run=(sys.executable, "-c", "import sys; print('Error: crun: cgroups unavailable'); sys.exit(126)"))
-    with pytest.raises(EngineError, match=r"could not run rocmstack inside img \(exit 126\).*cgroups unavailable"):
+    p = Plan(
+        engine="podman",
+        host="cpu",
+        image="img",
+        report_dir=tmp_path,
+        container="c",
+        setup=None,
+        cleanup=None,
+        run=(sys.executable, "-c", "import sys; print('Error: crun: cgroups unavailable'); sys.exit(126)"),
+    )
+    with pytest.raises(
+        EngineError, match=r"could not run rocmstack inside img \(exit 126\).*cgroups unavailable"
+    ):
         run_plan(p)
     lines = []
     with pytest.raises(EngineError):
@@ -153,7 +250,15 @@ def test_engine_failure_without_report_is_one_engine_error(tmp_path):
 
 
 def test_stage_dir_is_writable_for_any_image_user(tmp_path):
-    p = Plan(engine="podman", host="cpu", image="img", report_dir=tmp_path / "r", container="c", setup=None,
-             cleanup=None, run=(sys.executable, "-c", "pass"))
+    p = Plan(
+        engine="podman",
+        host="cpu",
+        image="img",
+        report_dir=tmp_path / "r",
+        container="c",
+        setup=None,
+        cleanup=None,
+        run=(sys.executable, "-c", "pass"),
+    )
     assert run_plan(p) == 0
     assert (tmp_path / "r" / container.STAGE).stat().st_mode & 0o777 == 0o777

@@ -26,13 +26,25 @@ def _bench(*results, baseline=None):
 
 
 def _ok(batch, tps):
-    return {"engine": "reference", "batch": batch, "status": "ok", "tokens_per_s": tps, "mbu": 0.3, "reason": None}
+    return {
+        "engine": "reference",
+        "batch": batch,
+        "status": "ok",
+        "tokens_per_s": tps,
+        "mbu": 0.3,
+        "reason": None,
+    }
 
 
 def test_verdict_passes_only_when_every_stage_that_ran_passed():
     assert verdict([stage("doctor", "pass", 1, ""), stage("smoke", "skipped", 0, "")]) == (
-        True, "PASS: doctor (smoke skipped)")
-    assert verdict([stage("doctor", "pass", 1, ""), stage("bench", "fail", 1, "")]) == (False, "FAIL: bench fail")
+        True,
+        "PASS: doctor (smoke skipped)",
+    )
+    assert verdict([stage("doctor", "pass", 1, ""), stage("bench", "fail", 1, "")]) == (
+        False,
+        "FAIL: bench fail",
+    )
     assert verdict([stage("doctor", "error", 1, ""), stage("smoke", "pass", 1, "")])[0] is False
     assert verdict([stage("smoke", "skipped", 0, "")]) == (False, "FAIL: nothing ran (smoke skipped)")
 
@@ -43,32 +55,53 @@ def test_bench_without_baseline_passes_when_every_config_ran():
 
 
 def test_bench_config_that_did_not_run_fails():
-    bad = {"engine": "vllm", "batch": 64, "status": "error", "reason": "vllm not installed", "tokens_per_s": None}
+    bad = {
+        "engine": "vllm",
+        "batch": 64,
+        "status": "error",
+        "reason": "vllm not installed",
+        "tokens_per_s": None,
+    }
     status, text = bench_verdict(_bench(_ok(1, 600.0), bad))
     assert status == "fail" and "vllm batch 64: error: vllm not installed" in text
 
 
 def test_bench_regression_against_the_baseline_fails():
-    checks = [{"engine": "reference", "batch": 64, "tokens_per_s": 20000.0, "baseline_tokens_per_s": 29000.0,
-               "ratio": 20000 / 29000, "ok": False}]
+    checks = [
+        {
+            "engine": "reference",
+            "batch": 64,
+            "tokens_per_s": 20000.0,
+            "baseline_tokens_per_s": 29000.0,
+            "ratio": 20000 / 29000,
+            "ok": False,
+        }
+    ]
     status, text = bench_verdict(_bench(_ok(64, 20000.0), baseline={"checks": checks, "tolerance": 0.1}))
     assert status == "fail" and "0.69x of baseline 29,000.0" in text
-    status, text = bench_verdict(_bench(_ok(64, 20000.0), baseline={"checks": [], "tolerance": 0.1, "file": "b.json"}))
+    status, text = bench_verdict(
+        _bench(_ok(64, 20000.0), baseline={"checks": [], "tolerance": 0.1, "file": "b.json"})
+    )
     assert status == "fail" and "no config of this run" in text
     checks[0].update(ok=True)
     assert bench_verdict(_bench(_ok(64, 20000.0), baseline={"checks": checks, "tolerance": 0.1}))[0] == "pass"
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("device", "cuda", "--device 'cuda'"), ("expect_gpus", -1, "--expect-gpus -1"), ("smoke_steps", 0, "--smoke-steps 0"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("device", "cuda", "--device 'cuda'"),
+        ("expect_gpus", -1, "--expect-gpus -1"),
+        ("smoke_steps", 0, "--smoke-steps 0"),
+    ],
+)
 def test_bad_options_name_the_field(tmp_path, field, value, message):
     with pytest.raises(InputError, match=message):
         ValidateOptions(report_dir=tmp_path, **{field: value}).validated()
 
 
 def test_missing_baseline_file_is_input_error(tmp_path):
-    with pytest.raises(InputError, match="--baseline .*no such file"):
+    with pytest.raises(InputError, match=r"--baseline .*no such file"):
         ValidateOptions(report_dir=tmp_path, baseline=tmp_path / "nope.json").validated()
 
 
@@ -86,12 +119,18 @@ def test_image_info_reads_the_lock_and_patch_markers(tmp_path):
 @pytest.mark.timeout(180)
 def test_doctor_only_run_on_this_cpu_node(tmp_path):
     """A real doctor run: 0 GPUs expected passes here; 1 expected fails, and the report says so."""
-    ok = run_in_place(ValidateOptions(report_dir=tmp_path / "a", expect_gpus=0, skip_smoke=True, skip_bench=True,
-                                      image_root=tmp_path))
+    ok = run_in_place(
+        ValidateOptions(
+            report_dir=tmp_path / "a", expect_gpus=0, skip_smoke=True, skip_bench=True, image_root=tmp_path
+        )
+    )
     assert ok["schema"] == pipeline.SCHEMA and ok["mode"] == "in-place"
     assert ok["passed"] and ok["verdict"] == "PASS: doctor (smoke, bench skipped)"
     assert ok["doctor"]["report"]["ok"] and ok["smoke"]["summary"] is None
-    bad = run_in_place(ValidateOptions(report_dir=tmp_path / "b", expect_gpus=1, skip_smoke=True, skip_bench=True,
-                                       image_root=tmp_path))
+    bad = run_in_place(
+        ValidateOptions(
+            report_dir=tmp_path / "b", expect_gpus=1, skip_smoke=True, skip_bench=True, image_root=tmp_path
+        )
+    )
     assert not bad["passed"] and bad["verdict"].startswith("FAIL: doctor fail")
     assert "gpu-count" in bad["stages"][0]["summary"]

@@ -23,7 +23,8 @@ def h200_report():
 
 @pytest.fixture
 def with_plots(tmp_path, h200_report):
-    """The report dir as validate leaves it: the bench's roofline plot (drawn from the real bench numbers) and a smoke PNG."""
+    """The report dir as validate leaves it: the bench's roofline plot (drawn from the real bench numbers)
+    and a smoke PNG."""
     from rocmstack.bench.plot import plot_reports
 
     plot_reports([h200_report["bench"]["report"]], tmp_path / "bench" / "roofline.png")
@@ -90,13 +91,13 @@ def test_png_data_uri_refuses_non_png(tmp_path):
 
 
 def test_load_names_what_is_wrong(tmp_path):
-    with pytest.raises(InputError, match="no report.json in it"):
+    with pytest.raises(InputError, match=r"no report.json in it"):
         load(tmp_path)
     (tmp_path / "report.json").write_text("{")
     with pytest.raises(InputError, match="not readable JSON"):
         load(tmp_path)
     (tmp_path / "report.json").write_text(json.dumps({"schema": "rocmstack.doctor/1"}))
-    with pytest.raises(InputError, match="schema 'rocmstack.doctor/1', expected rocmstack.validate/1"):
+    with pytest.raises(InputError, match=r"schema 'rocmstack.doctor/1', expected rocmstack.validate/1"):
         load(tmp_path)
 
 
@@ -104,9 +105,18 @@ def test_container_report_names_the_engine_and_its_commands(tmp_path, h200_repor
     from rocmstack.validate.container import InImageArgs, plan
 
     rep = copy.deepcopy(h200_report)
-    p = plan(engine="buildah", host="cpu", image="localhost/t:1", report_dir=tmp_path, args=InImageArgs(expect_gpus=0))
-    rep.update(mode="container", engine={**p.as_dict(), "exit_code": 0},
-               image={"ref": "localhost/t:1", "id": "sha256:ab", "labels": {"dev.rocmstack.recipe": "tiny-pip"}})
+    p = plan(
+        engine="buildah",
+        host="cpu",
+        image="localhost/t:1",
+        report_dir=tmp_path,
+        args=InImageArgs(expect_gpus=0),
+    )
+    rep.update(
+        mode="container",
+        engine={**p.as_dict(), "exit_code": 0},
+        image={"ref": "localhost/t:1", "id": "sha256:ab", "labels": {"dev.rocmstack.recipe": "tiny-pip"}},
+    )
     write_all(rep, tmp_path)
     assert "- mode: container (buildah)" in (tmp_path / "report.md").read_text()
     page = (tmp_path / "report.html").read_text()

@@ -1,5 +1,6 @@
 """Probe: import amdsmi and count processor handles the way Ray's AMD detector does."""
 
+import contextlib
 import sys
 import time
 
@@ -20,10 +21,8 @@ try:
     try:
         out["count"] = len(amdsmi.amdsmi_get_processor_handles())
     finally:
-        try:
+        with contextlib.suppress(BaseException):
             amdsmi.amdsmi_shut_down()
-        except BaseException:
-            pass
 except BaseException as exc:
     out["init_error"] = error_text(exc)
 out["libamd_smi_loaded"] = loaded_copies("libamd_smi")

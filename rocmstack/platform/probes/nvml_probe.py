@@ -23,7 +23,7 @@ try:
             name = pynvml.nvmlDeviceGetName(handle)
             names.append(name.decode() if isinstance(name, bytes) else str(name))
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-            archs.append("sm_%d%d" % (major, minor))
+            archs.append(f"sm_{major}{minor}")
         out["names"] = names
         out["archs"] = archs
         version = pynvml.nvmlSystemGetDriverVersion()

@@ -13,7 +13,7 @@ import time
 from _emit import emit
 
 t0 = time.monotonic()
-out = {"python": "%d.%d.%d" % sys.version_info[:3], "executable": sys.executable}
+out = {"python": ".".join(map(str, sys.version_info[:3])), "executable": sys.executable}
 
 # Installed distributions from the *.dist-info / *.egg-info folder names on sys.path: name and version
 # are in the name, so no METADATA file is parsed (that costs ~0.5 s in a 300-package image).

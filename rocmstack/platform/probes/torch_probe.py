@@ -12,7 +12,7 @@ import time
 from _emit import emit, error_text, loaded_copies
 
 t0 = time.monotonic()
-out = {"python": "%d.%d.%d" % sys.version_info[:3]}
+out = {"python": ".".join(map(str, sys.version_info[:3]))}
 try:
     import torch
 except BaseException as exc:  # amdsmi's KeyError, a missing .so, anything: it is the finding
@@ -36,7 +36,7 @@ try:
             if out["hip"]:
                 arch = str(getattr(props, "gcnArchName", "")).split(":")[0]
             else:
-                arch = "sm_%d%d" % (props.major, props.minor)
+                arch = f"sm_{props.major}{props.minor}"
             devices.append({"index": i, "name": props.name, "arch": arch})
         out["devices"] = devices
 except BaseException as exc:
