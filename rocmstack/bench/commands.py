@@ -179,7 +179,7 @@ def rollout(
     """Decode throughput of the rollout path (random weights, no download) against the memory roofline."""
     from rocmstack.bench.baseline import DEFAULT_TOLERANCE, compare, load_baseline, update_baseline
     from rocmstack.bench.rollout import DTYPES, RolloutSpec, run_rollout
-    from rocmstack.bench.shapes import load_config
+    from rocmstack.gpu.shapes import load_config
 
     shape_name, config = load_config(shape)
     batches = _parse_batches(batch)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocmstack.bench import roofline
-from rocmstack.bench.shapes import ModelShape, shape_from_config
+from rocmstack.gpu.shapes import ModelShape, shape_from_config
 
 ENGINES = ("reference", "hf", "vllm", "sglang")
 DTYPES = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -195,7 +195,7 @@ def _run_hf(model, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, 
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
 
-    from rocmstack.bench.engine import Events
+    from rocmstack.gpu.engine import Events
 
     class StepClock(StoppingCriteria):
         """Called once per generated token: marks time without a host sync."""
@@ -367,7 +367,7 @@ def _versions() -> dict[str, str | None]:
 def run_rollout(spec: RolloutSpec, progress: Progress = lambda msg: None) -> dict[str, Any]:
     import torch
 
-    from rocmstack.bench.engine import ReferenceEngine
+    from rocmstack.gpu.engine import ReferenceEngine
 
     shape = shape_from_config(spec.config)
     device_name, backend = _device_info(spec.device)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocmstack.bench.shapes import ModelShape
+from rocmstack.gpu.shapes import ModelShape
 
 
 @dataclass(frozen=True, kw_only=True)

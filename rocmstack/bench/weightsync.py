@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rocmstack.bench.shapes import ModelShape, shape_from_config
-from rocmstack.smoke.weight_sync import free_port
+from rocmstack.gpu.shapes import ModelShape, shape_from_config
+from rocmstack.gpu.weight_sync import free_port
 
 _START_TIMEOUT_S = 180.0
 
@@ -96,7 +96,7 @@ def _sync(device) -> None:
 def _ipc_rollout(config, device_str, dtype_name, repeats, inbox, outbox) -> None:
     import torch
 
-    from rocmstack.bench.engine import ReferenceEngine
+    from rocmstack.gpu.engine import ReferenceEngine
 
     try:
         device = torch.device(device_str)
@@ -201,7 +201,7 @@ def _dist_worker(rank, config, backend, device_kind, dtype_name, port, repeats, 
     import torch
     import torch.distributed as dist
 
-    from rocmstack.bench.engine import ReferenceEngine
+    from rocmstack.gpu.engine import ReferenceEngine
 
     try:
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)

@@ -91,7 +91,8 @@ def _raw_with_parents(path: Path, directory: Path | None) -> dict[str, Any]:
     while True:
         if current.resolve() in seen or len(chain) >= MAX_EXTENDS_DEPTH:
             raise RecipeError(
-                f"{printable(path)}: extends: cycle or chain deeper than {MAX_EXTENDS_DEPTH} through {printable(current)}"
+                f"{printable(path)}: extends: cycle or chain deeper than {MAX_EXTENDS_DEPTH}"
+                f" through {printable(current)}"
             )
         seen.add(current.resolve())
         data = _read_yaml(current)
@@ -137,9 +138,7 @@ def _override_target(raw: Mapping[str, Any], path: tuple[str, ...]) -> tuple[str
         head = "components"
     if head not in aliases:
         valid = sorted(list(aliases) + [f"{c}.<field>" for c in raw.get("components", {})])
-        raise RecipeError(
-            f"{_flag(path)}: unknown key {head!r}", fix=f"valid keys: {', '.join(valid)}"
-        )
+        raise RecipeError(f"{_flag(path)}: unknown key {head!r}", fix=f"valid keys: {', '.join(valid)}")
     if head in _OPEN_MAPS:
         if len(path) != 2:
             raise RecipeError(f"{_flag(path)}: expected {head}.NAME=value")
@@ -149,9 +148,7 @@ def _override_target(raw: Mapping[str, Any], path: tuple[str, ...]) -> tuple[str
             raise RecipeError(f"{_flag(path)}: expected <component>.<field>=value")
         if path[1] not in raw.get("components", {}):
             known = ", ".join(sorted(raw.get("components", {})))
-            raise RecipeError(
-                f"{_flag(path)}: unknown component {path[1]!r}", fix=f"components: {known}"
-            )
+            raise RecipeError(f"{_flag(path)}: unknown component {path[1]!r}", fix=f"components: {known}")
         if path[2] not in Component.model_fields:
             raise RecipeError(
                 f"{_flag(path)}: unknown component field {path[2]!r}",

@@ -14,9 +14,7 @@ from typing import Any
 
 import torch
 
-from rocmstack.smoke import grpo, task
-from rocmstack.smoke.rollout_engine import make_engine
-from rocmstack.smoke.weight_sync import (
+from rocmstack.gpu.weight_sync import (
     TensorSpec,
     device_uuid,
     free_port,
@@ -26,6 +24,8 @@ from rocmstack.smoke.weight_sync import (
     unpack_state_dict,
     use_file_system_sharing,
 )
+from rocmstack.smoke import grpo, task
+from rocmstack.smoke.rollout_engine import make_engine
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 

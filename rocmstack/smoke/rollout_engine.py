@@ -1,6 +1,6 @@
 """The rollout side's generator: a KV-cache decode behind the reference engine's interface.
 
-``make_engine`` returns rocmstack's reference engine (``rocmstack.bench.engine.ReferenceEngine``), or on
+``make_engine`` returns rocmstack's reference engine (``rocmstack.gpu.engine.ReferenceEngine``), or on
 request ``KVCacheEngine`` below: the HF model class run as prefill + one-token decode steps over a
 ``DynamicCache``. Both take the HF-named state dict the trainer ships, so the trainer's full-sequence
 forward and the rollout's cached decode are different code paths that must agree.
@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from rocmstack.bench.engine import GenerateOutput, ReferenceEngine, sample
+from rocmstack.gpu.engine import GenerateOutput, ReferenceEngine, sample
 
 
 class KVCacheEngine:

@@ -207,7 +207,7 @@ def run_smoke_stage(
 
 def bench_spec(device: str):
     from rocmstack.bench.rollout import RolloutSpec
-    from rocmstack.bench.shapes import load_config
+    from rocmstack.gpu.shapes import load_config
 
     if device == "cuda":
         name, config = load_config(GPU_BENCH["shape"])

@@ -14,7 +14,7 @@ from rocmstack.bench.adapters import (
     vllm_command,
     write_model_dir,
 )
-from rocmstack.bench.shapes import BUILTIN_SHAPES
+from rocmstack.gpu.shapes import BUILTIN_SHAPES
 
 # vllm-project/vllm pull request #8914 (https://github.com/vllm-project/vllm/pull/8914), description:
 # benchmark_throughput.py output before and after the change that split total and output tokens.

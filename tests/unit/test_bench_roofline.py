@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from rocmstack.bench.roofline import SPEC_TABLE, decode_bytes, lookup_spec, mbu, roofline_tokens_per_s
-from rocmstack.bench.shapes import ModelShape
+from rocmstack.gpu.shapes import ModelShape
 
 
 @pytest.mark.parametrize(

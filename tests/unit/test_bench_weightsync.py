@@ -10,8 +10,8 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from rocmstack.bench.shapes import shape_from_config
 from rocmstack.bench.weightsync import bench_dist, bench_ipc, hf_shapes
+from rocmstack.gpu.shapes import shape_from_config
 
 TINY = {
     "vocab_size": 96, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,

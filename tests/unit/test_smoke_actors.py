@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rocmstack.gpu.weight_sync import unpack_state_dict
 from rocmstack.smoke import grpo, task
 from rocmstack.smoke.actors import RolloutWorker, TrainerWorker
 from rocmstack.smoke.config import SmokeOptions, model_config
-from rocmstack.smoke.weight_sync import unpack_state_dict
 
 
 @pytest.fixture()
@@ -79,7 +79,7 @@ def test_stale_injection_ships_the_weights_from_before_the_update(workers):
     _, _, batch = _batch(opts, trainer, rollout)
     trainer.train(batch, 6, "stale-weights")
     payload = trainer.share_weights()
-    from rocmstack.smoke.weight_sync import open_shared_tensor
+    from rocmstack.gpu.weight_sync import open_shared_tensor
 
     shipped = unpack_state_dict(open_shared_tensor(payload["handle"]), payload["specs"])
     assert all(torch.equal(shipped[k], old[k]) for k in old)

@@ -45,7 +45,7 @@ def test_cached_decode_logprobs_match_full_forward(hf_model, name):
 
 
 def test_auto_is_the_reference_engine(hf_model):
-    from rocmstack.bench.engine import ReferenceEngine
+    from rocmstack.gpu.engine import ReferenceEngine
 
     engine, name = make_engine(
         hf_model[0], device="cpu", dtype=torch.float32, max_batch=2, max_seq_len=16, prefer="auto"

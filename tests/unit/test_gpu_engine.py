@@ -16,8 +16,8 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from rocmstack.bench.engine import KV_BUCKET, ReferenceEngine, sample
 from rocmstack.errors import InputError
+from rocmstack.gpu.engine import KV_BUCKET, ReferenceEngine, sample
 
 
 def _variants() -> list[tuple[str, bool]]:

@@ -28,8 +28,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rocmstack.bench.shapes import ModelShape, shape_from_config
 from rocmstack.errors import InputError
+from rocmstack.gpu.shapes import ModelShape, shape_from_config
 
 # Attention in a captured decode step covers the cache up to the next multiple of this many tokens.
 KV_BUCKET = 64
@@ -506,7 +506,7 @@ def sample(logits: torch.Tensor, temperature: float, top_p: float, generator: to
 
 def _load_kernels():
     try:
-        from rocmstack.bench import kernels
+        from rocmstack.gpu import kernels
     except ImportError:  # no Triton in this environment: the plain-PyTorch step
         return None
     return kernels

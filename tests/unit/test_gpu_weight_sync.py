@@ -5,9 +5,7 @@ import multiprocessing as mp
 import pytest
 import torch
 
-from rocmstack.smoke import task
-from rocmstack.smoke.config import model_config
-from rocmstack.smoke.weight_sync import (
+from rocmstack.gpu.weight_sync import (
     device_uuid,
     open_shared_tensor,
     pack_state_dict,
@@ -15,6 +13,8 @@ from rocmstack.smoke.weight_sync import (
     unpack_state_dict,
     use_file_system_sharing,
 )
+from rocmstack.smoke import task
+from rocmstack.smoke.config import model_config
 
 
 def _hf_state_dict():

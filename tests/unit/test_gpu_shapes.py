@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from rocmstack.bench.shapes import BUILTIN_SHAPES, load_config, shape_from_config
 from rocmstack.errors import InputError
+from rocmstack.gpu.shapes import BUILTIN_SHAPES, load_config, shape_from_config
 
 
 def test_builtin_shapes_have_the_published_parameter_counts():

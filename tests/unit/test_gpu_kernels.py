@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 if not torch.cuda.is_available():
     pytest.skip("the Triton kernels need a GPU", allow_module_level=True)
-kernels = pytest.importorskip("rocmstack.bench.kernels")
+kernels = pytest.importorskip("rocmstack.gpu.kernels")
 
 DEV = "cuda"
 
@@ -63,7 +63,7 @@ def test_decode_attention_matches_softmax_attention(splits, dtype):
 
 
 def test_qk_norm_rope_store_matches_the_engine_math():
-    from rocmstack.bench.engine import ReferenceEngine
+    from rocmstack.gpu.engine import ReferenceEngine
 
     cfg = {"vocab_size": 64, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32}  # fmt: skip
