@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The H200 evidence run for `rocmstack bench rollout`: one device-tool call, everything under $OUT.
-#   run(command="bash docs/evidence/bench-h200.sh", carry=[".whl"], timeout_s=210)
+# The H200 evidence run for `rocmstack bench rollout`, everything under $OUT:
+#   bash docs/evidence/bench-h200.sh OUTDIR
 # Run 1 (docs/evidence/bench-h200-run1) used this script as of commit 2d892c3; run 2 is this version.
 # Each step has its own timeout; results are packed after each step, so a cut-off call still returns them.
 set -u
 export PYTHONUNBUFFERED=1
-source ci/device/setup.sh
+# Environment: Python 3.12, torch 2.11.0+cu130, Ray 2.60.0 and rocmstack's runtime deps; this checkout on PYTHONPATH.
+OUT=${OUT:-${1:-out}}; mkdir -p "$OUT"
 W="$OUT/run"
 mkdir -p "$W"
 LOG="$OUT/log.txt"

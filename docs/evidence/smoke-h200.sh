@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# GPU proof of `rocmstack smoke grpo` on the lent H200: call B of ci/device/README.md (Ray's first half
-# was stashed by call A). Writes everything under $OUT; exit status of each run is recorded, not fatal.
-source ci/device/setup.sh
+# GPU proof of `rocmstack smoke grpo` on an H200 node. Writes everything under $OUT; the exit status of
+# each run is recorded, not fatal.
+# Environment: Python 3.12, torch 2.11.0+cu130, Ray 2.60.0 and rocmstack's runtime deps; this checkout on PYTHONPATH.
+OUT=${OUT:-${1:-out}}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 log=$OUT/colocated.txt
 {

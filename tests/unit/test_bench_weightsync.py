@@ -1,7 +1,7 @@
 """Weight sync with real processes on CPU: IPC through shared memory, and a 2-rank gloo broadcast.
 
 The GPU legs (CUDA/HIP IPC, NCCL/RCCL) run the same code with device tensors; IPC was measured on the
-H200 (docs/evidence). NCCL across two GPUs has not run here: no 2-GPU machine was lent.
+H200 (docs/evidence). NCCL across two GPUs is covered by the doctor's level-2 evidence (docs/evidence).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The fused Triton decode kernels against plain PyTorch, on a GPU (skipped where there is none: CI).
 
-They ran on the H200 through the device tool (docs/evidence/bench-h200-run2/pytest.txt).
+They ran on an H200 (docs/evidence/bench-h200-run2/pytest.txt).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-source ci/device/setup.sh; export COLUMNS=160 PYTHONUNBUFFERED=1; D=$OUT
+export COLUMNS=160 PYTHONUNBUFFERED=1; D=${OUT:-out}; mkdir -p "$D"
 R="python3 -m rocmstack doctor"; $R --help >/dev/null 2>$D/entry.err || R="python3 -m rocmstack.doctor"
 { date -u; hostname; nproc; nvidia-smi -L; python3 -c "import ray,torch,sys;print('python',sys.version.split()[0],'ray',ray.__version__,'torch',torch.__version__)"; echo "entry: $R"; tail -3 $D/entry.err; rm -f $D/entry.err
 python3 -c "
