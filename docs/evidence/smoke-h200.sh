@@ -9,6 +9,7 @@ log=$OUT/colocated.txt
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, transformers, ray; print("torch", torch.__version__, "transformers", transformers.__version__, "ray", ray.__version__)'
+  # shellcheck disable=SC2016  # the command as typed, $OUT unexpanded
   echo '$ python3 -m rocmstack smoke grpo --placement colocated --report $OUT/colocated'
 } > "$log" 2>&1
 t0=$(date +%s.%N)

@@ -229,6 +229,8 @@ def rollout(
     for r in report["results"]:
         if r["status"] == "error":
             warn(f"{r['engine']} batch {r['batch']}: {r['reason']}")
+        if (r.get("extra") or {}).get("fused_fallback"):
+            warn(f"{r['engine']} batch {r['batch']}: {r['extra']['fused_fallback']}")
     verdict = report.get("baseline")
     if verdict is not None:
         if not verdict["checks"]:

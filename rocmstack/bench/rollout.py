@@ -292,6 +292,7 @@ def _run_reference(engine, spec, shape, bandwidth, spec_bw, progress) -> list[di
                     "wall_s": wall_s,
                     "graphs": engine.use_graphs,
                     "fused": engine.fused,
+                    "fused_fallback": engine.fused_fallback,
                     "gemv": dict(engine.gemv_report) if batch == 1 and engine.gemv_report else None,
                 },
             )

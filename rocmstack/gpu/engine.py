@@ -132,6 +132,7 @@ class ReferenceEngine:
         self._pool = torch.cuda.graph_pool_handle() if self.use_graphs else None
         self._gemv: dict[str, tuple[int, int, int] | None] = {}  # batch-1 matmul kernel per weight group
         self.gemv_report: dict[str, dict[str, Any]] = {}
+        self.fused_fallback: str | None = None
         self.init_random_(seed=0)
 
     # ---------------------------------------------------------------- weights
@@ -386,6 +387,24 @@ class ReferenceEngine:
         return F.linear(self._rms_norm(x, self.final_norm), self.lm_head)
 
     def _step_logits(self, batch: int, pos: int) -> torch.Tensor:
+        if not self.fused:
+            return self._run_step(batch, pos)
+        try:
+            return self._run_step(batch, pos)
+        except Exception as exc:
+            reason = _kernel_failure(exc)
+            if reason is None:
+                raise
+        # A kernel that does not compile or launch on this GPU (a new arch, a tighter LDS limit): the plain
+        # step computes the same logits, only slower. The reason is kept for the bench report.
+        self.fused_fallback = (
+            f"Triton decode kernels unavailable on this GPU, plain PyTorch step used: {reason}"
+        )
+        self._kernels = None
+        self._graphs.clear()
+        return self._run_step(batch, pos)
+
+    def _run_step(self, batch: int, pos: int) -> torch.Tensor:
         if self.fused:  # attention length is read on the device: one graph per batch size
             if batch == 1 and not self.gemv_report:
                 self._tune_gemv()
@@ -502,6 +521,19 @@ def sample(logits: torch.Tensor, temperature: float, top_p: float, generator: to
         else:
             token = (logp - noise.log()).argmax(dim=-1)
     return token, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+
+
+def _kernel_failure(exc: BaseException) -> str | None:
+    """One line naming a Triton compile or launch-resource failure; None for any other error."""
+    try:
+        from triton.compiler.errors import CompilationError
+        from triton.runtime.errors import OutOfResources
+    except ImportError:
+        return None
+    if not isinstance(exc, (CompilationError, OutOfResources)):
+        return None
+    first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return f"{type(exc).__name__}: {first.strip()}"
 
 
 def _load_kernels():

@@ -11,9 +11,39 @@ The plain-PyTorch path in engine.py stays the readable spec; tests hold both to 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
+
+from rocmstack.gpu.shapes import ModelShape
+
+# Launch constants, shared by the wrappers below and by decode_launches(), which lists what a decode step
+# launches so that it can be compiled ahead of time for a target the machine does not have (AMD, in CI).
+SILU_BLOCK = 1024
+ATTENTION_BLOCK = 64
+ATTENTION_WARPS = 4
+MMA_MIN_ROWS = 16  # tl.dot needs >= 16 rows: NVIDIA MMA and AMD MFMA alike
+
+
+def _norm_warps(block: int) -> int:
+    return 8 if block >= 2048 else 4
+
+
+def _rope_warps(head_dim: int) -> int:
+    return 1 if head_dim <= 128 else 2
+
+
+def _padded_groups(groups: int) -> int:
+    return max(MMA_MIN_ROWS, triton.next_power_of_2(groups))
+
+
+def splits_for(batch: int, num_kv_heads: int, compute_units: int) -> int:
+    """Enough (sequence, kv head, split) programs to cover the GPU about four times; at most 16 splits."""
+    programs = batch * num_kv_heads
+    return max(1, min(16, -(-4 * compute_units // programs))) if programs < 4 * compute_units else 1
 
 
 @triton.jit
@@ -41,7 +71,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         cols,
         eps,
         BLOCK=block,
-        num_warps=8 if block >= 2048 else 4,
+        num_warps=_norm_warps(block),
     )
     return out
 
@@ -65,9 +95,8 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     rows, width = gate_up.shape
     inter = width // 2
     out = torch.empty((rows, inter), device=gate_up.device, dtype=gate_up.dtype)
-    block = 1024
-    _silu_mul_kernel[(rows, triton.cdiv(inter, block))](
-        gate_up, out, gate_up.stride(0), out.stride(0), inter, BLOCK=block
+    _silu_mul_kernel[(rows, triton.cdiv(inter, SILU_BLOCK))](
+        gate_up, out, gate_up.stride(0), out.stride(0), inter, BLOCK=SILU_BLOCK
     )
     return out
 
@@ -112,7 +141,7 @@ def qk_norm_rope_store(
     _qk_norm_rope_store_kernel[(batch, num_heads + 2 * num_kv_heads)](
         qkv, qkv.stride(0), qk_norm, cos, sin, pos, q, k_cache, v_cache,
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), eps,
-        HQ=num_heads, HKV=num_kv_heads, D=head_dim, num_warps=1 if head_dim <= 128 else 2,
+        HQ=num_heads, HKV=num_kv_heads, D=head_dim, num_warps=_rope_warps(head_dim),
     )  # fmt: skip
     return q
 
@@ -204,10 +233,9 @@ def _combine_kernel(part_o_ptr, part_ml_ptr, out_ptr, HKV: tl.constexpr, G: tl.c
 
 
 def attention_splits(batch: int, num_kv_heads: int, device: torch.device) -> int:
-    """Enough (sequence, kv head, split) programs to cover the GPU about four times; at most 16 splits."""
-    programs = batch * num_kv_heads
-    sms = torch.cuda.get_device_properties(device).multi_processor_count
-    return max(1, min(16, -(-4 * sms // programs))) if programs < 4 * sms else 1
+    # multi_processor_count is the SM count on NVIDIA and the CU count on AMD.
+    units = torch.cuda.get_device_properties(device).multi_processor_count
+    return splits_for(batch, num_kv_heads, units)
 
 
 def decode_attention(q, k_cache, v_cache, pos, *, num_kv_heads, scale, splits: int | None = None):
@@ -215,7 +243,7 @@ def decode_attention(q, k_cache, v_cache, pos, *, num_kv_heads, scale, splits: i
     batch, num_heads, head_dim = q.shape
     groups = num_heads // num_kv_heads
     splits = splits or attention_splits(batch, num_kv_heads, q.device)
-    gp = max(16, triton.next_power_of_2(groups))
+    gp = _padded_groups(groups)
     out = torch.empty_like(q)
     if splits > 1:
         part_o = torch.empty(
@@ -228,8 +256,8 @@ def decode_attention(q, k_cache, v_cache, pos, *, num_kv_heads, scale, splits: i
         part_o = part_ml = out  # unused
     _decode_attention_kernel[(batch, num_kv_heads, splits)](
         q, k_cache, v_cache, out, part_o, part_ml, pos, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        scale, HKV=num_kv_heads, G=groups, GP=gp, D=head_dim, BLOCK=64, SPLITS=splits,
-        IEEE=q.dtype == torch.float32, num_warps=4,
+        scale, HKV=num_kv_heads, G=groups, GP=gp, D=head_dim, BLOCK=ATTENTION_BLOCK, SPLITS=splits,
+        IEEE=q.dtype == torch.float32, num_warps=ATTENTION_WARPS,
     )  # fmt: skip
     if splits > 1:
         _combine_kernel[(batch, num_kv_heads)](
@@ -259,9 +287,7 @@ def add_rms_norm(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, eps: fl
     rows, cols = x.shape
     h = torch.empty_like(x)
     block = triton.next_power_of_2(cols)
-    _add_rms_norm_kernel[(rows,)](
-        x, y, weight, h, cols, eps, BLOCK=block, num_warps=8 if block >= 2048 else 4
-    )
+    _add_rms_norm_kernel[(rows,)](x, y, weight, h, cols, eps, BLOCK=block, num_warps=_norm_warps(block))
     return h
 
 
@@ -296,3 +322,79 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, config: tuple[int, int, int]) ->
         x, weight, out, n, k, weight.stride(0), BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps
     )
     return out
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel as a decode step launches it: argument types and compile-time constants."""
+
+    name: str
+    fn: Any  # a triton JITFunction
+    signature: dict[str, str]
+    constexprs: dict[str, int | bool] = field(default_factory=dict)
+    num_warps: int = 4
+
+
+def _signature(fn: Any, types: dict[str, str], constexprs: dict[str, int | bool]) -> dict[str, str]:
+    sig = {name: ("constexpr" if name in constexprs else types[name]) for name in fn.arg_names}
+    missing = [name for name in fn.arg_names if sig[name] is None]
+    assert not missing, missing
+    return sig
+
+
+def decode_launches(shape: ModelShape, batch: int, dtype: str, compute_units: int) -> list[Launch]:
+    """Every distinct kernel specialisation the fused decode step launches for ``shape`` at ``batch``.
+
+    ``dtype`` is Triton's name for the model dtype (``bf16``, ``fp16``, ``fp32``); ``compute_units`` the
+    target's SM/CU count, which sets the attention splits. Mirrors the wrappers above through the same
+    launch constants.
+    """
+    ptr, i32, f32 = f"*{dtype}", "i32", "fp32"
+    hidden = triton.next_power_of_2(shape.hidden_size)
+    groups = shape.num_heads // shape.num_kv_heads
+    splits = splits_for(batch, shape.num_kv_heads, compute_units)
+    out: list[Launch] = []
+
+    def add(name: str, fn: Any, types: dict[str, str], warps: int, **constexprs: int | bool) -> None:
+        out.append(Launch(name, fn, _signature(fn, types, constexprs), constexprs, warps))
+
+    row = {"stride_x": i32, "stride_out": i32, "n_cols": i32, "eps": f32}
+    add("rms_norm", _rms_norm_kernel, {"x_ptr": ptr, "w_ptr": ptr, "out_ptr": ptr, **row},
+        _norm_warps(hidden), BLOCK=hidden)  # fmt: skip
+    add("add_rms_norm", _add_rms_norm_kernel,
+        {"x_ptr": ptr, "y_ptr": ptr, "w_ptr": ptr, "h_ptr": ptr, "n_cols": i32, "eps": f32},
+        _norm_warps(hidden), BLOCK=hidden)  # fmt: skip
+    add("silu_mul", _silu_mul_kernel,
+        {"gu_ptr": ptr, "out_ptr": ptr, "stride_gu": i32, "stride_out": i32, "n_cols": i32},
+        4, BLOCK=SILU_BLOCK)  # fmt: skip
+    cache = {"stride_cb": i32, "stride_ch": i32, "stride_cs": i32}
+    add("qk_norm_rope_store", _qk_norm_rope_store_kernel,
+        {"qkv_ptr": ptr, "stride_qkv": i32, "w_ptr": ptr, "cos_ptr": ptr, "sin_ptr": ptr, "pos_ptr": "*i64",
+         "q_ptr": ptr, "k_cache_ptr": ptr, "v_cache_ptr": ptr, **cache, "eps": f32},
+        _rope_warps(shape.head_dim), HQ=shape.num_heads, HKV=shape.num_kv_heads, D=shape.head_dim)  # fmt: skip
+    part = "*fp32" if splits > 1 else ptr
+    add("decode_attention", _decode_attention_kernel,
+        {"q_ptr": ptr, "k_cache_ptr": ptr, "v_cache_ptr": ptr, "out_ptr": ptr, "part_o_ptr": part,
+         "part_ml_ptr": part, "pos_ptr": "*i64", **cache, "scale": f32},
+        ATTENTION_WARPS, HKV=shape.num_kv_heads, G=groups, GP=_padded_groups(groups), D=shape.head_dim,
+        BLOCK=ATTENTION_BLOCK, SPLITS=splits, IEEE=dtype == "fp32")  # fmt: skip
+    if splits > 1:
+        add("combine", _combine_kernel, {"part_o_ptr": "*fp32", "part_ml_ptr": "*fp32", "out_ptr": ptr}, 4,
+            HKV=shape.num_kv_heads, G=groups, GP=_padded_groups(groups), D=shape.head_dim, SPLITS=splits)  # fmt: skip
+    if batch == 1:
+        for block_n, block_k, warps in GEMV_CONFIGS:
+            add(f"gemv{block_n}x{block_k}", _gemv_kernel,
+                {"x_ptr": ptr, "w_ptr": ptr, "out_ptr": ptr, "N": i32, "K": i32, "stride_w": i32},
+                warps, BLOCK_N=block_n, BLOCK_K=block_k)  # fmt: skip
+    return out
+
+
+def compile_launch(launch: Launch, backend: str, arch: str, warp_size: int) -> Any:
+    """Compile one launch for a target without its device (``hip``/``gfx942``/64 on any machine)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    source = ASTSource(launch.fn, signature=launch.signature, constexprs=dict(launch.constexprs))
+    return triton.compile(
+        source, target=GPUTarget(backend, arch, warp_size), options={"num_warps": launch.num_warps}
+    )

@@ -215,3 +215,16 @@ def test_sample_respects_top_p_and_reports_full_distribution_logprob():
     torch.testing.assert_close(lp, torch.full((2000,), 0.7).log())
     ids, _ = sample(logits, 1.0, 1.0, torch.Generator().manual_seed(0))
     assert abs(float((ids == 1).float().mean()) - 0.2) < 0.03
+
+
+def test_kernel_failures_are_told_apart_from_other_errors():
+    """Only a Triton compile or launch-resource failure turns the fused step off; anything else is raised."""
+    pytest.importorskip("triton")
+    from triton.runtime.errors import OutOfResources
+
+    from rocmstack.gpu.engine import _kernel_failure
+
+    reason = _kernel_failure(OutOfResources(98304, 65536, "shared memory"))
+    assert reason is not None and reason.startswith("OutOfResources: ") and "\n" not in reason
+    assert _kernel_failure(ValueError("bad shape")) is None
+    assert _kernel_failure(RuntimeError("CUDA error: out of memory")) is None

@@ -80,3 +80,27 @@ def test_qk_norm_rope_store_matches_the_engine_math():
     assert rel(q, q_ref) < 1e-5
     assert rel(layer.k_cache[:3, :, 9], k_ref) < 1e-5 and torch.equal(layer.v_cache[:3, :, 9], v_ref)
     assert layer.k_cache[:, :, :9].abs().sum() == 0 and layer.k_cache[:, :, 10:].abs().sum() == 0
+
+
+def test_engine_falls_back_to_the_plain_step_when_a_kernel_cannot_launch(monkeypatch):
+    """A kernel over the GPU's limits (as an LDS-hungry kernel would be on an AMD part) must not end the run:
+    the engine switches to the plain step, which gives the same tokens, and says why."""
+    from triton.runtime.errors import OutOfResources
+
+    from rocmstack.gpu.engine import ReferenceEngine
+    from rocmstack.gpu.shapes import BUILTIN_SHAPES
+
+    config = dict(BUILTIN_SHAPES["qwen3-0.6b"], num_hidden_layers=2)
+    prompt = torch.randint(0, 1000, (2, 8), device=DEV)
+    kw = {"device": DEV, "dtype": torch.float32, "max_batch": 2, "max_seq_len": 64}
+    plain = ReferenceEngine(config, **kw, fused=False)
+    expected = plain.generate(prompt, max_new_tokens=4, temperature=0.0).tokens
+
+    def too_big(*_args, **_kwargs):
+        raise OutOfResources(98304, 65536, "shared memory")
+
+    engine = ReferenceEngine(config, **kw, fused=True)
+    monkeypatch.setattr(engine._kernels, "decode_attention", too_big)
+    got = engine.generate(prompt, max_new_tokens=4, temperature=0.0).tokens
+    assert not engine.fused and "OutOfResources" in (engine.fused_fallback or "")
+    assert torch.equal(got, expected)

@@ -243,7 +243,8 @@ _values = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.property
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     path=st.lists(
         st.sampled_from(
@@ -288,7 +289,7 @@ def test_fuzzed_recipes_fail_only_with_recipe_errors(tmp_path, path, value):
         assert bad not in dumped
 
 
-@settings(max_examples=150, deadline=None)
+@pytest.mark.property
 @given(st.text(max_size=60))
 @example("\n=")  # found by chance in CI: the key went into the message unescaped
 @example("base.\u2028=1")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -173,7 +173,7 @@ _SPEC = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.property
 @given(pin=_SPEC, spec=_SPEC, probes=st.lists(_V, min_size=1, max_size=30))
 def test_version_verdict_is_sound_for_ranges(pin, spec, probes):
     """True: every version the pin allows satisfies spec; False: none does (checked on sampled versions)."""
