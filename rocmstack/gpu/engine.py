@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,9 @@ class _Layer:
     v_cache: torch.Tensor
 
 
-def _rope_tables(shape: ModelShape, max_seq_len: int, device: torch.device, dtype: torch.dtype):
+def _rope_tables(
+    shape: ModelShape, max_seq_len: int, device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sign-folded sin, [S, D]: rope(x) = x * cos + swap_halves(x) * sin_signed.
 
     swap_halves(x) = [x2, x1]; HF's rotate_half(x) = [-x2, x1] = swap_halves(x) * [-1.., +1..].
@@ -233,7 +235,9 @@ class ReferenceEngine:
     def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
         return F.rms_norm(x, (x.shape[-1],), weight, self.shape.rms_norm_eps)
 
-    def _qk_norm_rope(self, qkv: torch.Tensor, layer: _Layer, cos: torch.Tensor, sin: torch.Tensor):
+    def _qk_norm_rope(
+        self, qkv: torch.Tensor, layer: _Layer, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """qkv [..., (Hq+2Hkv) D] -> q [..., Hq, D], k [..., Hkv, D] (normed, rotated), v [..., Hkv, D]."""
         s = self.shape
         heads = qkv.unflatten(-1, (s.num_heads + 2 * s.num_kv_heads, s.head_dim))
@@ -285,6 +289,7 @@ class ReferenceEngine:
         gate|up matmul, SiLU*up, down matmul, residual add + next RMSNorm.
         """
         s, k = self.shape, self._kernels
+        assert k is not None, "only the fused path calls this"
         eps = s.rms_norm_eps
         gemv = self._gemv if batch == 1 else {}
 
@@ -320,6 +325,7 @@ class ReferenceEngine:
         cache out of it. The choice and the times land in self.gemv_report.
         """
         k = self._kernels
+        assert k is not None, "only the fused path tunes its GEMV"
         groups = {
             "qkv": [layer.qkv for layer in self.layers],
             "o": [layer.o for layer in self.layers],
@@ -328,7 +334,7 @@ class ReferenceEngine:
             "lm_head": [self.lm_head],
         }
 
-        def timed(fn) -> float:
+        def timed(fn: Callable[[], object]) -> float:
             times = []
             for _ in range(4):
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -337,7 +343,7 @@ class ReferenceEngine:
                 end.record()
                 end.synchronize()
                 times.append(start.elapsed_time(end))
-            return sorted(times)[1]
+            return float(sorted(times)[1])
 
         for name, weights in groups.items():
             x = torch.randn(1, weights[0].shape[1], device=self.device, dtype=self.dtype)
@@ -500,7 +506,9 @@ class ReferenceEngine:
         )
 
 
-def sample(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None):
+def sample(
+    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """-> (token [B], log p(token) under softmax(logits / T)). T == 0 means greedy (log p at T=1).
 
     Every rollout engine here samples with this, so their log-probs mean the same thing."""

@@ -37,7 +37,7 @@ def _rope_warps(head_dim: int) -> int:
 
 
 def _padded_groups(groups: int) -> int:
-    return max(MMA_MIN_ROWS, triton.next_power_of_2(groups))
+    return max(MMA_MIN_ROWS, int(triton.next_power_of_2(groups)))
 
 
 def splits_for(batch: int, num_kv_heads: int, compute_units: int) -> int:

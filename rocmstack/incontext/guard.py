@@ -72,7 +72,9 @@ def pin(item: str) -> int:
             " (check the component's package name)"
         )
     release = re.match(r"\d+(?:\.\d+)*", have)
-    if expected and not (release and release.group() == re.match(r"\d+(?:\.\d+)*", expected).group()):
+    declared = re.search(r"\d+(?:\.\d+)*", expected)
+    # A declared version with no release number (a branch name) cannot be compared: only numbers are.
+    if declared and not (release and release.group() == declared.group()):
         return fail(
             f"{name} built from source reports version {have}, but the recipe declares {expected}:"
             " the ref is not that release"

@@ -157,11 +157,8 @@ class ProbeResult:
         if self.run.error or self.run.missing:
             return f"probe '{self.name}' could not start: {self.run.reason()}"
         tail = last_line(self.run.stderr) or last_line(self.run.stdout)
-        how = (
-            f"signal {-self.run.returncode}"
-            if (self.run.returncode or 0) < 0
-            else f"exit {self.run.returncode}"
-        )
+        code = self.run.returncode or 0
+        how = f"signal {-code}" if code < 0 else f"exit {self.run.returncode}"
         return f"probe '{self.name}' crashed ({how})" + (f": {tail}" if tail else "")
 
 

@@ -155,7 +155,7 @@ def version_verdict(pin: str, spec: str) -> Verdict:
     pinned = _pin_interval(pin)
     if pinned is None:
         return None
-    if pinned.point():
+    if pinned.point() and pinned.lo is not None:
         return pinned.lo in SpecifierSet(spec, prereleases=True)
     verdicts = []
     for clause in SpecifierSet(spec):

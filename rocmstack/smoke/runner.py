@@ -99,7 +99,7 @@ def _spawn(opts: SmokeOptions, device: str, dtype: str, cfg: dict[str, Any]) -> 
         bundles = [{"GPU": 1, "CPU": 1}, {"GPU": 1, "CPU": 1}] if gpu else [{"CPU": 1}, {"CPU": 1}]
         slots = [0, 1]
         share = 1.0
-    have = ray.cluster_resources().get("GPU", 0.0) if gpu else None
+    have = ray.cluster_resources().get("GPU", 0.0)
     need = len(bundles)
     if gpu and have < need:
         raise CheckFailed(

@@ -92,3 +92,13 @@ def test_pin_appends_source_built_dist_and_checks_its_version(tmp_path):
     assert wrong.returncode == 3 and "the ref is not that release" in wrong.stderr
     missing = guard("pin", "not-a-dist==1.0", state=tmp_path)
     assert missing.returncode == 3 and "no distribution named not-a-dist" in missing.stderr
+
+
+@pytest.mark.parametrize(("declared", "code"), [("v0.1", 3), ("main", 0), ("release/amd", 0)])
+def test_pin_compares_only_a_declared_release_number(tmp_path, declared, code):
+    """A `v`-prefixed version is compared by its number; a branch name has none and is not compared
+    (it crashed with a traceback before: the declared version was assumed to start with a digit)."""
+    (tmp_path / "constraints.txt").write_text("")
+    run = guard("pin", f"packaging=={declared}", state=tmp_path)
+    assert run.returncode == code, run.stderr
+    assert "Traceback" not in run.stderr

@@ -3,11 +3,12 @@
 import contextlib
 import sys
 import time
+from typing import Any
 
 from _emit import emit, error_text, loaded_copies
 
 t0 = time.monotonic()
-out = {}
+out: dict[str, Any] = {}
 try:
     import amdsmi
 except BaseException as exc:  # without libamd_smi.so the import raises KeyError, not ImportError

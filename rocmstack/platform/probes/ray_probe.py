@@ -2,11 +2,12 @@
 
 import sys
 import time
+from typing import Any
 
 from _emit import emit, error_text
 
 t0 = time.monotonic()
-out = {}
+out: dict[str, Any] = {}
 try:
     import ray
     from ray._private import accelerators

@@ -9,15 +9,16 @@ import os
 import re
 import sys
 import time
+from typing import Any
 
 from _emit import emit
 
 t0 = time.monotonic()
-out = {"python": ".".join(map(str, sys.version_info[:3])), "executable": sys.executable}
+out: dict[str, Any] = {"python": ".".join(map(str, sys.version_info[:3])), "executable": sys.executable}
 
 # Installed distributions from the *.dist-info / *.egg-info folder names on sys.path: name and version
 # are in the name, so no METADATA file is parsed (that costs ~0.5 s in a 300-package image).
-dists = {}
+dists: dict[str, Any] = {}
 for entry in sys.path:
     try:
         names = os.listdir(entry or ".")
@@ -84,7 +85,7 @@ patterns = [
     (r, sub) for r in roots for sub in ("amdsmi", "_rocm_sdk_core/lib", "_rocm_sdk_core/share/amd_smi/amdsmi")
 ]
 patterns += [(rocm_path, "lib"), (rocm_path, "share/amd_smi/amdsmi")]
-seen = set()
+seen: set[tuple[int, int]] = set()
 for root, sub in patterns:
     folder = os.path.join(root, sub)
     try:
@@ -99,10 +100,10 @@ for root, sub in patterns:
             st = os.stat(path)
         except OSError:
             continue
-        key = (st.st_dev, st.st_ino)
-        if key in seen:
+        inode = (st.st_dev, st.st_ino)
+        if inode in seen:
             continue
-        seen.add(key)
+        seen.add(inode)
         candidates.append({"path": path, "real": os.path.realpath(path), "size": st.st_size})
 out["libamd_smi_files"] = candidates
 out["seconds"] = round(time.monotonic() - t0, 3)

@@ -8,11 +8,12 @@ ROCMSTACK_PROBE_DEEP=1 the runtime is initialised too (cuInit/hipInit, device pr
 import os
 import sys
 import time
+from typing import Any
 
 from _emit import emit, error_text, loaded_copies
 
 t0 = time.monotonic()
-out = {"python": ".".join(map(str, sys.version_info[:3]))}
+out: dict[str, Any] = {"python": ".".join(map(str, sys.version_info[:3]))}
 try:
     import torch
 except BaseException as exc:  # amdsmi's KeyError, a missing .so, anything: it is the finding

@@ -1,11 +1,12 @@
 """Probe: does vLLM's compiled extension load? A CUDA wheel on ROCm fails here asking for libcudart."""
 
 import time
+from typing import Any
 
 from _emit import emit, error_text
 
 t0 = time.monotonic()
-out = {}
+out: dict[str, Any] = {}
 try:
     from importlib.metadata import version
 
