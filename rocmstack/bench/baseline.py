@@ -21,7 +21,7 @@ BASELINE_DIR = Path(__file__).parent / "baselines"
 
 def _device_kind(report: Mapping[str, Any]) -> str:
     spec = report["device"].get("spec")
-    return spec["name"] if spec else report["device"]["name"]
+    return str(spec["name"] if spec else report["device"]["name"])
 
 
 def _entries(report: Mapping[str, Any]) -> list[dict[str, Any]]:

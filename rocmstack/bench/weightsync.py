@@ -66,7 +66,7 @@ def hf_shapes(shape: ModelShape) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def _random_state_dict(shape: ModelShape, device, dtype, seed: int):
+def _random_state_dict(shape: ModelShape, device: Any, dtype: Any, seed: int) -> dict[str, Any]:
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -76,7 +76,7 @@ def _random_state_dict(shape: ModelShape, device, dtype, seed: int):
     }
 
 
-def _checksum(engine) -> float:
+def _checksum(engine: Any) -> float:
     # Weights land in fused tensors; the final norm and the last layer's down projection are not fused.
     return float(engine.final_norm.double().sum() + engine.layers[-1].down.double().sum())
 
@@ -86,14 +86,16 @@ def _trainer_checksum(sd: Mapping[str, Any], shape: ModelShape) -> float:
     return float(sd["model.norm.weight"].double().sum() + sd[last].double().sum())
 
 
-def _sync(device) -> None:
+def _sync(device: Any) -> None:
     import torch
 
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def _ipc_rollout(config, device_str, dtype_name, repeats, inbox, outbox) -> None:
+def _ipc_rollout(
+    config: dict[str, Any], device_str: str, dtype_name: str, repeats: int, inbox: Any, outbox: Any
+) -> None:
     import torch
 
     from rocmstack.gpu.engine import ReferenceEngine
@@ -126,7 +128,9 @@ def _ipc_rollout(config, device_str, dtype_name, repeats, inbox, outbox) -> None
         outbox.put(("error", f"{type(exc).__name__}: {exc}"))
 
 
-def _result(method, nbytes, first_s, times, copy_bw, verified) -> SyncResult:
+def _result(
+    method: str, nbytes: int, first_s: float, times: list[float], copy_bw: float | None, verified: bool
+) -> SyncResult:
     med = statistics.median(times)
     gbps = nbytes / med / 1e9
     # The copy bandwidth counts bytes read + written; a copy's payload rate is half of it.
@@ -137,11 +141,12 @@ def _result(method, nbytes, first_s, times, copy_bw, verified) -> SyncResult:
     )  # fmt: skip
 
 
-def _get(box, timeout: float, proc) -> tuple[str, Any]:
+def _get(box: Any, timeout: float, proc: Any) -> tuple[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return box.get(timeout=1.0)
+            kind, payload = box.get(timeout=1.0)
+            return str(kind), payload
         except queue.Empty:
             if not proc.is_alive():
                 return ("error", f"worker exited with code {proc.exitcode}")
@@ -149,7 +154,7 @@ def _get(box, timeout: float, proc) -> tuple[str, Any]:
                 return ("error", f"worker gave no answer in {timeout:.0f} s")
 
 
-def _reap(*procs) -> None:
+def _reap(*procs: Any) -> None:
     for proc in procs:
         proc.join(timeout=30)
         if proc.is_alive():
@@ -197,7 +202,16 @@ def bench_ipc(
         _reap(proc)
 
 
-def _dist_worker(rank, config, backend, device_kind, dtype_name, port, repeats, outbox) -> None:
+def _dist_worker(
+    rank: int,
+    config: dict[str, Any],
+    backend: str,
+    device_kind: str,
+    dtype_name: str,
+    port: int,
+    repeats: int,
+    outbox: Any,
+) -> None:
     import torch
     import torch.distributed as dist
 
@@ -210,6 +224,7 @@ def _dist_worker(rank, config, backend, device_kind, dtype_name, port, repeats, 
             torch.cuda.set_device(device)
         dtype = getattr(torch, dtype_name)
         shape = shape_from_config(config)
+        engine: ReferenceEngine | None = None  # the receiving rank's rollout engine
         if rank == 0:
             tensors = _random_state_dict(shape, device, dtype, seed=1)
         else:
@@ -224,7 +239,7 @@ def _dist_worker(rank, config, backend, device_kind, dtype_name, port, repeats, 
             t0 = time.perf_counter()
             for name in tensors:  # one fixed order on both ranks
                 dist.broadcast(tensors[name], src=0)
-            if rank == 1:
+            if engine is not None:
                 engine.load_hf_state_dict(tensors)
             _sync(device)
             times.append(time.perf_counter() - t0)
@@ -232,7 +247,7 @@ def _dist_worker(rank, config, backend, device_kind, dtype_name, port, repeats, 
             [_trainer_checksum(tensors, shape) if rank == 0 else 0.0], dtype=torch.float64, device=device
         )
         dist.broadcast(trainer_check, src=0)
-        if rank == 1:
+        if engine is not None:
             check = _checksum(engine)
             ok = abs(check - float(trainer_check[0].item())) < 1e-3 * max(1.0, abs(check))
             nbytes = sum(t.numel() * t.element_size() for t in tensors.values())

@@ -9,6 +9,7 @@ Names resolve lazily, so importing the CLI (which imports rocmstack.doctor.comma
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 _EXPORTS = {
     "SCHEMA": "rocmstack.doctor.model",
@@ -21,7 +22,7 @@ _EXPORTS = {
 __all__ = ["SCHEMA", "DoctorOptions", "Status", "run_cluster", "run_doctor", "select_checks"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'rocmstack.doctor' has no attribute {name!r}")

@@ -249,7 +249,7 @@ def together(resolved: Resolved, facts: Facts) -> list[Result]:
             now = facts.get(path)
             if show(now) != recorded:
                 moved.append(f"{path} {recorded} -> {show(now)}")
-        base = {
+        base: dict[str, Any] = {
             "id": f"{TOGETHER_PREFIX}{vset.id}",
             "source": vset.source,
             "severity": "warn",

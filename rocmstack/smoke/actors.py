@@ -324,4 +324,4 @@ class RolloutWorker:
 def _node_ip() -> str:
     import ray
 
-    return ray.util.get_node_ip_address()
+    return str(ray.util.get_node_ip_address())

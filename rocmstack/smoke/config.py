@@ -129,4 +129,4 @@ def model_config(shape: str, *, vocab_size: int, max_positions: int) -> dict[str
         use_cache=True,
         **SHAPES[shape],
     )
-    return cfg.to_dict()
+    return dict(cfg.to_dict())

@@ -89,10 +89,8 @@ def make_engine(
 ) -> tuple[Any, str]:
     """Build the rollout engine: ``prefer`` is "auto" (= "reference") or "kvcache"; returns (engine, name)."""
     if prefer == "kvcache":
-        engine = KVCacheEngine(
-            config, device=device, dtype=dtype, max_batch=max_batch, max_seq_len=max_seq_len
-        )
-        return engine, "kvcache"
+        kv = KVCacheEngine(config, device=device, dtype=dtype, max_batch=max_batch, max_seq_len=max_seq_len)
+        return kv, "kvcache"
     # The smoke model is tiny: the reference engine's fused Triton kernels would only add JIT time to step 0.
     engine = ReferenceEngine(
         config,

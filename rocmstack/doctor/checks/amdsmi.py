@@ -26,7 +26,7 @@ def amdsmi_import(snap: Snapshot, opts: DoctorOptions) -> Result:
     fix = "Run `python -c 'import amdsmi; amdsmi.amdsmi_init()'` by hand"
     if problem := probe_problem(snap, "amdsmi", "amdsmi", fix=fix):
         return problem
-    data = snap.probe("amdsmi")
+    data = snap.probe("amdsmi") or {}
     if "import_error" in data:
         kind = data.get("import_error_type")
         if kind == "ModuleNotFoundError":

@@ -91,7 +91,7 @@ def torch_arch(snap: Snapshot, opts: DoctorOptions) -> Result:
     fix = "Run `python -c 'import torch; print(torch.cuda.device_count())'`"
     if problem := probe_problem(snap, "torch", "torch", fix=fix):
         return problem
-    data = snap.probe("torch")
+    data = snap.probe("torch") or {}
     if "import_error" in data:
         if data["import_error"].startswith("ModuleNotFoundError"):
             return skipped("torch is not installed")
