@@ -360,6 +360,24 @@ def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> tuple[in
     return code, load(p.report_dir)
 
 
+def host_gpu_archs(sysfs_root: Path = Path("/sys")) -> list[str]:
+    """The host's own reading of its GPUs' gfx targets (KFD topology); empty without an AMD driver."""
+    from rocmstack.platform.rocm import kfd_gpu_nodes
+
+    return sorted({n.arch for n in kfd_gpu_nodes(sysfs_root) or []})
+
+
+def arch_problem(in_image: list[str], host: list[str]) -> str | None:
+    """The doctor inside the image names the arch a report stands for; the host checks it, so an image
+    cannot claim an arch it never ran on. Without KFD on the host there is nothing to compare."""
+    if host and sorted(in_image) != host:
+        return (
+            f"the doctor in the image reports GPU arch {';'.join(in_image) or 'none'}, "
+            f"the host's driver has {';'.join(host)}"
+        )
+    return None
+
+
 def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = None) -> dict:
     """Run the in-image validation, then add what only the host knows: image labels and id, engine, host.
 
@@ -406,10 +424,15 @@ def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = Non
                 "no dev.rocmstack.render-hash label: not an image built by rocmstack",
             ),
         )
+    host_archs = host_gpu_archs()
+    problem = arch_problem(list(report.get("gpu_archs") or []), host_archs)
+    if problem:
+        stages.insert(0, pipeline.stage("image", pipeline.FAIL, 0.0, problem))
     passed, line = pipeline.verdict(stages)
     report.update(
         {
             "mode": "container",
+            "host_gpu_archs": host_archs,
             "passed": passed and code == 0,
             "verdict": line,
             "stages": stages,
