@@ -276,11 +276,14 @@ def register(app: typer.Typer) -> None:
         gpu_runner: str | None = typer.Option(
             None, "--gpu-runner", help="Comma-separated label prefix of GPU runners; the arch is appended"
         ),
+        expect_gpus: int = typer.Option(
+            8, "--expect-gpus", metavar="N", help="GPUs each GPU runner has (every leg validates with them)"
+        ),
         fmt: str = typer.Option(
             "github", "--format", help="github (a matrix=<json> line for $GITHUB_OUTPUT) or json"
         ),
     ) -> None:
-        """Expand recipes x GPU archs into a GitHub Actions strategy.matrix include list."""
+        """Expand recipes x GPU archs into GitHub Actions matrices: images, and one validation leg per arch."""
         from rocmstack.build import matrix
         from rocmstack.errors import InputError
         from rocmstack.output import print_json
@@ -293,8 +296,9 @@ def register(app: typer.Typer) -> None:
             registry=registry,
             build_runner=matrix.parse_labels(build_runner, matrix.DEFAULT_BUILD_RUNNER, "--build-runner"),
             gpu_runner_prefix=matrix.parse_labels(gpu_runner, matrix.DEFAULT_GPU_RUNNER, "--gpu-runner"),
+            expect_gpus=expect_gpus,
         )
         if fmt == "json":
-            print_json({"include": [e.as_dict() for e in entries]})
+            print_json(matrix.as_json(entries))
         else:
             typer.echo(matrix.github_output(entries))
