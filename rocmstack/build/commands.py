@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -204,6 +205,9 @@ def register(app: typer.Typer) -> None:
         image: str = typer.Argument(..., help="Image reference or id in the engine's local store"),
         engine: str = ENGINE_OPT,
         json_out: bool = JSON_OPT,
+        sbom: bool = typer.Option(
+            False, "--sbom", help="Print the image's SBOM (/opt/rocmstack/sbom.cdx.json, CycloneDX JSON)"
+        ),
     ) -> None:
         """Read an image's provenance back: OCI + dev.rocmstack.* labels and /opt/rocmstack/lock.json."""
         import json
@@ -215,6 +219,18 @@ def register(app: typer.Typer) -> None:
 
         found = engines.detect(engine)
         info = engines.inspect_image(found, image)
+        if sbom:
+            from rocmstack.render.sbom import IMAGE_PATH
+
+            data = engines.read_file(found, info["id"] or image, IMAGE_PATH)
+            if data is None:
+                raise CheckFailed(
+                    f"{image}: {IMAGE_PATH} is missing (built before rocmstack wrote SBOMs, or not a "
+                    "rocmstack image)",
+                    fix="rebuild it with `rocmstack build`",
+                )
+            sys.stdout.write(data.decode("utf-8", errors="replace"))
+            return
         raw = engines.read_file(found, image, LOCK_PATH)
         lock = json.loads(raw) if raw else None
         labels = {
