@@ -396,7 +396,12 @@ def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
         serial = json.loads(data).get("serialNumber")
     except (json.JSONDecodeError, AttributeError):
         serial = None
-    return {"file": SBOM_FILE, "path": IMAGE_PATH, "sha256": hashlib.sha256(data).hexdigest(), "serial": serial}
+    return {
+        "file": SBOM_FILE,
+        "path": IMAGE_PATH,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "serial": serial,
+    }
 
 
 def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = None) -> dict:

@@ -15,7 +15,7 @@ from typing import Any
 
 from rocmstack.build.pipeline import RENDER_HASH_LABEL
 from rocmstack.build.tags import CONTENT_HEX, CONTENT_PREFIX, TagSet, arch_field, parse_reference
-from rocmstack.errors import CheckFailed, InputError, quoted
+from rocmstack.errors import CheckFailed, InputError, printable, quoted
 
 RECIPE_LABEL = "dev.rocmstack.recipe"
 ARCHS_LABEL = "dev.rocmstack.gpu-archs"
@@ -161,6 +161,12 @@ def check_reports(
     render_hash = ""
     for report in reports:
         arch = report_arch(report)
+        try:
+            render_hash = check_report(report, labels, image_id, image, allow_skip)
+        except CheckFailed as exc:
+            if arch is None:
+                raise
+            raise CheckFailed(f"{printable(arch)}: {exc.message}", fix=exc.fix) from None
         if arch is None:
             raise _refuse(
                 image,
@@ -170,15 +176,11 @@ def check_reports(
         if arch not in claimed:
             raise _refuse(
                 image,
-                f"a report ran on {arch}, the image claims {';'.join(claimed)}",
+                f"a report ran on {quoted(arch)}, the image claims {';'.join(claimed)}",
                 "pass only the reports of this image's legs",
             )
         if arch in by_arch:
             raise _refuse(image, f"two reports for {arch}", "pass one report per arch leg")
-        try:
-            render_hash = check_report(report, labels, image_id, image, allow_skip)
-        except CheckFailed as exc:
-            raise CheckFailed(f"{arch}: {exc.message}", fix=exc.fix) from None
         by_arch[arch] = report
     missing = [a for a in claimed if a not in by_arch]
     if missing:

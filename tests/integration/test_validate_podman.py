@@ -75,7 +75,7 @@ def test_validate_in_the_image_passes_in_cpu_mode(validated, first_build):
     out = validated["dir"]
     assert {p.name for p in out.iterdir()} == {"report.json", "report.md", "report.html", "sbom.cdx.json"}
     # The SBOM beside the report is the one rendered into the image (read by the host from the image).
-    context_sbom = Path(first_build["manifest"]["context"]) / "rocmstack/sbom.cdx.json"
+    context_sbom = Path(first_build["manifest"]["log"]).parents[1] / "context/rocmstack/sbom.cdx.json"
     assert (out / "sbom.cdx.json").read_bytes() == context_sbom.read_bytes()
     assert report["sbom"]["sha256"] == hashlib.sha256(context_sbom.read_bytes()).hexdigest()
     assert schema_errors((out / "sbom.cdx.json").read_text()) is None
@@ -210,14 +210,6 @@ def _remote_hash(env, ref: str) -> str | None:
     return (json.loads(out.stdout).get("Labels") or {}).get("dev.rocmstack.render-hash", "<no label>")
 
 
-def _edited_report(src: Path, dest: Path, **changes) -> Path:
-    dest.mkdir(parents=True, exist_ok=True)
-    report = json.loads((src / "report.json").read_text())
-    report.update(changes)
-    (dest / "report.json").write_text(json.dumps(report))
-    return dest
-
-
 # The GPU half of a leg cannot run here (no AMD GPU): it replays the real GPU run recorded in
 # docs/evidence/validate-h200-final (`rocmstack validate --in-place --expect-gpus 1` on one H200: doctor,
 # GRPO smoke and rollout bench on cuda). The arch comes from the real KFD topology lines of an MI300X
@@ -268,15 +260,18 @@ def _gpu_leg(src: Path, dest: Path, *, arch: str, image_id: str | None = None, *
     return dest
 
 
-def test_publish_refuses_a_failed_or_foreign_report(validated, registry, first_build, tmp_path):
+def test_publish_refuses_a_failed_or_foreign_report(validated, registry, first_build, arch_of, tmp_path):
     env, manifest = registry["env"], first_build["manifest"]
     refs = _retag(env, manifest, f"{registry['host']}/refused/tiny")
     target = refs[manifest["tags"]["descriptive"]]
-    failed = _edited_report(validated["dir"], tmp_path / "failed", passed=False, verdict="FAIL: doctor fail")
-    proc = rocmstack(env, "publish", target, "--report", str(failed), "--engine", "podman")
+    arch = arch_of["mi300x"]
+    failed = _gpu_leg(
+        validated["dir"], tmp_path / "failed", arch=arch, passed=False, verdict="FAIL: doctor fail"
+    )
+    proc = rocmstack(env, "publish", target, "--report", str(failed), "--engine", "podman", *ALLOW)
     assert proc.returncode == 1 and "its validation report did not pass (FAIL: doctor fail)" in proc.stderr
-    other = _edited_report(validated["dir"], tmp_path / "other", render_hash="0" * 64)
-    proc = rocmstack(env, "publish", target, "--report", str(other), "--engine", "podman")
+    other = _gpu_leg(validated["dir"], tmp_path / "other", arch=arch, render_hash="0" * 64)
+    proc = rocmstack(env, "publish", target, "--report", str(other), "--engine", "podman", *ALLOW)
     assert proc.returncode == 1 and "the report is for render hash 000000000000" in proc.stderr
     assert all(_remote_hash(env, ref) is None for ref in refs.values())  # nothing reached the registry
 
@@ -287,7 +282,8 @@ def test_publish_refuses_the_doctor_only_cpu_report(validated, registry, first_b
     refs = _retag(env, manifest, f"{registry['host']}/weak/tiny")
     target = refs[manifest["tags"]["descriptive"]]
     proc = rocmstack(env, "publish", target, "--report", str(validated["dir"]), "--engine", "podman")
-    assert proc.returncode == 1 and "records no GPU arch it ran on" in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert f"refusing to publish {target}: the smoke stage did not pass (skipped)" in proc.stderr
     assert all(_remote_hash(env, ref) is None for ref in refs.values())
 
 

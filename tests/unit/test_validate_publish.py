@@ -154,7 +154,7 @@ def test_two_arch_image_needs_a_passing_report_from_each_arch():
     [
         ([], "no validation report given"),
         ([_report("gfx942"), _report("gfx942")], "two reports for gfx942"),
-        ([_report("gfx942"), _report("gfx90a")], "a report ran on gfx90a, the image claims gfx942;gfx950"),
+        ([_report("gfx942"), _report("gfx90a")], "a report ran on 'gfx90a', the image claims gfx942;gfx950"),
         ([_report(None), _report("gfx950")], "records no GPU arch"),
         # a report from another build of the same render, for one of the two legs
         ([_report("gfx942", image={"id": "bb" * 32}), _report("gfx950")], "gfx942: .*made from image bbbb"),
