@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -204,6 +205,9 @@ def register(app: typer.Typer) -> None:
         image: str = typer.Argument(..., help="Image reference or id in the engine's local store"),
         engine: str = ENGINE_OPT,
         json_out: bool = JSON_OPT,
+        sbom: bool = typer.Option(
+            False, "--sbom", help="Print the image's SBOM (/opt/rocmstack/sbom.cdx.json, CycloneDX JSON)"
+        ),
     ) -> None:
         """Read an image's provenance back: OCI + dev.rocmstack.* labels and /opt/rocmstack/lock.json."""
         import json
@@ -215,6 +219,18 @@ def register(app: typer.Typer) -> None:
 
         found = engines.detect(engine)
         info = engines.inspect_image(found, image)
+        if sbom:
+            from rocmstack.render.sbom import IMAGE_PATH
+
+            data = engines.read_file(found, info["id"] or image, IMAGE_PATH)
+            if data is None:
+                raise CheckFailed(
+                    f"{image}: {IMAGE_PATH} is missing (built before rocmstack wrote SBOMs, or not a "
+                    "rocmstack image)",
+                    fix="rebuild it with `rocmstack build`",
+                )
+            sys.stdout.write(data.decode("utf-8", errors="replace"))
+            return
         raw = engines.read_file(found, image, LOCK_PATH)
         lock = json.loads(raw) if raw else None
         labels = {
@@ -276,11 +292,14 @@ def register(app: typer.Typer) -> None:
         gpu_runner: str | None = typer.Option(
             None, "--gpu-runner", help="Comma-separated label prefix of GPU runners; the arch is appended"
         ),
+        expect_gpus: int = typer.Option(
+            8, "--expect-gpus", metavar="N", help="GPUs each GPU runner has (every leg validates with them)"
+        ),
         fmt: str = typer.Option(
             "github", "--format", help="github (a matrix=<json> line for $GITHUB_OUTPUT) or json"
         ),
     ) -> None:
-        """Expand recipes x GPU archs into a GitHub Actions strategy.matrix include list."""
+        """Expand recipes x GPU archs into GitHub Actions matrices: images, and one validation leg per arch."""
         from rocmstack.build import matrix
         from rocmstack.errors import InputError
         from rocmstack.output import print_json
@@ -293,8 +312,9 @@ def register(app: typer.Typer) -> None:
             registry=registry,
             build_runner=matrix.parse_labels(build_runner, matrix.DEFAULT_BUILD_RUNNER, "--build-runner"),
             gpu_runner_prefix=matrix.parse_labels(gpu_runner, matrix.DEFAULT_GPU_RUNNER, "--gpu-runner"),
+            expect_gpus=expect_gpus,
         )
         if fmt == "json":
-            print_json({"include": [e.as_dict() for e in entries]})
+            print_json(matrix.as_json(entries))
         else:
             typer.echo(matrix.github_output(entries))

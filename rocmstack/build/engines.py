@@ -44,6 +44,7 @@ class Engine:
     argv: tuple[str, ...]  # command prefix, e.g. ("podman",) or ("podman", "--storage-driver", "vfs")
     version: str
     builder: str | None = None  # docker buildx builder instance
+    driver: str | None = None  # that builder's buildx driver: docker, docker-container, kubernetes, remote
     # False for a plain-HTTP or self-signed registry (--insecure-registry): podman/skopeo get
     # --tls-verify=false; docker takes this from the daemon's insecure-registries setting instead.
     tls_verify: bool = True
@@ -88,11 +89,28 @@ def probe_docker(
     bx = _run(["docker", "buildx", "version"], PROBE_TIMEOUT, runner)
     if bx.returncode != 0:
         return "docker: the buildx plugin is missing (install docker-buildx-plugin)"
-    if builder:
-        ins = _run(["docker", "buildx", "inspect", builder], PROBE_TIMEOUT, runner)
-        if ins.returncode != 0:
-            return f"docker: buildx builder {builder!r} not found ({_last_line(ins.stderr)})"
-    return Engine(name="docker", argv=("docker",), version=server.stdout.strip(), builder=builder)
+    ins = _run(["docker", "buildx", "inspect", *([builder] if builder else [])], PROBE_TIMEOUT, runner)
+    if builder and ins.returncode != 0:
+        return f"docker: buildx builder {builder!r} not found ({_last_line(ins.stderr)})"
+    return Engine(
+        name="docker",
+        argv=("docker",),
+        version=server.stdout.strip(),
+        builder=builder,
+        driver=buildx_driver(ins.stdout) if ins.returncode == 0 else None,
+    )
+
+
+def buildx_driver(inspect_text: str) -> str | None:
+    """The ``Driver:`` of ``docker buildx inspect`` (the builder's first line block)."""
+    match = re.search(r"^Driver:\s+(\S+)\s*$", inspect_text, flags=re.MULTILINE)
+    return match[1] if match else None
+
+
+def attests(engine: Engine) -> bool:
+    """Whether the build asks BuildKit for a provenance attestation: every buildx driver but the plain
+    ``docker`` one, which refuses attestations ("Attestation is not supported for the docker driver")."""
+    return engine.name == "docker" and engine.driver is not None and engine.driver != "docker"
 
 
 def probe_podman(*, which=shutil.which, runner: Runner = subprocess.run) -> Engine | str:
@@ -201,6 +219,10 @@ def build_command(
         if engine.builder:
             argv += ["--builder", engine.builder]
         argv += ["--progress=plain", "--load", "--platform", target_platform]
+        if attests(engine):
+            # SLSA provenance with every build step and material (base digest, sources); BuildKit keeps it
+            # where the image goes through its image exporter (a push, the containerd image store).
+            argv += ["--attest", "type=provenance,mode=max"]
     else:
         # docker format: the OCI format drops SHELL (the Dockerfile relies on bash -o pipefail).
         # chroot isolation: no cgroups or namespaces needed, so it builds inside unprivileged containers.

@@ -1,8 +1,11 @@
-"""Recipes x GPU arch sets -> a GitHub Actions ``strategy.matrix`` include list.
+"""Recipes x GPU arch sets -> GitHub Actions ``strategy.matrix`` include lists.
 
-Each entry carries what every job of the workflow needs without recomputing it: the recipe and archs,
-the runner labels (a CPU builder, a GPU runner labelled with the arch for validation), the render hash
-and the tags (the content tag is the staging reference that validation pulls).
+Two lists: one entry per image (build and publish) and one validation leg per (image, arch it claims),
+because a tag that names an arch must mean the image was proven on a GPU of that arch (vLLM, sgl-kernel
+and AITER compile code objects per arch; one arch's can be missing or broken while another's work). Each
+entry carries what its job needs without recomputing it: recipe and archs, runner labels (a CPU builder;
+per leg a GPU runner labelled with that arch), the render hash, the tags (the content tag is the staging
+reference that validation pulls) and the artifact name of each leg's report.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from rocmstack.errors import InputError
 
 DEFAULT_BUILD_RUNNER = ("self-hosted", "linux", "x64", "rocmstack-build")
 DEFAULT_GPU_RUNNER = ("self-hosted", "linux", "rocm")
+DEFAULT_EXPECT_GPUS = 8  # an AMD Instinct node (MI300X, MI325X, MI355X) has 8 GPUs
+REPORT_ARTIFACT = "validation-{render_hash}-{arch}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,25 +29,49 @@ class Entry:
     render_hash: str
     tags: dict
     build_runner: tuple[str, ...]
-    validate_runner: tuple[str, ...]
+    gpu_runner_prefix: tuple[str, ...] = DEFAULT_GPU_RUNNER
+    expect_gpus: int = DEFAULT_EXPECT_GPUS
+
+    @property
+    def archs(self) -> list[str]:
+        return self.gpu_arch.split(";")
 
     def as_dict(self) -> dict:
         return {
             "recipe": self.recipe,
             "gpu_arch": self.gpu_arch,
+            "archs": self.archs,
             "name": f"{self.recipe} {self.gpu_arch}",
             "render_hash": self.render_hash,
             "build_runner": list(self.build_runner),
-            "validate_runner": list(self.validate_runner),
             "staging_ref": self.tags["repository"] + ":" + self.tags["content"],
             "tags": " ".join(self.tags["refs"]),
             "immutable_tags": " ".join(self.tags["immutable_refs"]),
+            "reports": REPORT_ARTIFACT.format(render_hash=self.render_hash, arch="*"),
         }
 
+    def legs(self) -> list[dict]:
+        """One validation leg per arch the image claims, each on a GPU runner of that arch."""
+        image = self.as_dict()
+        return [
+            {
+                "recipe": self.recipe,
+                "gpu_arch": self.gpu_arch,
+                "arch": arch,
+                "name": f"{image['name']} on {arch}",
+                "render_hash": self.render_hash,
+                "staging_ref": image["staging_ref"],
+                "validate_runner": list(gpu_runner_labels(arch, self.gpu_runner_prefix)),
+                "expect_gpus": self.expect_gpus,
+                "report": REPORT_ARTIFACT.format(render_hash=self.render_hash, arch=arch),
+            }
+            for arch in self.archs
+        ]
 
-def gpu_runner_labels(archs: Sequence[str], prefix: Sequence[str] = DEFAULT_GPU_RUNNER) -> tuple[str, ...]:
-    """A GPU runner labelled with the arch. A multi-arch image is validated on its first arch's runner."""
-    return (*prefix, archs[0])
+
+def gpu_runner_labels(arch: str, prefix: Sequence[str] = DEFAULT_GPU_RUNNER) -> tuple[str, ...]:
+    """A GPU runner labelled with the one arch a leg validates."""
+    return (*prefix, arch)
 
 
 def parse_labels(text: str | None, default: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -71,11 +100,23 @@ def check_unique(entries: Sequence[Entry]) -> None:
             owner[ref] = name
 
 
+def as_json(entries: Sequence[Entry]) -> dict:
+    """The image entries (``include``) and the validation legs (``legs``, itself an include list)."""
+    return {
+        "include": [e.as_dict() for e in entries],
+        "legs": {"include": [leg for e in entries for leg in e.legs()]},
+    }
+
+
 def github_output(entries: Sequence[Entry]) -> str:
-    """One ``matrix=<json>`` line for ``$GITHUB_OUTPUT``, consumed with ``fromJSON`` in ``strategy.matrix``."""
-    return "matrix=" + json.dumps(
-        {"include": [e.as_dict() for e in entries]}, sort_keys=True, separators=(",", ":")
-    )
+    """``matrix=<json>`` (images) and ``legs=<json>`` (validation legs) lines for ``$GITHUB_OUTPUT``,
+    each consumed with ``fromJSON`` in a ``strategy.matrix``."""
+    data = as_json(entries)
+
+    def line(name: str, value: dict) -> str:
+        return f"{name}=" + json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+    return line("matrix", {"include": data["include"]}) + "\n" + line("legs", data["legs"])
 
 
 def expand(
@@ -85,6 +126,7 @@ def expand(
     registry: str | None = None,
     build_runner: tuple[str, ...] = DEFAULT_BUILD_RUNNER,
     gpu_runner_prefix: tuple[str, ...] = DEFAULT_GPU_RUNNER,
+    expect_gpus: int = DEFAULT_EXPECT_GPUS,
 ) -> list[Entry]:
     """Every recipe (default: all shipped) x every arch set (default: the recipe's default set).
 
@@ -96,6 +138,11 @@ def expand(
     from rocmstack.render.context import render
     from rocmstack.rules.lock import gate
 
+    if expect_gpus < 1:
+        raise InputError(
+            f"--expect-gpus {expect_gpus}: a validation leg needs at least one GPU",
+            fix="the GPUs each GPU runner has, e.g. 8",
+        )
     names = list(recipes) or list(recipe_files())
     if not names:
         raise InputError("matrix: no recipes given and none shipped")
@@ -115,7 +162,8 @@ def expand(
                     render_hash=rendered.render_hash,
                     tags=tags.as_dict(),
                     build_runner=build_runner,
-                    validate_runner=gpu_runner_labels(resolved.gpu_archs, gpu_runner_prefix),
+                    gpu_runner_prefix=gpu_runner_prefix,
+                    expect_gpus=expect_gpus,
                 )
             )
     check_unique(entries)

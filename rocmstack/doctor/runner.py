@@ -86,6 +86,8 @@ def run_doctor(options: DoctorOptions | None = None) -> dict:
             "python": snap.python_version,
             "physical_gpus": snap.physical_count(),
             "visible_gpus": snap.masks().visible_count,
+            # The driver's gfx target of each GPU (KFD topology): the arch a validation report ran on.
+            "gpu_archs": sorted({n.arch for n in snap.kfd or []}),
         }
         sources = [s.as_dict() for s in snap.sources()]
     except Exception as exc:  # same rule as a check: report, never crash

@@ -33,6 +33,7 @@ INCONTEXT = PACKAGE / "incontext"
 DATA_DIRS = ("recipes", "dockerfiles", "patches")
 IN_IMAGE_SCRIPTS = ("apply_patches.py", "guard.py")
 LABEL_NS = "dev.rocmstack"
+SBOM_FILE = "rocmstack/sbom.cdx.json"  # COPYed to /opt/rocmstack/sbom.cdx.json (fragments/rocmstack.j2)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,9 +113,17 @@ def _template_inputs() -> dict[str, str]:
     return files
 
 
+def _sbom(resolved: Resolved, patches: list[Patch]) -> bytes:
+    """The image's SBOM (independent of the render hash and the revision, so the hash can cover it)."""
+    from rocmstack.render.sbom import sbom_bytes
+
+    return sbom_bytes(resolved.lock(render_hash="", revision=""), [p.spec() for p in patches])
+
+
 def render_hash(resolved: Resolved, patches: list[Patch], ignored_rules: tuple[str, ...] = ()) -> str:
     inputs = {
         "templates": _template_inputs(),
+        "sbom": hashlib.sha256(_sbom(resolved, patches)).hexdigest(),
         "recipe": resolved.recipe.model_dump(mode="json", by_alias=True),
         "patches": [p.spec() for p in patches],
         "args": {"gpu_archs": list(resolved.gpu_archs), "ignored_rules": sorted(ignored_rules)},
@@ -230,6 +239,7 @@ def render(
         files[f"rocmstack/patches/{p.id}.json"] = _canonical(p.spec()) + b"\n"
     lock = resolved.lock(render_hash=digest, revision=sha)
     files["rocmstack/lock.json"] = json.dumps(lock, indent=2, sort_keys=True).encode() + b"\n"
+    files[SBOM_FILE] = _sbom(resolved, patches)
     meta = {
         "recipe": recipe.name,
         "render_hash": digest,

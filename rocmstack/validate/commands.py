@@ -83,31 +83,50 @@ def register(app: typer.Typer) -> None:
         image: str = typer.Argument(
             ..., help="Image to push (its local tags in this repository are pushed)."
         ),
-        report: Path = typer.Option(
-            ..., "--report", metavar="DIR", help="Folder `rocmstack validate IMAGE` wrote."
+        report: list[Path] = typer.Option(
+            ...,
+            "--report",
+            metavar="DIR",
+            help="Folder `rocmstack validate IMAGE` wrote, or a folder of such folders; repeat per arch leg.",
         ),
         engine: str = typer.Option(
             "auto", "--engine", help="auto | docker | podman (buildah = podman's store)."
         ),
+        allow_skip: list[str] = typer.Option(
+            [], "--allow-skip", metavar="ID", help="Also accept this doctor check skipped (repeat)."
+        ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Check the gate and the guard; push nothing."),
         json_out: bool = typer.Option(False, "--json", help="Print what was pushed as JSON."),
     ) -> None:
-        """Push IMAGE's tags only when its report passed and was made from this image (render hash, id)."""
+        """Push IMAGE's tags only when every arch it claims has a passing GPU report made from this image."""
+        from rocmstack.doctor.commands import split_ids
         from rocmstack.output import print_json, stderr, stdout
         from rocmstack.validate import publish as gate
-        from rocmstack.validate.report import load
 
         gate.check_engine_choice(engine)
-        loaded = load(report)
+        allowed = split_ids(allow_skip)
+        if allowed:
+            from rocmstack.doctor import select_checks
+
+            select_checks((), allowed)  # InputError naming an unknown check id
+        loaded = gate.load_reports(report)
         console = stderr() if json_out else stdout()
         result = gate.publish(
-            image=image, report=loaded, engine_choice=engine, dry_run=dry_run, console=console
+            image=image,
+            reports=loaded,
+            engine_choice=engine,
+            dry_run=dry_run,
+            console=console,
+            allow_skip=frozenset(allowed),
         )
         if json_out:
             print_json(result)
             return
         if dry_run:
-            console.print(f"gate open for {image} (render hash {result['render_hash'][:12]}); would push:")
+            console.print(
+                f"gate open for {image} (render hash {result['render_hash'][:12]}, validated on "
+                f"{', '.join(result['validated_archs'])}); would push:"
+            )
             for ref in result["refs"]:
                 console.print(f"  {ref}" + ("  (immutable, guarded)" if ref in result["immutable"] else ""))
         else:

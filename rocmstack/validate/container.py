@@ -25,6 +25,7 @@ BASELINE_MOUNT = "/baseline"
 # The image may run as a non-root user (recipes set one): it writes into this world-writable subfolder of
 # the report dir, and the host copies the results up. A fixed name keeps --dry-run's command exact.
 STAGE = ".in-image"
+SBOM_FILE = "sbom.cdx.json"  # the image's SBOM, beside report.json
 IN_IMAGE_ROCMSTACK = "/usr/local/bin/rocmstack"  # written by dockerfiles/fragments/rocmstack.j2
 RUN_TIMEOUT_S = 3 * 3600
 QUICK_TIMEOUT_S = 300
@@ -360,6 +361,49 @@ def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> tuple[in
     return code, load(p.report_dir)
 
 
+def host_gpu_archs(sysfs_root: Path = Path("/sys")) -> list[str]:
+    """The host's own reading of its GPUs' gfx targets (KFD topology); empty without an AMD driver."""
+    from rocmstack.platform.rocm import kfd_gpu_nodes
+
+    return sorted({n.arch for n in kfd_gpu_nodes(sysfs_root) or []})
+
+
+def arch_problem(in_image: list[str], host: list[str]) -> str | None:
+    """The doctor inside the image names the arch a report stands for; the host checks it, so an image
+    cannot claim an arch it never ran on. Without KFD on the host there is nothing to compare."""
+    if host and sorted(in_image) != host:
+        return (
+            f"the doctor in the image reports GPU arch {';'.join(in_image) or 'none'}, "
+            f"the host's driver has {';'.join(host)}"
+        )
+    return None
+
+
+def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
+    """Copy the image's SBOM (read by the host from the image, not from the run) beside the report."""
+    import hashlib
+    import json
+
+    from rocmstack.build.engines import Engine, read_file
+    from rocmstack.render.sbom import IMAGE_PATH
+
+    name = "docker" if engine == "docker" else "podman"
+    data = read_file(Engine(name=name, argv=engine_prefix(name), version=""), image_id, IMAGE_PATH)
+    if data is None:
+        return None
+    (report_dir / SBOM_FILE).write_bytes(data)
+    try:
+        serial = json.loads(data).get("serialNumber")
+    except (json.JSONDecodeError, AttributeError):
+        serial = None
+    return {
+        "file": SBOM_FILE,
+        "path": IMAGE_PATH,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "serial": serial,
+    }
+
+
 def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = None) -> dict:
     """Run the in-image validation, then add what only the host knows: image labels and id, engine, host.
 
@@ -406,10 +450,17 @@ def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = Non
                 "no dev.rocmstack.render-hash label: not an image built by rocmstack",
             ),
         )
+    host_archs = host_gpu_archs()
+    problem = arch_problem(list(report.get("gpu_archs") or []), host_archs)
+    if problem:
+        stages.insert(0, pipeline.stage("image", pipeline.FAIL, 0.0, problem))
     passed, line = pipeline.verdict(stages)
+    sbom = attach_sbom(p.engine, info["id"] or p.image, p.report_dir)
     report.update(
         {
             "mode": "container",
+            "sbom": sbom,
+            "host_gpu_archs": host_archs,
             "passed": passed and code == 0,
             "verdict": line,
             "stages": stages,

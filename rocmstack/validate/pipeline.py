@@ -298,6 +298,17 @@ def verdict(stages: list[dict[str, Any]]) -> tuple[bool, str]:
     return True, "PASS: " + ", ".join(s["name"] for s in ran) + tail
 
 
+def device_archs(doctor: dict[str, Any] | None) -> list[str]:
+    """The gfx targets of this node's GPUs, as the doctor read them from the driver (KFD topology)."""
+    archs = ((doctor or {}).get("platform") or {}).get("gpu_archs") or []
+    return sorted({a for a in archs if isinstance(a, str)})
+
+
+def single_arch(archs: list[str]) -> str | None:
+    """The arch a report stands for: the node's one GPU arch; None on a CPU node or a mixed one."""
+    return archs[0] if len(archs) == 1 else None
+
+
 def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None) -> dict[str, Any]:
     """Run every stage here and return the report dict (``report["passed"]`` is the verdict)."""
     opts = options.validated()
@@ -324,6 +335,7 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
         bench_stage, bench = run_bench_stage(opts, progress)
         stages.append(bench_stage)
     passed, line = verdict(stages)
+    archs = device_archs(doctor)
     return {
         "schema": SCHEMA,
         "rocmstack_version": __version__,
@@ -333,6 +345,8 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
         "passed": passed,
         "verdict": line,
         "render_hash": image["render_hash"],
+        "gpu_arch": single_arch(archs),
+        "gpu_archs": archs,
         "image": {"ref": None, "id": None, "labels": {}, **image},
         "engine": None,
         "host": host_info(),

@@ -1,57 +1,212 @@
 """``rocmstack publish IMAGE --report DIR``: push an image's tags only after it passed validation.
 
-The gate: the report passed, the report was made from this very image (its render hash equals the
-image's ``dev.rocmstack.render-hash`` label, and the image id matches when the report recorded one), and
-no immutable tag moves (the build's immutability guard, ``rocmstack.build.pipeline.push_tags``).
+The gate: every arch in the image's ``dev.rocmstack.gpu-archs`` label has a passing report that ran on a
+GPU of that arch; each report was made from this very image (its render hash equals the image's
+``dev.rocmstack.render-hash`` label and its image id is this image's), ran the doctor, the smoke and the
+bench on the GPU with the expected GPU count and no doctor check skipped beyond ``SKIP_ALLOWED``; and no
+immutable tag moves (the build's immutability guard, ``rocmstack.build.pipeline.push_tags``).
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from rocmstack.build.pipeline import RENDER_HASH_LABEL
 from rocmstack.build.tags import CONTENT_HEX, CONTENT_PREFIX, TagSet, arch_field, parse_reference
-from rocmstack.errors import CheckFailed, InputError
+from rocmstack.errors import CheckFailed, InputError, printable, quoted
 
 RECIPE_LABEL = "dev.rocmstack.recipe"
 ARCHS_LABEL = "dev.rocmstack.gpu-archs"
 
 
-def check_report(report: dict[str, Any], labels: dict[str, str], image_id: str, image: str) -> str:
-    """The render hash to publish under; CheckFailed names the first reason the gate stays shut."""
+# Doctor checks that may skip on a healthy GPU node, because they look at a component the image may not
+# have; any other skipped check (or one left out with --doctor-skip) keeps the gate shut.
+SKIP_ALLOWED = {
+    "vllm-python": "the image has no vLLM",
+    "vllm-flavour": "the image has no vLLM",
+    "sglang-env": "the image has no SGLang",
+    "amdsmi-duplicate": "the image has no libamd_smi to load twice",
+    "gpu-partition": "the GPU exposes no compute-partition mode",
+}
+GPU_DEVICE = "cuda"  # torch's device type on ROCm and CUDA alike
+
+
+def _refuse(image: str, why: str, fix: str) -> CheckFailed:
+    return CheckFailed(f"refusing to publish {image}: {why}", fix=fix)
+
+
+def check_report(
+    report: dict[str, Any],
+    labels: dict[str, str],
+    image_id: str,
+    image: str,
+    allow_skip: frozenset[str] = frozenset(),
+) -> str:
+    """The render hash to publish under; CheckFailed names the first reason the gate stays shut.
+
+    ``allow_skip`` extends ``SKIP_ALLOWED`` for this publish only (the publisher's decision, on the host).
+    """
+    rerun = f"run `rocmstack validate {image} --expect-gpus N --report DIR` on a GPU runner"
     if not report.get("passed"):
-        raise CheckFailed(
-            f"refusing to publish {image}: its validation report did not pass ({report.get('verdict')})",
-            fix="fix what the report names and run `rocmstack validate` again",
+        raise _refuse(
+            image,
+            f"its validation report did not pass ({report.get('verdict')})",
+            "fix what the report names and run `rocmstack validate` again",
         )
     label = labels.get(RENDER_HASH_LABEL)
     if not label:
-        raise CheckFailed(
-            f"refusing to publish {image}: it has no {RENDER_HASH_LABEL} label",
-            fix="publish only images built by `rocmstack build`",
+        raise _refuse(
+            image, f"it has no {RENDER_HASH_LABEL} label", "publish only images built by `rocmstack build`"
         )
     reported = report.get("render_hash")
     if reported != label:
         shown = reported[:12] if reported else "none"
-        raise CheckFailed(
-            f"refusing to publish {image}: the report is for render hash {shown}, the image is {label[:12]}",
-            fix="validate this image, then publish it with that report",
-        )
-    recorded = (report.get("image") or {}).get("id")
-    if recorded and image_id and _bare(recorded) != _bare(image_id):
-        raise CheckFailed(
-            f"refusing to publish {image}: the report was made from image {_bare(recorded)[:12]}, "
-            f"this is {_bare(image_id)[:12]} (same render, another build)",
-            fix="validate the image you publish",
+        raise _refuse(
+            image,
+            f"the report is for render hash {shown}, the image is {label[:12]}",
+            "validate this image, then publish it with that report",
         )
     if report.get("mode") != "container":
-        raise CheckFailed(
-            f"refusing to publish {image}: the report comes from `validate --in-place`, which "
-            "checks a node, not this image",
-            fix=f"run `rocmstack validate {image} --report DIR`",
+        raise _refuse(
+            image, "the report comes from `validate --in-place`, which checks a node, not this image", rerun
         )
+    recorded = _bare(str((report.get("image") or {}).get("id") or ""))
+    if not recorded or not _bare(image_id):
+        raise _refuse(image, "the report records no image id", rerun)
+    if recorded != _bare(image_id):
+        raise _refuse(
+            image,
+            f"the report was made from image {recorded[:12]}, this is {_bare(image_id)[:12]} "
+            "(same render, another build)",
+            "validate the image you publish",
+        )
+    _check_stages(report, image, rerun)
+    _check_gpus(report, image, rerun)
+    _check_doctor_skips(report, image, rerun, allow_skip)
     return label
+
+
+def _check_stages(report: dict[str, Any], image: str, rerun: str) -> None:
+    status = {s.get("name"): s.get("status") for s in report.get("stages") or []}
+    for name in ("doctor", "smoke", "bench"):
+        if status.get(name) != "pass":
+            raise _refuse(image, f"the {name} stage did not pass ({status.get(name) or 'absent'})", rerun)
+    smoke = ((report.get("smoke") or {}).get("summary") or {}).get("device")
+    bench = (((report.get("bench") or {}).get("report") or {}).get("device") or {}).get("type")
+    for name, device in (("smoke", smoke), ("bench", bench)):
+        if device != GPU_DEVICE:
+            raise _refuse(image, f"the {name} stage ran on {device or 'an unknown device'}, not a GPU", rerun)
+
+
+def _doctor(report: dict[str, Any]) -> dict[str, Any]:
+    return (report.get("doctor") or {}).get("report") or {}
+
+
+def _check_gpus(report: dict[str, Any], image: str, rerun: str) -> None:
+    expected = (report.get("options") or {}).get("expect_gpus")
+    if not isinstance(expected, int) or isinstance(expected, bool) or expected < 1:
+        raise _refuse(image, "the report was made without --expect-gpus (GPU count unchecked)", rerun)
+    platform = _doctor(report).get("platform") or {}
+    seen = platform.get("visible_gpus")
+    if seen is None:
+        seen = platform.get("physical_gpus")
+    if seen != expected:
+        raise _refuse(image, f"the doctor saw {seen} GPU(s), the report expected {expected}", rerun)
+
+
+def _check_doctor_skips(report: dict[str, Any], image: str, rerun: str, allow_skip: frozenset[str]) -> None:
+    doctor = _doctor(report)
+    if not doctor.get("checks"):
+        raise _refuse(image, "the report holds no doctor checks", rerun)
+    left_out = list((report.get("options") or {}).get("doctor_skip") or [])
+    skipped = [c.get("id") for c in doctor["checks"] if c.get("status") == "skip"]
+    allowed = set(SKIP_ALLOWED) | allow_skip
+    bad = [str(c) for c in (*left_out, *skipped) if c not in allowed]
+    if bad:
+        raise _refuse(
+            image,
+            f"doctor check(s) {', '.join(bad)} skipped (only {', '.join(sorted(allowed))} may skip)",
+            "run every doctor check on a GPU runner (no --doctor-skip)",
+        )
+
+
+def report_arch(report: dict[str, Any]) -> str | None:
+    arch = report.get("gpu_arch")
+    return arch if isinstance(arch, str) and arch else None
+
+
+def image_archs(labels: dict[str, str]) -> list[str]:
+    return sorted({a.strip() for a in labels.get(ARCHS_LABEL, "").replace(",", ";").split(";") if a.strip()})
+
+
+def check_reports(
+    reports: list[dict[str, Any]],
+    labels: dict[str, str],
+    image_id: str,
+    image: str,
+    allow_skip: frozenset[str] = frozenset(),
+) -> tuple[str, dict[str, dict[str, Any]]]:
+    """Every arch the image claims needs its own passing report made from this image; (render hash,
+    report per arch). A report for an arch the image does not claim, or two for one arch, is refused."""
+    claimed = image_archs(labels)
+    if not claimed:
+        raise _refuse(
+            image, f"it has no {ARCHS_LABEL} label", "publish only images built by `rocmstack build`"
+        )
+    if not reports:
+        raise _refuse(image, "no validation report given", "pass --report DIR for every arch leg")
+    by_arch: dict[str, dict[str, Any]] = {}
+    render_hash = ""
+    for report in reports:
+        arch = report_arch(report)
+        try:
+            render_hash = check_report(report, labels, image_id, image, allow_skip)
+        except CheckFailed as exc:
+            if arch is None:
+                raise
+            raise CheckFailed(f"{printable(arch)}: {exc.message}", fix=exc.fix) from None
+        if arch is None:
+            raise _refuse(
+                image,
+                f"a report ({report.get('verdict')}) records no GPU arch it ran on",
+                "validate on a GPU runner of one arch",
+            )
+        if arch not in claimed:
+            raise _refuse(
+                image,
+                f"a report ran on {quoted(arch)}, the image claims {';'.join(claimed)}",
+                "pass only the reports of this image's legs",
+            )
+        if arch in by_arch:
+            raise _refuse(image, f"two reports for {arch}", "pass one report per arch leg")
+        by_arch[arch] = report
+    missing = [a for a in claimed if a not in by_arch]
+    if missing:
+        raise _refuse(
+            image,
+            f"it claims {';'.join(claimed)} but no report ran on {', '.join(missing)}",
+            "validate the image on a runner of every arch it claims",
+        )
+    return render_hash, by_arch
+
+
+def load_reports(dirs: list[Path]) -> list[dict[str, Any]]:
+    """The reports of an image's legs: each DIR holds report.json, or one folder per leg that does (how
+    CI downloads several artifacts into one folder)."""
+    from rocmstack.validate.report import REPORT_JSON, load
+
+    reports = []
+    for d in dirs:
+        legs = [d] if (d / REPORT_JSON).is_file() else sorted(p.parent for p in d.glob(f"*/{REPORT_JSON}"))
+        if not legs:
+            raise InputError(
+                f"--report {quoted(str(d))}: no {REPORT_JSON} in it or in a folder under it",
+                fix="pass the folder `rocmstack validate IMAGE --report DIR` wrote (once per arch leg)",
+            )
+        reports += [load(leg) for leg in legs]
+    return reports
 
 
 def _bare(image_id: str) -> str:
@@ -112,7 +267,13 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def publish(
-    *, image: str, report: dict[str, Any], engine_choice: str, dry_run: bool, console
+    *,
+    image: str,
+    reports: list[dict[str, Any]],
+    engine_choice: str,
+    dry_run: bool,
+    console: Any,
+    allow_skip: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Check the gate, then push (through the build's guarded push). Returns what was (or would be) pushed."""
     from rocmstack.build import engines
@@ -121,7 +282,7 @@ def publish(
     choice = "podman" if engine_choice == "buildah" else engine_choice
     engine = engines.detect(choice)
     info = engines.inspect_image(engine, image)
-    render_hash = check_report(report, info["labels"], info["id"], image)
+    render_hash, by_arch = check_reports(reports, info["labels"], info["id"], image, allow_skip)
     if not _HEX64.fullmatch(render_hash):
         raise CheckFailed(
             f"refusing to publish {image}: label {RENDER_HASH_LABEL}={render_hash!r} is not a render hash"
@@ -132,6 +293,8 @@ def publish(
         "image": image,
         "image_id": info["id"],
         "render_hash": render_hash,
+        "validated_archs": sorted(by_arch),
+        "allowed_skips": sorted(allow_skip),
         "engine": engine.name,
         "refs": list(tags.refs()),
         "immutable": [tags.ref(t) for t in guarded],

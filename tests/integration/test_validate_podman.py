@@ -12,6 +12,7 @@ test_validate_image_smoke.py (opt-in: it installs torch into the image; there lo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import socket
@@ -22,9 +23,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_build_podman import podman, rocmstack
+from test_build_podman import ROOT, podman, rocmstack
 
 from rocmstack.build import engines
+from rocmstack.render.sbom import schema_errors
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 ARGS = ["--expect-gpus", "0", "--skip-smoke", "--skip-bench", "--doctor-skip", "lock-drift"]
@@ -71,7 +73,12 @@ def test_validate_in_the_image_passes_in_cpu_mode(validated, first_build):
     assert [c[3] for c in commands] == ["from", "run", "rm"] and commands[1][4:6] == ["--isolation", "chroot"]
     assert not any(a in ("--privileged", "-e", "--env") for c in commands for a in c)
     out = validated["dir"]
-    assert {p.name for p in out.iterdir()} == {"report.json", "report.md", "report.html"}
+    assert {p.name for p in out.iterdir()} == {"report.json", "report.md", "report.html", "sbom.cdx.json"}
+    # The SBOM beside the report is the one rendered into the image (read by the host from the image).
+    context_sbom = Path(first_build["manifest"]["log"]).parents[1] / "context/rocmstack/sbom.cdx.json"
+    assert (out / "sbom.cdx.json").read_bytes() == context_sbom.read_bytes()
+    assert report["sbom"]["sha256"] == hashlib.sha256(context_sbom.read_bytes()).hexdigest()
+    assert schema_errors((out / "sbom.cdx.json").read_text()) is None
     assert json.loads((out / "report.json").read_text()) == report
     assert "image | validate: doctor: running the checks" in proc.stderr  # the in-image progress was shown
 
@@ -203,35 +210,92 @@ def _remote_hash(env, ref: str) -> str | None:
     return (json.loads(out.stdout).get("Labels") or {}).get("dev.rocmstack.render-hash", "<no label>")
 
 
-def _edited_report(src: Path, dest: Path, **changes) -> Path:
+# The GPU half of a leg cannot run here (no AMD GPU): it replays the real GPU run recorded in
+# docs/evidence/validate-h200-final (`rocmstack validate --in-place --expect-gpus 1` on one H200: doctor,
+# GRPO smoke and rollout bench on cuda). The arch comes from the real KFD topology lines of an MI300X
+# (ROCm/rocm-cli#343) and an MI350X-class node (ROCm/rocm-systems#10274), read by the host's own reader.
+# The identity half (mode, image id, render hash, engine) is the real container run of the test image.
+GPU_RUN = json.loads((ROOT / "docs/evidence/validate-h200-final/report.json").read_text())
+KFD = ROOT / "tests/fixtures/doctor/tools"
+# That run was on an NVIDIA node outside an image, so the doctor skipped the AMD-only and image checks;
+# publish is told so explicitly, as a publisher would have to.
+ALLOW = [
+    "--allow-skip",
+    "amdsmi-import,nvidia-packages,version-floors,lock-drift,patches-applied",
+]
+
+
+def _kfd_arch(tmp: Path, properties: str) -> str:
+    from rocmstack.validate.container import host_gpu_archs
+
+    node = tmp / "class/kfd/kfd/topology/nodes/1"
+    node.mkdir(parents=True)
+    (node / "properties").write_text(properties)
+    (archs,) = host_gpu_archs(tmp)
+    return archs
+
+
+@pytest.fixture(scope="module")
+def arch_of(tmp_path_factory):
+    mi300x = (KFD / "kfd-mi300x-gfx_target_version.line").read_text()
+    mi350x = (KFD / "kfd-mi350x-node5-properties.lines").read_text() + "gfx_target_version 90500\n"
+    return {
+        "mi300x": _kfd_arch(tmp_path_factory.mktemp("mi300x"), mi300x),
+        "mi350x": _kfd_arch(tmp_path_factory.mktemp("mi350x"), mi350x),
+    }
+
+
+def _gpu_leg(src: Path, dest: Path, *, arch: str, image_id: str | None = None, **changes) -> Path:
+    """One validation leg's report folder: this image's identity, the replayed GPU run, the arch."""
     dest.mkdir(parents=True, exist_ok=True)
     report = json.loads((src / "report.json").read_text())
+    report.update(
+        {k: GPU_RUN[k] for k in ("passed", "verdict", "stages", "options", "doctor", "smoke", "bench")}
+    )
+    report.update({"gpu_arch": arch, "gpu_archs": [arch], "host_gpu_archs": [arch]})
+    if image_id:
+        report["image"] = {**report["image"], "id": image_id}
     report.update(changes)
     (dest / "report.json").write_text(json.dumps(report))
     return dest
 
 
-def test_publish_refuses_a_failed_or_foreign_report(validated, registry, first_build, tmp_path):
+def test_publish_refuses_a_failed_or_foreign_report(validated, registry, first_build, arch_of, tmp_path):
     env, manifest = registry["env"], first_build["manifest"]
     refs = _retag(env, manifest, f"{registry['host']}/refused/tiny")
     target = refs[manifest["tags"]["descriptive"]]
-    failed = _edited_report(validated["dir"], tmp_path / "failed", passed=False, verdict="FAIL: doctor fail")
-    proc = rocmstack(env, "publish", target, "--report", str(failed), "--engine", "podman")
+    arch = arch_of["mi300x"]
+    failed = _gpu_leg(
+        validated["dir"], tmp_path / "failed", arch=arch, passed=False, verdict="FAIL: doctor fail"
+    )
+    proc = rocmstack(env, "publish", target, "--report", str(failed), "--engine", "podman", *ALLOW)
     assert proc.returncode == 1 and "its validation report did not pass (FAIL: doctor fail)" in proc.stderr
-    other = _edited_report(validated["dir"], tmp_path / "other", render_hash="0" * 64)
-    proc = rocmstack(env, "publish", target, "--report", str(other), "--engine", "podman")
+    other = _gpu_leg(validated["dir"], tmp_path / "other", arch=arch, render_hash="0" * 64)
+    proc = rocmstack(env, "publish", target, "--report", str(other), "--engine", "podman", *ALLOW)
     assert proc.returncode == 1 and "the report is for render hash 000000000000" in proc.stderr
     assert all(_remote_hash(env, ref) is None for ref in refs.values())  # nothing reached the registry
 
 
-def test_publish_pushes_every_tag_once_and_guards_immutable_ones(validated, registry, first_build):
+def test_publish_refuses_the_doctor_only_cpu_report(validated, registry, first_build):
+    """Issue 16.9: `PASS: doctor (smoke, bench skipped)` from a CPU run opened the gate."""
+    env, manifest = registry["env"], first_build["manifest"]
+    refs = _retag(env, manifest, f"{registry['host']}/weak/tiny")
+    target = refs[manifest["tags"]["descriptive"]]
+    proc = rocmstack(env, "publish", target, "--report", str(validated["dir"]), "--engine", "podman")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert f"refusing to publish {target}: the smoke stage did not pass (skipped)" in proc.stderr
+    assert all(_remote_hash(env, ref) is None for ref in refs.values())
+
+
+def test_publish_pushes_every_tag_once_and_guards_immutable_ones(
+    validated, registry, first_build, arch_of, tmp_path
+):
     env, manifest = registry["env"], first_build["manifest"]
     repo = f"{registry['host']}/e2e/tiny"
     refs = _retag(env, manifest, repo)
     target = refs[manifest["tags"]["descriptive"]]
-    proc = rocmstack(
-        env, "publish", target, "--report", str(validated["dir"]), "--engine", "podman", "--json"
-    )
+    leg = _gpu_leg(validated["dir"], tmp_path / "leg", arch=arch_of["mi300x"])
+    proc = rocmstack(env, "publish", target, "--report", str(leg), "--engine", "podman", *ALLOW, "--json")
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout)
     assert sorted(p["ref"] for p in result["pushed"]) == sorted(refs.values())
@@ -240,16 +304,14 @@ def test_publish_pushes_every_tag_once_and_guards_immutable_ones(validated, regi
         assert _remote_hash(env, ref) == manifest["render_hash"], ref
     # Again: the immutable tags are already there with this render, so they are left alone.
     again = json.loads(
-        rocmstack(
-            env, "publish", target, "--report", str(validated["dir"]), "--engine", "podman", "--json"
-        ).stdout
+        rocmstack(env, "publish", target, "--report", str(leg), "--engine", "podman", *ALLOW, "--json").stdout
     )
     by_ref = {p["ref"]: p for p in again["pushed"]}
     for tag in (manifest["tags"]["descriptive"], manifest["tags"]["content"]):
         assert by_ref[refs[tag]]["pushed"] is False
 
 
-def test_publish_never_moves_an_existing_immutable_tag(validated, registry, first_build):
+def test_publish_never_moves_an_existing_immutable_tag(validated, registry, first_build, arch_of, tmp_path):
     env, manifest = registry["env"], first_build["manifest"]
     repo = f"{registry['host']}/taken/tiny"
     refs = _retag(env, manifest, repo)
@@ -258,10 +320,120 @@ def test_publish_never_moves_an_existing_immutable_tag(validated, registry, firs
     squatter = f"{repo}:squat"
     assert podman(env, "tag", first_build["manifest"]["base"]["id"], squatter).returncode == 0
     assert podman(env, "push", squatter, descriptive, timeout=600).returncode == 0
-    proc = rocmstack(env, "publish", descriptive, "--report", str(validated["dir"]), "--engine", "podman")
+    leg = _gpu_leg(validated["dir"], tmp_path / "leg", arch=arch_of["mi300x"])
+    proc = rocmstack(env, "publish", descriptive, "--report", str(leg), "--engine", "podman", *ALLOW)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert (
         f"refusing to push {descriptive}: it already exists in the registry with render hash no rocmstack "
         "render-hash label" in proc.stderr
     )
     assert _remote_hash(env, refs[manifest["tags"]["content"]]) is None  # refused before anything was pushed
+
+
+# -- per-arch legs: two images, one of them claiming two archs ---------------------------------------------
+
+
+def _derived(env, base: str, tmp: Path, render_hash: str, archs: str) -> str:
+    """A real image on top of the test image, labelled as a render for ARCHS (what `rocmstack build` stamps)."""
+    tmp.mkdir(parents=True)
+    (tmp / "Containerfile").write_text(
+        f'FROM {base}\nLABEL dev.rocmstack.render-hash="{render_hash}" dev.rocmstack.gpu-archs="{archs}"\n'
+    )
+    proc = podman(
+        env,
+        "build",
+        "--pull=never",
+        "--isolation",
+        "chroot",
+        "--format",
+        "docker",
+        "--iidfile",
+        str(tmp / "iid"),
+        "-f",
+        str(tmp / "Containerfile"),
+        str(tmp),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return (tmp / "iid").read_text().strip().removeprefix("sha256:")
+
+
+def _tag(env, image_id: str, repo: str, tags: list[str]) -> list[str]:
+    refs = [f"{repo}:{t}" for t in tags]
+    for ref in refs:
+        assert podman(env, "tag", image_id, ref).returncode == 0
+    return refs
+
+
+def _download(artifacts: Path, pattern: str, dest: Path) -> Path:
+    """What the publish job's download-artifact step does: every artifact matching PATTERN in its own folder."""
+    for leg in sorted(artifacts.glob(pattern)):
+        shutil.copytree(leg, dest / leg.name)
+    return dest
+
+
+def test_a_two_arch_image_with_a_failing_leg_is_not_published_the_other_image_is(
+    validated, registry, first_build, arch_of, tmp_path
+):
+    from rocmstack.build.matrix import REPORT_ARTIFACT
+
+    env, host = registry["env"], registry["host"]
+    gfx942, gfx950 = arch_of["mi300x"], arch_of["mi350x"]
+    assert (gfx942, gfx950) == ("gfx942", "gfx950")
+    base = first_build["manifest"]["tags"]["refs"][0]
+    h_two, h_one = hashlib.sha256(b"two-arch").hexdigest(), hashlib.sha256(b"one-arch").hexdigest()
+    two = _derived(env, base, tmp_path / "two", h_two, f"{gfx942};{gfx950}")
+    one = _derived(env, base, tmp_path / "one", h_one, gfx950)
+    two_refs = _tag(env, two, f"{host}/legs/two", ["tiny_gfx942_gfx950", f"r-{h_two[:12]}"])
+    one_refs = _tag(env, one, f"{host}/legs/one", ["tiny_gfx950", f"r-{h_one[:12]}"])
+
+    # Every leg uploads its report under its own name; the gfx950 leg of the two-arch image failed.
+    artifacts = tmp_path / "artifacts"
+
+    def leg(render_hash, arch, image_id, **changes):
+        name = REPORT_ARTIFACT.format(render_hash=render_hash, arch=arch)
+        return _gpu_leg(
+            validated["dir"],
+            artifacts / name,
+            arch=arch,
+            image_id=image_id,
+            render_hash=render_hash,
+            **changes,
+        )
+
+    leg(h_two, gfx942, two)
+    failing = leg(h_two, gfx950, two, passed=False, verdict="FAIL: smoke fail")
+    leg(h_one, gfx950, one)
+
+    def publish(ref, render_hash, where):
+        reports = _download(artifacts, REPORT_ARTIFACT.format(render_hash=render_hash, arch="*"), where)
+        return rocmstack(
+            env, "publish", ref, "--report", str(reports), "--engine", "podman", *ALLOW, "--json"
+        )
+
+    refused = publish(two_refs[0], h_two, tmp_path / "dl-two")
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    assert "gfx950: refusing to publish" in refused.stderr and "FAIL: smoke fail" in refused.stderr
+    published = publish(one_refs[0], h_one, tmp_path / "dl-one")
+    assert published.returncode == 0, published.stderr[-3000:]
+    assert json.loads(published.stdout)["validated_archs"] == [gfx950]
+    assert all(_remote_hash(env, ref) == h_one for ref in one_refs)
+    assert all(_remote_hash(env, ref) is None for ref in two_refs)  # nothing of the two-arch image
+
+    # A leg that never reported is no better than a failed one.
+    shutil.rmtree(failing)
+    missing = publish(two_refs[0], h_two, tmp_path / "dl-two-missing")
+    assert missing.returncode == 1 and f"no report ran on {gfx950}" in missing.stderr, missing.stderr[-3000:]
+    # Nor is the other image's passing gfx950 report: it was made from another image.
+    leg(h_two, gfx950, one)
+    foreign = publish(two_refs[0], h_two, tmp_path / "dl-two-foreign")
+    assert foreign.returncode == 1 and f"{gfx950}: refusing to publish" in foreign.stderr
+    assert f"made from image {one[:12]}" in foreign.stderr, foreign.stderr[-3000:]
+    assert all(_remote_hash(env, ref) is None for ref in two_refs)
+    # Its own passing gfx950 leg opens the gate for both archs.
+    shutil.rmtree(artifacts / REPORT_ARTIFACT.format(render_hash=h_two, arch=gfx950))
+    leg(h_two, gfx950, two)
+    both = publish(two_refs[0], h_two, tmp_path / "dl-two-both")
+    assert both.returncode == 0, both.stderr[-3000:]
+    assert json.loads(both.stdout)["validated_archs"] == [gfx942, gfx950]
+    assert all(_remote_hash(env, ref) == h_two for ref in two_refs)

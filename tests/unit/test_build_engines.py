@@ -203,3 +203,36 @@ def test_push_and_copy_commands_honour_insecure_registries():
         "r/a:v1",
         "r/a:r-1",
     ]
+
+
+# `docker buildx inspect elated_tesla`, as printed in docker/buildx docs/reference/buildx_inspect.md (the
+# builder block; the node block follows with its own "Driver Options:" line).
+BUILDX_INSPECT = """Name:          elated_tesla
+Driver:        docker-container
+Last Activity: 2022-11-30 12:42:47 +0100 CET
+
+Nodes:
+Name:           elated_tesla0
+Endpoint:       unix:///var/run/docker.sock
+Driver Options: env.BUILDKIT_STEP_LOG_MAX_SIZE="10485760"
+Status:         running
+"""
+
+
+def test_buildx_asks_for_provenance_unless_the_docker_driver_refuses_it(tmp_path):
+    assert E.buildx_driver(BUILDX_INSPECT) == "docker-container"
+    assert E.buildx_driver("no such builder") is None
+
+    def cmd(driver):
+        engine = E.Engine(name="docker", argv=("docker",), version="28.2.2", driver=driver)
+        return E.build_command(engine, context=tmp_path, iidfile=tmp_path / "iid", build_args={}, labels={})
+
+    with_attest = cmd(E.buildx_driver(BUILDX_INSPECT))
+    i = with_attest.index("--attest")
+    assert with_attest[i + 1] == "type=provenance,mode=max"
+    # The plain docker driver refuses attestations ("Attestation is not supported for the docker driver").
+    assert "--attest" not in cmd("docker") and "--attest" not in cmd(None)
+    podman = E.Engine(name="podman", argv=("podman",), version="5")
+    assert "--attest" not in E.build_command(
+        podman, context=tmp_path, iidfile=tmp_path / "iid", build_args={}, labels={}
+    )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rocmstack.doctor import DoctorOptions, run_doctor, select_checks
 from rocmstack.doctor.checks import ALL_CHECKS
 from rocmstack.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_ids_are_unique_kebab_and_sourced():
@@ -31,6 +35,18 @@ def test_fast_skips_torch_and_ray_probes():
     assert report["not_run"]["ray"].startswith("skipped by --fast")
     assert "torch" not in report["timings"] and "ray" not in report["timings"]
     assert report["ok"]  # a CPU machine is not a failure unless GPUs are expected
+
+
+def test_platform_names_each_gpus_arch_from_the_kfd_topology(tmp_path):
+    # The gfx_target_version line of an MI300X KFD node (ROCm/rocm-cli#343), twice, plus a CPU node.
+    line = (ROOT / "tests/fixtures/doctor/tools/kfd-mi300x-gfx_target_version.line").read_text()
+    nodes = tmp_path / "class/kfd/kfd/topology/nodes"
+    for i, text in enumerate(("gfx_target_version 0\n", line, line)):
+        (nodes / str(i)).mkdir(parents=True)
+        (nodes / str(i) / "properties").write_text(text)
+    report = run_doctor(DoctorOptions(fast=True, only=("ray-env",), sysfs_root=tmp_path))
+    assert report["platform"]["gpu_archs"] == ["gfx942"]
+    assert run_doctor(DoctorOptions(fast=True, only=("ray-env",)))["platform"]["gpu_archs"] == []
 
 
 def test_full_run_uses_real_torch_and_ray():

@@ -34,7 +34,7 @@ def test_expand_one_recipe_two_arch_sets():
     entries = M.expand(["verl-0.9.0-rocm10"], ["gfx942", "gfx950"], registry="ghcr.io/acme")
     rows = [e.as_dict() for e in entries]
     assert [r["gpu_arch"] for r in rows] == ["gfx942", "gfx950"]
-    assert rows[1]["validate_runner"] == ["self-hosted", "linux", "rocm", "gfx950"]
+    assert entries[1].legs()[0]["validate_runner"] == ["self-hosted", "linux", "rocm", "gfx950"]
     assert rows[1]["build_runner"] == list(M.DEFAULT_BUILD_RUNNER)
     assert rows[1]["staging_ref"] == "ghcr.io/acme/rocmstack/verl:r-" + rows[1]["render_hash"][:12]
     assert rows[1]["tags"].split() == [
@@ -45,13 +45,41 @@ def test_expand_one_recipe_two_arch_sets():
     assert rows[0]["render_hash"] != rows[1]["render_hash"]
 
 
+def test_a_two_arch_image_gets_one_validation_leg_per_arch():
+    """The issue: a gfx942;gfx950 image had one leg, on a gfx942 runner, and was published for both."""
+    entries = M.expand(["verl-0.9.0-rocm10"], ["gfx942;gfx950", "gfx950"], expect_gpus=4)
+    both, single = entries
+    assert both.as_dict()["archs"] == ["gfx942", "gfx950"]
+    legs = both.legs()
+    assert [(leg["arch"], leg["validate_runner"][-1]) for leg in legs] == [
+        ("gfx942", "gfx942"),
+        ("gfx950", "gfx950"),
+    ]
+    assert {leg["staging_ref"] for leg in legs} == {both.as_dict()["staging_ref"]}  # the same image on both
+    assert all(leg["gpu_arch"] == "gfx942;gfx950" and leg["expect_gpus"] == 4 for leg in legs)
+    h = both.render_hash
+    assert [leg["report"] for leg in legs] == [f"validation-{h}-gfx942", f"validation-{h}-gfx950"]
+    # The image's publish downloads exactly its own legs' reports, never another image's.
+    assert both.as_dict()["reports"] == f"validation-{h}-*"
+    assert [leg["arch"] for leg in single.legs()] == ["gfx950"] and single.render_hash != h
+    data = M.as_json(entries)
+    assert len(data["include"]) == 2 and len(data["legs"]["include"]) == 3
+    out = M.github_output(entries).splitlines()
+    assert [line.split("=", 1)[0] for line in out] == ["matrix", "legs"]
+    assert json.loads(out[1].split("=", 1)[1]) == data["legs"]
+
+
+def test_no_gpu_leg_without_gpus():
+    with pytest.raises(InputError, match="--expect-gpus 0"):
+        M.expand(["verl-0.9.0-rocm10"], ["gfx950"], expect_gpus=0)
+
+
 def test_collisions_are_refused():
     a = M.Entry(
         recipe="a",
         gpu_arch="gfx942",
         render_hash="1" * 64,
         build_runner=("x",),
-        validate_runner=("y",),
         tags={"repository": "r", "content": "r-1", "refs": ["r:x", "r:r-1"], "immutable_refs": []},
     )
     b = M.Entry(
@@ -59,7 +87,6 @@ def test_collisions_are_refused():
         gpu_arch="gfx950",
         render_hash="2" * 64,
         build_runner=("x",),
-        validate_runner=("y",),
         tags={"repository": "r", "content": "r-2", "refs": ["r:x", "r:r-2"], "immutable_refs": []},
     )
     with pytest.raises(InputError, match="would both publish r:x"):
@@ -78,10 +105,10 @@ def test_matrix_command_github_and_json():
         "matrix", "--recipe", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--gpu-runner", "self-hosted,mi355"
     )
     assert proc.code == 0, proc.err
-    line = proc.out.strip()
-    assert line.startswith("matrix=") and "\n" not in line
-    include = json.loads(line.removeprefix("matrix="))["include"]
-    assert include[0]["validate_runner"] == ["self-hosted", "mi355", "gfx950"]
+    lines = proc.out.strip().splitlines()
+    assert [line.split("=", 1)[0] for line in lines] == ["matrix", "legs"]
+    legs = json.loads(lines[1].removeprefix("legs="))["include"]
+    assert legs[0]["validate_runner"] == ["self-hosted", "mi355", "gfx950"]
     every = cli("matrix", "--format", "json")
     assert every.code == 0, every.err
     recipes = {e["recipe"] for e in json.loads(every.out)["include"]}
@@ -131,12 +158,25 @@ def test_workflow_gates_publish_on_validation():
     assert set(jobs["publish"]["needs"]) == {"plan", "validate"}
     assert jobs["validate"]["runs-on"] == "${{ matrix.validate_runner }}"
     assert jobs["build"]["runs-on"] == "${{ matrix.build_runner }}"
-    for name in ("build", "validate", "publish"):
+    for name in ("build", "publish"):  # one per image
         assert jobs[name]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    # one per (image, arch): each leg on a runner of its arch, its report uploaded under its own name
+    assert jobs["validate"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.legs) }}"
+    assert jobs["plan"]["outputs"]["legs"] == "${{ steps.matrix.outputs.legs }}"
+    upload = next(s for s in jobs["validate"]["steps"] if "upload-artifact" in s.get("uses", ""))
+    assert upload["with"]["name"] == "${{ matrix.report }}"
+    download = next(s for s in jobs["publish"]["steps"] if "download-artifact" in s.get("uses", ""))
+    assert download["with"] == {"pattern": "${{ matrix.reports }}", "path": "report"}
+    validate_run = " ".join(s.get("run", "") for s in jobs["validate"]["steps"])
+    assert '--expect-gpus "$GPUS"' in validate_run
+    # A failed build or leg of one image must not skip another image's legs or publish (a matrix job's
+    # `needs` fails as a whole): both run unless cancelled, and the publish gate decides per image.
+    for name in ("validate", "publish"):
+        assert jobs[name]["if"].startswith("${{ !cancelled() && "), jobs[name]["if"]
     build_run = " ".join(s.get("run", "") for s in jobs["build"]["steps"])
     assert "--push --push-tags content" in build_run  # only the staging tag before validation
     publish_run = " ".join(s.get("run", "") for s in jobs["publish"]["steps"])
-    assert "--promote" in publish_run
+    assert "--promote" in publish_run and "rocmstack publish" in publish_run
     # Untrusted inputs reach the scripts through env, never spliced into the script text.
     for job in jobs.values():
         for step in job["steps"]:

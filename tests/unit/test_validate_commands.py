@@ -87,4 +87,4 @@ def test_in_place_failure_exits_1_with_a_report(cli, tmp_path):
 
 def test_publish_needs_a_report(cli, tmp_path):
     r = cli("publish", "localhost/x:1", "--report", str(tmp_path))
-    assert r.code == 2 and f"--report {tmp_path}: no report.json in it" in r.err
+    assert r.code == 2 and f"--report '{tmp_path}': no report.json in it or in a folder under it" in r.err

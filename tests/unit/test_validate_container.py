@@ -262,3 +262,44 @@ def test_stage_dir_is_writable_for_any_image_user(tmp_path):
     )
     assert run_plan(p) == 0
     assert (tmp_path / "r" / container.STAGE).stat().st_mode & 0o777 == 0o777
+
+
+FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "doctor" / "tools"
+
+
+def _kfd(root, *properties: str):
+    """A KFD topology tree: node 0 a CPU (gfx_target_version 0), then one node per GPU properties text."""
+    nodes = root / "class/kfd/kfd/topology/nodes"
+    (nodes / "0").mkdir(parents=True)
+    (nodes / "0" / "properties").write_text("simd_count 0\ngfx_target_version 0\n")
+    for i, text in enumerate(properties, 1):
+        (nodes / str(i)).mkdir()
+        (nodes / str(i) / "properties").write_text(text)
+    return root
+
+
+def test_host_reads_the_arch_from_its_own_kfd_topology(tmp_path):
+    # MI300X's gfx_target_version line (ROCm/rocm-cli#343) with MI350X node properties (ROCm/rocm-systems#10274).
+    mi300x = (FIXTURES / "kfd-mi300x-gfx_target_version.line").read_text()
+    mi350x = (FIXTURES / "kfd-mi350x-node5-properties.lines").read_text() + "gfx_target_version 90500\n"
+    assert container.host_gpu_archs(_kfd(tmp_path / "a", mi300x, mi300x)) == ["gfx942"]
+    assert container.host_gpu_archs(_kfd(tmp_path / "b", mi350x)) == ["gfx950"]
+    assert container.host_gpu_archs(tmp_path / "no-kfd") == []
+
+
+def test_an_image_cannot_claim_an_arch_the_host_does_not_have():
+    assert container.arch_problem(["gfx942"], ["gfx942"]) is None
+    assert container.arch_problem(["gfx950"], []) is None  # no AMD driver on the host: nothing to compare
+    assert container.arch_problem(["gfx950"], ["gfx942"]) == (
+        "the doctor in the image reports GPU arch gfx950, the host's driver has gfx942"
+    )
+    assert "reports GPU arch none" in (container.arch_problem([], ["gfx942"]) or "")
+
+
+def test_the_report_names_the_one_arch_it_ran_on():
+    from rocmstack.validate.pipeline import device_archs, single_arch
+
+    doctor = {"platform": {"gpu_archs": ["gfx950", "gfx950"]}}
+    assert device_archs(doctor) == ["gfx950"] and single_arch(device_archs(doctor)) == "gfx950"
+    assert single_arch(["gfx942", "gfx950"]) is None  # a mixed node stands for no single arch
+    assert device_archs(None) == [] and single_arch([]) is None

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+import json
+
 import pytest
 
-from rocmstack.errors import CheckFailed
-from rocmstack.validate.publish import check_report, tag_set
+from rocmstack.errors import CheckFailed, InputError
+from rocmstack.validate.publish import SKIP_ALLOWED, check_report, check_reports, load_reports, tag_set
 
 H = "3f" * 32
 LABELS = {
@@ -13,22 +16,73 @@ LABELS = {
     "dev.rocmstack.recipe": "verl-0.9.0-rocm10",
     "dev.rocmstack.gpu-archs": "gfx950",
 }
+TWO_ARCH = {**LABELS, "dev.rocmstack.gpu-archs": "gfx942;gfx950"}
+CHECKS = (
+    "gpu-count",
+    "ray-gpus",
+    "device-access",
+    "torch-arch",
+    "lock-drift",
+    "patches-applied",
+    "vllm-python",
+)
 
 
-def _report(**over):
+def _report(arch="gfx950", **over):
+    """The shape `rocmstack validate IMAGE --expect-gpus 8` writes after a full GPU run."""
     rep = {
         "passed": True,
         "verdict": "PASS: doctor, smoke, bench",
         "render_hash": H,
         "mode": "container",
+        "gpu_arch": arch,
+        "gpu_archs": [arch],
         "image": {"id": "sha256:" + "aa" * 32},
+        "options": {"expect_gpus": 8, "doctor_skip": []},
+        "stages": [
+            {"name": "doctor", "status": "pass"},
+            {"name": "smoke", "status": "pass"},
+            {"name": "bench", "status": "pass"},
+        ],
+        "doctor": {
+            "report": {
+                "platform": {"physical_gpus": 8, "visible_gpus": None, "gpu_archs": [arch]},
+                "checks": [{"id": c, "status": "skip" if c == "vllm-python" else "pass"} for c in CHECKS],
+            }
+        },
+        "smoke": {"summary": {"device": "cuda"}},
+        "bench": {"report": {"device": {"type": "cuda"}}},
     }
     rep.update(over)
     return rep
 
 
+def _with(path: str, value, arch="gfx950"):
+    rep = _report(arch)
+    *parents, last = path.split(".")
+    node = rep
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return rep
+
+
 def test_passing_report_of_this_image_opens_the_gate():
     assert check_report(_report(), LABELS, "aa" * 32, "img") == H
+
+
+def _stage(name, status):
+    rep = _report()
+    rep["stages"] = [s if s["name"] != name else {**s, "status": status} for s in rep["stages"]]
+    return rep
+
+
+def _skipped_check(check_id):
+    rep = copy.deepcopy(_report())
+    for c in rep["doctor"]["report"]["checks"]:
+        if c["id"] == check_id:
+            c["status"] = "skip"
+    return rep
 
 
 @pytest.mark.parametrize(
@@ -44,11 +98,90 @@ def test_passing_report_of_this_image_opens_the_gate():
         (_report(render_hash=None), LABELS, "render hash none"),
         (_report(image={"id": "sha256:" + "bb" * 32}), LABELS, "made from image bbbbbbbbbbbb"),
         (_report(mode="in-place"), LABELS, "validate --in-place"),
+        # issue 16.9: a weak report must not open the gate
+        (_report(image={"id": None}), LABELS, "records no image id"),
+        (_report(image={}), LABELS, "records no image id"),
+        (_stage("smoke", "skipped"), LABELS, r"smoke stage did not pass \(skipped\)"),
+        (_stage("bench", "skipped"), LABELS, r"bench stage did not pass \(skipped\)"),
+        (_with("smoke.summary.device", "cpu"), LABELS, "smoke stage ran on cpu, not a GPU"),
+        (_with("bench.report.device", {"type": "cpu"}), LABELS, "bench stage ran on cpu, not a GPU"),
+        (_with("options.expect_gpus", None), LABELS, "without --expect-gpus"),
+        (_with("options.expect_gpus", 0), LABELS, "without --expect-gpus"),
+        (
+            _with("doctor.report.platform.physical_gpus", 4),
+            LABELS,
+            "doctor saw 4 GPU.s., the report expected 8",
+        ),
+        (_skipped_check("gpu-count"), LABELS, r"doctor check\(s\) gpu-count skipped"),
+        (_with("options.doctor_skip", ["lock-drift"]), LABELS, r"doctor check\(s\) lock-drift skipped"),
+        (_with("doctor.report.checks", []), LABELS, "holds no doctor checks"),
     ],
 )
 def test_gate_stays_shut(report, labels, message):
     with pytest.raises(CheckFailed, match=message):
         check_report(report, labels, "sha256:" + "aa" * 32, "img")
+
+
+def test_the_doctor_only_cpu_report_of_issue_16_is_refused():
+    """`validate --skip-smoke --skip-bench --expect-gpus 0` passed (`PASS: doctor (smoke, bench skipped)`)."""
+    rep = _report(verdict="PASS: doctor (smoke, bench skipped)")
+    rep["stages"] = [{"name": "doctor", "status": "pass"}, {"name": "smoke", "status": "skipped"}]
+    with pytest.raises(CheckFailed, match="smoke stage did not pass"):
+        check_report(rep, LABELS, "aa" * 32, "img")
+
+
+def test_allow_skip_is_the_publishers_explicit_extension():
+    rep = _skipped_check("lock-drift")
+    with pytest.raises(CheckFailed, match="lock-drift skipped"):
+        check_report(rep, LABELS, "aa" * 32, "img")
+    assert check_report(rep, LABELS, "aa" * 32, "img", frozenset({"lock-drift"})) == H
+    assert "lock-drift" not in SKIP_ALLOWED and "gpu-count" not in SKIP_ALLOWED
+
+
+def test_two_arch_image_needs_a_passing_report_from_each_arch():
+    both = [_report("gfx942"), _report("gfx950")]
+    render_hash, by_arch = check_reports(both, TWO_ARCH, "aa" * 32, "img")
+    assert render_hash == H and sorted(by_arch) == ["gfx942", "gfx950"]
+    with pytest.raises(CheckFailed, match="claims gfx942;gfx950 but no report ran on gfx950"):
+        check_reports([_report("gfx942")], TWO_ARCH, "aa" * 32, "img")
+    failed = _report("gfx950", passed=False, verdict="FAIL: smoke fail")
+    with pytest.raises(CheckFailed, match=r"^gfx950: refusing to publish img: .*FAIL: smoke fail"):
+        check_reports([_report("gfx942"), failed], TWO_ARCH, "aa" * 32, "img")
+
+
+@pytest.mark.parametrize(
+    ("reports", "message"),
+    [
+        ([], "no validation report given"),
+        ([_report("gfx942"), _report("gfx942")], "two reports for gfx942"),
+        ([_report("gfx942"), _report("gfx90a")], "a report ran on 'gfx90a', the image claims gfx942;gfx950"),
+        ([_report(None), _report("gfx950")], "records no GPU arch"),
+        # a report from another build of the same render, for one of the two legs
+        ([_report("gfx942", image={"id": "bb" * 32}), _report("gfx950")], "gfx942: .*made from image bbbb"),
+    ],
+)
+def test_per_arch_gate_refuses(reports, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_reports(reports, TWO_ARCH, "aa" * 32, "img")
+
+
+def test_image_without_arch_label_is_refused():
+    with pytest.raises(CheckFailed, match=r"no dev.rocmstack.gpu-archs label"):
+        check_reports([_report()], {"dev.rocmstack.render-hash": H}, "aa" * 32, "img")
+
+
+def test_load_reports_takes_leg_folders(tmp_path):
+    from rocmstack.validate.pipeline import SCHEMA
+
+    for arch in ("gfx942", "gfx950"):
+        leg = tmp_path / "legs" / f"validation-x-{arch}"
+        leg.mkdir(parents=True)
+        (leg / "report.json").write_text(json.dumps({**_report(arch), "schema": SCHEMA}))
+    loaded = load_reports([tmp_path / "legs"])
+    assert [r["gpu_arch"] for r in loaded] == ["gfx942", "gfx950"]
+    assert load_reports([tmp_path / "legs" / "validation-x-gfx942"])[0]["gpu_arch"] == "gfx942"
+    with pytest.raises(InputError, match=r"no report.json in it or in a folder under it"):
+        load_reports([tmp_path])
 
 
 def test_recipe_aliases_float_every_other_tag_is_guarded():
