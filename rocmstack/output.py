@@ -69,13 +69,12 @@ def print_table(tab: Any, console: Console | None = None) -> None:
     rich assumes for a pipe) is too narrow, the line runs long instead of a name being cut to ``verl-0.9…``."""
     console = console or stdout()
     needed = _min_width(tab, console)
-    if needed > console.width:
-        from rich.console import Console
-
-        console = Console(
-            file=console.file, width=needed, highlight=False, soft_wrap=True, no_color=console.no_color
-        )
-    console.print(tab)
+    width = console.width
+    console.width = max(width, needed)  # the same console: a recording or a file keeps the table
+    try:
+        console.print(tab)
+    finally:
+        console.width = width
 
 
 def _min_width(tab: Any, console: Console) -> int:
