@@ -47,7 +47,7 @@ def _version(value: bool) -> None:
 def make_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
     app = typer.Typer(
         name="rocmstack",
-        help="Build and validate ROCm images for RL post-training (verl, slime, vime).",
+        help="Build and validate ROCm images for RL post-training (recipes for verl and vime).",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         add_completion=False,

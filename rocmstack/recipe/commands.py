@@ -77,18 +77,27 @@ def register(app: typer.Typer) -> None:
                     "description": model.description,
                     "base": f"{model.base.image}:{model.base.tag}",
                     "gpu_archs": list(model.gpu_archs),
+                    "default_gpu_archs": list(model.default_gpu_archs),
                     "unverified": len(model.unverified),
                 }
             )
         if json_out:
             print_json(rows)
             return
-        tab = table("recipe", "base", "archs", "description", "unverified", keep=("recipe", "base", "archs"))
+        tab = table(
+            "recipe",
+            "base",
+            "archs (default)",
+            "description",
+            "unverified",
+            keep=("recipe", "base", "archs (default)"),
+        )
         for row in rows:
+            # The default set is what a build without --gpu-arch gets; it need not be every supported arch.
             tab.add_row(
                 row["name"],
                 row["base"],
-                ";".join(row["gpu_archs"]),
+                f"{';'.join(row['gpu_archs'])} ({';'.join(row['default_gpu_archs'])})",
                 row["description"],
                 str(row["unverified"]),
             )

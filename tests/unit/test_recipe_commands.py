@@ -38,3 +38,10 @@ def test_show_marks_the_unverified_field_in_its_own_column(capsys, monkeypatch):
     # components.verl.ref is unverified, its version is not.
     assert _row(out, "verl")[3:] == ["0.9.0", "release/0.9.0.amd0 (unverified)"]
     assert _row(out, "sglang")[4] == "0801cc05ed202544e2e5c67d6b0a1d454de54fca"
+
+
+def test_recipes_table_names_each_default_arch_set(capsys):
+    code, out, _ = run(capsys, "recipes")
+    assert code == 0
+    vime = next(line for line in out.splitlines() if "vime-megatron-vllm-rocm7.14" in line)
+    assert "gfx942;gfx950 (gfx942)" in vime
