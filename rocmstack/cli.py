@@ -161,6 +161,9 @@ def main(argv: list[str] | None = None, *, modules: tuple[str, ...] = COMMAND_MO
     except (KeyboardInterrupt, Abort):
         sys.stderr.write("rocmstack: interrupted\n")
         code = int(ExitCode.INTERRUPTED)
+    except UnicodeDecodeError as exc:
+        # The last guard: a file the user gave holds bytes that are not UTF-8 (the loaders name the file).
+        _fail(f"a file given is not UTF-8 text ({exc.reason} at byte {exc.start})", ExitCode.USAGE)
     except OSError as exc:
         # A path the user gave could not be read or written (the commands check the rest themselves).
         where = f": {exc.filename}" if exc.filename else ""

@@ -258,8 +258,8 @@ def plot(
     loaded = []
     for path in reports:
         try:
-            loaded.append(json.loads(path.read_text()))
-        except (OSError, json.JSONDecodeError) as exc:
+            loaded.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
             raise InputError(
                 f"{path}: cannot read a JSON report ({exc})", fix="pass files from --output"
             ) from exc

@@ -113,7 +113,7 @@ def read_lock(path: Path) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
         raise RecipeError(
             f"{path}: unreadable lock file: {exc}", fix="delete it and run `rocmstack lock`"
         ) from None

@@ -79,3 +79,36 @@ def test_recipes_dir_finds_a_users_recipe_by_name_and_restores_the_environment(c
 def test_recipes_dir_must_be_a_folder(capsys, tmp_path):
     code, _, err = run(capsys, "--recipes-dir", str(tmp_path / "nope"), "recipes")
     assert code == 2 and "is not a folder" in err
+
+
+LATIN1 = '{"name": "caf\u00e9"}'.encode("latin-1")
+
+
+def test_files_the_user_gives_with_bad_bytes_are_one_line_not_a_traceback(tmp_path):
+    from rocmstack.bench.baseline import load_baseline
+    from rocmstack.errors import RocmstackError
+    from rocmstack.gpu.shapes import load_config
+    from rocmstack.rules.lock import read_lock
+    from rocmstack.validate.report import load
+
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(LATIN1)
+    report_dir = tmp_path / "report"
+    report_dir.mkdir()
+    (report_dir / "report.json").write_bytes(LATIN1)
+    for call in (
+        lambda: read_lock(bad),
+        lambda: load(report_dir),
+        lambda: load_baseline(bad),
+        lambda: load_config(str(bad)),
+    ):
+        with pytest.raises(RocmstackError) as err:
+            call()
+        assert "\n" not in err.value.one_line() and int(err.value.exit_code) == 2
+
+
+def test_bench_plot_of_a_non_utf8_report_exits_2(capsys, tmp_path):
+    bad = tmp_path / "r.json"
+    bad.write_bytes(LATIN1)
+    code, _, err = run(capsys, "bench", "plot", str(bad), "-o", str(tmp_path / "p.png"))
+    assert code == 2 and err.startswith(f"rocmstack: error: {bad}: cannot read a JSON report")
