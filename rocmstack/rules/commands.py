@@ -188,7 +188,12 @@ def register(app: typer.Typer) -> None:
             print_json(rows)
             return
         tab = table(
-            "recipe", "archs", "render hash", "rules", "lock file", keep=("recipe", "archs", "lock file")
+            "recipe",
+            "archs",
+            "render hash",
+            "rules",
+            "lock file",
+            keep=("recipe", "archs", "render hash", "lock file"),
         )
         for row in rows:
             rules = ", ".join(f"{n} {s}" for s, n in row["rules"].items() if n)
