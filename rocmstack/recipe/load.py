@@ -96,12 +96,21 @@ def recipes_on_path(first: Path | None = None) -> dict[str, Path]:
 
 def find_recipe(name_or_path: str, directory: Path | None = None) -> Path:
     candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml"):
-        if candidate.is_file():
+    if candidate.suffix in (".yaml", ".yml") or "/" in name_or_path or os.sep in name_or_path:
+        if candidate.is_file() and candidate.suffix in (".yaml", ".yml"):
             return candidate
         # A path is never looked up as a name: say what is wrong with the path.
-        why = "is a folder" if candidate.is_dir() else "does not exist"
-        raise RecipeError(f"recipe file {quoted(name_or_path)} {why}", fix="check the path")
+        why = (
+            "is a folder"
+            if candidate.is_dir()
+            else "is not a .yaml file"
+            if candidate.is_file()
+            else "does not exist"
+        )
+        fix = (
+            "give --recipes-dir the folder, and the recipe's name" if candidate.is_dir() else "check the path"
+        )
+        raise RecipeError(f"recipe file {quoted(name_or_path)} {why}", fix=fix)
     files = recipes_on_path(directory)
     if name_or_path in files:
         return files[name_or_path]

@@ -282,10 +282,16 @@ def test_bad_set_value_is_blamed_on_the_set_not_the_file():
     assert "verl-0.9.0-rocm10.yaml" not in line
 
 
-def test_a_missing_path_is_not_looked_up_as_a_name():
+def test_a_missing_path_is_not_looked_up_as_a_name(tmp_path):
     with pytest.raises(RecipeError) as err:
         load_recipe("/no/such/file.yaml")
     assert err.value.one_line() == "recipe file '/no/such/file.yaml' does not exist (check the path)"
+    (tmp_path / "notes.txt").write_text("x")
+    for path, why in ((tmp_path / "notes.txt", "is not a .yaml file"), (tmp_path, "is a folder")):
+        with pytest.raises(RecipeError, match=why):
+            load_recipe(str(path))
+    with pytest.raises(RecipeError, match="does not exist"):
+        load_recipe("./verl-0.9.0-rocm10")
 
 
 def test_empty_gpu_arch_is_not_the_default():
