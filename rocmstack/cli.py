@@ -7,7 +7,10 @@ body, so ``rocmstack doctor --fast`` starts quickly.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+import warnings
+from pathlib import Path
 from typing import NoReturn
 
 import typer
@@ -20,7 +23,9 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click.exceptions import Abort
 
 from rocmstack import __version__
-from rocmstack.errors import ExitCode, RocmstackError, printable
+from rocmstack.errors import ExitCode, InputError, RocmstackError, printable, quoted
+from rocmstack.output import QUIET_ENV
+from rocmstack.resources import RECIPES_PATH_ENV
 
 # One module per concern; each exposes ``register(app)``.
 COMMAND_MODULES = (
@@ -42,7 +47,7 @@ def _version(value: bool) -> None:
 def make_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
     app = typer.Typer(
         name="rocmstack",
-        help="Build and validate ROCm images for RL post-training (verl, slime, vime).",
+        help="Build and validate ROCm images for RL post-training (recipes for verl and vime).",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         add_completion=False,
@@ -53,12 +58,76 @@ def make_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
         version: bool = typer.Option(
             False, "--version", callback=_version, is_eager=True, help="Print the version."
         ),
+        recipe_dirs: list[Path] = typer.Option(
+            [],
+            "--recipes-dir",
+            metavar="DIR",
+            help=f"Also look up recipe names here (repeatable; before ${RECIPES_PATH_ENV}; "
+            "the shipped recipes are always searched last)",
+        ),
+        quiet: bool = typer.Option(False, "-q", "--quiet", help="Hide warnings (errors still print)."),
     ) -> None:
         """Recipes -> deterministic Dockerfiles -> builds -> bring-up validation."""
+        for folder in recipe_dirs:
+            if not folder.is_dir():
+                raise InputError(f"--recipes-dir {quoted(folder)} is not a folder", fix="check the path")
+        if recipe_dirs:
+            # The environment carries the search path to every command, and to the processes they start.
+            rest = [p for p in os.environ.get(RECIPES_PATH_ENV, "").split(os.pathsep) if p]
+            os.environ[RECIPES_PATH_ENV] = os.pathsep.join([*(str(d.resolve()) for d in recipe_dirs), *rest])
+        if quiet:
+            os.environ[QUIET_ENV] = "1"
+            warnings.simplefilter("ignore")  # library warnings too (torch, ray); main() restores the filters
 
     for name in modules:
         importlib.import_module(name).register(app)
     return app
+
+
+# Options that belong to the whole program; accepted after the command too (`rocmstack show X -q`).
+_GLOBAL_FLAGS = ("-q", "--quiet")
+_GLOBAL_VALUE_OPTIONS = ("--recipes-dir",)
+
+
+def _hoist_global_options(argv: list[str]) -> list[str]:
+    """Move -q/--quiet and --recipes-dir DIR in front of the command, where the root callback reads them."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest += argv[i:]
+            break
+        if arg in _GLOBAL_FLAGS:
+            front.append(arg)
+        elif arg in _GLOBAL_VALUE_OPTIONS and i + 1 < len(argv):
+            front += argv[i : i + 2]
+            i += 1
+        elif arg.split("=", 1)[0] in _GLOBAL_VALUE_OPTIONS:
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
+
+
+def _refuse_empty_values(argv: list[str]) -> None:
+    """``--gpu-arch ""``, ``-o ""`` or ``inspect ""`` is a mistake (often an unset variable in a script),
+    never a request for the default or for the current folder: refuse it before any command runs."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return
+        option = arg[:-1] if arg.startswith("--") and arg.endswith("=") else None
+        if arg.strip() and not option:
+            continue
+        where = (
+            f"{option}=" if option else f"after {printable(argv[i - 1])}" if i else "as the first argument"
+        )
+        raise InputError(
+            f"empty value {quoted(arg) if not option else repr('')} ({where})",
+            fix="leave an option out to get its default, or give a value",
+        )
 
 
 def _fail(message: str, code: ExitCode) -> NoReturn:
@@ -70,12 +139,21 @@ def main(argv: list[str] | None = None, *, modules: tuple[str, ...] = COMMAND_MO
     """The CLI; ``modules`` narrows it to some concerns (``python -m rocmstack.doctor`` on a host that lacks
     another concern's dependencies), with the same one-line errors and exit codes."""
     app = make_app(modules)
+    # --recipes-dir and --quiet reach the commands through the environment: restored on the way out, so
+    # one call of main() (a test, or an embedding program) never changes the next.
+    saved = {name: os.environ.get(name) for name in (RECIPES_PATH_ENV, QUIET_ENV)}
     try:
         # Not standalone: usage errors and I/O errors come back here and become one line, no panel or traceback.
-        code = app(args=argv, prog_name="rocmstack", standalone_mode=False)
+        args = _hoist_global_options(list(sys.argv[1:] if argv is None else argv))
+        _refuse_empty_values(args)
+        with warnings.catch_warnings():
+            code = app(args=args, prog_name="rocmstack", standalone_mode=False)
     except RocmstackError as exc:
         _fail(exc.one_line(), exc.exit_code)
     except click.UsageError as exc:
+        if not exc.format_message():
+            # `rocmstack`, `rocmstack bench`: the help was printed; a command is missing (usage, exit 2).
+            sys.exit(int(ExitCode.USAGE))
         hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx else ""
         _fail(f"{exc.format_message()}{hint}", ExitCode.USAGE)
     except click.ClickException as exc:
@@ -83,8 +161,17 @@ def main(argv: list[str] | None = None, *, modules: tuple[str, ...] = COMMAND_MO
     except (KeyboardInterrupt, Abort):
         sys.stderr.write("rocmstack: interrupted\n")
         code = int(ExitCode.INTERRUPTED)
+    except UnicodeDecodeError as exc:
+        # The last guard: a file the user gave holds bytes that are not UTF-8 (the loaders name the file).
+        _fail(f"a file given is not UTF-8 text ({exc.reason} at byte {exc.start})", ExitCode.USAGE)
     except OSError as exc:
         # A path the user gave could not be read or written (the commands check the rest themselves).
         where = f": {exc.filename}" if exc.filename else ""
         _fail(f"{exc.strerror or exc}{where}", ExitCode.USAGE)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     sys.exit(code if isinstance(code, int) else 0)

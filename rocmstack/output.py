@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+# Set by ``rocmstack -q``: warnings are not printed (errors and results still are).
+QUIET_ENV = "ROCMSTACK_QUIET"
 
 
 def stdout() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=True)
 
 
 def stderr() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -28,6 +37,59 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def quiet() -> bool:
+    return os.environ.get(QUIET_ENV) == "1"
+
+
 def warn(message: str) -> None:
+    if quiet():
+        return
+    from rich.markup import escape
+
     # The message is data (it may hold "ray[default]" or "[gfx942;gfx950]"): never read as markup.
     stderr().print(f"[yellow]warning:[/yellow] {escape(message)}")
+
+
+def table(*headers: str, keep: tuple[str, ...] = (), **options: Any) -> Table:
+    """A rich Table whose ``keep`` columns (names, ids, refs, URLs: what users copy and type) never wrap
+    or shorten; every other column wraps, and folds a word longer than its column rather than cut it."""
+    from rich.table import Table
+
+    out = Table(**options)
+    for header in headers:
+        if header in keep:
+            out.add_column(header, no_wrap=True, overflow="ignore")
+        else:
+            out.add_column(header, overflow="fold")
+    return out
+
+
+def print_table(tab: Any, console: Console | None = None) -> None:
+    """Print ``tab`` no narrower than its unbreakable columns need: where the terminal (or the 80 columns
+    rich assumes for a pipe) is too narrow, the line runs long instead of a name being cut to ``verl-0.9…``."""
+    console = console or stdout()
+    needed = _min_width(tab, console)
+    width = console.width
+    console.width = max(width, needed)  # the same console: a recording or a file keeps the table
+    try:
+        console.print(tab)
+    finally:
+        console.width = width
+
+
+def _min_width(tab: Any, console: Console) -> int:
+    """The narrowest ``tab`` can be with its no_wrap columns whole and the others at their longest word."""
+    from rich.measure import Measurement
+
+    options = console.options.update_width(1 << 20)  # measure unclamped: a URL is wider than 80
+    total = 0
+    for column in tab.columns:
+        cells = [column.header, *column.cells] if tab.show_header else list(column.cells)
+        sizes = [Measurement.get(console, options, cell) for cell in cells] or [Measurement(1, 1)]
+        width = max(s.maximum if column.no_wrap else s.minimum for s in sizes)
+        total += max(width, column.min_width or 0) + sum(tab.padding[1::2])
+    if not tab.pad_edge:
+        total -= tab.padding[3] + tab.padding[1]
+    edges = len(tab.columns) + 1 if tab.box else 0
+    # One column of slack each: rich's collapse rounds per column.
+    return total + edges + len(tab.columns)

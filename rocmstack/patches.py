@@ -106,10 +106,16 @@ def load_patch(path: Path) -> Patch:
         patch = Patch.model_validate_json(json.dumps(raw))
     except (yaml.YAMLError, OSError) as exc:
         raise RecipeError(f"{path}: cannot read patch: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise RecipeError(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x})", fix="save the patch as UTF-8"
+        ) from None
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise RecipeError(f"{path}: {loc}: {err['msg']}") from None
+        # Every problem at once, as for recipes: one fix-and-rerun round, not one per field.
+        errors = exc.errors(include_url=False)
+        listed = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
+        count = f"{len(errors)} problems: " if len(errors) > 1 else ""
+        raise RecipeError(f"{path}: {count}{listed}") from None
     if patch.id != path.stem:
         raise RecipeError(f"{path}: id {patch.id!r} must match the file name")
     return patch

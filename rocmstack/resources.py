@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# Folders searched for recipe names (os.pathsep-separated) before the shipped recipes; ``--recipes-dir``
+# prepends to it.
+RECIPES_PATH_ENV = "ROCMSTACK_RECIPES_PATH"
+
 _PKG = Path(__file__).resolve().parent
 
 

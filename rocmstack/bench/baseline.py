@@ -72,10 +72,10 @@ def update_baseline(
 
 def load_baseline(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise InputError(f"--baseline {path}: no such file", fix=f"ship one under {BASELINE_DIR}") from exc
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # bad JSON or bad UTF-8
         raise InputError(
             f"--baseline {path}: not JSON ({exc})", fix="pass a file written by --save-baseline"
         ) from exc

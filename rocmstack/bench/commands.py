@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 
 from rocmstack.errors import CheckFailed, InputError
-from rocmstack.output import dumps, print_json, stderr, stdout, warn
+from rocmstack.output import dumps, print_json, print_table, stderr, stdout, warn
 
 
 def _parse_batches(text: str) -> tuple[int, ...]:
@@ -88,7 +88,7 @@ def _render(report: dict[str, Any]) -> None:
         "roofline tok/s",
         "peak GB",
     ):
-        table.add_column(col, justify="left" if col == "engine" else "right")
+        table.add_column(col, justify="left" if col == "engine" else "right", no_wrap=col == "engine")
     reasons: dict[str, str] = {}
     for r in report["results"]:
         if r["status"] != "ok":
@@ -107,7 +107,7 @@ def _render(report: dict[str, Any]) -> None:
             _fmt(r["roofline_tokens_per_s"], ",.0f"),
             _fmt(r["peak_memory_gb"], ".1f"),
         )
-    out.print(table)
+    print_table(table, out)
     for what, why in reasons.items():
         out.print(escape(f"{what}: {why}"))
     for w in report["weight_sync"]:
@@ -260,8 +260,8 @@ def plot(
     loaded = []
     for path in reports:
         try:
-            loaded.append(json.loads(path.read_text()))
-        except (OSError, json.JSONDecodeError) as exc:
+            loaded.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
             raise InputError(
                 f"{path}: cannot read a JSON report ({exc})", fix="pass files from --output"
             ) from exc

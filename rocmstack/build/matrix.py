@@ -88,16 +88,23 @@ def parse_labels(text: str | None, default: tuple[str, ...], what: str) -> tuple
 
 def check_unique(entries: Sequence[Entry]) -> None:
     """Two entries must never publish the same tag: a floating alias would race, an immutable tag would clash."""
-    owner: dict[str, str] = {}
+    owner: dict[str, Entry] = {}
     for e in entries:
         name = e.as_dict()["name"]
         for ref in e.tags["refs"]:
-            if ref in owner and owner[ref] != name:
-                raise InputError(
-                    f"matrix: {owner[ref]} and {name} would both publish {ref}",
-                    fix="give each arch set its own descriptive tag ({arch} in publish.tag)",
-                )
-            owner[ref] = name
+            first = owner.setdefault(ref, e)
+            if first.as_dict()["name"] == name:
+                continue
+            # The hint names what actually collides: {arch} helps only one recipe's arch sets.
+            if ref.rpartition(":")[2] in e.tags.get("aliases", ()):
+                fix = "give each recipe its own publish.aliases"
+            elif first.recipe == e.recipe:
+                fix = "put {arch} in publish.tag so that each arch set gets its own descriptive tag"
+            else:
+                fix = "give each recipe its own publish.tag or publish.repository"
+            raise InputError(
+                f"matrix: {first.as_dict()['name']} and {name} would both publish {ref}", fix=fix
+            )
 
 
 def as_json(entries: Sequence[Entry]) -> dict:

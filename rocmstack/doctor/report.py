@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from rocmstack.output import print_table
+
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold magenta", "skip": "dim"}
 MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "error": "ERROR", "skip": "skip"}
 NODE_STYLE = {
@@ -33,15 +35,15 @@ def render_table(report: dict, console: Console) -> None:
     )
     sources = Table(title="GPU sources", title_justify="left", show_edge=False, pad_edge=False)
     for col in ("source", "scope", "count", "how"):
-        sources.add_column(col)
+        sources.add_column(col, no_wrap=col != "how", overflow="fold")
     for s in report.get("sources", []):
         sources.add_row(
             s["name"], s["scope"], "-" if s["count"] is None else str(s["count"]), Text(s["detail"])
         )
-    console.print(sources)
+    print_table(sources, console)
     table = Table(title="Checks", title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("check")
-    table.add_column("status")
+    table.add_column("check", no_wrap=True)  # ids are typed back (--skip ID): never cut
+    table.add_column("status", no_wrap=True)
     table.add_column("result", overflow="fold")
     group = None
     for c in report["checks"]:
@@ -51,7 +53,7 @@ def render_table(report: dict, console: Console) -> None:
         table.add_row("  " + c["id"], Text(MARK[c["status"]], style=STYLE[c["status"]]), Text(c["summary"]))
         if c["status"] in ("fail", "error", "warn") and c.get("fix"):
             table.add_row("", "", Text(f"fix: {c['fix']}", style="italic"))
-    console.print(table)
+    print_table(table, console)
     style = "bold green" if report.get("ok") else "bold red"
     console.print(Text(report["verdict"], style=style))
 
@@ -63,8 +65,8 @@ def render_cluster_table(report: dict, console: Console) -> None:
     )
     ids = report.get("check_ids", [])
     table = Table(show_edge=False, pad_edge=False)
-    table.add_column("node")
-    table.add_column("state")
+    table.add_column("node", no_wrap=True)
+    table.add_column("state", no_wrap=True)
     for cid in ids:
         table.add_column(cid, justify="center", overflow="fold")
     for node in report["nodes"]:
@@ -73,7 +75,7 @@ def render_cluster_table(report: dict, console: Console) -> None:
             Text(MARK[statuses[c]], style=STYLE[statuses[c]]) if c in statuses else Text("-") for c in ids
         ]
         table.add_row(node["label"], Text(node["state"], style=NODE_STYLE.get(node["state"], "")), *cells)
-    console.print(table)
+    print_table(table, console)
     for node in report["nodes"]:
         if node["state"] != "ok":
             console.print(
@@ -204,7 +206,7 @@ def render_junit(report: dict) -> str:
 def list_checks_table(checks, console: Console) -> None:
     table = Table(show_edge=False, pad_edge=False)
     for col in ("id", "group", "checks that", "needs", "source"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, overflow="fold", no_wrap=col in ("id", "source"))
     for c in checks:
         table.add_row(c.id, c.group, c.title, ", ".join(sorted(c.needs)) or "-", c.source)
-    console.print(table)
+    print_table(table, console)

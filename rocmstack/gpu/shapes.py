@@ -177,8 +177,8 @@ def load_config(spec: str) -> tuple[str, dict[str, Any]]:
                 fix=f"use one of {', '.join(BUILTIN_SHAPES)} or a path to an HF config.json",
             )
         try:
-            config = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
             raise InputError(
                 f"--shape {spec!r}: cannot read JSON: {exc}", fix="pass a valid config.json"
             ) from exc

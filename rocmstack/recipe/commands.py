@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -63,36 +64,44 @@ def register(app: typer.Typer) -> None:
     @app.command("recipes")
     def recipes_cmd(json_out: bool = JSON_OPT) -> None:
         """List the shipped recipes."""
-        from rich.table import Table
+        from rocmstack.output import print_json, print_table, table
+        from rocmstack.recipe.load import load_recipe, recipes_on_path
 
-        from rocmstack.output import print_json, stdout
-        from rocmstack.recipe.load import load_recipe, recipe_files
-
-        rows = []
-        for name in recipe_files():
-            model, _ = load_recipe(name)
+        rows: list[dict[str, Any]] = []
+        for name, file in recipes_on_path().items():
+            model, _ = load_recipe(str(file))
             rows.append(
                 {
                     "name": name,
+                    "path": str(file),
                     "description": model.description,
                     "base": f"{model.base.image}:{model.base.tag}",
                     "gpu_archs": list(model.gpu_archs),
+                    "default_gpu_archs": list(model.default_gpu_archs),
                     "unverified": len(model.unverified),
                 }
             )
         if json_out:
             print_json(rows)
             return
-        table = Table("recipe", "base", "archs", "description", "unverified")
+        tab = table(
+            "recipe",
+            "base",
+            "archs (default)",
+            "description",
+            "unverified",
+            keep=("recipe", "base", "archs (default)"),
+        )
         for row in rows:
-            table.add_row(
+            # The default set is what a build without --gpu-arch gets; it need not be every supported arch.
+            tab.add_row(
                 row["name"],
                 row["base"],
-                ";".join(row["gpu_archs"]),
+                f"{';'.join(row['gpu_archs'])} ({';'.join(row['default_gpu_archs'])})",
                 row["description"],
                 str(row["unverified"]),
             )
-        stdout().print(table)
+        print_table(tab)
 
     @app.command("show")
     def show_cmd(
@@ -102,9 +111,9 @@ def register(app: typer.Typer) -> None:
         json_out: bool = JSON_OPT,
     ) -> None:
         """Print the resolved pins of a recipe."""
-        from rich.table import Table
+        from rich.markup import escape
 
-        from rocmstack.output import print_json, stdout
+        from rocmstack.output import print_json, print_table, stdout, table
         from rocmstack.recipe.model import LAYER_ORDER
 
         resolved = load_resolved(recipe, gpu_arch, overrides)
@@ -127,16 +136,29 @@ def register(app: typer.Typer) -> None:
             f"base {r.base.image}:{r.base.tag}{'@' + r.base.digest if r.base.digest else ''} "
             f"(ROCm {r.base.rocm}, Python {r.base.python}, torch {r.base.torch}); archs {resolved.arch_list}"
         )
-        table = Table("component", "layer", "source", "version", "ref / package")
+        tab = table(
+            "component",
+            "layer",
+            "source",
+            "version",
+            "ref / package",
+            keep=("component", "version", "ref / package"),
+        )
         unverified = set(r.unverified)
         for name, c in sorted(r.components.items(), key=lambda kv: (LAYER_ORDER.index(kv[1].layer), kv[0])):
-            flag = (
-                " [yellow](unverified)[/yellow]"
-                if any(u.startswith(f"components.{name}.") for u in unverified)
-                else ""
-            )
-            table.add_row(name, c.layer.value, c.source, c.version or "", (c.ref or c.package or "") + flag)
-        out.print(table)
+            cells = {
+                "name": escape(name),
+                "version": escape(c.version or ""),
+                "ref": escape(c.ref or c.package or ""),
+            }
+            for path in unverified:
+                field = path.removeprefix(f"components.{name}.")
+                if field != path:
+                    # The mark goes beside the value that is unverified; any other field marks the row.
+                    column = field if field in ("version", "ref") else "ref" if field == "package" else "name"
+                    cells[column] += " [yellow](unverified)[/yellow]"
+            tab.add_row(cells["name"], c.layer.value, c.source, cells["version"], cells["ref"])
+        print_table(tab, out)
         out.print(f"patches: {', '.join(r.patches) or 'none'}")
 
     @app.command("render")

@@ -6,6 +6,8 @@ Every failure is one RecipeError line naming the file, the field and the value.
 from __future__ import annotations
 
 import json
+import os
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,13 +16,43 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rocmstack.errors import RecipeError, printable
+from rocmstack.errors import RecipeError, printable, quoted
 from rocmstack.recipe.model import Component, Recipe
-from rocmstack.resources import recipes_dir
+from rocmstack.resources import RECIPES_PATH_ENV, recipes_dir
 
 MAX_EXTENDS_DEPTH = 8
-# libyaml's safe loader where available: recipe checks must stay well under a second.
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# --set may not change these: they say which file a recipe is, not what it pins.
+_FILE_IDENTITY = ("name", "extends", "schema")
+
+
+class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """A safe loader (libyaml's where available: recipe checks stay well under a second) that refuses a
+    key given twice in one mapping; plain YAML keeps the last one and silently drops the first."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:
+                continue  # an unhashable key: the base constructor reports it
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {quoted(key)} (first at line {first.start_mark.line + 1}); "
+                    "YAML would keep only the last one: merge the two entries",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+YAML_LOADER = StrictLoader
 # Recipe-level keys whose values are free-form maps: --set may add new keys there.
 _OPEN_MAPS = ("env", "build_args")
 
@@ -41,16 +73,53 @@ def recipe_files(directory: Path | None = None) -> dict[str, Path]:
     return {p.stem: p for p in sorted(root.glob("*.yaml")) if not p.name.startswith("_")}
 
 
+def search_path(first: Path | None = None) -> tuple[Path, ...]:
+    """Where recipe names are looked up, in order: ``first`` (the folder of the recipe that says
+    ``extends:``, or a test's folder), each folder of $ROCMSTACK_RECIPES_PATH (``--recipes-dir`` puts
+    its folders there), then the shipped recipes, which are always on the path."""
+    env = [Path(p) for p in os.environ.get(RECIPES_PATH_ENV, "").split(os.pathsep) if p]
+    out: list[Path] = []
+    for folder in (*([first] if first else []), *env, recipes_dir()):
+        if folder.resolve() not in (o.resolve() for o in out):
+            out.append(folder)
+    return tuple(out)
+
+
+def recipes_on_path(first: Path | None = None) -> dict[str, Path]:
+    """Recipe name -> file over the search path; an earlier folder shadows a later one."""
+    found: dict[str, Path] = {}
+    for folder in reversed(search_path(first)):
+        if folder.is_dir():
+            found.update(recipe_files(folder))
+    return dict(sorted(found.items()))
+
+
 def find_recipe(name_or_path: str, directory: Path | None = None) -> Path:
     candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
-        return candidate
-    files = recipe_files(directory)
+    if candidate.suffix in (".yaml", ".yml") or "/" in name_or_path or os.sep in name_or_path:
+        if candidate.is_file() and candidate.suffix in (".yaml", ".yml"):
+            return candidate
+        # A path is never looked up as a name: say what is wrong with the path.
+        why = (
+            "is a folder"
+            if candidate.is_dir()
+            else "is not a .yaml file"
+            if candidate.is_file()
+            else "does not exist"
+        )
+        fix = (
+            "give --recipes-dir the folder, and the recipe's name" if candidate.is_dir() else "check the path"
+        )
+        raise RecipeError(f"recipe file {quoted(name_or_path)} {why}", fix=fix)
+    files = recipes_on_path(directory)
     if name_or_path in files:
         return files[name_or_path]
     known = ", ".join(files) or "none"
+    where = ", ".join(printable(p) for p in search_path(directory))
     raise RecipeError(
-        f"unknown recipe {name_or_path!r}", fix=f"known recipes: {known}; or pass a path to a .yaml file"
+        f"unknown recipe {quoted(name_or_path)}",
+        fix=f"known recipes: {known} (searched {where}; add folders with --recipes-dir or "
+        f"${RECIPES_PATH_ENV}); or pass a path to a .yaml file",
     )
 
 
@@ -59,6 +128,12 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise RecipeError(f"{printable(path)}: cannot read recipe: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise RecipeError(
+            f"{printable(path)}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line})",
+            fix="save the recipe as UTF-8",
+        ) from None
     try:
         data = yaml.load(text, Loader=YAML_LOADER)
     except yaml.YAMLError as exc:
@@ -107,11 +182,36 @@ def _raw_with_parents(path: Path, directory: Path | None) -> dict[str, Any]:
         except RecipeError as exc:
             raise RecipeError(f"{printable(current)}: extends: {exc.message}", fix=exc.fix) from None
     merged: dict[str, Any] = {}
-    for _, data in reversed(chain):
+    for depth, (file, data) in reversed(list(enumerate(chain))):
+        parent_publish = merged.get("publish")
         merged = _merge(merged, data)
+        if depth < len(chain) - 1:
+            _check_own_publish(file, data, merged.get("publish"), parent_publish, chain[depth + 1][0].stem)
     merged["name"] = chain[0][1].get("name")
     merged["extends"] = chain[0][1].get("extends")
     return merged
+
+
+def _check_own_publish(
+    file: Path, data: Mapping[str, Any], publish: Any, parent: Any, parent_name: str
+) -> None:
+    """A child image is a different image: it may not take its parent's immutable descriptive tag (two
+    renders, one "immutable" tag) nor its floating aliases in the same repository."""
+    if not (isinstance(publish, Mapping) and isinstance(parent, Mapping)):
+        return
+    if publish.get("repository") != parent.get("repository"):
+        return
+    shared = sorted(set(publish.get("aliases") or ()) & set(parent.get("aliases") or ()))
+    if publish.get("tag") != parent.get("tag") and not shared:
+        return
+    name = data.get("name") if isinstance(data.get("name"), str) else file.stem
+    what = f"aliases {', '.join(shared)}" if publish.get("tag") != parent.get("tag") else "descriptive tag"
+    raise RecipeError(
+        f"{printable(file)}: publish: inherits the {what} of {parent_name} in {publish.get('repository')}, "
+        "so two different images would share one tag",
+        fix=f"give it its own publish identity, e.g. publish: {{tag: '{publish.get('tag')}_{name}', "
+        "aliases: []}, or another publish.repository",
+    )
 
 
 def _flag(path: tuple[str, ...]) -> str:
@@ -131,6 +231,11 @@ def parse_override(text: str) -> Override:
 def _override_target(raw: Mapping[str, Any], path: tuple[str, ...]) -> tuple[str, ...]:
     """Resolve the shorthand ``vllm.ref`` to ``components.vllm.ref`` and check the key exists in the model."""
     head = path[0]
+    if head in _FILE_IDENTITY:
+        raise RecipeError(
+            f"{_flag(path)}: --set cannot change {head}: it says which recipe file this is",
+            fix="write a recipe file that says `extends: <recipe>` and holds your changes; docs/recipes.md shows one",
+        )
     fields = Recipe.model_fields
     aliases = {f.alias or name: name for name, f in fields.items()}
     if head not in aliases and head in raw.get("components", {}):
@@ -174,11 +279,29 @@ def _override_target(raw: Mapping[str, Any], path: tuple[str, ...]) -> tuple[str
     return path
 
 
+def _is_list_field(path: tuple[str, ...]) -> bool:
+    """Whether the model field at ``path`` (already resolved by _override_target) holds a list."""
+    if path[0] == "components":
+        annotation = Component.model_fields[path[2]].annotation
+    else:
+        model: type[BaseModel] = Recipe
+        annotation = None
+        for part in path:
+            names = {f.alias or n: n for n, f in model.model_fields.items()}
+            annotation = model.model_fields[names[part]].annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                model = annotation
+    return typing.get_origin(annotation) is tuple
+
+
 def _parse_value(path: tuple[str, ...], raw: str) -> Any:
     if path[0] in _OPEN_MAPS:
         return raw  # env values are strings, always
+    if _is_list_field(path) and not raw.lstrip().startswith("["):
+        # gpu_archs=gfx942;gfx950 as --gpu-arch takes it (commas too); YAML's [a, b] is parsed below.
+        return [part.strip() for part in raw.replace(",", ";").split(";") if part.strip()]
     try:
-        value = yaml.safe_load(raw) if raw else ""
+        value = yaml.load(raw, Loader=YAML_LOADER) if raw else ""
     except yaml.YAMLError:
         value = raw
     # Versions like 3.12 must stay strings; lists/bools/null are parsed.
@@ -219,14 +342,33 @@ def _describe(error: dict[str, Any]) -> str:
     return f"{loc}: {message} (got {shown})" if loc else f"{message} (got {shown})"
 
 
-def validate(raw: Mapping[str, Any], origin: str) -> Recipe:
+def validate(raw: Mapping[str, Any], origin: str, overrides: Iterable[Override] = ()) -> Recipe:
+    """The validated recipe, or one RecipeError listing every problem at once; a problem in a value that
+    ``--set`` gave is blamed on that ``--set``, not on the file."""
     try:
         # JSON mode: YAML lists become tuples, strings become enums, and numbers never become strings.
         return Recipe.model_validate_json(json.dumps(raw, default=str))
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise RecipeError(f"{printable(origin)}: {_describe(errors[0])}{more}") from None
+    targets = [(_override_target(raw, o.path), o) for o in overrides]
+    from_file, from_set = [], []
+    for details in errors:
+        error: dict[str, Any] = dict(details)
+        loc = tuple(str(p) for p in error["loc"])
+        blamed = [o for target, o in targets if loc[: len(target)] == target]
+        if not loc and targets:
+            from_file.append(
+                f"{_describe(error)} (with --set {', '.join(printable(o.dotted) for _, o in targets)})"
+            )
+        elif blamed:
+            from_set.append(
+                f"--set {printable(blamed[-1].dotted)}={printable(blamed[-1].raw)}: {_describe(error)}"
+            )
+        else:
+            from_file.append(_describe(error))
+    parts = [*from_set, *([f"{printable(origin)}: {'; '.join(from_file)}"] if from_file else [])]
+    count = f"{len(errors)} problems: " if len(errors) > 1 else ""
+    raise RecipeError(count + "; ".join(parts))
 
 
 def load_recipe(
@@ -236,7 +378,7 @@ def load_recipe(
     raw = _raw_with_parents(path, directory)
     parsed = [parse_override(o) for o in overrides]
     data = apply_overrides(raw, parsed)
-    recipe = validate(data, str(path))
+    recipe = validate(data, str(path), parsed)
     if recipe.name != path.stem:
         raise RecipeError(f"{printable(path)}: name: {recipe.name!r} must match the file name {path.stem!r}")
     return recipe, path

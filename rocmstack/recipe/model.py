@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -274,8 +274,43 @@ class Recipe(_Strict):
         return self
 
 
+_OVERLAY = "Overlay"
+
+
+def _overlay(node: Any) -> Any:
+    """The schema of a recipe that ``extends:`` another: the same keys and values, none of them required
+    (the parent gives them), each also ``null`` (which deletes the parent's value)."""
+    if isinstance(node, list):
+        return [_overlay(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _overlay(v) for k, v in node.items() if k != "required"}
+    if isinstance(out.get("$ref"), str):
+        out["$ref"] += _OVERLAY
+    for key in ("properties",):
+        if isinstance(out.get(key), dict):
+            out[key] = {k: {"anyOf": [v, {"type": "null"}]} for k, v in out[key].items()}
+    if isinstance(out.get("additionalProperties"), dict):
+        out["additionalProperties"] = {"anyOf": [out["additionalProperties"], {"type": "null"}]}
+    return out
+
+
 def json_schema() -> dict:
-    schema = Recipe.model_json_schema(by_alias=True)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://rocmstack.dev/schema/recipe-v1.json"
-    return schema
+    """The recipe schema for editors. The top level lists every key as a recipe that ``extends:`` another
+    may give it (partial, or null to delete); a recipe without ``extends`` must also be a whole Recipe."""
+    full = Recipe.model_json_schema(by_alias=True)
+    defs = full.pop("$defs")
+    overlay = _overlay(full)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://rocmstack.dev/schema/recipe-v1.json",
+        "title": full["title"],
+        "description": "A rocmstack recipe; with `extends:` it gives only what differs from its parent.",
+        "type": "object",
+        "properties": overlay["properties"],
+        "additionalProperties": False,
+        "if": {"properties": {"extends": {"type": "string"}}, "required": ["extends"]},
+        "then": {"required": ["name", "extends"]},
+        "else": {"$ref": f"#/$defs/{full['title']}"},
+        "$defs": {**defs, **{name + _OVERLAY: _overlay(d) for name, d in defs.items()}, full["title"]: full},
+    }

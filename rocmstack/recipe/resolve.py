@@ -84,12 +84,13 @@ def known_archs() -> dict[str, dict[str, Any]]:
 
 def parse_archs(text: str | None, recipe: Recipe) -> tuple[str, ...]:
     """``gfx950`` or ``gfx942;gfx950`` (commas accepted too) -> a sorted, de-duplicated tuple."""
-    if not text:
+    if text is None:
         return tuple(sorted(recipe.default_gpu_archs))
     parts = [p.strip() for p in re.split(r"[;,]", text) if p.strip()]
     if not parts:
         raise InputError(
-            f"--gpu-arch {text!r}: no architecture given", fix=f"supported: {';'.join(recipe.gpu_archs)}"
+            f"--gpu-arch {text!r}: no architecture given",
+            fix=f"leave --gpu-arch out for the recipe's default, or give one of {';'.join(recipe.gpu_archs)}",
         )
     known = known_archs()
     supported = set(recipe.gpu_archs) & set(recipe.base.torch_archs)

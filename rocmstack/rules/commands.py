@@ -79,7 +79,7 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from rocmstack.errors import RuleFailure
-        from rocmstack.output import print_json
+        from rocmstack.output import print_json, print_table
         from rocmstack.patches import load_patches
         from rocmstack.rules.engine import evaluate_rules, load_rules
 
@@ -119,8 +119,9 @@ def register(app: typer.Typer) -> None:
             table = Table(title=f"{title}: {summary}" if every else title, title_justify="left", expand=True)
             table.add_column("rule", no_wrap=True)
             table.add_column("status", no_wrap=True)
-            for name, ratio in (("reason", 4), ("fix", 3), ("source", 3)):
+            for name, ratio in (("reason", 4), ("fix", 3)):
                 table.add_column(name, overflow="fold", ratio=ratio)
+            table.add_column("source", no_wrap=True)  # a URL: never cut
             for x in shown:
                 # Passing rows get a shortened reason; --json always has the full text.
                 reason = (
@@ -133,7 +134,7 @@ def register(app: typer.Typer) -> None:
                     escape(x.fix) if x.status != "pass" else "",
                     x.source,
                 )
-            out.print(table)
+            print_table(table, out)
             if not every:
                 out.print(summary)
         if failed:
@@ -155,9 +156,8 @@ def register(app: typer.Typer) -> None:
         """Write <recipe>.lock.json next to the recipe: resolved pins, base digest, rule results, render hash.
 
         Without --gpu-arch every default arch set is locked and stale entries are dropped."""
-        from rich.table import Table
 
-        from rocmstack.output import print_json, stdout
+        from rocmstack.output import print_json, print_table, table
         from rocmstack.recipe.load import load_recipe, recipe_files
         from rocmstack.recipe.resolve import resolve
         from rocmstack.render.context import source_revision
@@ -187,8 +187,15 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(rows)
             return
-        table = Table("recipe", "archs", "render hash", "rules", "lock file")
+        tab = table(
+            "recipe",
+            "archs",
+            "render hash",
+            "rules",
+            "lock file",
+            keep=("recipe", "archs", "render hash", "lock file"),
+        )
         for row in rows:
             rules = ", ".join(f"{n} {s}" for s, n in row["rules"].items() if n)
-            table.add_row(row["recipe"], row["gpu_archs"], row["render_hash"][:16], rules, row["lock"])
-        stdout().print(table)
+            tab.add_row(row["recipe"], row["gpu_archs"], row["render_hash"][:16], rules, row["lock"])
+        print_table(tab)

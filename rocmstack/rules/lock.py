@@ -113,7 +113,7 @@ def read_lock(path: Path) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
         raise RecipeError(
             f"{path}: unreadable lock file: {exc}", fix="delete it and run `rocmstack lock`"
         ) from None
@@ -165,11 +165,29 @@ def lock_resolved(
     return make_entry(resolved, results, ignored=ignored, revision=revision or source_revision()[0])
 
 
+def recipe_arg(resolved: Resolved) -> str:
+    """How a suggested command names this recipe: its name where the name finds this very file, else the
+    path (a recipe given as a path is often on no search path, and ``rocmstack lock NAME`` would fail)."""
+    import shlex
+
+    from rocmstack.errors import RecipeError
+    from rocmstack.recipe.load import find_recipe
+
+    name = resolved.recipe.name
+    try:
+        if find_recipe(name).resolve() == resolved.source.resolve():
+            return name
+    except RecipeError:
+        pass
+    return shlex.quote(str(resolved.source))
+
+
 def verify(resolved: Resolved, *, relock: bool = False, ignore: Iterable[str] = ()) -> LockState:
     """Compare a recipe (resolved without overrides) against its lock entry; LockDrift on drift unless relock."""
     path = lock_path(resolved.source)
     key = arch_key(resolved.gpu_archs)
     name = resolved.recipe.name
+    arg = recipe_arg(resolved)
     if relock:
         write_lock(path, name, {key: lock_resolved(resolved, ignore=ignore)})
         return LockState(status="relocked", path=path, key=key, notes=(f"relocked {path.name} [{key}]",))
@@ -181,7 +199,7 @@ def verify(resolved: Resolved, *, relock: bool = False, ignore: Iterable[str] = 
             path=path,
             key=key,
             notes=(
-                f"{name} [{key}] has no lock entry in {path.name}: run `rocmstack lock {name} --gpu-arch '{key}'`",
+                f"{name} [{key}] has no lock entry in {path.name}: run `rocmstack lock {arg} --gpu-arch '{key}'`",
             ),
         )
     drifted = drift(entry, resolved)
@@ -189,13 +207,13 @@ def verify(resolved: Resolved, *, relock: bool = False, ignore: Iterable[str] = 
         shown = ", ".join(drifted[:8]) + (f" (+{len(drifted) - 8} more)" if len(drifted) > 8 else "")
         raise LockDrift(
             f"{name}: recipe drifted from {path.name} [{key}]: {shown}",
-            fix=f"run `rocmstack lock {name} --gpu-arch '{key}'` to accept the change, or pass --relock",
+            fix=f"run `rocmstack lock {arg} --gpu-arch '{key}'` to accept the change, or pass --relock",
         )
     notes = []
     if _render_hash(resolved, tuple(entry.get("ignored_rules", ()))) != entry.get("render_hash"):
         notes.append(
             f"render hash moved since {path.name} [{key}] (templates, patches or rocmstack changed); "
-            f"`rocmstack lock {name}` refreshes it"
+            f"`rocmstack lock {arg}` refreshes it"
         )
     return LockState(status="locked", path=path, key=key, notes=tuple(notes))
 

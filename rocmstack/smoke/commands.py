@@ -88,7 +88,7 @@ def _run_with_progress(opts: SmokeOptions) -> dict[str, Any]:
 def _print_verdict(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from rocmstack.output import stdout
+    from rocmstack.output import print_table, stdout
 
     console = stdout()
     f = summary["final"]
@@ -103,12 +103,12 @@ def _print_verdict(summary: dict[str, Any]) -> None:
         f"(Ray start {summary['ray_init_s']:.1f} s, model init {summary['model_init_s']:.1f} s)"
     )
     table = Table(show_header=True, header_style="bold")
-    table.add_column("criterion")
-    table.add_column("result")
-    table.add_column("detail")
+    table.add_column("criterion", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("detail", overflow="fold")
     for c in summary["criteria"]:
         table.add_row(c["name"], "[green]PASS[/green]" if c["passed"] else "[red]FAIL[/red]", c["detail"])
-    console.print(table)
+    print_table(table, console)
     if summary["inject"]:
         caught = "caught" if summary["inject_caught"] else "NOT caught"
         console.print(

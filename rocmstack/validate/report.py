@@ -57,7 +57,7 @@ def load(directory: Path) -> dict[str, Any]:
             f"--report {directory}: no {REPORT_JSON} in it",
             fix="pass the folder `rocmstack validate IMAGE --report DIR` wrote",
         ) from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
         raise InputError(
             f"--report {directory}: {REPORT_JSON} is not readable JSON ({exc})",
             fix="run `rocmstack validate` again",

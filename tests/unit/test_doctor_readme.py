@@ -1,4 +1,4 @@
-"""The README's doctor section lists every check id (and no retired one)."""
+"""The doctor page (docs/doctor.md) lists every check id (and no retired one)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 from rocmstack.doctor.checks import ALL_CHECKS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOCTOR_PAGE = Path(__file__).resolve().parents[2] / "docs" / "doctor.md"
 
 
-def test_readme_lists_every_check():
-    text = README.read_text(encoding="utf-8")
+def test_doctor_page_lists_every_check():
+    text = DOCTOR_PAGE.read_text(encoding="utf-8")
     section = text[text.index("<!-- doctor:begin -->") : text.index("<!-- doctor:end -->")]
     listed = set(re.findall(r"^\| `([a-z0-9-]+)` \|", section, flags=re.MULTILINE))
     assert listed == {c.id for c in ALL_CHECKS}

@@ -57,6 +57,16 @@ def test_table_groups_and_fix(report):
     assert "NOT READY: gpu-count" in text
 
 
+def test_table_keeps_check_ids_and_sources_whole_at_60_columns(report):
+    long_id = "rocr-visible-devices-versus-hip-visible-devices"
+    narrow = json.loads(json.dumps(report))
+    narrow["checks"][-1]["id"] = long_id
+    console = Console(record=True, width=60)
+    render_table(narrow, console)
+    text = console.export_text()
+    assert long_id in text and "…" not in text
+
+
 def test_markdown(report):
     md = render_markdown(report)
     assert md.startswith("## rocmstack doctor")

@@ -20,6 +20,7 @@ from rocmstack.rules.lock import (
     lock_path,
     lock_resolved,
     read_lock,
+    recipe_arg,
     verify,
     write_lock,
 )
@@ -105,10 +106,22 @@ def test_revision_is_ignored_and_a_moved_render_hash_is_only_a_note(recipe_copy)
 def test_an_arch_set_without_entry_is_unlocked_not_an_error(recipe_copy):
     _lock(recipe_copy)
     state = verify(_resolved(recipe_copy, "gfx950"))
+    # The copy is not on the search path (its name finds the shipped file): the hint names its path.
     assert (
-        state.status == "unlocked"
-        and "rocmstack lock verl-0.9.0-rocm10 --gpu-arch 'gfx950'" in state.notes[0]
+        state.status == "unlocked" and f"rocmstack lock {recipe_copy} --gpu-arch 'gfx950'" in state.notes[0]
     )
+
+
+def test_lock_hints_name_a_recipe_the_way_that_finds_it(recipe_copy, monkeypatch):
+    assert recipe_arg(_resolved(find_recipe(NAME))) == NAME
+    assert recipe_arg(_resolved(recipe_copy)) == str(recipe_copy)
+    monkeypatch.setenv("ROCMSTACK_RECIPES_PATH", str(recipe_copy.parent))
+    assert recipe_arg(_resolved(recipe_copy)) == NAME
+    odd = recipe_copy.parent / "with space"
+    odd.mkdir()
+    moved = odd / recipe_copy.name
+    recipe_copy.rename(moved)
+    assert recipe_arg(_resolved(moved)) == f"'{moved}'"
 
 
 def test_a_failing_set_is_never_locked(recipe_copy):

@@ -93,6 +93,51 @@ def test_collisions_are_refused():
         M.check_unique([a, b])
 
 
+def _entry(recipe: str, arch: str, descriptive: str, aliases: tuple[str, ...] = ()) -> M.Entry:
+    content = f"r-{recipe}-{arch}"
+    tags = [descriptive, content, *aliases]
+    return M.Entry(
+        recipe=recipe,
+        gpu_arch=arch,
+        render_hash=arch.ljust(64, "0"),
+        build_runner=("x",),
+        validate_runner=("y",),
+        tags={
+            "repository": "r",
+            "content": content,
+            "aliases": list(aliases),
+            "refs": [f"r:{t}" for t in tags],
+            "immutable_refs": [f"r:{descriptive}", f"r:{content}"],
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "fix"),
+    [
+        # One recipe, two arch sets, a tag without {arch}: the only case {arch} fixes.
+        (_entry("a", "gfx942", "x"), _entry("a", "gfx950", "x"), "put {arch} in publish.tag"),
+        # Two recipes whose tags already hold {arch}: {arch} is no help, their identities collide.
+        (
+            _entry("a", "gfx950", "x_gfx950"),
+            _entry("b", "gfx950", "x_gfx950"),
+            "own publish.tag or publish.repository",
+        ),
+        (
+            _entry("a", "gfx950", "a_gfx950", ("latest",)),
+            _entry("b", "gfx950", "b_gfx950", ("latest",)),
+            "own publish.aliases",
+        ),
+    ],
+)
+def test_collision_hint_names_what_collides(a, b, fix):
+    with pytest.raises(InputError) as err:
+        M.check_unique([a, b])
+    assert fix in (err.value.fix or "")
+    if "{arch}" not in fix:
+        assert "{arch}" not in (err.value.fix or "")
+
+
 def test_parse_labels():
     assert M.parse_labels(None, ("a",), "--x") == ("a",)
     assert M.parse_labels("self-hosted, gpu ,mi300", (), "--x") == ("self-hosted", "gpu", "mi300")

@@ -263,3 +263,23 @@ def test_patch_metadata_is_validated(tmp_path):
     with pytest.raises(RecipeError, match=r"bad.yaml"):
         load_patch(bad)
     assert Patch.model_json_schema()["title"] == "Patch"
+
+
+def test_patch_problems_are_listed_at_once_and_duplicates_or_bad_bytes_refused(tmp_path):
+    from rocmstack.patches import load_patch
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("id: bad\ncomponent: x\n")
+    with pytest.raises(RecipeError) as err:
+        load_patch(bad)
+    line = err.value.one_line()
+    for field in ("summary", "why", "upstream", "drop_when", "applies_to", "target", "action"):
+        assert f"{field}: " in line
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("id: dup\nid: dup\n")
+    with pytest.raises(RecipeError, match="duplicate key 'id'"):
+        load_patch(dup)
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("id: latin\nsummary: caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(RecipeError, match=r"not UTF-8 text \(byte 0xe9\)"):
+        load_patch(latin)

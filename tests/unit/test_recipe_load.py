@@ -146,6 +146,160 @@ def test_missing_required_field(tmp_path):
         load_recipe(str(write(tmp_path, data)))
 
 
+def test_every_missing_and_invalid_field_is_listed_at_once(tmp_path):
+    data = json.loads(json.dumps(BASE))
+    for key in ("description", "sources", "publish"):
+        del data[key]
+    del data["base"]["torch"]
+    data["base"]["python"] = 3.12
+    with pytest.raises(RecipeError) as err:
+        load_recipe(str(write(tmp_path, data)))
+    line = err.value.one_line()
+    assert line.startswith("5 problems: ") and "more)" not in line and "\n" not in line
+    for field in ("description", "sources", "publish", "base.torch", "base.python"):
+        assert f"{field}: " in line
+
+
+def test_duplicate_yaml_keys_are_refused(tmp_path):
+    path = tmp_path / "dup.yaml"
+    text = (
+        (ROOT / "recipes" / "verl-0.9.0-rocm10.yaml")
+        .read_text()
+        .replace("name: verl-0.9.0-rocm10", "name: dup")
+    )
+    # A second components: block would silently replace the first (and drop verl) in plain YAML.
+    path.write_text(text + "components:\n  ray: {source: pypi, layer: ray, version: 2.58.0}\n")
+    with pytest.raises(RecipeError) as err:
+        load_recipe(str(path))
+    line = err.value.one_line()
+    assert "duplicate key 'components' (first at line " in line and "dup.yaml: YAML error at line " in line
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("name: nested\nbase:\n  tag: a\n  tag: b\n")
+    with pytest.raises(RecipeError, match="duplicate key 'tag'"):
+        load_recipe(str(nested))
+
+
+def test_non_utf8_recipe_is_one_line(tmp_path):
+    path = tmp_path / "latin.yaml"
+    path.write_bytes("name: latin\ndescription: caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(RecipeError) as err:
+        load_recipe(str(path))
+    assert err.value.one_line() == (
+        f"{path}: not UTF-8 text (byte 0xe9 on line 2) (save the recipe as UTF-8)"
+    )
+
+
+def test_recipe_outside_recipes_extends_a_shipped_one(tmp_path, monkeypatch):
+    mine = tmp_path / "repo"
+    mine.mkdir()
+    (mine / "my-verl.yaml").write_text((ROOT / "docs" / "examples" / "my-verl.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    recipe, _ = load_recipe(str(mine / "my-verl.yaml"))
+    assert recipe.extends == "verl-0.9.0-rocm10" and recipe.gpu_archs == ("gfx950",)
+    assert recipe.components["vllm"].ref == "v0.27.0" and recipe.env["NCCL_DEBUG"] == "WARN"
+    # By name: through $ROCMSTACK_RECIPES_PATH (what --recipes-dir sets); the shipped recipes stay found.
+    with pytest.raises(RecipeError, match="unknown recipe 'my-verl'"):
+        load_recipe("my-verl")
+    monkeypatch.setenv("ROCMSTACK_RECIPES_PATH", str(mine))
+    assert load_recipe("my-verl")[1] == mine / "my-verl.yaml"
+    assert load_recipe("verl-0.9.0-rocm10")[0].name == "verl-0.9.0-rocm10"
+
+
+def test_extends_finds_a_sibling_before_a_shipped_recipe(tmp_path):
+    sibling = {**BASE, "name": "verl-0.9.0-rocm10", "description": "a local variant"}
+    (tmp_path / "verl-0.9.0-rocm10.yaml").write_text(yaml.safe_dump(sibling))
+    (tmp_path / "kid.yaml").write_text(
+        yaml.safe_dump(
+            {"name": "kid", "extends": "verl-0.9.0-rocm10", "publish": {"tag": "kid", "aliases": []}}
+        )
+    )
+    recipe, _ = load_recipe(str(tmp_path / "kid.yaml"))
+    assert recipe.description == "a local variant"
+
+
+@pytest.mark.parametrize(
+    ("publish", "message"),
+    [
+        (None, "inherits the descriptive tag of verl-0.9.0-rocm10 in rocmstack/verl"),
+        ({"tag": "mine_{arch}"}, "inherits the aliases verl-0.9 of verl-0.9.0-rocm10"),
+    ],
+)
+def test_child_may_not_inherit_the_parents_tags(tmp_path, publish, message):
+    child = {"name": "kid", "extends": "verl-0.9.0-rocm10", "description": "x"}
+    if publish:
+        child["publish"] = publish
+    (tmp_path / "kid.yaml").write_text(yaml.safe_dump(child))
+    with pytest.raises(RecipeError, match=message) as err:
+        load_recipe(str(tmp_path / "kid.yaml"))
+    assert "give it its own publish identity" in err.value.one_line()
+
+
+@pytest.mark.parametrize(
+    "publish",
+    [{"tag": "kid_{arch}", "aliases": []}, {"repository": "ghcr.io/acme/verl"}],
+)
+def test_child_with_its_own_publish_identity_gets_its_own_tags(tmp_path, publish):
+    from rocmstack.build.tags import tag_set
+
+    (tmp_path / "kid.yaml").write_text(
+        yaml.safe_dump(
+            {"name": "kid", "extends": "verl-0.9.0-rocm10", "description": "x", "publish": publish}
+        )
+    )
+    kid, kid_path = load_recipe(str(tmp_path / "kid.yaml"))
+    parent, parent_path = load_recipe("verl-0.9.0-rocm10")
+    kid_tags = set(tag_set(resolve(kid, kid_path, None), "a" * 64).refs())
+    parent_tags = set(tag_set(resolve(parent, parent_path, None), "b" * 64).refs())
+    assert not kid_tags & parent_tags
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("extends=verl-0.7.1-rocm7.0.2", "--set extends: --set cannot change extends"),
+        ("name=other", "--set name: --set cannot change name"),
+    ],
+)
+def test_set_cannot_change_which_file_a_recipe_is(override, message):
+    with pytest.raises(RecipeError, match=message) as err:
+        load_recipe("verl-0.9.0-rocm10", [override])
+    assert "extends: <recipe>" in err.value.one_line()
+
+
+@pytest.mark.parametrize("value", ["gfx942;gfx950", "gfx942,gfx950", "[gfx942, gfx950]", " gfx942 ; gfx950 "])
+def test_set_list_values_take_the_gpu_arch_syntax(value):
+    recipe, _ = load_recipe("verl-0.9.0-rocm10", [f"gpu_archs={value}", "default_gpu_archs=gfx950"])
+    assert recipe.gpu_archs == ("gfx942", "gfx950") and recipe.default_gpu_archs == ("gfx950",)
+    ray, _ = load_recipe("verl-0.9.0-rocm10", ["ray.extras=default;serve;tune"])
+    assert ray.components["ray"].extras == ("default", "serve", "tune")
+
+
+def test_bad_set_value_is_blamed_on_the_set_not_the_file():
+    with pytest.raises(RecipeError) as err:
+        load_recipe("verl-0.9.0-rocm10", ["base.python=3.1x", "vllm.ref=v0.28.0"])
+    line = err.value.one_line()
+    assert line.startswith("--set base.python=3.1x: base.python: '3.1x' is not a valid version")
+    assert "verl-0.9.0-rocm10.yaml" not in line
+
+
+def test_a_missing_path_is_not_looked_up_as_a_name(tmp_path):
+    with pytest.raises(RecipeError) as err:
+        load_recipe("/no/such/file.yaml")
+    assert err.value.one_line() == "recipe file '/no/such/file.yaml' does not exist (check the path)"
+    (tmp_path / "notes.txt").write_text("x")
+    for path, why in ((tmp_path / "notes.txt", "is not a .yaml file"), (tmp_path, "is a folder")):
+        with pytest.raises(RecipeError, match=why):
+            load_recipe(str(path))
+    with pytest.raises(RecipeError, match="does not exist"):
+        load_recipe("./verl-0.9.0-rocm10")
+
+
+def test_empty_gpu_arch_is_not_the_default():
+    recipe, _ = load_recipe("verl-0.9.0-rocm10")
+    with pytest.raises(InputError, match="no architecture given"):
+        parse_archs("", recipe)
+
+
 def test_yaml_syntax_error_names_the_line(tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("name: broken\nbase: [unclosed\n")
@@ -161,6 +315,7 @@ def test_extends_merges_and_null_deletes(tmp_path):
         "description": "child recipe",
         "components": {"vllm": {"ref": "v0.28.0", "version": "0.28.0"}, "mbridge": None},
         "unverified": [],
+        "publish": {"tag": "child_{arch}", "aliases": []},
     }
     (tmp_path / "child.yaml").write_text(yaml.safe_dump(child))
     recipe, _ = load_recipe("child", directory=tmp_path)
@@ -231,6 +386,24 @@ def test_json_schema_is_valid_and_describes_the_model():
     Draft202012Validator.check_schema(schema)
     for name in SHIPPED:
         Draft202012Validator(schema).validate(yaml.safe_load((ROOT / "recipes" / f"{name}.yaml").read_text()))
+
+
+def test_committed_schema_accepts_extends_recipes_and_still_rejects_bad_ones():
+    from jsonschema import Draft202012Validator
+
+    committed = Draft202012Validator(json.loads((ROOT / "recipes" / "recipe.schema.json").read_text()))
+    example = yaml.safe_load((ROOT / "docs" / "examples" / "my-verl.yaml").read_text())
+    assert list(committed.iter_errors(example)) == []
+    deleting = {
+        **example,
+        "components": {"mbridge": None, "vllm": {"ref": "v0.28.0"}},
+        "base": {"tag": "v26.8"},
+    }
+    assert list(committed.iter_errors(deleting)) == []
+    assert list(committed.iter_errors({**example, "colour": "red"}))
+    assert list(committed.iter_errors({**example, "components": {"vllm": {"reff": "x"}}}))
+    plain = {k: v for k, v in example.items() if k != "extends"}
+    assert {e.message for e in committed.iter_errors(plain)} >= {"'sources' is a required property"}
 
 
 _scalars = st.one_of(

@@ -120,3 +120,17 @@ def test_render_refuses_a_failing_set_and_labels_an_ignored_rule(cli, tmp_path):
     assert (
         'dev.rocmstack.ignored-rules="sglang-attention-triton"' in (tmp_path / "b" / "Dockerfile").read_text()
     )
+
+
+def test_lock_table_keeps_the_render_hash_and_path_whole_at_60_columns(tmp_path, capsys, monkeypatch):
+    from rocmstack.cli import main
+
+    copy = tmp_path / "deep" / "folder" / f"{NAME}.yaml"
+    copy.parent.mkdir(parents=True)
+    shutil.copy(find_recipe(NAME), copy)
+    monkeypatch.setenv("COLUMNS", "60")
+    with pytest.raises(SystemExit) as exc:
+        main(["-q", "lock", str(copy), "--gpu-arch", "gfx950"])
+    out = capsys.readouterr().out
+    entry = json.loads(copy.with_name(f"{NAME}.lock.json").read_text())["entries"]["gfx950"]
+    assert exc.value.code == 0 and entry["render_hash"][:16] in out and str(copy.with_suffix("")) in out

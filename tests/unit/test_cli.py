@@ -1,0 +1,114 @@
+"""The command line as a whole: program-wide options (-q, --recipes-dir), empty values, bare commands."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rocmstack.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "docs" / "examples"
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+@pytest.mark.parametrize("args", [(), ("bench",), ("smoke",)])
+def test_a_bare_group_prints_its_help_and_exits_2_without_an_empty_error(capsys, args):
+    code, out, err = run(capsys, *args)
+    assert code == 2 and "Usage" in out + err
+    assert "error:" not in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("inspect", ""),
+        ("render", "verl-0.9.0-rocm10", "--gpu-arch", "", "-o", "x"),
+        ("render", "verl-0.9.0-rocm10", "--gpu-arch=", "-o", "x"),
+        ("render", "verl-0.9.0-rocm10", "-o", " "),
+        ("doctor", "--ray-address", ""),
+        ("validate", ""),
+        ("show", ""),
+    ],
+)
+def test_an_empty_value_is_refused_not_replaced_by_a_default(capsys, tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, *args)
+    assert code == 2, err
+    assert err.startswith("rocmstack: error: empty value") and err.count("\n") == 1
+    assert "leave an option out to get its default" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_quiet_hides_warnings_before_or_after_the_command(capsys):
+    _, out, err = run(capsys, "show", "verl-0.9.0-rocm10", "--json")
+    assert "warning:" in err
+    for args in (
+        ("-q", "show", "verl-0.9.0-rocm10", "--json"),
+        ("show", "verl-0.9.0-rocm10", "--quiet", "--json"),
+    ):
+        code, quiet_out, quiet_err = run(capsys, *args)
+        assert code == 0 and quiet_err == "" and quiet_out == out
+
+
+def test_quiet_keeps_errors(capsys):
+    code, _, err = run(capsys, "-q", "show", "no-such-recipe")
+    assert code == 2 and "rocmstack: error: unknown recipe 'no-such-recipe'" in err
+
+
+def test_recipes_dir_finds_a_users_recipe_by_name_and_restores_the_environment(capsys, monkeypatch):
+    monkeypatch.delenv("ROCMSTACK_RECIPES_PATH", raising=False)
+    code, out, err = run(capsys, "-q", "--recipes-dir", str(EXAMPLES), "show", "my-verl", "--json")
+    assert code == 0, err
+    assert '"extends": "verl-0.9.0-rocm10"' in out
+    code, out, _ = run(capsys, "recipes", "--json", "--recipes-dir", str(EXAMPLES))
+    assert code == 0 and '"name": "my-verl"' in out and '"name": "verl-0.9.0-rocm10"' in out
+    assert "ROCMSTACK_RECIPES_PATH" not in os.environ
+    code, _, err = run(capsys, "show", "my-verl")
+    assert code == 2 and "--recipes-dir" in err and "ROCMSTACK_RECIPES_PATH" in err
+
+
+def test_recipes_dir_must_be_a_folder(capsys, tmp_path):
+    code, _, err = run(capsys, "--recipes-dir", str(tmp_path / "nope"), "recipes")
+    assert code == 2 and "is not a folder" in err
+
+
+LATIN1 = '{"name": "caf\u00e9"}'.encode("latin-1")
+
+
+def test_files_the_user_gives_with_bad_bytes_are_one_line_not_a_traceback(tmp_path):
+    from rocmstack.bench.baseline import load_baseline
+    from rocmstack.errors import RocmstackError
+    from rocmstack.gpu.shapes import load_config
+    from rocmstack.rules.lock import read_lock
+    from rocmstack.validate.report import load
+
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(LATIN1)
+    report_dir = tmp_path / "report"
+    report_dir.mkdir()
+    (report_dir / "report.json").write_bytes(LATIN1)
+    for call in (
+        lambda: read_lock(bad),
+        lambda: load(report_dir),
+        lambda: load_baseline(bad),
+        lambda: load_config(str(bad)),
+    ):
+        with pytest.raises(RocmstackError) as err:
+            call()
+        assert "\n" not in err.value.one_line() and int(err.value.exit_code) == 2
+
+
+def test_bench_plot_of_a_non_utf8_report_exits_2(capsys, tmp_path):
+    bad = tmp_path / "r.json"
+    bad.write_bytes(LATIN1)
+    code, _, err = run(capsys, "bench", "plot", str(bad), "-o", str(tmp_path / "p.png"))
+    assert code == 2 and err.startswith(f"rocmstack: error: {bad}: cannot read a JSON report")

@@ -1,0 +1,184 @@
+"""README.md and docs/*.md stay true to the CLI: every command they show parses (its command path has a
+``--help``, its options exist, its values convert), every recipe it names exists, every make target is in
+the Makefile, and every image tag they quote is one the recipes really produce."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import typer.main
+
+from rocmstack.cli import _hoist_global_options, main, make_app
+from rocmstack.recipe.load import load_recipe, recipe_files, recipes_on_path
+from rocmstack.resources import RECIPES_PATH_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+ROOT_COMMAND = typer.main.get_command(make_app())
+# Commands whose first argument is a recipe name or path.
+RECIPE_COMMANDS = {"show", "render", "check", "lock", "build", "tags"}
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+_SHELL_OPERATORS = {">", ">>", "|", ";", "&&", "||", "2>&1"}
+
+
+def _blocks(page: Path) -> list[tuple[str, str]]:
+    return [(m[1], m[2]) for m in _FENCE.finditer(page.read_text(encoding="utf-8"))]
+
+
+def _command_lines(kind: str, body: str) -> list[str]:
+    lines = []
+    for raw in body.splitlines():
+        line = raw.strip()
+        if kind == "console":
+            if not line.startswith("$ "):
+                continue
+            line = line[2:]
+        elif kind not in ("bash", "sh", "shell"):
+            continue
+        lines.append(line)
+    return lines
+
+
+def _examples(program: str) -> list[tuple[str, list[str]]]:
+    """(page: line, words) of every `program ...` line in a shell or console block, comments and
+    redirections cut off; leading VAR=value assignments kept as words."""
+    found = []
+    for page in PAGES:
+        for kind, body in _blocks(page):
+            for line in _command_lines(kind, body):
+                words = shlex.split(line, comments=True)
+                for i, word in enumerate(words):
+                    if word in _SHELL_OPERATORS:
+                        words = words[:i]
+                        break
+                lead = 0
+                while lead < len(words) and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[lead]):
+                    lead += 1
+                if words[lead : lead + 1] == [program]:
+                    found.append((f"{page.relative_to(ROOT)}: {line}", words))
+    return found
+
+
+ROCMSTACK_EXAMPLES = _examples("rocmstack")
+MAKE_EXAMPLES = _examples("make")
+
+
+def test_the_pages_show_commands_at_all():
+    assert len(ROCMSTACK_EXAMPLES) >= 30 and len(MAKE_EXAMPLES) >= 4
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "make build GPU_ARCH=gfx950" in readme and "make test" in readme
+    assert len(readme.splitlines()) <= 160
+
+
+def _split(words: list[str]) -> tuple[dict[str, str], list[str]]:
+    env = {}
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
+        key, _, value = words.pop(0).partition("=")
+        env[key] = value
+    return env, words[1:]
+
+
+def _resolve(args: list[str]):
+    """(command path, the command, its arguments, --recipes-dir folders) as the CLI would see them."""
+    rest = _hoist_global_options(args)
+    dirs = []
+    while rest and rest[0].startswith("-") and rest[0] != "--help":
+        option = rest.pop(0)
+        if option == "--recipes-dir":
+            dirs.append(rest.pop(0))
+        elif option.startswith("--recipes-dir="):
+            dirs.append(option.partition("=")[2])
+        else:
+            assert option in ("-q", "--quiet"), f"unknown program option {option}"
+    command, path = ROOT_COMMAND, []
+    while hasattr(command, "commands") and rest and rest[0] in command.commands:
+        path.append(rest[0])
+        command = command.commands[rest.pop(0)]
+    return path, command, rest, dirs
+
+
+@pytest.mark.parametrize(("where", "words"), ROCMSTACK_EXAMPLES, ids=[w for w, _ in ROCMSTACK_EXAMPLES])
+def test_every_documented_command_parses(where, words, capsys, monkeypatch):
+    env, args = _split(list(words))
+    path, command, rest, root = _resolve(args)
+    with pytest.raises(SystemExit) as exc:
+        main([*path, "--help"])
+    assert exc.value.code == 0, f"{where}: `rocmstack {' '.join(path)} --help` failed"
+    capsys.readouterr()
+    if rest == ["--help"]:
+        return
+    # Options exist, values convert, required arguments are there: the command is not run.
+    ctx = command.make_context(" ".join(path), rest)
+    recipe = ctx.params.get("recipe") if path[0] in RECIPE_COMMANDS else None
+    names = ctx.params.get("recipes") or []
+    dirs = [str(ROOT / d) for d in root]
+    dirs += [str(ROOT / d) for d in env.get(RECIPES_PATH_ENV, "").split(os.pathsep) if d]
+    monkeypatch.setenv(RECIPES_PATH_ENV, os.pathsep.join(dirs))
+    for name in [recipe, *names] if recipe else names:
+        if name.endswith((".yaml", ".yml")):
+            assert (ROOT / name).is_file(), f"{where}: no recipe file {name}"
+        else:
+            assert name in recipes_on_path(), f"{where}: no recipe named {name}"
+        load_recipe(str(ROOT / name) if name.endswith(".yaml") else name)
+
+
+def _make_targets() -> set[str]:
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    return set(re.findall(r"^([a-z][\w-]*):", text, flags=re.MULTILINE))
+
+
+@pytest.mark.parametrize(("where", "words"), MAKE_EXAMPLES, ids=[w for w, _ in MAKE_EXAMPLES])
+def test_every_documented_make_call_names_a_target_and_a_recipe(where, words):
+    _, args = _split(list(words))
+    targets = [a for a in args if "=" not in a]
+    variables = dict(a.split("=", 1) for a in args if "=" in a)
+    assert set(targets) <= _make_targets(), where
+    if "RECIPE" in variables:
+        assert variables["RECIPE"] in recipe_files(), where
+
+
+def _real_tags() -> set[str]:
+    from rocmstack.build.tags import tag_set
+    from rocmstack.recipe.resolve import resolve
+
+    tags = set()
+    for name in recipe_files():
+        recipe, path = load_recipe(name)
+        for archs in [None, *recipe.gpu_archs]:
+            tags |= set(tag_set(resolve(recipe, path, archs), "0" * 64).all) - {"r-000000000000"}
+    return tags
+
+
+def test_quoted_image_tags_are_the_ones_the_recipes_produce():
+    real = _real_tags()
+    tag = re.compile(r"\b(?:verl|vime)[\w.-]*?_(?:gfx[0-9a-f]{3,4})(?:-gfx[0-9a-f]{3,4})*\b")
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for quoted in tag.findall(text):
+            assert quoted in real, f"{page.relative_to(ROOT)} quotes the tag {quoted}, which no recipe makes"
+        # A content tag (r-<12 hex>) goes stale with every template change: show how to get it instead.
+        assert not re.search(r"\br-[0-9a-f]{12}\b", text), f"{page.relative_to(ROOT)} quotes a content tag"
+
+
+def test_pages_say_nothing_of_how_their_evidence_was_gathered():
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for word in (r"\blent\b", r"device tool", r"ci/device", r"device calls?\b", r"\bcarried\b"):
+            assert not re.search(word, text), f"{page.relative_to(ROOT)} says {word!r}"
+
+
+# Pages other parts of the project add; linked ahead of them.
+_PAGES_TO_COME = {"security.md", "locking.md", "publish.md", "doctor-levels.md"}
+
+
+def test_relative_links_point_at_files_that_exist():
+    link = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+    for page in PAGES:
+        for target in link.findall(page.read_text(encoding="utf-8")):
+            if "://" in target or Path(target).name in _PAGES_TO_COME:
+                continue
+            assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to missing {target}"

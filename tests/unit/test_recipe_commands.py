@@ -1,0 +1,47 @@
+"""`rocmstack recipes` and `show`: full names at any width, the unverified mark beside the unverified value."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocmstack.cli import main
+from rocmstack.recipe.load import recipe_files
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+@pytest.mark.parametrize("columns", ["80", "60"])
+def test_recipes_table_shows_whole_names_when_piped(capsys, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", columns)
+    code, out, _ = run(capsys, "recipes")
+    assert code == 0 and "…" not in out
+    for name in recipe_files():
+        assert name in out
+
+
+def _row(out: str, component: str) -> list[str]:
+    line = next(line for line in out.splitlines() if line.startswith(f"│ {component} "))
+    return [cell.strip() for cell in line.strip("│").split("│")]
+
+
+def test_show_marks_the_unverified_field_in_its_own_column(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run(capsys, "-q", "show", "verl-0.9.0-rocm10")
+    assert code == 0 and "…" not in out
+    # components.cupy-rocm-7-0.version is unverified: the mark goes on the version, not on the ref column.
+    assert _row(out, "cupy-rocm-7-0")[3:] == ["14.2.0 (unverified)", ""]
+    # components.verl.ref is unverified, its version is not.
+    assert _row(out, "verl")[3:] == ["0.9.0", "release/0.9.0.amd0 (unverified)"]
+    assert _row(out, "sglang")[4] == "0801cc05ed202544e2e5c67d6b0a1d454de54fca"
+
+
+def test_recipes_table_names_each_default_arch_set(capsys):
+    code, out, _ = run(capsys, "recipes")
+    assert code == 0
+    vime = next(line for line in out.splitlines() if "vime-megatron-vllm-rocm7.14" in line)
+    assert "gfx942;gfx950 (gfx942)" in vime
