@@ -7,24 +7,39 @@ the only things crossing the boundary are the report directory and, read-only, t
 
 from __future__ import annotations
 
+import errno
+import os
 import secrets
 import shlex
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocmstack.build.engines import podman_prefix
-from rocmstack.errors import EngineError, InputError
+from rocmstack.errors import EngineError, InputError, printable
 
 ENGINES = ("docker", "podman", "buildah")
 HOSTS = ("amd", "nvidia", "cpu")
 REPORT_MOUNT = "/report"
 BASELINE_MOUNT = "/baseline"
-# The image may run as a non-root user (recipes set one): it writes into this world-writable subfolder of
-# the report dir, and the host copies the results up. A fixed name keeps --dry-run's command exact.
-STAGE = ".in-image"
+# The image may run as a non-root user (recipes set one): it writes into a world-writable (sticky) folder
+# inside a private (0700) per-run folder of the report dir, named after the container, and the host copies
+# up only the files below, as regular files, never following a link, each within its size limit.
+STAGE = "report"
+MiB = 1 << 20
+COLLECT = {
+    "report.json": 16 * MiB,
+    "smoke/summary.json": 4 * MiB,
+    "smoke/metrics.jsonl": 16 * MiB,
+    "smoke/reward.png": 8 * MiB,
+    "smoke/logprob_diff.png": 8 * MiB,
+    "smoke/phase_times.png": 8 * MiB,
+    "bench/rollout.json": 4 * MiB,
+    "bench/roofline.png": 8 * MiB,
+}
 IN_IMAGE_ROCMSTACK = "/usr/local/bin/rocmstack"  # written by dockerfiles/fragments/rocmstack.j2
 RUN_TIMEOUT_S = 3 * 3600
 QUICK_TIMEOUT_S = 300
@@ -134,6 +149,11 @@ class Plan:
     cleanup: tuple[str, ...] | None  # buildah rm
     seccomp_unconfined: bool = False
 
+    @property
+    def stage(self) -> Path:
+        """The folder mounted at REPORT_MOUNT: private to this run (see ``make_stage``)."""
+        return stage_dir(self.report_dir, self.container)
+
     def commands(self) -> list[tuple[str, ...]]:
         return [c for c in (self.setup, self.run, self.cleanup) if c]
 
@@ -166,7 +186,7 @@ def plan(
     """The exact commands; the report dir is mounted read-write, the baseline's folder read-only."""
     report_dir = report_dir.resolve()
     name = container or f"rocmstack-validate-{secrets.token_hex(4)}"
-    mounts = ["--volume", f"{report_dir / STAGE}:{REPORT_MOUNT}"]
+    mounts = ["--volume", f"{stage_dir(report_dir, name)}:{REPORT_MOUNT}"]
     if baseline is not None:
         mounts += ["--volume", f"{baseline.resolve().parent}:{BASELINE_MOUNT}:ro"]
     flags = device_flags(engine, host, seccomp_unconfined=seccomp_unconfined)
@@ -214,6 +234,94 @@ def plan(
     )
 
 
+def stage_dir(report_dir: Path, container: str) -> Path:
+    return report_dir / f".{container}" / STAGE
+
+
+def make_stage(stage: Path) -> None:
+    """A fresh folder for this run only: its parent is created here (never reused: an existing one is an
+    error, not a folder someone else prepared) with mode 0700, so no other host user reaches it; the stage
+    itself is 1777, so whatever user the image runs as can write its report and nobody else's files."""
+    stage.parent.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        stage.parent.mkdir(mode=0o700)
+    except FileExistsError:
+        raise EngineError(
+            f"staging folder {stage.parent} already exists", fix="remove it, or pick another --report folder"
+        ) from None
+    stage.parent.chmod(0o700)  # whatever the umask
+    stage.mkdir(mode=0o700)
+    stage.chmod(0o1777)
+
+
+class _Refused(Exception):
+    pass
+
+
+def _open_below(root_fd: int, rel: str) -> int:
+    """Open ROOT/REL for reading without following a link anywhere on the way (O_NOFOLLOW on each part);
+    O_NONBLOCK so a FIFO the image left cannot stall the host. _Refused names the part that is not
+    what it must be; FileNotFoundError when a part is missing."""
+    parts = rel.split("/")
+    fd = os.dup(root_fd)
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_NONBLOCK | os.O_NOCTTY if last else os.O_DIRECTORY)
+            try:
+                nxt = os.open(part, flags, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno == errno.ENOENT:
+                    raise
+                # ELOOP: a link; ENOTDIR: a link or a file where a folder belongs.
+                why = (
+                    "a link" if exc.errno in (errno.ELOOP, errno.ENOTDIR) else (exc.strerror or "unreadable")
+                )
+                raise _Refused(f"{'/'.join(parts[: i + 1])} ({why})") from None
+            os.close(fd)
+            fd = nxt
+        return os.dup(fd)
+    finally:
+        os.close(fd)
+
+
+def collect(stage: Path, dest: Path) -> list[str]:
+    """Copy the files the host expects (COLLECT) from the image's stage into DEST; return what was refused.
+
+    Only regular files, reached without following any link, within their size limit: a link to a host
+    file, a device, a FIFO or an oversized file is refused and named, never read. Anything else the image
+    left in the stage is ignored (and removed with the stage).
+    """
+    refused: list[str] = []
+    root_fd = os.open(stage, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for rel, limit in COLLECT.items():
+            target = dest / rel
+            target.unlink(missing_ok=True)  # never a stale copy from an earlier run beside the new report
+            try:
+                fd = _open_below(root_fd, rel)
+            except FileNotFoundError:
+                continue
+            except _Refused as exc:
+                if str(exc) not in refused:
+                    refused.append(str(exc))
+                continue
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    refused.append(f"{rel} (not a regular file)")
+                    continue
+                data = f.read(limit + 1)
+            if len(data) > limit:
+                refused.append(f"{rel} (larger than {limit:,} bytes)")
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "xb") as out:  # a fresh file owned by this process
+                out.write(data)
+    finally:
+        os.close(root_fd)
+    return refused
+
+
 def _call(argv: Sequence[str], timeout: float, runner: Runner) -> subprocess.CompletedProcess:
     try:
         return runner(list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
@@ -238,34 +346,37 @@ def run_plan(
     timeout_s: float = RUN_TIMEOUT_S,
     runner: Runner = subprocess.run,
 ) -> int:
-    """Run the plan; return the in-image validate's exit code. The working container is always removed."""
-    stage = p.report_dir / STAGE
-    shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir(parents=True, exist_ok=True)
-    stage.chmod(0o777)  # whatever user the image runs as can write its report
-    if p.setup:
-        made = _call(p.setup, QUICK_TIMEOUT_S, runner)
-        if made.returncode != 0:
-            raise EngineError(
-                f"{p.engine} cannot open image {p.image}: {_tail(made.stderr or made.stdout, 3)}",
-                fix="build it first, or check the image name and the --storage-driver",
-            )
+    """Run the plan; return the in-image validate's exit code. The working container is always removed, and
+    so is the private stage when the run fails (the caller collects from it and removes it otherwise)."""
+    stage = p.stage
+    make_stage(stage)
     try:
-        if on_line is None:
-            done = _call(p.run, timeout_s, runner)
-            code, output = done.returncode, done.stdout + done.stderr
-        else:
-            code, output = _stream(p.run, timeout_s, on_line)
-    finally:
-        if p.cleanup:
-            _call(p.cleanup, QUICK_TIMEOUT_S, runner)
-    if code == 124:
-        raise EngineError(f"validation in {p.image} ran past {timeout_s:.0f}s and was stopped")
-    if code not in (0, 1) and not (stage / "report.json").is_file():
-        raise EngineError(
-            f"{p.engine} could not run rocmstack inside {p.image} (exit {code}): {_tail(output, 6)}",
-            fix=f"the image must carry {IN_IMAGE_ROCMSTACK} (every rendered rocmstack image does)",
-        )
+        if p.setup:
+            made = _call(p.setup, QUICK_TIMEOUT_S, runner)
+            if made.returncode != 0:
+                raise EngineError(
+                    f"{p.engine} cannot open image {p.image}: {_tail(made.stderr or made.stdout, 3)}",
+                    fix="build it first, or check the image name and the --storage-driver",
+                )
+        try:
+            if on_line is None:
+                done = _call(p.run, timeout_s, runner)
+                code, output = done.returncode, done.stdout + done.stderr
+            else:
+                code, output = _stream(p.run, timeout_s, on_line)
+        finally:
+            if p.cleanup:
+                _call(p.cleanup, QUICK_TIMEOUT_S, runner)
+        if code == 124:
+            raise EngineError(f"validation in {p.image} ran past {timeout_s:.0f}s and was stopped")
+        if code not in (0, 1) and not (stage / "report.json").is_file():
+            raise EngineError(
+                f"{p.engine} could not run rocmstack inside {p.image} (exit {code}): {_tail(output, 6)}",
+                fix=f"the image must carry {IN_IMAGE_ROCMSTACK} (every rendered rocmstack image does)",
+            )
+    except BaseException:
+        shutil.rmtree(stage.parent, ignore_errors=True)
+        raise
     return code
 
 
@@ -341,23 +452,23 @@ def inspect(engine: str, image: str) -> dict:
     return inspect_image(Engine(name=name, argv=engine_prefix(name), version=""), image)
 
 
-def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> tuple[int, dict]:
+def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> tuple[int, dict, list[str]]:
     """Run once; copy the in-image report up into the report dir (the files the image wrote stay its own)."""
     from rocmstack.validate.report import REPORT_JSON, load
 
-    stage = p.report_dir / STAGE
     (p.report_dir / REPORT_JSON).unlink(missing_ok=True)
-    code = run_plan(p, on_line=on_line)
     try:
-        if not (stage / REPORT_JSON).is_file():
-            raise EngineError(
-                f"the validation inside {p.image} wrote no report (exit {code})",
-                fix=f"run `{shlex.join(p.run)}` by hand to see why",
-            )
-        shutil.copytree(stage, p.report_dir, dirs_exist_ok=True, copy_function=shutil.copyfile)
+        code = run_plan(p, on_line=on_line)
+        refused = collect(p.stage, p.report_dir)
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    return code, load(p.report_dir)
+        shutil.rmtree(p.stage.parent, ignore_errors=True)  # rmtree removes links, never what they point at
+    if not (p.report_dir / REPORT_JSON).is_file():
+        why = f": refused {', '.join(refused)}" if refused else ""
+        raise EngineError(
+            printable(f"the validation inside {p.image} wrote no usable report (exit {code}){why}"),
+            fix=f"run `{shlex.join(p.run)}` by hand to see why",
+        )
+    return code, load(p.report_dir), [printable(r) for r in refused]
 
 
 def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = None) -> dict:
@@ -370,7 +481,7 @@ def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = Non
     from rocmstack.validate.report import write_all
 
     info = inspect(p.engine, p.image)
-    code, report = _run_and_collect(p, on_line)
+    code, report, refused = _run_and_collect(p, on_line)
     evidence = seccomp_evidence(report)
     if evidence and not p.seccomp_unconfined and p.engine != "buildah":
         p = plan(
@@ -382,7 +493,7 @@ def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = Non
             baseline=opts.baseline,
             seccomp_unconfined=True,
         )
-        code, report = _run_and_collect(p, on_line)
+        code, report, refused = _run_and_collect(p, on_line)
     label_hash = info["labels"].get("dev.rocmstack.render-hash")
     lock_hash = report.get("render_hash")
     stages = list(report["stages"])
@@ -406,6 +517,17 @@ def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = Non
                 "no dev.rocmstack.render-hash label: not an image built by rocmstack",
             ),
         )
+    if refused:
+        # rocmstack writes none of these: an image that does is not to be trusted with a verdict.
+        stages.insert(
+            0,
+            pipeline.stage(
+                "collect",
+                pipeline.FAIL,
+                0.0,
+                f"refused what the image left for the host: {', '.join(refused)}",
+            ),
+        )
     passed, line = pipeline.verdict(stages)
     report.update(
         {
@@ -424,6 +546,7 @@ def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = Non
             "engine": {
                 **p.as_dict(),
                 "exit_code": code,
+                "refused_files": refused,
                 "seccomp_evidence": evidence if p.seccomp_unconfined else None,
                 "outer_host": pipeline.host_info(),
             },

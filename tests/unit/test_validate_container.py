@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -142,7 +145,7 @@ def test_buildah_plan_is_from_run_rm_with_the_build_store(tmp_path, monkeypatch)
         "--isolation",
         "chroot",
         "--volume",
-        f"{rep}/.in-image:/report",
+        f"{rep}/.c1/report:/report",
         "--volume",
         f"{base.resolve().parent}:/baseline:ro",
         "c1",
@@ -249,16 +252,107 @@ def test_engine_failure_without_report_is_one_engine_error(tmp_path):
     assert lines == ["Error: crun: cgroups unavailable"]
 
 
-def test_stage_dir_is_writable_for_any_image_user(tmp_path):
-    p = Plan(
+def _plan_running(tmp_path, code: str, name: str = "c") -> Plan:
+    """A plan whose 'container' is a real child process given the stage path (the mounted /report)."""
+    report_dir = (tmp_path / "r").resolve()
+    stage = container.stage_dir(report_dir, name)
+    return Plan(
         engine="podman",
         host="cpu",
         image="img",
-        report_dir=tmp_path / "r",
-        container="c",
+        report_dir=report_dir,
+        container=name,
         setup=None,
         cleanup=None,
-        run=(sys.executable, "-c", "pass"),
+        run=(sys.executable, "-c", f"import os, pathlib, sys; stage = pathlib.Path({str(stage)!r})\n{code}"),
     )
-    assert run_plan(p) == 0
-    assert (tmp_path / "r" / container.STAGE).stat().st_mode & 0o777 == 0o777
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o000])
+def test_stage_is_private_to_the_run_and_writable_for_any_image_user(tmp_path, umask):
+    p = _plan_running(tmp_path, "pass")
+    old = os.umask(umask)
+    try:
+        container.make_stage(p.stage)
+    finally:
+        os.umask(old)
+    assert p.stage.parent.name == ".c" and p.stage.parent.parent == p.report_dir
+    assert stat.S_IMODE(p.stage.parent.stat().st_mode) == 0o700  # no other host user gets in
+    assert stat.S_IMODE(p.stage.stat().st_mode) == 0o1777  # any image user writes, sticky
+    with pytest.raises(EngineError, match="already exists"):
+        container.make_stage(p.stage)  # never a folder someone prepared
+
+
+def _write_report(stage: Path) -> None:
+    (stage / "report.json").write_text('{"schema": "rocmstack.validate/1", "stages": []}')
+
+
+def test_collect_takes_only_expected_regular_files_and_follows_no_link(tmp_path):
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("registry-token-123")
+    host_dir = tmp_path / "host-etc"
+    host_dir.mkdir()
+    (host_dir / "summary.json").write_text("host file")
+    (host_dir / "passwd").write_text("root:x:0:0")
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    _write_report(stage)
+    (stage / "leak.txt").symlink_to(secret)  # unexpected: ignored
+    (stage / "etc").symlink_to(host_dir)  # unexpected: ignored
+    (stage / "smoke").symlink_to(host_dir)  # a link on the way to smoke/summary.json
+    (stage / "bench").mkdir()
+    (stage / "bench" / "rollout.json").symlink_to(secret)  # a link as the expected file
+    os.mkfifo(stage / "bench" / "roofline.png")  # a FIFO would block a plain read
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    refused = container.collect(stage, dest)
+    assert sorted(refused) == [
+        "bench/rollout.json (a link)",
+        "bench/roofline.png (not a regular file)",
+        "smoke (a link)",
+    ]
+    got = {str(f.relative_to(dest)) for f in dest.rglob("*")}
+    assert got == {"report.json"}
+    assert not any("registry-token" in f.read_text() for f in dest.rglob("*") if f.is_file())
+
+
+def test_collect_refuses_oversized_files_and_replaces_stale_copies(tmp_path, monkeypatch):
+    monkeypatch.setitem(container.COLLECT, "smoke/summary.json", 10)
+    stage, dest = tmp_path / "stage", tmp_path / "dest"
+    (stage / "smoke").mkdir(parents=True)
+    (dest / "bench").mkdir(parents=True)
+    _write_report(stage)
+    (stage / "smoke" / "summary.json").write_text("x" * 11)
+    (dest / "bench" / "rollout.json").write_text("from an earlier run")
+    (dest / "report.json").symlink_to(tmp_path / "elsewhere")  # an earlier copy that was a link
+    assert container.collect(stage, dest) == ["smoke/summary.json (larger than 10 bytes)"]
+    assert not (dest / "bench" / "rollout.json").exists()  # no stale bench beside a new report
+    assert not (dest / "report.json").is_symlink() and not (tmp_path / "elsewhere").exists()
+
+
+def test_a_run_that_plants_links_gets_nothing_out_and_leaves_no_stage(tmp_path):
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("registry-token-123")
+    p = _plan_running(
+        tmp_path,
+        f"(stage / 'report.json').symlink_to({str(secret)!r}); (stage / 'etc').symlink_to('/etc')",
+    )
+    with pytest.raises(
+        EngineError, match=r"wrote no usable report \(exit 0\): refused report.json \(a link\)"
+    ):
+        container._run_and_collect(p, None)
+    assert list(p.report_dir.iterdir()) == []  # the private stage is gone, nothing was copied up
+    assert secret.read_text() == "registry-token-123"
+
+
+def test_a_run_with_a_real_report_hands_back_only_that(tmp_path):
+    p = _plan_running(
+        tmp_path,
+        '(stage / \'report.json\').write_text(\'{"schema": "rocmstack.validate/1", "stages": []}\');'
+        "(stage / 'smoke').mkdir(); (stage / 'smoke' / 'reward.png').symlink_to('/etc/passwd');"
+        "(stage / 'extra.bin').write_bytes(b'x')",
+    )
+    code, report, refused = container._run_and_collect(p, None)
+    assert code == 0 and report["schema"] == "rocmstack.validate/1"
+    assert refused == ["smoke/reward.png (a link)"]
+    assert sorted(str(f.relative_to(p.report_dir)) for f in p.report_dir.rglob("*")) == ["report.json"]
