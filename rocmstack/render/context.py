@@ -1,9 +1,11 @@
 """Render a resolved recipe into a build context: Dockerfile + every file it COPYs.
 
-Deterministic: the same inputs give byte-identical files on any machine. The render hash covers the
-templates, the in-image scripts, the resolved recipe, the patch specs and the arguments; it does not
-cover the source revision or creation time, which ``rocmstack build`` passes as build args so that the
-Dockerfile stays the same across commits that do not change what is built.
+Deterministic: the same inputs give byte-identical files, with the same modes, on any machine and under
+any umask. The render hash is the hash of the rendered context itself (``context_hash``: every file's
+path, mode and content, sorted), rendered with the hash and the source revision left out; so the
+Dockerfile, rocmstack's own source copied into the image, its version and requirements are all covered.
+The source revision (in lock.json) and the creation time (a build arg) are not: they change with every
+commit, what is built does not.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ INCONTEXT = PACKAGE / "incontext"
 DATA_DIRS = ("recipes", "dockerfiles", "patches")
 IN_IMAGE_SCRIPTS = ("apply_patches.py", "guard.py")
 LABEL_NS = "dev.rocmstack"
+# Stand-ins while the context is hashed: the hash cannot cover itself, the revision must not count.
+PENDING_HASH = "@rocmstack-render-hash@"
+PENDING_REVISION = "@rocmstack-revision@"
+FILE_MODE, EXEC_MODE, DIR_MODE = 0o644, 0o755, 0o755
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,27 +105,24 @@ def _double_quoted(value: object) -> str:
     return f'"{text}"'
 
 
-def _template_inputs() -> dict[str, str]:
-    root = templates_dir()
-    files = {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-    files.update(
-        {f"incontext/{n}": hashlib.sha256((INCONTEXT / n).read_bytes()).hexdigest() for n in IN_IMAGE_SCRIPTS}
-    )
-    return files
+def file_mode(rel: str) -> int:
+    """The mode every context file is written with (and hashed with): never the umask's."""
+    return EXEC_MODE if rel.startswith("rocmstack/bin/") else FILE_MODE
+
+
+def context_hash(files: dict[str, bytes]) -> str:
+    """sha256 over every file of the context, sorted by path: path, mode and content hash."""
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        entry = [rel, f"{file_mode(rel):o}", hashlib.sha256(files[rel]).hexdigest()]
+        h.update(_canonical(entry) + b"\n")
+    return h.hexdigest()
 
 
 def render_hash(resolved: Resolved, patches: list[Patch], ignored_rules: tuple[str, ...] = ()) -> str:
-    inputs = {
-        "templates": _template_inputs(),
-        "recipe": resolved.recipe.model_dump(mode="json", by_alias=True),
-        "patches": [p.spec() for p in patches],
-        "args": {"gpu_archs": list(resolved.gpu_archs), "ignored_rules": sorted(ignored_rules)},
-    }
-    return hashlib.sha256(_canonical(inputs)).hexdigest()
+    """The hash of the context ``render`` writes for these inputs (see ``context_hash``)."""
+    files = _context_files(resolved, patches, ignored_rules, PENDING_HASH, PENDING_REVISION, self_source())
+    return context_hash(files)
 
 
 def _layers(resolved: Resolved, patches: list[Patch]) -> list[dict]:
@@ -193,22 +196,22 @@ def self_source() -> dict[str, bytes]:
                 and "__pycache__" not in rel.parts
                 and rel.parts[0] != "_data"
                 and path.suffix != ".pyc"
+                # The shipped locks record render hashes: a context holding them could never be locked.
+                and not path.name.endswith(".lock.json")
             ):
                 files[f"rocmstack/src/{prefix}/{rel.as_posix()}"] = path.read_bytes()
     return files
 
 
-def render(
+def _context_files(
     resolved: Resolved,
-    *,
-    ignored_rules: tuple[str, ...] = (),
-    patches_dir: Path | None = None,
-    revision: tuple[str, str] | None = None,
-) -> Rendered:
+    patches: list[Patch],
+    ignored_rules: tuple[str, ...],
+    digest: str,
+    revision: str,
+    src: dict[str, bytes],
+) -> dict[str, bytes]:
     recipe = resolved.recipe
-    patches = select(recipe.patches, load_patches(patches_dir), dict(recipe.components), str(resolved.source))
-    digest = render_hash(resolved, patches, ignored_rules)
-    sha, created = revision or source_revision()
     context = {
         "r": recipe,
         "archs": resolved.gpu_archs,
@@ -225,20 +228,49 @@ def render(
     files: dict[str, bytes] = {"Dockerfile": dockerfile.encode()}
     for name in IN_IMAGE_SCRIPTS:
         files[f"rocmstack/bin/{name}"] = (INCONTEXT / name).read_bytes()
-    files.update(self_source())
+    files.update(src)
     for p in patches:
         files[f"rocmstack/patches/{p.id}.json"] = _canonical(p.spec()) + b"\n"
-    lock = resolved.lock(render_hash=digest, revision=sha)
+    lock = resolved.lock(render_hash=digest, revision=revision)
     files["rocmstack/lock.json"] = json.dumps(lock, indent=2, sort_keys=True).encode() + b"\n"
+    return files
+
+
+def render(
+    resolved: Resolved,
+    *,
+    ignored_rules: tuple[str, ...] = (),
+    patches_dir: Path | None = None,
+    revision: tuple[str, str] | None = None,
+) -> Rendered:
+    recipe = resolved.recipe
+    patches = select(recipe.patches, load_patches(patches_dir), dict(recipe.components), str(resolved.source))
+    src = self_source()
+    digest = context_hash(
+        _context_files(resolved, patches, ignored_rules, PENDING_HASH, PENDING_REVISION, src)
+    )
+    sha, created = revision or source_revision()
+    files = _context_files(resolved, patches, ignored_rules, digest, sha, src)
     meta = {
         "recipe": recipe.name,
         "render_hash": digest,
         "gpu_archs": list(resolved.gpu_archs),
         "revision": sha,
         "created": created,
-        "labels": context["labels"],
+        "labels": _labels(resolved, digest, ignored_rules),
     }
     return Rendered(files=files, render_hash=digest, meta=meta)
+
+
+def _mkdirs(root: Path, folder: Path) -> None:
+    """Create FOLDER and its missing parents below ROOT, each with DIR_MODE (mkdir's mode obeys the umask)."""
+    missing = []
+    while folder != root and not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for d in reversed(missing):
+        d.mkdir()
+        d.chmod(DIR_MODE)
 
 
 def write_context(rendered: Rendered, out: Path) -> None:
@@ -259,11 +291,12 @@ def write_context(rendered: Rendered, out: Path) -> None:
     try:
         for rel, data in sorted(rendered.files.items()):
             path = tmp / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
+            _mkdirs(tmp, path.parent)
             path.write_bytes(data)
-            if rel.startswith("rocmstack/bin/"):
-                path.chmod(0o755)
+            path.chmod(file_mode(rel))  # what was hashed, whatever the umask
         (tmp / "render.json").write_text(json.dumps(rendered.meta, indent=2, sort_keys=True) + "\n")
+        (tmp / "render.json").chmod(FILE_MODE)
+        tmp.chmod(DIR_MODE)  # mkdtemp makes it 0700
         if out.exists():
             old = out.with_name(f".{out.name}.old")
             shutil.rmtree(old, ignore_errors=True)
