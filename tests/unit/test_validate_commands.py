@@ -47,7 +47,8 @@ def test_dry_run_prints_the_exact_buildah_commands(cli, tmp_path):
     assert len(lines) == 3
     assert lines[0].startswith("buildah --storage-driver vfs from --pull=never --name rocmstack-validate-")
     assert lines[0].endswith(" localhost/x:1")
-    assert f"--volume {(tmp_path / 'rep').resolve()}/.in-image:/report " in lines[1]
+    name = lines[0].split("--name ")[1].split()[0]
+    assert f"--volume {(tmp_path / 'rep').resolve()}/.{name}/report:/report " in lines[1]
     assert lines[1].endswith(
         "-- /usr/local/bin/rocmstack validate --in-place --report /report --device auto "
         "--expect-gpus 0 --skip-smoke"
