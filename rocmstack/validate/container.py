@@ -401,15 +401,21 @@ def _stream(argv: Sequence[str], timeout_s: float, on_line: Callable[[str], None
     return (124 if expired else code), "\n".join(tail)
 
 
-def seccomp_evidence(report: dict) -> str | None:
-    """The doctor check that proves the default seccomp profile is in the way, if one does.
+def seccomp_advice(report: dict) -> str | None:
+    """The doctor check inside the image that says the default seccomp profile is in the way, if any.
 
-    A failing check whose fix asks for ``seccomp=unconfined`` is that proof; nothing else is.
+    Recorded, never acted on: the image's own doctor is the image speaking, and an image must not choose
+    its sandbox. Only the host's ``--seccomp-unconfined`` lifts the profile.
     """
     doctor = (report.get("doctor") or {}).get("report") or {}
-    for check in doctor.get("checks", []):
-        if check.get("status") in ("fail", "error") and "seccomp=unconfined" in (check.get("fix") or ""):
-            return check["id"]
+    checks = doctor.get("checks") if isinstance(doctor, dict) else None
+    for check in checks if isinstance(checks, list) else []:
+        if (
+            isinstance(check, dict)
+            and check.get("status") in ("fail", "error")
+            and "seccomp=unconfined" in str(check.get("fix") or "")
+        ):
+            return printable(check.get("id"))
     return None
 
 
@@ -474,26 +480,15 @@ def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> tuple[in
 def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = None) -> dict:
     """Run the in-image validation, then add what only the host knows: image labels and id, engine, host.
 
-    When a doctor check proves the default seccomp profile is in the way, the run is repeated once with
-    ``seccomp=unconfined`` (and the report says which check asked for it); never otherwise.
+    The sandbox is the host's choice: ``seccomp=unconfined`` only with ``--seccomp-unconfined`` (in the
+    plan), never because the image's doctor asks for it (that advice is only recorded).
     """
     from rocmstack.validate import pipeline
     from rocmstack.validate.report import write_all
 
     info = inspect(p.engine, p.image)
     code, report, refused = _run_and_collect(p, on_line)
-    evidence = seccomp_evidence(report)
-    if evidence and not p.seccomp_unconfined and p.engine != "buildah":
-        p = plan(
-            engine=p.engine,
-            host=p.host,
-            image=p.image,
-            report_dir=p.report_dir,
-            args=in_image_args(opts),
-            baseline=opts.baseline,
-            seccomp_unconfined=True,
-        )
-        code, report, refused = _run_and_collect(p, on_line)
+    advice = seccomp_advice(report)
     label_hash = info["labels"].get("dev.rocmstack.render-hash")
     lock_hash = report.get("render_hash")
     stages = list(report["stages"])
@@ -547,7 +542,7 @@ def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = Non
                 **p.as_dict(),
                 "exit_code": code,
                 "refused_files": refused,
-                "seccomp_evidence": evidence if p.seccomp_unconfined else None,
+                "seccomp_advice_from_image": advice,
                 "outer_host": pipeline.host_info(),
             },
         }

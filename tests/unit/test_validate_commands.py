@@ -89,3 +89,16 @@ def test_in_place_failure_exits_1_with_a_report(cli, tmp_path):
 def test_publish_needs_a_report(cli, tmp_path):
     r = cli("publish", "localhost/x:1", "--report", str(tmp_path))
     assert r.code == 2 and f"--report {tmp_path}: no report.json in it" in r.err
+
+
+def test_seccomp_unconfined_is_the_hosts_flag(cli, tmp_path):
+    args = ["validate", "localhost/x:1", "--engine", "docker", "--report", str(tmp_path / "r"), "--dry-run"]
+    plain = cli(*args, "--json")
+    assert plain.code == 0, plain.err
+    assert "--security-opt" not in json.loads(plain.out)["commands"][0]
+    asked = cli(*args, "--seccomp-unconfined", "--json")
+    assert asked.code == 0, asked.err
+    cmd = json.loads(asked.out)["commands"][0]
+    assert cmd[cmd.index("--security-opt") + 1] == "seccomp=unconfined"
+    refused = cli("validate", "--in-place", "--seccomp-unconfined", "--report", str(tmp_path / "i"))
+    assert refused.code == 2 and "--seccomp-unconfined is about the engine command" in refused.err

@@ -18,7 +18,7 @@ from rocmstack.validate.container import (
     device_flags,
     plan,
     run_plan,
-    seccomp_evidence,
+    seccomp_advice,
 )
 
 FORBIDDEN = (
@@ -220,14 +220,68 @@ def test_detect_host_from_device_nodes(tmp_path):
     assert detect_host(dev, proc, which=none) == "amd"
 
 
-def test_seccomp_evidence_needs_a_failing_check_asking_for_it():
+def test_seccomp_advice_is_read_but_never_trusted_to_be_well_formed():
     def report(status, fix):
-        return {"doctor": {"report": {"checks": [{"id": "x", "status": status, "fix": fix}]}}}
+        return {"doctor": {"report": {"checks": [{"id": "x\x1b[2J", "status": status, "fix": fix}]}}}
 
-    assert seccomp_evidence(report("fail", "run with --security-opt seccomp=unconfined")) == "x"
-    assert seccomp_evidence(report("warn", "run with --security-opt seccomp=unconfined")) is None
-    assert seccomp_evidence(report("fail", "raise the ulimit")) is None
-    assert seccomp_evidence({"doctor": {"report": None}}) is None
+    assert seccomp_advice(report("fail", "run with --security-opt seccomp=unconfined")) == "x\\x1b[2J"
+    assert seccomp_advice(report("warn", "run with --security-opt seccomp=unconfined")) is None
+    assert seccomp_advice(report("fail", "raise the ulimit")) is None
+    assert seccomp_advice({"doctor": {"report": None}}) is None
+    assert seccomp_advice({"doctor": {"report": {"checks": "seccomp=unconfined"}}}) is None
+
+
+def _in_image_report(**doctor_check) -> dict:
+    return {
+        "schema": "rocmstack.validate/1",
+        "created": "2026-11-30T00:00:00+00:00",
+        "seconds": 1.0,
+        "mode": "in-place",
+        "passed": False,
+        "verdict": "FAIL: doctor fail",
+        "render_hash": "a" * 64,
+        "host": {"hostname": "h", "platform": "p", "cpus": 1},
+        "stages": [{"name": "doctor", "status": "fail", "seconds": 1.0, "summary": "1 failed"}],
+        "doctor": {"report": {"verdict": "NOT READY", "checks": [doctor_check]}},
+        "image": {},
+    }
+
+
+def test_the_image_cannot_ask_its_way_out_of_seccomp(tmp_path, monkeypatch):
+    """The image's doctor 'fails' a check whose fix asks for seccomp=unconfined: validate runs it once, as
+    planned, and only records the advice."""
+    import json
+
+    from rocmstack.validate.pipeline import ValidateOptions
+
+    advice = _in_image_report(
+        id="seccomp-probe",
+        group="system",
+        status="fail",
+        summary="syscalls blocked",
+        fix="rerun with --security-opt seccomp=unconfined",
+    )
+    runs = tmp_path / "runs"
+    p = _plan_running(
+        tmp_path,
+        f"open({str(runs)!r}, 'a').write(repr(sys.argv) + '\\n')\n"
+        f"(stage / 'report.json').write_text({json.dumps(advice)!r}); sys.exit(1)",
+    )
+    monkeypatch.setattr(  # the engine's image inspection: a rocmstack image with this render hash
+        container,
+        "inspect",
+        lambda engine, image: {
+            "id": "sha256:" + "b" * 64,
+            "labels": {"dev.rocmstack.render-hash": "a" * 64},
+            "repo_tags": [],
+        },
+    )
+    report = container.validate_image(p, ValidateOptions(report_dir=p.report_dir))
+    assert len(runs.read_text().splitlines()) == 1  # no second, unconfined run
+    assert report["engine"]["seccomp_unconfined"] is False
+    assert report["engine"]["seccomp_advice_from_image"] == "seccomp-probe"
+    assert not any("seccomp=unconfined" in c or "--security-opt" in c for c in report["engine"]["commands"])
+    assert report["passed"] is False
 
 
 def test_engine_failure_without_report_is_one_engine_error(tmp_path):
