@@ -137,7 +137,7 @@ class InImageArgs:
 
 @dataclass(frozen=True, kw_only=True)
 class Plan:
-    """The engine commands of one validation run. buildah needs three (from, run, rm); others one."""
+    """The engine commands of one validation run: buildah's from, run, rm; docker's or podman's run, rm."""
 
     engine: str
     host: str
@@ -208,10 +208,12 @@ def plan(
             cleanup=cleanup,
             seccomp_unconfined=seccomp_unconfined,
         )
+    # --init: the in-image Python is not PID 1 (which ignores SIGTERM), so a stop reaches it.
     run = (
         *prefix,
         "run",
         "--rm",
+        "--init",
         "--name",
         name,
         *flags,
@@ -229,7 +231,9 @@ def plan(
         container=name,
         setup=None,
         run=run,
-        cleanup=None,
+        # --rm does not help when the engine client is killed (timeout, signal): the named container would
+        # keep running and hold the GPUs. Removing it again is a no-op after a clean exit.
+        cleanup=(*prefix, "rm", "--force", name),
         seccomp_unconfined=seccomp_unconfined,
     )
 
@@ -366,7 +370,7 @@ def run_plan(
                 code, output = _stream(p.run, timeout_s, on_line)
         finally:
             if p.cleanup:
-                _call(p.cleanup, QUICK_TIMEOUT_S, runner)
+                _remove(p.cleanup, runner)
         if code == 124:
             raise EngineError(f"validation in {p.image} ran past {timeout_s:.0f}s and was stopped")
         if code not in (0, 1) and not (stage / "report.json").is_file():
@@ -378,6 +382,19 @@ def run_plan(
         shutil.rmtree(stage.parent, ignore_errors=True)
         raise
     return code
+
+
+def _remove(cleanup: Sequence[str], runner: Runner) -> None:
+    """Remove the working container; a further Ctrl-C or SIGTERM meanwhile does not skip it."""
+    from rocmstack.build.runner import stop_signals_interrupt
+
+    for _ in range(3):
+        try:
+            with stop_signals_interrupt():
+                _call(cleanup, QUICK_TIMEOUT_S, runner)
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def _stream(argv: Sequence[str], timeout_s: float, on_line: Callable[[str], None]) -> tuple[int, str]:

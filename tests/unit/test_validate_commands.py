@@ -63,7 +63,8 @@ def test_dry_run_json(cli, tmp_path):
     )
     assert r.code == 0, r.err
     plan = json.loads(r.out)
-    assert plan["engine"] == "docker" and len(plan["commands"]) == 1 and plan["seccomp_unconfined"] is False
+    assert plan["engine"] == "docker" and len(plan["commands"]) == 2 and plan["seccomp_unconfined"] is False
+    assert plan["commands"][1] == ["docker", "rm", "--force", plan["container"]]
 
 
 @pytest.mark.timeout(240)

@@ -178,7 +178,7 @@ def test_storage_driver_follows_the_build_engine_setting(tmp_path, monkeypatch):
     assert p.setup[:3] == ("buildah", "--storage-driver", "vfs")
 
 
-def test_docker_plan_is_one_run_with_the_in_image_entrypoint(tmp_path):
+def test_docker_plan_is_a_run_with_init_and_the_in_image_entrypoint_then_a_forced_rm(tmp_path):
     p = plan(
         engine="docker",
         host="amd",
@@ -187,9 +187,9 @@ def test_docker_plan_is_one_run_with_the_in_image_entrypoint(tmp_path):
         container="c",
         args=InImageArgs(expect_gpus=8, skip_smoke=True),
     )
-    assert p.setup is None and p.cleanup is None
+    assert p.setup is None and p.cleanup == ("docker", "rm", "--force", "c")
     run = list(p.run)
-    assert run[:5] == ["docker", "run", "--rm", "--name", "c"]
+    assert run[:6] == ["docker", "run", "--rm", "--init", "--name", "c"]
     i = run.index("--entrypoint")
     assert run[i + 1 : i + 3] == ["/usr/local/bin/rocmstack", "ghcr.io/o/verl:t"]
     assert run[i + 3 :] == [
@@ -410,3 +410,22 @@ def test_a_run_with_a_real_report_hands_back_only_that(tmp_path):
     assert code == 0 and report["schema"] == "rocmstack.validate/1"
     assert refused == ["smoke/reward.png (a link)"]
     assert sorted(str(f.relative_to(p.report_dir)) for f in p.report_dir.rglob("*")) == ["report.json"]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_the_named_container_is_removed_when_the_run_times_out(tmp_path, streamed):
+    marker = tmp_path / "removed"
+    p = Plan(
+        engine="podman",
+        host="cpu",
+        image="img",
+        report_dir=tmp_path / "r",
+        container="c",
+        setup=None,
+        run=(sys.executable, "-c", "import time; print('running', flush=True); time.sleep(60)"),
+        cleanup=(sys.executable, "-c", f"open({str(marker)!r}, 'w').write('rm --force c')"),
+    )
+    with pytest.raises(EngineError, match="ran past 1s and was stopped"):
+        run_plan(p, timeout_s=1, on_line=(lambda line: None) if streamed else None)
+    assert marker.read_text() == "rm --force c"
+    assert not (tmp_path / "r" / ".c").exists()
