@@ -7,6 +7,7 @@ the only things crossing the boundary are the report directory and, read-only, t
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import secrets
@@ -467,6 +468,18 @@ def in_image_args(opts) -> InImageArgs:
     )
 
 
+def by_id(p: Plan, image_id: str) -> Plan:
+    """The plan with its image argument replaced by the image's id (bare hex: every engine takes it)."""
+    bare = image_id.removeprefix("sha256:")
+
+    def swap(cmd: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return tuple(bare if a == p.image else a for a in cmd) if cmd else cmd
+
+    run = swap(p.run)
+    assert run is not None
+    return dataclasses.replace(p, image=bare, setup=swap(p.setup), run=run)
+
+
 def inspect(engine: str, image: str) -> dict:
     """Labels, id and tags of IMAGE from the engine's store (buildah shares podman's)."""
     from rocmstack.build.engines import Engine, inspect_image
@@ -504,6 +517,9 @@ def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = Non
     from rocmstack.validate.report import write_all
 
     info = inspect(p.engine, p.image)
+    ref = p.image
+    # Run the very image inspected (its id), not the tag, which could move to another image meanwhile.
+    p = by_id(p, info["id"])
     code, report, refused = _run_and_collect(p, on_line)
     advice = seccomp_advice(report)
     label_hash = info["labels"].get("dev.rocmstack.render-hash")
@@ -550,8 +566,10 @@ def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = Non
             "render_hash": label_hash or lock_hash,
             "image": {
                 **report.get("image", {}),
-                "ref": p.image,
+                "ref": ref,
                 "id": info["id"],
+                "digest": info.get("digest"),  # the local manifest digest (podman); None on docker
+                "repo_digests": info.get("repo_digests", []),
                 "labels": info["labels"],
                 "repo_tags": info["repo_tags"],
             },

@@ -203,3 +203,21 @@ def test_push_and_copy_commands_honour_insecure_registries():
         "r/a:v1",
         "r/a:r-1",
     ]
+
+
+def test_podman_pushes_the_checked_image_id_and_promote_reads_by_digest():
+    from rocmstack.build.engines import Engine, by_digest, push_command
+
+    podman = Engine(name="podman", argv=("podman",), version="4")
+    assert push_command(podman, "r.io/a/b:t", "sha256:" + "c" * 64) == [
+        "podman",
+        "push",
+        "c" * 64,
+        "r.io/a/b:t",
+    ]
+    assert push_command(podman, "r.io/a/b:t") == ["podman", "push", "r.io/a/b:t"]
+    docker = Engine(name="docker", argv=("docker",), version="27")
+    assert push_command(docker, "r.io/a/b:t", "c" * 64) == ["docker", "push", "r.io/a/b:t"]
+    assert (
+        by_digest("localhost:5000/a/b:r-123", "sha256:" + "d" * 64) == "localhost:5000/a/b@sha256:" + "d" * 64
+    )

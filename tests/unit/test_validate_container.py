@@ -282,6 +282,31 @@ def test_the_image_cannot_ask_its_way_out_of_seccomp(tmp_path, monkeypatch):
     assert report["engine"]["seccomp_advice_from_image"] == "seccomp-probe"
     assert not any("seccomp=unconfined" in c or "--security-opt" in c for c in report["engine"]["commands"])
     assert report["passed"] is False
+    assert report["image"]["ref"] == "img" and report["engine"]["image"] == "b" * 64  # ran by id
+
+
+def test_by_id_swaps_only_the_image_argument(tmp_path):
+    p = plan(
+        engine="buildah",
+        host="cpu",
+        image="localhost/t:1",
+        report_dir=tmp_path,
+        container="c",
+        args=InImageArgs(),
+    )
+    q = container.by_id(p, "sha256:" + "e" * 64)
+    assert q.setup[-1] == "e" * 64 and "localhost/t:1" not in q.setup + q.run
+    assert q.run == p.run and q.container == "c"  # buildah runs the container, not the image
+    d = plan(
+        engine="docker",
+        host="cpu",
+        image="localhost/t:1",
+        report_dir=tmp_path,
+        container="c",
+        args=InImageArgs(),
+    )
+    r = container.by_id(d, "e" * 64).run
+    assert r[r.index("--entrypoint") + 2] == "e" * 64
 
 
 def test_engine_failure_without_report_is_one_engine_error(tmp_path):
