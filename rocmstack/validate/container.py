@@ -47,6 +47,9 @@ QUICK_TIMEOUT_S = 300
 # The open-file limit Ray wants (field notes §3; vime's launch uses the same).
 NOFILE_WANTED = 1048576
 NOFILE = f"nofile={NOFILE_WANTED}:{NOFILE_WANTED}"
+# /dev/shm of the container instead of the host's IPC namespace: Ray's object store and RCCL/NCCL's
+# intra-node transport live there, and the engines' 64 MB default is far too small for them.
+SHM_SIZE = "16g"
 
 Runner = Callable[..., subprocess.CompletedProcess]
 
@@ -79,11 +82,35 @@ def nofile(engine: str) -> str:
     return f"nofile={n}:{n}"
 
 
-def device_flags(engine: str, host: str, *, seccomp_unconfined: bool = False) -> list[str]:
-    """Least-privilege device access for the host's GPUs; never --privileged.
+def device_gids(dev_root: Path = Path("/dev")) -> list[int]:
+    """The host's numeric groups owning the AMD device nodes (/dev/kfd, /dev/dri/renderD*, card*).
 
-    buildah takes devices, ulimits and IPC on ``buildah from`` and has no --group-add (its chroot
-    isolation runs as root in the host's user namespace, so the device nodes' groups already apply).
+    Group names would resolve in the image's /etc/group, where a ``groupadd --system render`` got some
+    other GID than the host's, and a non-root image user could then not open /dev/kfd (root:render
+    0660). The root group (0) is never granted.
+    """
+    nodes = [
+        dev_root / "kfd",
+        *sorted((dev_root / "dri").glob("renderD*")),
+        *sorted((dev_root / "dri").glob("card*")),
+    ]
+    gids = set()
+    for node in nodes:
+        try:
+            gids.add(node.stat().st_gid)
+        except OSError:
+            continue
+    return sorted(g for g in gids if g != 0)
+
+
+def device_flags(
+    engine: str, host: str, *, seccomp_unconfined: bool = False, dev_root: Path = Path("/dev")
+) -> list[str]:
+    """Least-privilege device access for the host's GPUs; never --privileged, never the host's IPC.
+
+    buildah takes devices, ulimits and /dev/shm on ``buildah from`` and has no --group-add: the image's
+    user runs with the image's own groups, so on an AMD host the buildah path reaches the GPUs only when
+    the image's video/render GIDs equal the host's (docker and podman get the host's GIDs, below).
     """
     if engine not in ENGINES:
         raise InputError(f"--engine {engine!r}: unknown engine", fix=f"one of {', '.join(ENGINES)}")
@@ -91,14 +118,15 @@ def device_flags(engine: str, host: str, *, seccomp_unconfined: bool = False) ->
         raise InputError(f"host kind {host!r} unknown", fix=f"one of {', '.join(HOSTS)}")
     flags: list[str] = []
     if host == "amd":
-        flags += ["--device", "/dev/kfd", "--device", "/dev/dri"]
+        flags += ["--device", f"{dev_root}/kfd", "--device", f"{dev_root}/dri"]
         if engine != "buildah":
-            flags += ["--group-add", "video", "--group-add", "render"]
-        flags += ["--ulimit", nofile(engine), "--ipc=host"]
+            for gid in device_gids(dev_root):
+                flags += ["--group-add", str(gid)]
+        flags += ["--ulimit", nofile(engine), "--shm-size", SHM_SIZE]
     elif host == "nvidia":
         # docker's --gpus goes through the NVIDIA container toolkit; podman and buildah use CDI names.
         flags += ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
-        flags += ["--ulimit", nofile(engine), "--ipc=host"]
+        flags += ["--ulimit", nofile(engine), "--shm-size", SHM_SIZE]
     else:
         # No device on a CPU host, but Ray still needs open files: buildah's default (1024) fails the doctor.
         flags += ["--ulimit", nofile(engine)]

@@ -37,26 +37,63 @@ def _flat(p: Plan) -> list[str]:
     return [arg for cmd in p.commands() for arg in cmd]
 
 
-def test_amd_docker_flags_are_exactly_the_least_privilege_set():
-    assert device_flags("docker", "amd") == [
+# An AMD host's device nodes as `ls -l /dev/kfd /dev/dri` shows them in ROCm/ROCm-docker pull request #93
+# (https://github.com/ROCm/ROCm-docker/pull/93): kfd and renderD* root:render (gid 109 there), card*
+# root:video (44, Debian's fixed gid). Regular files stand in for the character devices: only their
+# group is read.
+AMD_NODES = {"kfd": 109, "dri/renderD128": 109, "dri/renderD129": 109, "dri/card0": 44, "dri/card1": 44}
+
+
+@pytest.fixture
+def amd_dev(tmp_path):
+    dev = tmp_path / "dev"
+    for rel, gid in AMD_NODES.items():
+        node = dev / rel
+        node.parent.mkdir(parents=True, exist_ok=True)
+        node.touch(mode=0o660)
+        if os.geteuid() != 0:
+            pytest.skip("setting a node's group needs root")
+        os.chown(node, 0, gid)
+    return dev
+
+
+def test_amd_docker_flags_are_exactly_the_least_privilege_set(amd_dev):
+    assert device_flags("docker", "amd", dev_root=amd_dev) == [
         "--device",
-        "/dev/kfd",
+        f"{amd_dev}/kfd",
         "--device",
-        "/dev/dri",
+        f"{amd_dev}/dri",
         "--group-add",
-        "video",
+        "44",
         "--group-add",
-        "render",
+        "109",
         "--ulimit",
         "nofile=1048576:1048576",
-        "--ipc=host",
+        "--shm-size",
+        "16g",
     ]
-    assert device_flags("podman", "amd") == [
-        *device_flags("docker", "amd")[:8],
+    assert device_flags("podman", "amd", dev_root=amd_dev) == [
+        *device_flags("docker", "amd", dev_root=amd_dev)[:8],
         "--ulimit",
         container.nofile("podman"),
-        "--ipc=host",
+        "--shm-size",
+        "16g",
     ]
+
+
+def test_group_ids_are_the_hosts_numbers_never_names_never_root(amd_dev):
+    # Names resolve in the image's /etc/group, whose `groupadd --system render` has another gid.
+    assert container.device_gids(amd_dev) == [44, 109]
+    os.chown(amd_dev / "dri" / "card1", 0, 0)
+    assert container.device_gids(amd_dev) == [44, 109]  # the root group is never granted
+    assert container.device_gids(amd_dev / "missing") == []
+
+
+@pytest.mark.parametrize("engine", container.ENGINES)
+@pytest.mark.parametrize("host", ["amd", "nvidia"])
+def test_never_the_hosts_ipc_namespace(engine, host):
+    flags = device_flags(engine, host)
+    assert not any(f.startswith("--ipc") for f in flags) and flags[flags.index("--shm-size") + 1] == "16g"
 
 
 def test_daemonless_engines_ask_for_the_open_files_this_host_allows():
@@ -68,9 +105,12 @@ def test_daemonless_engines_ask_for_the_open_files_this_host_allows():
     assert container.nofile("docker") == "nofile=1048576:1048576"  # the daemon's limits apply, not ours
 
 
-def test_buildah_takes_devices_without_group_add():
-    flags = device_flags("buildah", "amd")
-    assert flags[:4] == ["--device", "/dev/kfd", "--device", "/dev/dri"] and "--group-add" not in flags
+def test_buildah_takes_devices_without_group_add(amd_dev):
+    flags = device_flags("buildah", "amd", dev_root=amd_dev)
+    assert (
+        flags[:4] == ["--device", f"{amd_dev}/kfd", "--device", f"{amd_dev}/dri"]
+        and "--group-add" not in flags
+    )
 
 
 def test_nvidia_uses_gpus_on_docker_and_cdi_elsewhere():
