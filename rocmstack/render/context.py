@@ -24,7 +24,7 @@ from pathlib import Path
 import jinja2
 
 from rocmstack import __version__
-from rocmstack.errors import InputError
+from rocmstack.errors import InputError, printable
 from rocmstack.patches import Patch, load_patches, select
 from rocmstack.recipe.model import LAYER_ORDER
 from rocmstack.recipe.resolve import Resolved
@@ -273,16 +273,51 @@ def _mkdirs(root: Path, folder: Path) -> None:
         d.chmod(DIR_MODE)
 
 
+def _not_rendered(out: Path) -> list[str]:
+    """Paths under OUT that the render recorded in its render.json did not write (links are not followed).
+
+    A render.json from before the file list was recorded vouches only for the top-level names a render
+    writes."""
+    try:
+        recorded = json.loads((out / "render.json").read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    allowed = {"render.json", *recorded} if isinstance(recorded, list) else None
+    foreign = []
+    for root, dirs, files in os.walk(out):
+        base = Path(root).relative_to(out)
+        for name in sorted(files) + sorted(d for d in dirs if (Path(root) / d).is_symlink()):
+            rel = (base / name).as_posix()
+            top = rel.split("/", 1)[0]
+            if (allowed is not None and rel not in allowed) or top not in (
+                "Dockerfile",
+                "rocmstack",
+                "render.json",
+            ):
+                foreign.append(rel)
+        dirs[:] = sorted(d for d in dirs if not (Path(root) / d).is_symlink())
+    return foreign
+
+
 def write_context(rendered: Rendered, out: Path) -> None:
     """Write the context atomically: a complete new folder replaces the old one, or nothing changes."""
     out = out.resolve()
     if out.exists() and not out.is_dir():
         raise InputError(f"-o {out}: exists and is not a directory")
     # Only an earlier render (or an empty folder) is replaced: never a folder holding anything else.
-    if out.is_dir() and any(out.iterdir()) and not (out / "render.json").is_file():
-        raise InputError(
-            f"-o {out}: folder is not empty and holds no earlier render", fix="pick a new or empty folder"
-        )
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / "render.json").is_file():
+            raise InputError(
+                f"-o {out}: folder is not empty and holds no earlier render", fix="pick a new or empty folder"
+            )
+        foreign = _not_rendered(out)
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise InputError(
+                f"-o {out}: holds files that rocmstack render did not write ({printable(shown)}); "
+                "refusing to replace it",
+                fix="render into a folder of its own (e.g. -o build/context), not where `build` keeps images",
+            )
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -294,7 +329,8 @@ def write_context(rendered: Rendered, out: Path) -> None:
             _mkdirs(tmp, path.parent)
             path.write_bytes(data)
             path.chmod(file_mode(rel))  # what was hashed, whatever the umask
-        (tmp / "render.json").write_text(json.dumps(rendered.meta, indent=2, sort_keys=True) + "\n")
+        meta = {**rendered.meta, "files": sorted(rendered.files)}  # what a later render may replace
+        (tmp / "render.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         (tmp / "render.json").chmod(FILE_MODE)
         tmp.chmod(DIR_MODE)  # mkdtemp makes it 0700
         if out.exists():

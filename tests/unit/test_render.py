@@ -329,3 +329,27 @@ def test_render_hash_ignores_the_source_revision_and_the_shipped_locks():
     assert a.render_hash == b.render_hash
     assert {k for k in a.files if a.files[k] != b.files[k]} == {"rocmstack/lock.json"}
     assert not [k for k in a.files if k.endswith(".lock.json")]  # else locking would move every hash
+
+
+def test_render_never_replaces_a_folder_holding_what_build_wrote(tmp_path, cli):
+    """`render -o build/` after a `build` into build/ deleted build/images/ (logs, manifests)."""
+    out = tmp_path / "build"
+    write_context(rendered("verl-0.9.0-rocm10", "gfx950"), out)
+    log = out / "images" / "verl-gfx950" / "logs" / "build.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("three hours of build log")
+    res = cli("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx942", "-o", str(out))
+    assert (
+        res.code == 2
+        and "holds files that rocmstack render did not write (images/verl-gfx950/logs/build.log)" in res.err
+    )
+    assert log.read_text() == "three hours of build log"
+    assert "gfx950" in (out / "render.json").read_text()  # nothing changed
+    # A file added inside the rendered tree counts too; the render's own files never do.
+    log.unlink()
+    for d in (log.parent, log.parent.parent, log.parent.parent.parent):
+        d.rmdir()
+    write_context(rendered("verl-0.9.0-rocm10", "gfx942"), out)  # an earlier render alone: replaced
+    (out / "rocmstack" / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match=r"rocmstack/notes.txt"):
+        write_context(rendered("verl-0.9.0-rocm10", "gfx950"), out)
