@@ -246,6 +246,39 @@ def test_applicability(pid, version, ref, status):
     assert applicability(PATCHES[pid], component)[0] == status
 
 
+@pytest.mark.parametrize(
+    ("version", "ref", "versions", "status"),
+    [
+        (">=0.5.11", None, None, "unknown"),  # a range, no ref: never "applies to any version"
+        ("0.5.19", None, None, "unknown"),  # a version, but the patch speaks of refs only
+        ("0.5.19", "other", None, "mismatch"),
+        (None, "abc123", None, "ok"),
+        ("0.5.19", None, ">=0.5.19", "ok"),  # a declared range still decides
+        ("0.5.9", "other", ">=0.5.19", "mismatch"),
+    ],
+)
+def test_a_patch_for_other_refs_is_not_applicable_by_default(version, ref, versions, status):
+    patch = PATCHES["sglang-qwen3-asr"].model_copy(
+        update={
+            "applies_to": PATCHES["sglang-qwen3-asr"].applies_to.model_copy(
+                update={"refs": ("abc123",), "versions": versions}
+            )
+        }
+    )
+    component = Component.model_validate_json(
+        json.dumps(
+            {
+                "source": "git" if ref else "pypi",
+                "layer": "sglang",
+                "version": version,
+                "ref": ref,
+                "url": "https://github.com/x/y" if ref else None,
+            }
+        )
+    )
+    assert applicability(patch, component)[0] == status
+
+
 def test_select_rejects_unknown_patch_and_component():
     recipe, _ = load_recipe("verl-0.9.0-rocm10")
     with pytest.raises(RecipeError, match="unknown patch 'nope'"):
