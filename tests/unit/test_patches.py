@@ -296,3 +296,39 @@ def test_patch_metadata_is_validated(tmp_path):
     with pytest.raises(RecipeError, match=r"bad.yaml"):
         load_patch(bad)
     assert Patch.model_json_schema()["title"] == "Patch"
+
+
+def _file_patch(pid: str, edits: list[dict]) -> dict:
+    return {
+        "id": pid,
+        "component": "crlfpkg",
+        "target": {"module": "crlfpkg", "path": "__init__.py"},
+        "action": "edit",
+        "edits": edits,
+    }
+
+
+def test_a_crlf_target_keeps_its_line_endings(tmp_path):
+    site = tmp_path / "site"
+    (site / "crlfpkg").mkdir(parents=True)
+    target = site / "crlfpkg" / "__init__.py"
+    target.write_bytes(b"def f():\r\n    return 1\r\n\r\nX = 2\r\n")
+    spec = _file_patch(
+        "crlf-edit", [{"find": "def f():\n    return 1\n", "replace": "def f():\n    return 3\n"}]
+    )
+    proc = apply(spec, site, tmp_path / "state")
+    assert proc.returncode == 0, proc.stderr
+    assert target.read_bytes() == b"def f():\r\n    return 3\r\n\r\nX = 2\r\n"
+
+
+def test_a_non_utf8_target_names_its_patch_id(tmp_path):
+    site = tmp_path / "site"
+    (site / "crlfpkg").mkdir(parents=True)
+    (site / "crlfpkg" / "__init__.py").write_bytes(b"X = '\xff\xfe'\n")
+    proc = apply(_file_patch("latin-target", [{"find": "X", "replace": "Y"}]), site, tmp_path / "state")
+    assert proc.returncode == 3
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("rocmstack patch FAILED: [latin-target] target file ") and "not UTF-8" in line
+    from rocmstack.build.pipeline import _PATCH_FAILED
+
+    assert _PATCH_FAILED.search(line)[1] == "latin-target"  # the build's failure parser finds the id
