@@ -120,3 +120,11 @@ def test_render_refuses_a_failing_set_and_labels_an_ignored_rule(cli, tmp_path):
     assert (
         'dev.rocmstack.ignored-rules="sglang-attention-triton"' in (tmp_path / "b" / "Dockerfile").read_text()
     )
+
+
+def test_gpu_arch_in_torch_fails_as_a_rule_and_can_be_ignored(cli, tmp_path):
+    args = ["render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--set", "base.torch_archs=[gfx942]"]
+    refused = cli(*args, "-o", str(tmp_path / "a"))
+    assert refused.code == 1 and "gpu-arch-in-torch" in refused.err, refused.err
+    ignored = cli(*args, "--ignore-rule", "gpu-arch-in-torch", "-o", str(tmp_path / "b"))
+    assert ignored.code == 0, ignored.err
