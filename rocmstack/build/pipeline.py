@@ -475,6 +475,8 @@ def execute(plan: Plan, console) -> dict:
         plan,
         f"rocmstack build {plan.recipe} {';'.join(plan.gpu_archs)} render {plan.render_hash} at {started}",
     )
+    # The manifest describes the last build that succeeded here: a failing one must not leave it standing.
+    plan.manifest.unlink(missing_ok=True)
     base = ensure_base(plan, console)
     plan.iidfile.unlink(missing_ok=True)
     result = run_engine(plan, console)
