@@ -80,11 +80,9 @@ def main(argv: list[str] | None = None, *, modules: tuple[str, ...] = COMMAND_MO
         _fail(f"{exc.format_message()}{hint}", ExitCode.USAGE)
     except click.ClickException as exc:
         _fail(exc.format_message(), ExitCode.USAGE)
-    except (KeyboardInterrupt, Abort) as exc:
+    except (KeyboardInterrupt, Abort):
         sys.stderr.write("rocmstack: interrupted\n")
-        # SIGTERM/SIGHUP (rocmstack.build.runner.Terminated) exit as the shell reports them: 128 + signal.
-        signum = getattr(exc, "signum", None) or getattr(exc.__cause__, "signum", None)
-        code = 128 + signum if isinstance(signum, int) else int(ExitCode.INTERRUPTED)
+        code = int(ExitCode.INTERRUPTED)
     except OSError as exc:
         # A path the user gave could not be read or written (the commands check the rest themselves).
         where = f": {exc.filename}" if exc.filename else ""

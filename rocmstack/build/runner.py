@@ -42,12 +42,18 @@ class RunResult:
         return self.returncode == 0 and not self.timed_out
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP: handled like Ctrl-C (the engine is stopped first), exit status 128 + signal."""
+class Terminated(SystemExit):
+    """SIGTERM or SIGHUP while a child runs: the child is stopped first (like Ctrl-C), then rocmstack exits
+    with 128 + the signal, as a shell reports it. A SystemExit, so the CLI does not turn it into 130."""
 
     def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
+        super().__init__(128 + signum)
         self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+# What stops a run: Ctrl-C, or SIGTERM/SIGHUP turned into Terminated.
+INTERRUPTS: tuple[type[BaseException], ...] = (KeyboardInterrupt, Terminated)
 
 
 def _raise_terminated(signum: int, _frame: object) -> None:
@@ -56,8 +62,8 @@ def _raise_terminated(signum: int, _frame: object) -> None:
 
 @contextlib.contextmanager
 def stop_signals_interrupt() -> Iterator[None]:
-    """While the block runs, SIGTERM and SIGHUP raise Terminated (a KeyboardInterrupt), so the code that
-    stops the child on Ctrl-C runs for them too. Only the main thread can take signals; elsewhere, a no-op."""
+    """While the block runs, SIGTERM and SIGHUP raise Terminated, so the code that stops the child on
+    Ctrl-C runs for them too. Only the main thread can take signals; elsewhere, a no-op."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -85,7 +91,7 @@ def _stop(proc: subprocess.Popen) -> None:
                 return
             proc.wait(timeout=wait)
             return
-        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        except (subprocess.TimeoutExpired, KeyboardInterrupt, Terminated):
             continue
 
 

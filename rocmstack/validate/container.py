@@ -415,14 +415,14 @@ def run_plan(
 
 def _remove(cleanup: Sequence[str], runner: Runner) -> None:
     """Remove the working container; a further Ctrl-C or SIGTERM meanwhile does not skip it."""
-    from rocmstack.build.runner import stop_signals_interrupt
+    from rocmstack.build.runner import INTERRUPTS, stop_signals_interrupt
 
     for _ in range(3):
         try:
             with stop_signals_interrupt():
                 _call(cleanup, QUICK_TIMEOUT_S, runner)
             return
-        except KeyboardInterrupt:
+        except INTERRUPTS:
             continue
 
 

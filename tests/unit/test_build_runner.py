@@ -154,3 +154,52 @@ def test_a_second_ctrl_c_while_stopping_hurries_the_stop_and_never_aborts_it(tmp
         assert "the engine was stopped" in log.read_text()
     finally:
         _kill(engine)
+
+
+HANG_COMMAND = textwrap.dedent("""
+    import sys
+    from rocmstack.build import runner
+
+    def register(app):
+        @app.command("hang")
+        def hang(engine: str, pid_file: str) -> None:
+            runner.STOP_GRACE_S = 3
+            runner.stream_lines([sys.executable, engine, pid_file], timeout_s=600, on_line=lambda line: None)
+""")
+
+
+def test_the_cli_exits_128_plus_the_signal_after_stopping_the_engine(tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    (tmp_path / "hang_cmd.py").write_text(HANG_COMMAND)
+    (tmp_path / "engine.py").write_text(STUBBORN)
+    pid_file = tmp_path / "engine.pid"
+    src = str(Path(R.__file__).resolve().parents[2])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from rocmstack.cli import main; main(modules=('hang_cmd',))",
+            "hang",
+            str(tmp_path / "engine.py"),
+            str(pid_file),
+        ],
+        env={**os.environ, "PYTHONPATH": f"{src}:{tmp_path}"},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (pid_file.is_file() and pid_file.read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr and proc.stderr.read()
+        time.sleep(0.05)
+    engine = int(pid_file.read_text())
+    try:
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert _gone(engine) and "Traceback" not in err
+    finally:
+        _kill(engine)
