@@ -100,7 +100,7 @@ def test_a_placement_group_that_never_gets_ready_is_removed(ray_cluster, monkeyp
 
     from rocmstack.smoke import runner
 
-    monkeypatch.setattr(runner, "PG_READY_TIMEOUT_S", 3.0)
+    monkeypatch.setattr(runner, "PG_READY_TIMEOUT_S", 3.0, raising=False)
     hog = placement_group([{"CPU": ray_cluster.cluster_resources()["CPU"]}], strategy="STRICT_PACK")
     ray_cluster.get(hog.ready(), timeout=60)  # every CPU taken: the smoke's group can never be placed
     try:
