@@ -160,11 +160,15 @@ def applicability(patch: Patch, component: Component) -> tuple[str, str]:
             "drop",
             f"{patch.component} {version} already contains the fix (fixed in {patch.fixed_in}): drop patch {patch.id}",
         )
-    if patch.applies_to.refs and component.ref:
-        if component.ref in patch.applies_to.refs:
+    refs = patch.applies_to.refs
+    if refs:
+        if component.ref in refs:
             return "ok", f"made against {patch.component} {component.ref}"
-        if version is None:
-            return "mismatch", f"made against {', '.join(patch.applies_to.refs)}, pinned {component.ref}"
+        # Declared for other refs: applicable only when a version range says so, never by default.
+        if version is None or not patch.applies_to.versions:
+            if component.ref:
+                return "mismatch", f"made against {', '.join(refs)}, pinned {component.ref}"
+            return "unknown", f"made against {', '.join(refs)}; {patch.component} pins no ref to compare"
     if patch.applies_to.versions:
         if version is None:
             return (

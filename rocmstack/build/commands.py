@@ -126,10 +126,13 @@ def register(app: typer.Typer) -> None:
             return
         err = stderr()
         print_plan(plan, err)
+        from rocmstack.build.runner import INTERRUPTS
+
         try:
             manifest = execute(plan, err)
-        except KeyboardInterrupt:
-            # typer turns Ctrl-C into a silent exit 130: say what state things are in.
+        except INTERRUPTS:
+            # typer turns Ctrl-C into a silent exit 130 (SIGTERM/SIGHUP exit 128 + signal): say what state
+            # things are in.
             err.print(
                 f"rocmstack: build interrupted: the engine was stopped and nothing was tagged (log: {plan.log})",
                 markup=False,

@@ -313,8 +313,52 @@ def remote_labels(
     return dict((data.get("config") or {}).get("Labels") or {})
 
 
-def push_command(engine: Engine, ref: str) -> list[str]:
+def remote_manifest(
+    engine: Engine,
+    ref: str,
+    *,
+    which: Callable[[str], str | None] = shutil.which,
+    runner: Runner = subprocess.run,
+) -> dict | None:
+    """``{"digest": manifest digest, "config": config digest}`` of ``ref`` in its registry, None when the tag
+    does not exist. The config digest is the image id, the same before and after a push, so it says
+    which build a tag holds; it is None for a multi-platform index.
+    """
+    if engine.name == "docker":
+        describe = engine.cmd("buildx", "imagetools", "inspect", ref, "--format", "{{json .Manifest}}")
+        raw = engine.cmd("buildx", "imagetools", "inspect", ref, "--raw")
+    else:
+        if not which("skopeo"):
+            raise EngineError(
+                f"cannot read the digest of {ref}: skopeo is not installed", fix="apt-get install skopeo"
+            )
+        tls = [] if engine.tls_verify else ["--tls-verify=false"]
+        describe = ["skopeo", "inspect", *tls, "--no-tags", f"docker://{qualify(ref)}"]
+        raw = ["skopeo", "inspect", *tls, "--raw", f"docker://{qualify(ref)}"]
+    outs = [_run(argv, QUICK_TIMEOUT, runner) for argv in (describe, raw)]
+    for out in outs:
+        if out.returncode != 0:
+            text = out.stderr + out.stdout
+            if _NOT_FOUND.search(text) and not _UNREACHABLE.search(text):
+                return None
+            raise EngineError(f"cannot read the digest of {ref}: {classify_pull_error(ref, text)}")
+    digest = json.loads(outs[0].stdout).get("Digest" if engine.name != "docker" else "digest")
+    config = (json.loads(outs[1].stdout).get("config") or {}).get("digest")
+    return {"digest": digest, "config": config}
+
+
+def by_digest(ref: str, digest: str) -> str:
+    """``repo@sha256:…``: the one manifest a tag pointed at when it was read, whatever the tag does later."""
+    from rocmstack.build.tags import parse_reference
+
+    return f"{parse_reference(ref).name}@{digest}"
+
+
+def push_command(engine: Engine, ref: str, source: str | None = None) -> list[str]:
+    """Push ``ref``; podman pushes ``source`` (an image id: the very image that was checked) to it."""
     tls = [] if engine.tls_verify or engine.name == "docker" else ["--tls-verify=false"]
+    if source and engine.name != "docker":
+        return engine.cmd("push", *tls, source.removeprefix("sha256:"), ref)
     return engine.cmd("push", *tls, ref)
 
 

@@ -358,23 +358,51 @@ def apply_tags(plan: Plan, image_id: str) -> list[str]:
     return done
 
 
-def guard_verdict(engine: Engine, ref: str, render_hash: str, *, which=shutil.which) -> str:
-    """'push' or 'skip' for an immutable ref, from its registry labels; CheckFailed if it holds another render."""
+def guard_verdict(
+    engine: Engine, ref: str, render_hash: str, *, image_id: str | None = None, which=shutil.which
+) -> str:
+    """'push' or 'skip' for an immutable ref, from its registry labels; CheckFailed if it holds another render.
+
+    With ``image_id``, 'skip' also needs the registry's image to be this very build (its config digest):
+    two builds of one render are not the same image, and tags must not split between them.
+    """
     labels = engines.remote_labels(engine, ref, which=which)
-    return immutability_verdict(
+    verdict = immutability_verdict(
         ref, (labels or {}).get(RENDER_HASH_LABEL), render_hash, exists=labels is not None
     )
+    if verdict == "skip" and image_id:
+        remote = engines.remote_manifest(engine, ref, which=which)
+        config = (remote or {}).get("config")
+        mine = "sha256:" + image_id.removeprefix("sha256:")
+        if config and config != mine:
+            from rocmstack.errors import CheckFailed
+
+            raise CheckFailed(
+                f"refusing to push {ref}: it already exists in the registry with render hash "
+                f"{render_hash[:12]} but from another build (image {config[7:19]}, this is {mine[7:19]}); "
+                "immutable tags never move",
+                fix="push the image the registry already holds, or bump a pin so the tags change",
+            )
+    return verdict
 
 
-def push_tags(engine: Engine, tags: TagSet, render_hash: str, mode: str, console) -> list[dict]:
+def push_tags(
+    engine: Engine, tags: TagSet, render_hash: str, mode: str, console, *, image_id: str | None = None
+) -> list[dict]:
     """Push the content tag (and, for mode "all", the descriptive tag and the aliases).
 
-    Immutable tags are guarded: one that exists in the registry with another render hash is refused
-    before anything is pushed; one that exists with the same render hash is left alone.
+    Immutable tags are guarded: one that exists in the registry with another render hash (or, given
+    ``image_id``, another build) is refused before anything is pushed; one that holds this very image is
+    left alone. With ``image_id``, podman pushes that id, not whatever the local tag points at by then.
     """
     wanted = [tags.content] if mode == "content" else list(tags.all)
     decisions = [
-        (tag, guard_verdict(engine, tags.ref(tag), render_hash) if tag in tags.immutable else "push")
+        (
+            tag,
+            guard_verdict(engine, tags.ref(tag), render_hash, image_id=image_id)
+            if tag in tags.immutable
+            else "push",
+        )
         for tag in wanted
     ]
     pushed = []
@@ -385,7 +413,7 @@ def push_tags(engine: Engine, tags: TagSet, render_hash: str, mode: str, console
             pushed.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
             continue
         with console.status(f"pushing {ref} (layers of tens of GB take a while) ..."):
-            out = engines._run(engines.push_command(engine, ref), engines.PUSH_TIMEOUT)
+            out = engines._run(engines.push_command(engine, ref, image_id), engines.PUSH_TIMEOUT)
         if out.returncode != 0:
             raise EngineError(
                 f"push of {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}"
@@ -447,6 +475,8 @@ def execute(plan: Plan, console) -> dict:
         plan,
         f"rocmstack build {plan.recipe} {';'.join(plan.gpu_archs)} render {plan.render_hash} at {started}",
     )
+    # The manifest describes the last build that succeeded here: a failing one must not leave it standing.
+    plan.manifest.unlink(missing_ok=True)
     base = ensure_base(plan, console)
     plan.iidfile.unlink(missing_ok=True)
     result = run_engine(plan, console)
@@ -463,7 +493,11 @@ def execute(plan: Plan, console) -> dict:
             f"expected {plan.render_hash}: the context changed during the build"
         )
     tagged = apply_tags(plan, image_id)
-    pushed = push_tags(plan.engine, plan.tags, plan.render_hash, plan.push, console) if plan.push else []
+    pushed = (
+        push_tags(plan.engine, plan.tags, plan.render_hash, plan.push, console, image_id=image_id)
+        if plan.push
+        else []
+    )
     info = engines.inspect_image(plan.engine, image_id) if pushed else info
     image = {"id": image_id, "digest": _digest(info), "repo_digests": info["repo_digests"]}
     return write_manifest(
@@ -477,13 +511,16 @@ def promote(engine: Engine, tags: TagSet, render_hash: str, console, *, which=sh
     The publish step after validation: nothing is rebuilt or pulled. The content tag must carry this
     render hash; the descriptive tag is guarded like any immutable push.
     """
-    source = tags.ref(tags.content)
-    labels = engines.remote_labels(engine, source, which=which)
-    if labels is None:
+    content = tags.ref(tags.content)
+    remote = engines.remote_manifest(engine, content, which=which)
+    if remote is None or not remote.get("digest"):
         raise EngineError(
-            f"cannot promote: {source} is not in the registry",
+            f"cannot promote: {content} is not in the registry",
             fix="build with --push --push-tags content first",
         )
+    # Read the labels of, and copy, the one manifest the content tag held when it was read.
+    source = engines.by_digest(content, remote["digest"])
+    labels = engines.remote_labels(engine, source, which=which) or {}
     if labels.get(RENDER_HASH_LABEL) != render_hash:
         raise EngineError(
             f"cannot promote: {source} carries render hash {labels.get(RENDER_HASH_LABEL)!r}, "
@@ -492,7 +529,10 @@ def promote(engine: Engine, tags: TagSet, render_hash: str, console, *, which=sh
     results = []
     for tag in (tags.descriptive, *tags.aliases):
         ref = tags.ref(tag)
-        if tag in tags.immutable and guard_verdict(engine, ref, render_hash, which=which) == "skip":
+        if (
+            tag in tags.immutable
+            and guard_verdict(engine, ref, render_hash, image_id=remote.get("config"), which=which) == "skip"
+        ):
             results.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
             continue
         # remote_labels above needed skopeo too (podman), so the copy below has it.

@@ -2,18 +2,21 @@
 
 The child runs in its own process group, so the whole build (podman and its chroot'd RUN, or the
 buildx client) is stopped as one: SIGINT first (engines clean up their working containers on it), then
-SIGTERM, then SIGKILL.
+SIGTERM, then SIGKILL. The child's own session does not see the signals the terminal or CI sends us, so
+rocmstack turns SIGTERM and SIGHUP into the same stop as Ctrl-C (a CI cancel sends SIGINT, then SIGTERM
+seconds later), and a signal that arrives while stopping hurries the stop along instead of aborting it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,19 +42,56 @@ class RunResult:
         return self.returncode == 0 and not self.timed_out
 
 
+class Terminated(SystemExit):
+    """SIGTERM or SIGHUP while a child runs: the child is stopped first (like Ctrl-C), then rocmstack exits
+    with 128 + the signal, as a shell reports it. A SystemExit, so the CLI does not turn it into 130."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+# What stops a run: Ctrl-C, or SIGTERM/SIGHUP turned into Terminated.
+INTERRUPTS: tuple[type[BaseException], ...] = (KeyboardInterrupt, Terminated)
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise Terminated, so the code that stops the child on
+    Ctrl-C runs for them too. Only the main thread can take signals; elsewhere, a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _raise_terminated) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _stop(proc: subprocess.Popen) -> None:
-    """Stop the child's whole process group: SIGINT, then SIGTERM, then SIGKILL."""
+    """Stop the child's whole process group: SIGINT, then SIGTERM, then SIGKILL, until it is gone.
+
+    Idempotent and not abortable: a signal that arrives meanwhile (a second Ctrl-C, CI's SIGTERM) moves
+    on to the next, harder signal at once; the caller's own exception still propagates afterwards.
+    """
     for sig, wait in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        if proc.poll() is not None:
-            return
         try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
+            if proc.poll() is not None:
+                return
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                return
             proc.wait(timeout=wait)
             return
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, KeyboardInterrupt, Terminated):
             continue
 
 
@@ -88,13 +128,15 @@ def stream_lines(
     watchdog.daemon = True
     watchdog.start()
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            on_line(line)
-        returncode = proc.wait()
-    except BaseException:
-        _stop(proc)
-        raise
+        with stop_signals_interrupt():
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    on_line(line)
+                returncode = proc.wait()
+            except BaseException:
+                _stop(proc)
+                raise
     finally:
         watchdog.cancel()
     return returncode, timed_out.is_set()

@@ -63,22 +63,36 @@ def apply_edits(spec: dict, base: Path) -> Path:
         raise PatchFailed(
             f"[{spec['id']}] target file {path} does not exist (did the upstream layout change?)"
         )
-    text = path.read_text(encoding="utf-8")
+    try:
+        # Bytes, not read_text: universal newlines would rewrite a CRLF file to LF.
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PatchFailed(
+            f"[{spec['id']}] target file {path} is not UTF-8 text (byte {exc.start}): "
+            "re-check the patch against the pinned version"
+        ) from None
+    crlf = "\r\n" in text
+
+    def lines(s: str) -> str:
+        # A spec's edits are written with \n; in a CRLF file they mean \r\n.
+        return s.replace("\n", "\r\n") if crlf and "\r" not in s else s
+
     for number, edit in enumerate(spec["edits"], start=1):
         want = int(edit.get("count", 1))
-        found = text.count(edit["find"])
+        find, replace = lines(edit["find"]), lines(edit["replace"])
+        found = text.count(find)
         if found != want:
             hint = (
                 " (its replacement is already there: the fix is upstream, drop the patch)"
-                if (found == 0 and edit["replace"] in text)
+                if (found == 0 and replace in text)
                 else " (upstream text moved: re-check the patch against the pinned version)"
             )
             raise PatchFailed(
                 f"[{spec['id']}] edit {number} of {len(spec['edits'])} expected {want} match(es) of "
                 f"{_first_line(edit['find'])!r} in {path}, found {found}{hint}"
             )
-        text = text.replace(edit["find"], edit["replace"])
-    path.write_text(text, encoding="utf-8")
+        text = text.replace(find, replace)
+    path.write_bytes(text.encode("utf-8"))
     return path
 
 
@@ -152,12 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     for spec_path in args.specs:
         try:
             spec = json.loads(spec_path.read_text(encoding="utf-8"))
-            done = apply(spec, args.source_root)
         except (OSError, ValueError) as exc:
             print(f"rocmstack patch FAILED: cannot read patch spec {spec_path}: {exc}", file=sys.stderr)
             return EXIT_FAILED
+        try:
+            done = apply(spec, args.source_root)
         except PatchFailed as exc:
             print(f"rocmstack patch FAILED: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        except (OSError, ValueError) as exc:
+            # Always with the patch id: the build names the failed patch from this line.
+            print(f"rocmstack patch FAILED: [{spec.get('id', spec_path.stem)}] {exc}", file=sys.stderr)
             return EXIT_FAILED
         print(f"rocmstack patch applied: [{spec['id']}] {done}")
     return 0

@@ -1,9 +1,11 @@
 """Render a resolved recipe into a build context: Dockerfile + every file it COPYs.
 
-Deterministic: the same inputs give byte-identical files on any machine. The render hash covers the
-templates, the in-image scripts, the resolved recipe, the patch specs and the arguments; it does not
-cover the source revision or creation time, which ``rocmstack build`` passes as build args so that the
-Dockerfile stays the same across commits that do not change what is built.
+Deterministic: the same inputs give byte-identical files, with the same modes, on any machine and under
+any umask. The render hash is the hash of the rendered context itself (``context_hash``: every file's
+path, mode and content, sorted), rendered with the hash and the source revision left out; so the
+Dockerfile, rocmstack's own source copied into the image, its version and requirements are all covered.
+The source revision (in lock.json) and the creation time (a build arg) are not: they change with every
+commit, what is built does not.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 import jinja2
 
 from rocmstack import __version__
-from rocmstack.errors import InputError
+from rocmstack.errors import InputError, printable
 from rocmstack.patches import Patch, load_patches, select
 from rocmstack.recipe.model import LAYER_ORDER
 from rocmstack.recipe.resolve import Resolved
@@ -34,6 +36,10 @@ DATA_DIRS = ("recipes", "dockerfiles", "patches")
 IN_IMAGE_SCRIPTS = ("apply_patches.py", "guard.py")
 LABEL_NS = "dev.rocmstack"
 SBOM_FILE = "rocmstack/sbom.cdx.json"  # COPYed to /opt/rocmstack/sbom.cdx.json (fragments/rocmstack.j2)
+# Stand-ins while the context is hashed: the hash cannot cover itself, the revision must not count.
+PENDING_HASH = "@rocmstack-render-hash@"
+PENDING_REVISION = "@rocmstack-revision@"
+FILE_MODE, EXEC_MODE, DIR_MODE = 0o644, 0o755, 0o755
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,17 +106,18 @@ def _double_quoted(value: object) -> str:
     return f'"{text}"'
 
 
-def _template_inputs() -> dict[str, str]:
-    root = templates_dir()
-    files = {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-    files.update(
-        {f"incontext/{n}": hashlib.sha256((INCONTEXT / n).read_bytes()).hexdigest() for n in IN_IMAGE_SCRIPTS}
-    )
-    return files
+def file_mode(rel: str) -> int:
+    """The mode every context file is written with (and hashed with): never the umask's."""
+    return EXEC_MODE if rel.startswith("rocmstack/bin/") else FILE_MODE
+
+
+def context_hash(files: dict[str, bytes]) -> str:
+    """sha256 over every file of the context, sorted by path: path, mode and content hash."""
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        entry = [rel, f"{file_mode(rel):o}", hashlib.sha256(files[rel]).hexdigest()]
+        h.update(_canonical(entry) + b"\n")
+    return h.hexdigest()
 
 
 def _sbom(resolved: Resolved, patches: list[Patch]) -> bytes:
@@ -121,14 +128,9 @@ def _sbom(resolved: Resolved, patches: list[Patch]) -> bytes:
 
 
 def render_hash(resolved: Resolved, patches: list[Patch], ignored_rules: tuple[str, ...] = ()) -> str:
-    inputs = {
-        "templates": _template_inputs(),
-        "sbom": hashlib.sha256(_sbom(resolved, patches)).hexdigest(),
-        "recipe": resolved.recipe.model_dump(mode="json", by_alias=True),
-        "patches": [p.spec() for p in patches],
-        "args": {"gpu_archs": list(resolved.gpu_archs), "ignored_rules": sorted(ignored_rules)},
-    }
-    return hashlib.sha256(_canonical(inputs)).hexdigest()
+    """The hash of the context ``render`` writes for these inputs (see ``context_hash``)."""
+    files = _context_files(resolved, patches, ignored_rules, PENDING_HASH, PENDING_REVISION, self_source())
+    return context_hash(files)
 
 
 def _layers(resolved: Resolved, patches: list[Patch]) -> list[dict]:
@@ -202,22 +204,22 @@ def self_source() -> dict[str, bytes]:
                 and "__pycache__" not in rel.parts
                 and rel.parts[0] != "_data"
                 and path.suffix != ".pyc"
+                # The shipped locks record render hashes: a context holding them could never be locked.
+                and not path.name.endswith(".lock.json")
             ):
                 files[f"rocmstack/src/{prefix}/{rel.as_posix()}"] = path.read_bytes()
     return files
 
 
-def render(
+def _context_files(
     resolved: Resolved,
-    *,
-    ignored_rules: tuple[str, ...] = (),
-    patches_dir: Path | None = None,
-    revision: tuple[str, str] | None = None,
-) -> Rendered:
+    patches: list[Patch],
+    ignored_rules: tuple[str, ...],
+    digest: str,
+    revision: str,
+    src: dict[str, bytes],
+) -> dict[str, bytes]:
     recipe = resolved.recipe
-    patches = select(recipe.patches, load_patches(patches_dir), dict(recipe.components), str(resolved.source))
-    digest = render_hash(resolved, patches, ignored_rules)
-    sha, created = revision or source_revision()
     context = {
         "r": recipe,
         "archs": resolved.gpu_archs,
@@ -234,21 +236,76 @@ def render(
     files: dict[str, bytes] = {"Dockerfile": dockerfile.encode()}
     for name in IN_IMAGE_SCRIPTS:
         files[f"rocmstack/bin/{name}"] = (INCONTEXT / name).read_bytes()
-    files.update(self_source())
+    files.update(src)
     for p in patches:
         files[f"rocmstack/patches/{p.id}.json"] = _canonical(p.spec()) + b"\n"
-    lock = resolved.lock(render_hash=digest, revision=sha)
+    lock = resolved.lock(render_hash=digest, revision=revision)
     files["rocmstack/lock.json"] = json.dumps(lock, indent=2, sort_keys=True).encode() + b"\n"
     files[SBOM_FILE] = _sbom(resolved, patches)
+    return files
+
+
+def render(
+    resolved: Resolved,
+    *,
+    ignored_rules: tuple[str, ...] = (),
+    patches_dir: Path | None = None,
+    revision: tuple[str, str] | None = None,
+) -> Rendered:
+    recipe = resolved.recipe
+    patches = select(recipe.patches, load_patches(patches_dir), dict(recipe.components), str(resolved.source))
+    src = self_source()
+    digest = context_hash(
+        _context_files(resolved, patches, ignored_rules, PENDING_HASH, PENDING_REVISION, src)
+    )
+    sha, created = revision or source_revision()
+    files = _context_files(resolved, patches, ignored_rules, digest, sha, src)
     meta = {
         "recipe": recipe.name,
         "render_hash": digest,
         "gpu_archs": list(resolved.gpu_archs),
         "revision": sha,
         "created": created,
-        "labels": context["labels"],
+        "labels": _labels(resolved, digest, ignored_rules),
     }
     return Rendered(files=files, render_hash=digest, meta=meta)
+
+
+def _mkdirs(root: Path, folder: Path) -> None:
+    """Create FOLDER and its missing parents below ROOT, each with DIR_MODE (mkdir's mode obeys the umask)."""
+    missing = []
+    while folder != root and not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for d in reversed(missing):
+        d.mkdir()
+        d.chmod(DIR_MODE)
+
+
+def _not_rendered(out: Path) -> list[str]:
+    """Paths under OUT that the render recorded in its render.json did not write (links are not followed).
+
+    A render.json from before the file list was recorded vouches only for the top-level names a render
+    writes."""
+    try:
+        recorded = json.loads((out / "render.json").read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    allowed = {"render.json", *recorded} if isinstance(recorded, list) else None
+    foreign = []
+    for root, dirs, files in os.walk(out):
+        base = Path(root).relative_to(out)
+        for name in sorted(files) + sorted(d for d in dirs if (Path(root) / d).is_symlink()):
+            rel = (base / name).as_posix()
+            top = rel.split("/", 1)[0]
+            if (allowed is not None and rel not in allowed) or top not in (
+                "Dockerfile",
+                "rocmstack",
+                "render.json",
+            ):
+                foreign.append(rel)
+        dirs[:] = sorted(d for d in dirs if not (Path(root) / d).is_symlink())
+    return foreign
 
 
 def write_context(rendered: Rendered, out: Path) -> None:
@@ -257,10 +314,19 @@ def write_context(rendered: Rendered, out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise InputError(f"-o {out}: exists and is not a directory")
     # Only an earlier render (or an empty folder) is replaced: never a folder holding anything else.
-    if out.is_dir() and any(out.iterdir()) and not (out / "render.json").is_file():
-        raise InputError(
-            f"-o {out}: folder is not empty and holds no earlier render", fix="pick a new or empty folder"
-        )
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / "render.json").is_file():
+            raise InputError(
+                f"-o {out}: folder is not empty and holds no earlier render", fix="pick a new or empty folder"
+            )
+        foreign = _not_rendered(out)
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise InputError(
+                f"-o {out}: holds files that rocmstack render did not write ({printable(shown)}); "
+                "refusing to replace it",
+                fix="render into a folder of its own (e.g. -o build/context), not where `build` keeps images",
+            )
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -269,11 +335,13 @@ def write_context(rendered: Rendered, out: Path) -> None:
     try:
         for rel, data in sorted(rendered.files.items()):
             path = tmp / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
+            _mkdirs(tmp, path.parent)
             path.write_bytes(data)
-            if rel.startswith("rocmstack/bin/"):
-                path.chmod(0o755)
-        (tmp / "render.json").write_text(json.dumps(rendered.meta, indent=2, sort_keys=True) + "\n")
+            path.chmod(file_mode(rel))  # what was hashed, whatever the umask
+        meta = {**rendered.meta, "files": sorted(rendered.files)}  # what a later render may replace
+        (tmp / "render.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        (tmp / "render.json").chmod(FILE_MODE)
+        tmp.chmod(DIR_MODE)  # mkdtemp makes it 0700
         if out.exists():
             old = out.with_name(f".{out.name}.old")
             shutil.rmtree(old, ignore_errors=True)

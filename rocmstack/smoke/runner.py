@@ -35,6 +35,7 @@ def _resolve_device(device: str) -> str:
 
 # Every actor call has a limit: a stuck collective or a dead GPU must fail the run, not hang it.
 CALL_TIMEOUT_S = 600.0
+PG_READY_TIMEOUT_S = 120.0  # placing the trainer and the rollout worker
 
 
 def _get(refs: Any) -> Any:
@@ -107,14 +108,21 @@ def _spawn(opts: SmokeOptions, device: str, dtype: str, cfg: dict[str, Any]) -> 
             fix="run on a machine with more GPUs, or use --placement colocated",
         )
     pg = placement_group(bundles, strategy="STRICT_PACK")
-    ray.get(pg.ready(), timeout=120)
-    payload = dict(opts.to_dict(), threads=opts.threads or min(os.cpu_count() or 1, 4))
-    actors = []
-    for cls, slot in ((TrainerWorker, slots[0]), (RolloutWorker, slots[1])):
-        strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=slot)
-        resources = {"num_gpus": share, "num_cpus": 0} if gpu else {"num_cpus": share}
-        remote = ray.remote(cls).options(scheduling_strategy=strategy, max_concurrency=1, **resources)
-        actors.append(remote.remote(cfg, payload, device, dtype))
+    actors: list[Any] = []
+    try:  # the caller's clean-up only starts once this returns: until then the group is ours to remove
+        ray.get(pg.ready(), timeout=PG_READY_TIMEOUT_S)
+        payload = dict(opts.to_dict(), threads=opts.threads or min(os.cpu_count() or 1, 4))
+        for cls, slot in ((TrainerWorker, slots[0]), (RolloutWorker, slots[1])):
+            strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=slot)
+            resources = {"num_gpus": share, "num_cpus": 0} if gpu else {"num_cpus": share}
+            remote = ray.remote(cls).options(scheduling_strategy=strategy, max_concurrency=1, **resources)
+            actors.append(remote.remote(cfg, payload, device, dtype))
+    except BaseException:
+        for actor in actors:
+            with suppress(Exception):
+                ray.kill(actor)
+        ray.util.remove_placement_group(pg)
+        raise
     return actors[0], actors[1], pg
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from rocmstack.errors import ExitCode, InputError
+from rocmstack.errors import ExitCode, InputError, printable
 
 DEFAULT_REPORT = Path("validate-report")
 
@@ -40,6 +40,11 @@ def register(app: typer.Typer) -> None:
         doctor_skip: list[str] = typer.Option(
             [], "--doctor-skip", metavar="ID", help="Leave this doctor check out (repeat)."
         ),
+        seccomp_unconfined: bool = typer.Option(
+            False,
+            "--seccomp-unconfined",
+            help="Run the image without the engine's default seccomp profile (never the image's choice).",
+        ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact engine command(s) and exit."),
         json_out: bool = typer.Option(False, "--json", help="Print report.json to stdout."),
     ) -> None:
@@ -63,9 +68,10 @@ def register(app: typer.Typer) -> None:
                     f"--in-place validates this node; IMAGE {image!r} was given too",
                     fix="drop IMAGE, or drop --in-place to validate the image in a container",
                 )
-            if dry_run:
+            if dry_run or seccomp_unconfined:
+                flag = "--dry-run" if dry_run else "--seccomp-unconfined"
                 raise InputError(
-                    "--dry-run prints the engine command; --in-place runs none", fix="drop one of them"
+                    f"{flag} is about the engine command; --in-place runs none", fix="drop one of them"
                 )
             result = _in_place(opts.validated())
         else:
@@ -73,7 +79,14 @@ def register(app: typer.Typer) -> None:
                 raise InputError(
                     "IMAGE missing", fix="rocmstack validate IMAGE [--engine buildah], or --in-place"
                 )
-            result = _in_container(image, engine, opts.validated(), dry_run=dry_run, json_out=json_out)
+            result = _in_container(
+                image,
+                engine,
+                opts.validated(),
+                dry_run=dry_run,
+                json_out=json_out,
+                seccomp_unconfined=seccomp_unconfined,
+            )
             if result is None:
                 return
         _finish(result, report, json_out)
@@ -152,7 +165,9 @@ def _in_place(opts) -> dict:
     return result
 
 
-def _in_container(image: str, engine: str, opts, *, dry_run: bool, json_out: bool) -> dict | None:
+def _in_container(
+    image: str, engine: str, opts, *, dry_run: bool, json_out: bool, seccomp_unconfined: bool = False
+) -> dict | None:
     from rocmstack.validate import container
 
     engine = container.resolve_engine(engine)
@@ -164,6 +179,7 @@ def _in_container(image: str, engine: str, opts, *, dry_run: bool, json_out: boo
         report_dir=opts.report_dir,
         args=container.in_image_args(opts),
         baseline=opts.baseline,
+        seccomp_unconfined=seccomp_unconfined,
     )
     if dry_run:
         import sys
@@ -182,7 +198,8 @@ def _echo():
     from rocmstack.output import stderr
 
     err = stderr()
-    return lambda line: err.print(f"image | {line}", markup=False, highlight=False)
+    # The image's output is untrusted: no control character (a terminal escape) reaches the terminal.
+    return lambda line: err.print(f"image | {printable(line)}", markup=False, highlight=False)
 
 
 def _finish(result: dict, report_dir: Path, json_out: bool) -> None:
@@ -194,12 +211,14 @@ def _finish(result: dict, report_dir: Path, json_out: bool) -> None:
         console = stdout()
         for s in result["stages"]:
             mark = {"pass": "[green]PASS[/green]", "skipped": "[dim]skipped[/dim]"}.get(
-                s["status"], f"[red]{s['status'].upper()}[/red]"
+                s["status"], f"[red]{escape(printable(s['status']).upper())}[/red]"
             )
-            console.print(f"  {s['name']:<7} {mark}  {escape(s['summary'])}", highlight=False)
+            name, summary = escape(printable(s["name"])), escape(printable(s["summary"]))
+            console.print(f"  {name:<7} {mark}  {summary}", highlight=False)
         color = "green" if result["passed"] else "red"
         console.print(
-            f"[{color}]{result['verdict']}[/{color}]  report: {report_dir / 'report.html'}", highlight=False
+            f"[{color}]{escape(printable(result['verdict']))}[/{color}]  report: {report_dir / 'report.html'}",
+            highlight=False,
         )
     if not result["passed"]:
         raise typer.Exit(int(ExitCode.FAILED))

@@ -7,31 +7,50 @@ the only things crossing the boundary are the report directory and, read-only, t
 
 from __future__ import annotations
 
+import dataclasses
+import errno
+import os
 import secrets
 import shlex
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocmstack.build.engines import podman_prefix
-from rocmstack.errors import EngineError, InputError
+from rocmstack.errors import EngineError, InputError, printable
 
 ENGINES = ("docker", "podman", "buildah")
 HOSTS = ("amd", "nvidia", "cpu")
 REPORT_MOUNT = "/report"
 BASELINE_MOUNT = "/baseline"
-# The image may run as a non-root user (recipes set one): it writes into this world-writable subfolder of
-# the report dir, and the host copies the results up. A fixed name keeps --dry-run's command exact.
-STAGE = ".in-image"
 SBOM_FILE = "sbom.cdx.json"  # the image's SBOM, beside report.json
+# The image may run as a non-root user (recipes set one): it writes into a world-writable (sticky) folder
+# inside a private (0700) per-run folder of the report dir, named after the container, and the host copies
+# up only the files below, as regular files, never following a link, each within its size limit.
+STAGE = "report"
+MiB = 1 << 20
+COLLECT = {
+    "report.json": 16 * MiB,
+    "smoke/summary.json": 4 * MiB,
+    "smoke/metrics.jsonl": 16 * MiB,
+    "smoke/reward.png": 8 * MiB,
+    "smoke/logprob_diff.png": 8 * MiB,
+    "smoke/phase_times.png": 8 * MiB,
+    "bench/rollout.json": 4 * MiB,
+    "bench/roofline.png": 8 * MiB,
+}
 IN_IMAGE_ROCMSTACK = "/usr/local/bin/rocmstack"  # written by dockerfiles/fragments/rocmstack.j2
 RUN_TIMEOUT_S = 3 * 3600
 QUICK_TIMEOUT_S = 300
 # The open-file limit Ray wants (field notes §3; vime's launch uses the same).
 NOFILE_WANTED = 1048576
 NOFILE = f"nofile={NOFILE_WANTED}:{NOFILE_WANTED}"
+# /dev/shm of the container instead of the host's IPC namespace: Ray's object store and RCCL/NCCL's
+# intra-node transport live there, and the engines' 64 MB default is far too small for them.
+SHM_SIZE = "16g"
 
 Runner = Callable[..., subprocess.CompletedProcess]
 
@@ -64,11 +83,35 @@ def nofile(engine: str) -> str:
     return f"nofile={n}:{n}"
 
 
-def device_flags(engine: str, host: str, *, seccomp_unconfined: bool = False) -> list[str]:
-    """Least-privilege device access for the host's GPUs; never --privileged.
+def device_gids(dev_root: Path = Path("/dev")) -> list[int]:
+    """The host's numeric groups owning the AMD device nodes (/dev/kfd, /dev/dri/renderD*, card*).
 
-    buildah takes devices, ulimits and IPC on ``buildah from`` and has no --group-add (its chroot
-    isolation runs as root in the host's user namespace, so the device nodes' groups already apply).
+    Group names would resolve in the image's /etc/group, where a ``groupadd --system render`` got some
+    other GID than the host's, and a non-root image user could then not open /dev/kfd (root:render
+    0660). The root group (0) is never granted.
+    """
+    nodes = [
+        dev_root / "kfd",
+        *sorted((dev_root / "dri").glob("renderD*")),
+        *sorted((dev_root / "dri").glob("card*")),
+    ]
+    gids = set()
+    for node in nodes:
+        try:
+            gids.add(node.stat().st_gid)
+        except OSError:
+            continue
+    return sorted(g for g in gids if g != 0)
+
+
+def device_flags(
+    engine: str, host: str, *, seccomp_unconfined: bool = False, dev_root: Path = Path("/dev")
+) -> list[str]:
+    """Least-privilege device access for the host's GPUs; never --privileged, never the host's IPC.
+
+    buildah takes devices, ulimits and /dev/shm on ``buildah from`` and has no --group-add: the image's
+    user runs with the image's own groups, so on an AMD host the buildah path reaches the GPUs only when
+    the image's video/render GIDs equal the host's (docker and podman get the host's GIDs, below).
     """
     if engine not in ENGINES:
         raise InputError(f"--engine {engine!r}: unknown engine", fix=f"one of {', '.join(ENGINES)}")
@@ -76,14 +119,15 @@ def device_flags(engine: str, host: str, *, seccomp_unconfined: bool = False) ->
         raise InputError(f"host kind {host!r} unknown", fix=f"one of {', '.join(HOSTS)}")
     flags: list[str] = []
     if host == "amd":
-        flags += ["--device", "/dev/kfd", "--device", "/dev/dri"]
+        flags += ["--device", f"{dev_root}/kfd", "--device", f"{dev_root}/dri"]
         if engine != "buildah":
-            flags += ["--group-add", "video", "--group-add", "render"]
-        flags += ["--ulimit", nofile(engine), "--ipc=host"]
+            for gid in device_gids(dev_root):
+                flags += ["--group-add", str(gid)]
+        flags += ["--ulimit", nofile(engine), "--shm-size", SHM_SIZE]
     elif host == "nvidia":
         # docker's --gpus goes through the NVIDIA container toolkit; podman and buildah use CDI names.
         flags += ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
-        flags += ["--ulimit", nofile(engine), "--ipc=host"]
+        flags += ["--ulimit", nofile(engine), "--shm-size", SHM_SIZE]
     else:
         # No device on a CPU host, but Ray still needs open files: buildah's default (1024) fails the doctor.
         flags += ["--ulimit", nofile(engine)]
@@ -123,7 +167,7 @@ class InImageArgs:
 
 @dataclass(frozen=True, kw_only=True)
 class Plan:
-    """The engine commands of one validation run. buildah needs three (from, run, rm); others one."""
+    """The engine commands of one validation run: buildah's from, run, rm; docker's or podman's run, rm."""
 
     engine: str
     host: str
@@ -134,6 +178,11 @@ class Plan:
     run: tuple[str, ...]
     cleanup: tuple[str, ...] | None  # buildah rm
     seccomp_unconfined: bool = False
+
+    @property
+    def stage(self) -> Path:
+        """The folder mounted at REPORT_MOUNT: private to this run (see ``make_stage``)."""
+        return stage_dir(self.report_dir, self.container)
 
     def commands(self) -> list[tuple[str, ...]]:
         return [c for c in (self.setup, self.run, self.cleanup) if c]
@@ -167,7 +216,7 @@ def plan(
     """The exact commands; the report dir is mounted read-write, the baseline's folder read-only."""
     report_dir = report_dir.resolve()
     name = container or f"rocmstack-validate-{secrets.token_hex(4)}"
-    mounts = ["--volume", f"{report_dir / STAGE}:{REPORT_MOUNT}"]
+    mounts = ["--volume", f"{stage_dir(report_dir, name)}:{REPORT_MOUNT}"]
     if baseline is not None:
         mounts += ["--volume", f"{baseline.resolve().parent}:{BASELINE_MOUNT}:ro"]
     flags = device_flags(engine, host, seccomp_unconfined=seccomp_unconfined)
@@ -189,10 +238,12 @@ def plan(
             cleanup=cleanup,
             seccomp_unconfined=seccomp_unconfined,
         )
+    # --init: the in-image Python is not PID 1 (which ignores SIGTERM), so a stop reaches it.
     run = (
         *prefix,
         "run",
         "--rm",
+        "--init",
         "--name",
         name,
         *flags,
@@ -210,9 +261,99 @@ def plan(
         container=name,
         setup=None,
         run=run,
-        cleanup=None,
+        # --rm does not help when the engine client is killed (timeout, signal): the named container would
+        # keep running and hold the GPUs. Removing it again is a no-op after a clean exit.
+        cleanup=(*prefix, "rm", "--force", name),
         seccomp_unconfined=seccomp_unconfined,
     )
+
+
+def stage_dir(report_dir: Path, container: str) -> Path:
+    return report_dir / f".{container}" / STAGE
+
+
+def make_stage(stage: Path) -> None:
+    """A fresh folder for this run only: its parent is created here (never reused: an existing one is an
+    error, not a folder someone else prepared) with mode 0700, so no other host user reaches it; the stage
+    itself is 1777, so whatever user the image runs as can write its report and nobody else's files."""
+    stage.parent.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        stage.parent.mkdir(mode=0o700)
+    except FileExistsError:
+        raise EngineError(
+            f"staging folder {stage.parent} already exists", fix="remove it, or pick another --report folder"
+        ) from None
+    stage.parent.chmod(0o700)  # whatever the umask
+    stage.mkdir(mode=0o700)
+    stage.chmod(0o1777)
+
+
+class _Refused(Exception):
+    pass
+
+
+def _open_below(root_fd: int, rel: str) -> int:
+    """Open ROOT/REL for reading without following a link anywhere on the way (O_NOFOLLOW on each part);
+    O_NONBLOCK so a FIFO the image left cannot stall the host. _Refused names the part that is not
+    what it must be; FileNotFoundError when a part is missing."""
+    parts = rel.split("/")
+    fd = os.dup(root_fd)
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_NONBLOCK | os.O_NOCTTY if last else os.O_DIRECTORY)
+            try:
+                nxt = os.open(part, flags, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno == errno.ENOENT:
+                    raise
+                # ELOOP: a link; ENOTDIR: a link or a file where a folder belongs.
+                why = (
+                    "a link" if exc.errno in (errno.ELOOP, errno.ENOTDIR) else (exc.strerror or "unreadable")
+                )
+                raise _Refused(f"{'/'.join(parts[: i + 1])} ({why})") from None
+            os.close(fd)
+            fd = nxt
+        return os.dup(fd)
+    finally:
+        os.close(fd)
+
+
+def collect(stage: Path, dest: Path) -> list[str]:
+    """Copy the files the host expects (COLLECT) from the image's stage into DEST; return what was refused.
+
+    Only regular files, reached without following any link, within their size limit: a link to a host
+    file, a device, a FIFO or an oversized file is refused and named, never read. Anything else the image
+    left in the stage is ignored (and removed with the stage).
+    """
+    refused: list[str] = []
+    root_fd = os.open(stage, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for rel, limit in COLLECT.items():
+            target = dest / rel
+            target.unlink(missing_ok=True)  # never a stale copy from an earlier run beside the new report
+            try:
+                fd = _open_below(root_fd, rel)
+            except FileNotFoundError:
+                continue
+            except _Refused as exc:
+                if str(exc) not in refused:
+                    refused.append(str(exc))
+                continue
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    refused.append(f"{rel} (not a regular file)")
+                    continue
+                data = f.read(limit + 1)
+            if len(data) > limit:
+                refused.append(f"{rel} (larger than {limit:,} bytes)")
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "xb") as out:  # a fresh file owned by this process
+                out.write(data)
+    finally:
+        os.close(root_fd)
+    return refused
 
 
 def _call(argv: Sequence[str], timeout: float, runner: Runner) -> subprocess.CompletedProcess:
@@ -239,35 +380,51 @@ def run_plan(
     timeout_s: float = RUN_TIMEOUT_S,
     runner: Runner = subprocess.run,
 ) -> int:
-    """Run the plan; return the in-image validate's exit code. The working container is always removed."""
-    stage = p.report_dir / STAGE
-    shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir(parents=True, exist_ok=True)
-    stage.chmod(0o777)  # whatever user the image runs as can write its report
-    if p.setup:
-        made = _call(p.setup, QUICK_TIMEOUT_S, runner)
-        if made.returncode != 0:
-            raise EngineError(
-                f"{p.engine} cannot open image {p.image}: {_tail(made.stderr or made.stdout, 3)}",
-                fix="build it first, or check the image name and the --storage-driver",
-            )
+    """Run the plan; return the in-image validate's exit code. The working container is always removed, and
+    so is the private stage when the run fails (the caller collects from it and removes it otherwise)."""
+    stage = p.stage
+    make_stage(stage)
     try:
-        if on_line is None:
-            done = _call(p.run, timeout_s, runner)
-            code, output = done.returncode, done.stdout + done.stderr
-        else:
-            code, output = _stream(p.run, timeout_s, on_line)
-    finally:
-        if p.cleanup:
-            _call(p.cleanup, QUICK_TIMEOUT_S, runner)
-    if code == 124:
-        raise EngineError(f"validation in {p.image} ran past {timeout_s:.0f}s and was stopped")
-    if code not in (0, 1) and not (stage / "report.json").is_file():
-        raise EngineError(
-            f"{p.engine} could not run rocmstack inside {p.image} (exit {code}): {_tail(output, 6)}",
-            fix=f"the image must carry {IN_IMAGE_ROCMSTACK} (every rendered rocmstack image does)",
-        )
+        if p.setup:
+            made = _call(p.setup, QUICK_TIMEOUT_S, runner)
+            if made.returncode != 0:
+                raise EngineError(
+                    f"{p.engine} cannot open image {p.image}: {_tail(made.stderr or made.stdout, 3)}",
+                    fix="build it first, or check the image name and the --storage-driver",
+                )
+        try:
+            if on_line is None:
+                done = _call(p.run, timeout_s, runner)
+                code, output = done.returncode, done.stdout + done.stderr
+            else:
+                code, output = _stream(p.run, timeout_s, on_line)
+        finally:
+            if p.cleanup:
+                _remove(p.cleanup, runner)
+        if code == 124:
+            raise EngineError(f"validation in {p.image} ran past {timeout_s:.0f}s and was stopped")
+        if code not in (0, 1) and not (stage / "report.json").is_file():
+            raise EngineError(
+                f"{p.engine} could not run rocmstack inside {p.image} (exit {code}): {_tail(output, 6)}",
+                fix=f"the image must carry {IN_IMAGE_ROCMSTACK} (every rendered rocmstack image does)",
+            )
+    except BaseException:
+        shutil.rmtree(stage.parent, ignore_errors=True)
+        raise
     return code
+
+
+def _remove(cleanup: Sequence[str], runner: Runner) -> None:
+    """Remove the working container; a further Ctrl-C or SIGTERM meanwhile does not skip it."""
+    from rocmstack.build.runner import INTERRUPTS, stop_signals_interrupt
+
+    for _ in range(3):
+        try:
+            with stop_signals_interrupt():
+                _call(cleanup, QUICK_TIMEOUT_S, runner)
+            return
+        except INTERRUPTS:
+            continue
 
 
 def _stream(argv: Sequence[str], timeout_s: float, on_line: Callable[[str], None]) -> tuple[int, str]:
@@ -291,15 +448,21 @@ def _stream(argv: Sequence[str], timeout_s: float, on_line: Callable[[str], None
     return (124 if expired else code), "\n".join(tail)
 
 
-def seccomp_evidence(report: dict) -> str | None:
-    """The doctor check that proves the default seccomp profile is in the way, if one does.
+def seccomp_advice(report: dict) -> str | None:
+    """The doctor check inside the image that says the default seccomp profile is in the way, if any.
 
-    A failing check whose fix asks for ``seccomp=unconfined`` is that proof; nothing else is.
+    Recorded, never acted on: the image's own doctor is the image speaking, and an image must not choose
+    its sandbox. Only the host's ``--seccomp-unconfined`` lifts the profile.
     """
     doctor = (report.get("doctor") or {}).get("report") or {}
-    for check in doctor.get("checks", []):
-        if check.get("status") in ("fail", "error") and "seccomp=unconfined" in (check.get("fix") or ""):
-            return check["id"]
+    checks = doctor.get("checks") if isinstance(doctor, dict) else None
+    for check in checks if isinstance(checks, list) else []:
+        if (
+            isinstance(check, dict)
+            and check.get("status") in ("fail", "error")
+            and "seccomp=unconfined" in str(check.get("fix") or "")
+        ):
+            return printable(check.get("id"))
     return None
 
 
@@ -334,6 +497,18 @@ def in_image_args(opts) -> InImageArgs:
     )
 
 
+def by_id(p: Plan, image_id: str) -> Plan:
+    """The plan with its image argument replaced by the image's id (bare hex: every engine takes it)."""
+    bare = image_id.removeprefix("sha256:")
+
+    def swap(cmd: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return tuple(bare if a == p.image else a for a in cmd) if cmd else cmd
+
+    run = swap(p.run)
+    assert run is not None
+    return dataclasses.replace(p, image=bare, setup=swap(p.setup), run=run)
+
+
 def inspect(engine: str, image: str) -> dict:
     """Labels, id and tags of IMAGE from the engine's store (buildah shares podman's)."""
     from rocmstack.build.engines import Engine, inspect_image
@@ -342,23 +517,23 @@ def inspect(engine: str, image: str) -> dict:
     return inspect_image(Engine(name=name, argv=engine_prefix(name), version=""), image)
 
 
-def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> tuple[int, dict]:
+def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> tuple[int, dict, list[str]]:
     """Run once; copy the in-image report up into the report dir (the files the image wrote stay its own)."""
     from rocmstack.validate.report import REPORT_JSON, load
 
-    stage = p.report_dir / STAGE
     (p.report_dir / REPORT_JSON).unlink(missing_ok=True)
-    code = run_plan(p, on_line=on_line)
     try:
-        if not (stage / REPORT_JSON).is_file():
-            raise EngineError(
-                f"the validation inside {p.image} wrote no report (exit {code})",
-                fix=f"run `{shlex.join(p.run)}` by hand to see why",
-            )
-        shutil.copytree(stage, p.report_dir, dirs_exist_ok=True, copy_function=shutil.copyfile)
+        code = run_plan(p, on_line=on_line)
+        refused = collect(p.stage, p.report_dir)
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    return code, load(p.report_dir)
+        shutil.rmtree(p.stage.parent, ignore_errors=True)  # rmtree removes links, never what they point at
+    if not (p.report_dir / REPORT_JSON).is_file():
+        why = f": refused {', '.join(refused)}" if refused else ""
+        raise EngineError(
+            printable(f"the validation inside {p.image} wrote no usable report (exit {code}){why}"),
+            fix=f"run `{shlex.join(p.run)}` by hand to see why",
+        )
+    return code, load(p.report_dir), [printable(r) for r in refused]
 
 
 def host_gpu_archs(sysfs_root: Path = Path("/sys")) -> list[str]:
@@ -407,26 +582,18 @@ def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
 def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = None) -> dict:
     """Run the in-image validation, then add what only the host knows: image labels and id, engine, host.
 
-    When a doctor check proves the default seccomp profile is in the way, the run is repeated once with
-    ``seccomp=unconfined`` (and the report says which check asked for it); never otherwise.
+    The sandbox is the host's choice: ``seccomp=unconfined`` only with ``--seccomp-unconfined`` (in the
+    plan), never because the image's doctor asks for it (that advice is only recorded).
     """
     from rocmstack.validate import pipeline
     from rocmstack.validate.report import write_all
 
     info = inspect(p.engine, p.image)
-    code, report = _run_and_collect(p, on_line)
-    evidence = seccomp_evidence(report)
-    if evidence and not p.seccomp_unconfined and p.engine != "buildah":
-        p = plan(
-            engine=p.engine,
-            host=p.host,
-            image=p.image,
-            report_dir=p.report_dir,
-            args=in_image_args(opts),
-            baseline=opts.baseline,
-            seccomp_unconfined=True,
-        )
-        code, report = _run_and_collect(p, on_line)
+    ref = p.image
+    # Run the very image inspected (its id), not the tag, which could move to another image meanwhile.
+    p = by_id(p, info["id"])
+    code, report, refused = _run_and_collect(p, on_line)
+    advice = seccomp_advice(report)
     label_hash = info["labels"].get("dev.rocmstack.render-hash")
     lock_hash = report.get("render_hash")
     stages = list(report["stages"])
@@ -454,6 +621,17 @@ def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = Non
     problem = arch_problem(list(report.get("gpu_archs") or []), host_archs)
     if problem:
         stages.insert(0, pipeline.stage("image", pipeline.FAIL, 0.0, problem))
+    if refused:
+        # rocmstack writes none of these: an image that does is not to be trusted with a verdict.
+        stages.insert(
+            0,
+            pipeline.stage(
+                "collect",
+                pipeline.FAIL,
+                0.0,
+                f"refused what the image left for the host: {', '.join(refused)}",
+            ),
+        )
     passed, line = pipeline.verdict(stages)
     sbom = attach_sbom(p.engine, info["id"] or p.image, p.report_dir)
     report.update(
@@ -467,15 +645,18 @@ def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = Non
             "render_hash": label_hash or lock_hash,
             "image": {
                 **report.get("image", {}),
-                "ref": p.image,
+                "ref": ref,
                 "id": info["id"],
+                "digest": info.get("digest"),  # the local manifest digest (podman); None on docker
+                "repo_digests": info.get("repo_digests", []),
                 "labels": info["labels"],
                 "repo_tags": info["repo_tags"],
             },
             "engine": {
                 **p.as_dict(),
                 "exit_code": code,
-                "seccomp_evidence": evidence if p.seccomp_unconfined else None,
+                "refused_files": refused,
+                "seccomp_advice_from_image": advice,
                 "outer_host": pipeline.host_info(),
             },
         }

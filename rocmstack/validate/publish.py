@@ -302,11 +302,12 @@ def publish(
     }
     # Guard every immutable tag before anything is pushed, so --dry-run answers exactly what a push would.
     for tag in guarded:
-        guard_verdict(engine, tags.ref(tag), render_hash)
+        guard_verdict(engine, tags.ref(tag), render_hash, image_id=info["id"])
     if dry_run:
         result["pushed"] = []
         return result
-    result["pushed"] = push_tags(engine, tags, render_hash, "all", console)
+    # The image that passed the gate is pushed by its id (podman), not by a name that could move meanwhile.
+    result["pushed"] = push_tags(engine, tags, render_hash, "all", console, image_id=info["id"])
     return result
 
 

@@ -72,13 +72,19 @@ def load(directory: Path) -> dict[str, Any]:
 
 
 def _num(value: Any, spec: str) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+    """A number formatted; anything else (the in-image report is untrusted: a string, a bool) is "-"."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "-"
+    if isinstance(value, float) and not math.isfinite(value):
         return "-"
     return format(value, spec)
 
 
 def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """One table cell of GitHub markdown: no line break, no pipe, no HTML (job summaries render tags)."""
+    return (
+        html.escape(str(text).replace("\r", " ").replace("\n", " ")).replace("|", "\\|").replace("`", "\\`")
+    )
 
 
 def _image_title(report: dict[str, Any]) -> str:
@@ -97,30 +103,35 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"**{_md(report['verdict'])}**",
         "",
-        f"- image: `{_md(_image_title(report))}`",
-        f"- render hash: `{report.get('render_hash') or 'unknown'}`",
-        f"- mode: {report['mode']}" + (f" ({report['engine']['engine']})" if report.get("engine") else ""),
+        f"- image: {_md(_image_title(report))}",
+        f"- render hash: {_md(report.get('render_hash') or 'unknown')}",
+        f"- mode: {_md(report['mode'])}"
+        + (f" ({_md(report['engine']['engine'])})" if report.get("engine") else ""),
         f"- host: {_md(report['host'].get('hostname'))} ({_md(report['host'].get('platform'))})",
-        f"- created: {report['created']}",
+        f"- created: {_md(report['created'])}",
         "",
         "| stage | status | seconds | summary |",
         "| --- | --- | ---: | --- |",
     ]
     for s in report["stages"]:
         lines.append(
-            f"| {s['name']} | {_MARK.get(s['status'], s['status'])} | {s['seconds']:.1f} | {_md(s['summary'])} |"
+            f"| {_md(s['name'])} | {_md(_mark(s['status']))} | {_num(s['seconds'], '.1f')} | {_md(s['summary'])} |"
         )
     doctor = (report.get("doctor") or {}).get("report")
     if doctor:
         lines += ["", "### doctor", "", "| check | status | result |", "| --- | --- | --- |"]
         for c in doctor.get("checks", []):
-            text = c["summary"] + (f" (fix: {c['fix']})" if c.get("fix") and c["status"] != "pass" else "")
-            lines.append(f"| {c['id']} | {_MARK.get(c['status'], c['status'])} | {_md(text)} |")
+            text = f"{c['summary']}" + (
+                f" (fix: {c['fix']})" if c.get("fix") and c["status"] != "pass" else ""
+            )
+            lines.append(f"| {_md(c['id'])} | {_md(_mark(c['status']))} | {_md(text)} |")
     smoke = (report.get("smoke") or {}).get("summary")
     if smoke:
         lines += ["", "### GRPO smoke", "", "| criterion | result | detail |", "| --- | --- | --- |"]
         for c in smoke["criteria"]:
-            lines.append(f"| {c['name']} | {'PASS' if c['passed'] else 'FAIL'} | {_md(c['detail'])} |")
+            lines.append(
+                f"| {_md(c['name'])} | {'PASS' if c['passed'] is True else 'FAIL'} | {_md(c['detail'])} |"
+            )
     bench = (report.get("bench") or {}).get("report")
     if bench:
         lines += [
@@ -132,7 +143,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         ]
         for r, b in _bench_rows(bench):
             lines.append(
-                f"| {r['engine']} | {r['batch']} | {_num(r.get('tokens_per_s'), ',.1f')} | "
+                f"| {_md(r['engine'])} | {_num(r['batch'], '')} | {_num(r.get('tokens_per_s'), ',.1f')} | "
                 f"{_num(r.get('mbu'), '.3f')} | {_num(r.get('roofline_tokens_per_s'), ',.0f')} | "
                 f"{_num(b and b['baseline_tokens_per_s'], ',.1f')} | {_num(b and b['ratio'], '.2f')} |"
             )
@@ -178,8 +189,14 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def _status_cell(status: str) -> str:
-    return f'<td class="s-{_e(status)}">{_e(_MARK.get(status, status))}</td>'
+def _mark(status: Any) -> str:
+    return _MARK.get(status, str(status)) if isinstance(status, str) else str(status)
+
+
+def _status_cell(status: Any) -> str:
+    # The class is one of ours or none: a value from the report never becomes markup.
+    cls = f' class="s-{status}"' if status in _MARK else ""
+    return f"<td{cls}>{_e(_mark(status))}</td>"
 
 
 def _figure(uri: str | None, caption: str, alt: str, wide: bool = False) -> str:
@@ -211,7 +228,7 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
         ),
         ("created", report["created"]),
         ("rocmstack", report.get("rocmstack_version")),
-        ("duration", f"{report['seconds']:.1f} s"),
+        ("duration", f"{_num(report['seconds'], '.1f')} s"),
     ]
     parts.append("<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts if v) + "</dl>")
     if engine:
@@ -224,7 +241,7 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
     for s in report["stages"]:
         parts.append(
             f"<tr><td>{_e(s['name'])}</td>{_status_cell(s['status'])}"
-            f"<td class=num>{s['seconds']:.1f}</td><td>{_e(s['summary'])}</td></tr>"
+            f"<td class=num>{_num(s['seconds'], '.1f')}</td><td>{_e(s['summary'])}</td></tr>"
         )
     parts.append("</table>")
 
@@ -251,7 +268,8 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
         f = smoke["final"]
         parts.append(
             f"<h2>GRPO smoke</h2><p>{_e(smoke['placement'])} on {_e(smoke['device'])} ({_e(smoke['dtype'])}, "
-            f"shape {_e(smoke['shape'])}, {smoke['params']:,} params), {smoke['steps']} steps: reward "
+            f"shape {_e(smoke['shape'])}, {_num(smoke['params'], ',')} params), {_num(smoke['steps'], '')} "
+            "steps: reward "
             f"{_num(f['reward_first_window'], '.3f')} &rarr; {_num(f['reward_last_window'], '.3f')}, "
             f"{_num(f['tokens_per_gpu_per_sec_avg'], ',.0f')} tokens/GPU/s, time to verdict "
             f"{_num(smoke['time_to_verdict_s'], '.1f')} s</p>"
@@ -259,7 +277,7 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
         parts.append('<table id="smoke"><tr><th>criterion</th><th>result</th><th>detail</th></tr>')
         for c in smoke["criteria"]:
             parts.append(
-                f"<tr><td>{_e(c['name'])}</td>{_status_cell('pass' if c['passed'] else 'fail')}"
+                f"<tr><td>{_e(c['name'])}</td>{_status_cell('pass' if c['passed'] is True else 'fail')}"
                 f"<td>{_e(c['detail'])}</td></tr>"
             )
         parts.append('</table><div class="plots">')
@@ -272,17 +290,18 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
         dev = bench["device"]
         parts.append(
             f"<h2>Rollout bench</h2><p>{_e(bench['shape']['name'])} on {_e(dev['name'])} ({_e(dev['backend'])}), "
-            f"prompt {bench['settings']['prompt_len']}, {bench['settings']['new_tokens']} new tokens, "
-            f"{_e(bench['settings']['dtype'])}; measured copy bandwidth {dev['copy_bandwidth_gb_s']:,.0f} GB/s</p>"
+            f"prompt {_num(bench['settings']['prompt_len'], '')}, {_num(bench['settings']['new_tokens'], '')} "
+            f"new tokens, {_e(bench['settings']['dtype'])}; measured copy bandwidth "
+            f"{_num(dev['copy_bandwidth_gb_s'], ',.0f')} GB/s</p>"
         )
         parts.append(
             '<table id="bench"><tr><th>engine</th><th>batch</th><th>status</th><th>tok/s</th><th>MBU</th>'
             "<th>roofline tok/s</th><th>baseline tok/s</th><th>ratio</th></tr>"
         )
         for r, b in _bench_rows(bench):
-            status = "pass" if r["status"] == "ok" and (b is None or b["ok"]) else "fail"
+            status = "pass" if r["status"] == "ok" and (b is None or b["ok"] is True) else "fail"
             parts.append(
-                f"<tr><td>{_e(r['engine'])}</td><td class=num>{r['batch']}</td>{_status_cell(status)}"
+                f"<tr><td>{_e(r['engine'])}</td><td class=num>{_num(r['batch'], '')}</td>{_status_cell(status)}"
                 f"<td class=num>{_num(r.get('tokens_per_s'), ',.1f')}</td>"
                 f"<td class=num>{_num(r.get('mbu'), '.3f')}</td>"
                 f"<td class=num>{_num(r.get('roofline_tokens_per_s'), ',.0f')}</td>"

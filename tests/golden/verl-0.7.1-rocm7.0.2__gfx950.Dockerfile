@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe verl-0.7.1-rocm7.0.2 for gfx950. Do not edit: re-render.
-# render hash 689de97441dd778be00e9eca2ac59ce8b83139e8d1af6fb68b05c6ab249adcbc
+# render hash e59fb13ba45eb50b4e76f56abeb48015d9bd63b816377bad52cd160f24ae6ad7
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2@sha256:64072e02ef3fc364a0bef09e71c0f4b3ae32ba6fc65e4d121a4736a538aa2bb8
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -18,7 +18,7 @@ ENV PYTORCH_ROCM_ARCH="gfx950" \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # --- guards (early): freeze the base's torch stack for every later pip install ---
-COPY rocmstack/bin/ /opt/rocmstack/bin/
+COPY --chmod=0755 rocmstack/bin/ /opt/rocmstack/bin/
 RUN python3 /opt/rocmstack/bin/guard.py freeze torch==2.9.1 torchvision torchaudio triton
 RUN python3 /opt/rocmstack/bin/guard.py python 3.12
 ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
@@ -41,15 +41,12 @@ ENV VLLM_ROCM_USE_AITER="1" \
 
 # --- rocmstack itself: `rocmstack validate` runs the image's own copy (same source revision as the lock) ---
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install "jinja2>=3.1" "packaging>=24.0" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13.7" "typer>=0.12"
+    python3 -m pip install "cyclonedx-python-lib<12,>=11" "jinja2>=3.1" "packaging>=24.0" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13.7" "typer>=0.12"
 COPY rocmstack/src/ /opt/rocmstack/src/
 RUN python3 -c "import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 'w').write('/opt/rocmstack/src\n')" \
  && printf '#!/bin/sh\nexec python3 -m rocmstack "$@"\n' > /usr/local/bin/rocmstack \
  && chmod 0755 /usr/local/bin/rocmstack \
  && rocmstack --version
-
-# The image's SBOM (CycloneDX JSON, built from the lock): `rocmstack inspect --sbom IMAGE` prints it.
-COPY --chmod=0644 rocmstack/sbom.cdx.json /opt/rocmstack/sbom.cdx.json
 
 # --- guards (final) and provenance ---
 RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
@@ -62,14 +59,14 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="" \
       dev.rocmstack.pins="base:rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2,python:3.12,rocm:7.0.2,torch:2.9.1,amdsmi:7.0.2,cupy-rocm-7-0:base,megatron-core:0.16.0,ray:2.55.1,verl:0.7.1,vllm:0.20.2rc1.dev253" \
       dev.rocmstack.recipe="verl-0.7.1-rocm7.0.2" \
-      dev.rocmstack.render-hash="689de97441dd778be00e9eca2ac59ce8b83139e8d1af6fb68b05c6ab249adcbc" \
+      dev.rocmstack.render-hash="e59fb13ba45eb50b4e76f56abeb48015d9bd63b816377bad52cd160f24ae6ad7" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.digest="sha256:64072e02ef3fc364a0bef09e71c0f4b3ae32ba6fc65e4d121a4736a538aa2bb8" \
       org.opencontainers.image.base.name="rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2" \
       org.opencontainers.image.description="verl 0.7.1.amd0 with vLLM 0.20.2 on ROCm 7.0.2 (published image as base)" \
       org.opencontainers.image.title="rocmstack verl-0.7.1-rocm7.0.2" \
       org.opencontainers.image.vendor="rocmstack"
-COPY rocmstack/lock.json /opt/rocmstack/lock.json
+COPY --chmod=0644 rocmstack/lock.json /opt/rocmstack/lock.json
 
 # Run as the non-root user rocm (numeric, so runAsNonRoot can verify it), in the groups that own /dev/kfd and /dev/dri.
 RUN (getent group video >/dev/null || groupadd --system video) \

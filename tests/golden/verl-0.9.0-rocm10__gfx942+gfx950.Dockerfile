@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe verl-0.9.0-rocm10 for gfx942;gfx950. Do not edit: re-render.
-# render hash c069285a7110dbc0164f828a6dfe1ffde014d314d659f33da7eca66591b8159f
+# render hash fd0737c3110be8546f18ddb9f081cfbfd5700d0a13e18a6e701a001c9351618e
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/primus:v26.7
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -18,7 +18,7 @@ ENV PYTORCH_ROCM_ARCH="gfx942;gfx950" \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # --- guards (early): freeze the base's torch stack for every later pip install ---
-COPY rocmstack/bin/ /opt/rocmstack/bin/
+COPY --chmod=0755 rocmstack/bin/ /opt/rocmstack/bin/
 RUN python3 /opt/rocmstack/bin/guard.py freeze torch==2.12.0 torchvision torchaudio triton
 RUN python3 /opt/rocmstack/bin/guard.py python 3.12
 ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
@@ -27,8 +27,8 @@ ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
 
 # --- amdsmi: ROCm SDK fixes and amdsmi: without amdsmi Ray's AMD detector reports 0 GPUs ---
 
-COPY rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/amdsmi-install.json
-COPY rocmstack/patches/rtld-local.json /opt/rocmstack/patches/rtld-local.json
+COPY --chmod=0644 rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/amdsmi-install.json
+COPY --chmod=0644 rocmstack/patches/rtld-local.json /opt/rocmstack/patches/rtld-local.json
 RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/rtld-local.json
 
 # --- ray: Ray ---
@@ -62,7 +62,7 @@ RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.
     MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/vllm
 RUN python3 /opt/rocmstack/bin/guard.py pin vllm==0.27.0
 
-COPY rocmstack/patches/libz3-soname.json /opt/rocmstack/patches/libz3-soname.json
+COPY --chmod=0644 rocmstack/patches/libz3-soname.json /opt/rocmstack/patches/libz3-soname.json
 RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/libz3-soname.json
 
 # --- sglang: SGLang and sgl-kernel (re-validate when the base or vLLM moves) ---
@@ -84,8 +84,8 @@ RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.
     MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/sgl-kernel/python
 RUN python3 /opt/rocmstack/bin/guard.py pin sglang==0.5.19
 
-COPY rocmstack/patches/sglang-rmsnorm.json /opt/rocmstack/patches/sglang-rmsnorm.json
-COPY rocmstack/patches/sglang-qwen3-asr.json /opt/rocmstack/patches/sglang-qwen3-asr.json
+COPY --chmod=0644 rocmstack/patches/sglang-rmsnorm.json /opt/rocmstack/patches/sglang-rmsnorm.json
+COPY --chmod=0644 rocmstack/patches/sglang-qwen3-asr.json /opt/rocmstack/patches/sglang-qwen3-asr.json
 RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/sglang-rmsnorm.json /opt/rocmstack/patches/sglang-qwen3-asr.json
 
 # --- verl: verl and its Python stack ---
@@ -109,7 +109,7 @@ RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.
     MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/verl
 RUN python3 /opt/rocmstack/bin/guard.py pin verl==0.9.0
 
-COPY rocmstack/patches/verl-rollout-defaults.json /opt/rocmstack/patches/verl-rollout-defaults.json
+COPY --chmod=0644 rocmstack/patches/verl-rollout-defaults.json /opt/rocmstack/patches/verl-rollout-defaults.json
 RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/verl-rollout-defaults.json
 
 # --- env: runtime defaults (last, so changing one rebuilds nothing above) ---
@@ -127,15 +127,12 @@ ENV HIP_FORCE_DEV_KERNARG="1" \
 
 # --- rocmstack itself: `rocmstack validate` runs the image's own copy (same source revision as the lock) ---
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install "jinja2>=3.1" "packaging>=24.0" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13.7" "typer>=0.12"
+    python3 -m pip install "cyclonedx-python-lib<12,>=11" "jinja2>=3.1" "packaging>=24.0" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13.7" "typer>=0.12"
 COPY rocmstack/src/ /opt/rocmstack/src/
 RUN python3 -c "import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 'w').write('/opt/rocmstack/src\n')" \
  && printf '#!/bin/sh\nexec python3 -m rocmstack "$@"\n' > /usr/local/bin/rocmstack \
  && chmod 0755 /usr/local/bin/rocmstack \
  && rocmstack --version
-
-# The image's SBOM (CycloneDX JSON, built from the lock): `rocmstack inspect --sbom IMAGE` prints it.
-COPY --chmod=0644 rocmstack/sbom.cdx.json /opt/rocmstack/sbom.cdx.json
 
 # --- guards (final) and provenance ---
 RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
@@ -148,13 +145,13 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="rtld-local,amdsmi-install,libz3-soname,sglang-rmsnorm,sglang-qwen3-asr,verl-rollout-defaults" \
       dev.rocmstack.pins="base:rocm/primus:v26.7,python:3.12,rocm:10.0,torch:2.12.0,accelerate:>=1.14.0,amdsmi:sdk,cupy-rocm-7-0:14.2.0,flash-linear-attention:main,mbridge:main,megatron-core:0.18.0,ray:2.58.0,rocm-sdk:10.0,sgl-kernel:0801cc05ed202544e2e5c67d6b0a1d454de54fca,sglang:0801cc05ed202544e2e5c67d6b0a1d454de54fca,torchao:>=0.16.0,transformers:>=5.12,verl:release/0.9.0.amd0,vllm:v0.27.0,z3-solver:==4.15.*" \
       dev.rocmstack.recipe="verl-0.9.0-rocm10" \
-      dev.rocmstack.render-hash="c069285a7110dbc0164f828a6dfe1ffde014d314d659f33da7eca66591b8159f" \
+      dev.rocmstack.render-hash="fd0737c3110be8546f18ddb9f081cfbfd5700d0a13e18a6e701a001c9351618e" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.name="rocm/primus:v26.7" \
       org.opencontainers.image.description="verl 0.9.0.amd0 with vLLM 0.27.0 and SGLang on ROCm 10.0 (Primus v26.7)" \
       org.opencontainers.image.title="rocmstack verl-0.9.0-rocm10" \
       org.opencontainers.image.vendor="rocmstack"
-COPY rocmstack/lock.json /opt/rocmstack/lock.json
+COPY --chmod=0644 rocmstack/lock.json /opt/rocmstack/lock.json
 
 # Run as the non-root user verl (numeric, so runAsNonRoot can verify it), in the groups that own /dev/kfd and /dev/dri.
 RUN (getent group video >/dev/null || groupadd --system video) \

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe vime-megatron-vllm-rocm7.14 for gfx942. Do not edit: re-render.
-# render hash 8fc757583996dbd6759db725332555f072d7115af39bcd9989e69c77f6753d5c
+# render hash 0610b01c21a209768b0f9344bdbe93780fadb9df94f59b3dfb121e97e5ebd96c
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/primus:v26.4
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -18,7 +18,7 @@ ENV PYTORCH_ROCM_ARCH="gfx942" \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # --- guards (early): freeze the base's torch stack for every later pip install ---
-COPY rocmstack/bin/ /opt/rocmstack/bin/
+COPY --chmod=0755 rocmstack/bin/ /opt/rocmstack/bin/
 RUN python3 /opt/rocmstack/bin/guard.py freeze torch==2.12.0 torchvision torchaudio triton
 RUN python3 /opt/rocmstack/bin/guard.py python 3.12
 ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
@@ -27,8 +27,8 @@ ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
 
 # --- amdsmi: ROCm SDK fixes and amdsmi: without amdsmi Ray's AMD detector reports 0 GPUs ---
 
-COPY rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/amdsmi-install.json
-COPY rocmstack/patches/rtld-local.json /opt/rocmstack/patches/rtld-local.json
+COPY --chmod=0644 rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/amdsmi-install.json
+COPY --chmod=0644 rocmstack/patches/rtld-local.json /opt/rocmstack/patches/rtld-local.json
 RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/rtld-local.json
 
 # --- megatron: Megatron-Core and its bridge ---
@@ -88,15 +88,12 @@ ENV CUDA_DEVICE_MAX_CONNECTIONS="1" \
 
 # --- rocmstack itself: `rocmstack validate` runs the image's own copy (same source revision as the lock) ---
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install "jinja2>=3.1" "packaging>=24.0" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13.7" "typer>=0.12"
+    python3 -m pip install "cyclonedx-python-lib<12,>=11" "jinja2>=3.1" "packaging>=24.0" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13.7" "typer>=0.12"
 COPY rocmstack/src/ /opt/rocmstack/src/
 RUN python3 -c "import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 'w').write('/opt/rocmstack/src\n')" \
  && printf '#!/bin/sh\nexec python3 -m rocmstack "$@"\n' > /usr/local/bin/rocmstack \
  && chmod 0755 /usr/local/bin/rocmstack \
  && rocmstack --version
-
-# The image's SBOM (CycloneDX JSON, built from the lock): `rocmstack inspect --sbom IMAGE` prints it.
-COPY --chmod=0644 rocmstack/sbom.cdx.json /opt/rocmstack/sbom.cdx.json
 
 # --- guards (final) and provenance ---
 RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
@@ -109,13 +106,13 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="rtld-local,amdsmi-install" \
       dev.rocmstack.pins="base:rocm/primus:v26.4,python:3.12,rocm:7.14,torch:2.12.0,amdsmi:sdk,flash-linear-attention:0.4.2,megatron-lm:1dcf0dafa884ad52ffb243625717a3471643e087,numpy:1.26.4,rocm-sdk:7.14,torch-memory-saver:d64a639,vime:main,vllm:98dff2a81d747d1dba01a47f939f48c3526d4206" \
       dev.rocmstack.recipe="vime-megatron-vllm-rocm7.14" \
-      dev.rocmstack.render-hash="8fc757583996dbd6759db725332555f072d7115af39bcd9989e69c77f6753d5c" \
+      dev.rocmstack.render-hash="0610b01c21a209768b0f9344bdbe93780fadb9df94f59b3dfb121e97e5ebd96c" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.name="rocm/primus:v26.4" \
       org.opencontainers.image.description="vime (Megatron-LM + vLLM 0.29.0 rollout) on ROCm 7.14 (Primus v26.4)" \
       org.opencontainers.image.title="rocmstack vime-megatron-vllm-rocm7.14" \
       org.opencontainers.image.vendor="rocmstack"
-COPY rocmstack/lock.json /opt/rocmstack/lock.json
+COPY --chmod=0644 rocmstack/lock.json /opt/rocmstack/lock.json
 
 # Run as the non-root user rocm (numeric, so runAsNonRoot can verify it), in the groups that own /dev/kfd and /dev/dri.
 RUN (getent group video >/dev/null || groupadd --system video) \

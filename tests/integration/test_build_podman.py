@@ -312,6 +312,8 @@ def test_bumping_one_pin_rebuilds_only_from_its_layer(podman_env, first_build):
 
 def test_failing_patch_stops_the_build_with_its_id(podman_env, first_build):
     args = [str(RECIPE), *COMMON, "--set", "patches=[tomli-moved]"]
+    manifest = first_build["out"] / f"tiny-pip-{ARCH}" / "manifest.json"
+    assert manifest.is_file()  # the first build's
     proc = rocmstack(podman_env, "build", *args, "--out-dir", str(first_build["out"]))
     tags = json.loads(
         rocmstack(podman_env, "tags", str(RECIPE), *RENDER, "--set", "patches=[tomli-moved]", "--json").stdout
@@ -324,6 +326,7 @@ def test_failing_patch_stops_the_build_with_its_id(podman_env, first_build):
     log = Path(last.split("full log: ", 1)[1].strip())
     assert log.is_file() and "rocmstack patch FAILED: [tomli-moved]" in log.read_text()
     assert "last 30 log lines" in proc.stderr
+    assert not manifest.exists()  # no manifest of an earlier build beside a failed one
     # Nothing tagged: not the content tag of this render, and the descriptive tag still names the first image.
     assert not exists(podman_env, tags["refs"][1])
     assert first_build["manifest"]["image"]["id"].removeprefix("sha256:") == image_id(

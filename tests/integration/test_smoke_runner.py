@@ -91,3 +91,23 @@ def test_cli_json_and_exit_code_on_a_failed_verdict(ray_cluster):
     assert result.exit_code == 1, result.output
     summary = json.loads(result.stdout)
     assert summary["failed"][0] == "rewards_rise" and summary["inject"] == "zero-reward"
+
+
+@pytest.mark.timeout(300)
+def test_a_placement_group_that_never_gets_ready_is_removed(ray_cluster, monkeypatch):
+    from ray.exceptions import GetTimeoutError
+    from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+
+    from rocmstack.smoke import runner
+
+    monkeypatch.setattr(runner, "PG_READY_TIMEOUT_S", 3.0, raising=False)
+    hog = placement_group([{"CPU": ray_cluster.cluster_resources()["CPU"]}], strategy="STRICT_PACK")
+    ray_cluster.get(hog.ready(), timeout=60)  # every CPU taken: the smoke's group can never be placed
+    try:
+        before = set(placement_group_table())
+        with pytest.raises(GetTimeoutError):
+            runner._spawn(SmokeOptions(device="cpu", placement="colocated"), "cpu", "float32", {})
+        mine = [pg for pid, pg in placement_group_table().items() if pid not in before]
+        assert mine and all(pg["state"] == "REMOVED" for pg in mine), mine
+    finally:
+        remove_placement_group(hog)

@@ -114,9 +114,16 @@ def test_dry_run_prints_what_the_real_run_ran(validated, podman_env, image):
     )
     assert proc.returncode == 0, proc.stderr
     planned = json.loads(proc.stdout)["commands"]
-    ran = json.loads((validated["dir"] / "report.json").read_text())["engine"]["commands"]
+    report = json.loads((validated["dir"] / "report.json").read_text())
+    ran = report["engine"]["commands"]
     name = ran[0][ran[0].index("--name") + 1]
-    assert [[a.replace(planned[0][planned[0].index("--name") + 1], name) for a in c] for c in planned] == ran
+    image_id = report["image"]["id"].removeprefix("sha256:")
+    # The real run differs only in the random container name and in running the inspected image by its id.
+    expected = [
+        [image_id if a == image else a.replace(planned[0][planned[0].index("--name") + 1], name) for a in c]
+        for c in planned
+    ]
+    assert expected == ran
 
 
 # -- publish -----------------------------------------------------------------------------------------------

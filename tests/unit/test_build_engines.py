@@ -235,4 +235,21 @@ def test_buildx_asks_for_provenance_unless_the_docker_driver_refuses_it(tmp_path
     podman = E.Engine(name="podman", argv=("podman",), version="5")
     assert "--attest" not in E.build_command(
         podman, context=tmp_path, iidfile=tmp_path / "iid", build_args={}, labels={}
+
+
+def test_podman_pushes_the_checked_image_id_and_promote_reads_by_digest():
+    from rocmstack.build.engines import Engine, by_digest, push_command
+
+    podman = Engine(name="podman", argv=("podman",), version="4")
+    assert push_command(podman, "r.io/a/b:t", "sha256:" + "c" * 64) == [
+        "podman",
+        "push",
+        "c" * 64,
+        "r.io/a/b:t",
+    ]
+    assert push_command(podman, "r.io/a/b:t") == ["podman", "push", "r.io/a/b:t"]
+    docker = Engine(name="docker", argv=("docker",), version="27")
+    assert push_command(docker, "r.io/a/b:t", "c" * 64) == ["docker", "push", "r.io/a/b:t"]
+    assert (
+        by_digest("localhost:5000/a/b:r-123", "sha256:" + "d" * 64) == "localhost:5000/a/b@sha256:" + "d" * 64
     )

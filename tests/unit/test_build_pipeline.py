@@ -198,3 +198,23 @@ def test_push_options_are_checked(tmp_path):
     assert proc.code == 2 and "--push-tags 'some'" in proc.err
     proc = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--push", "--dry-run")
     assert proc.code == 2 and "--dry-run and --push" in proc.err
+
+
+def test_guard_refuses_a_tag_holding_another_build_of_the_same_render(monkeypatch):
+    """The registry side is what skopeo reports for a tag: its labels and its config digest (image id)."""
+    from rocmstack.build import engines, pipeline
+    from rocmstack.errors import CheckFailed
+
+    h = "a" * 64
+    monkeypatch.setattr(engines, "remote_labels", lambda *a, **k: {pipeline.RENDER_HASH_LABEL: h})
+    monkeypatch.setattr(
+        engines, "remote_manifest", lambda *a, **k: {"digest": "sha256:m", "config": "sha256:" + "1" * 64}
+    )
+    eng = engines.Engine(name="podman", argv=("podman",), version="4")
+    assert pipeline.guard_verdict(eng, "r.io/x:t", h) == "skip"  # render hash alone: the old answer
+    assert pipeline.guard_verdict(eng, "r.io/x:t", h, image_id="1" * 64) == "skip"  # this very build
+    with pytest.raises(
+        CheckFailed,
+        match=r"render hash aaaaaaaaaaaa but from another build \(image 111111111111, this is 222222222222\)",
+    ):
+        pipeline.guard_verdict(eng, "r.io/x:t", h, image_id="sha256:" + "2" * 64)

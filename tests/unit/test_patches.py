@@ -246,6 +246,39 @@ def test_applicability(pid, version, ref, status):
     assert applicability(PATCHES[pid], component)[0] == status
 
 
+@pytest.mark.parametrize(
+    ("version", "ref", "versions", "status"),
+    [
+        (">=0.5.11", None, None, "unknown"),  # a range, no ref: never "applies to any version"
+        ("0.5.19", None, None, "unknown"),  # a version, but the patch speaks of refs only
+        ("0.5.19", "other", None, "mismatch"),
+        (None, "abc123", None, "ok"),
+        ("0.5.19", None, ">=0.5.19", "ok"),  # a declared range still decides
+        ("0.5.9", "other", ">=0.5.19", "mismatch"),
+    ],
+)
+def test_a_patch_for_other_refs_is_not_applicable_by_default(version, ref, versions, status):
+    patch = PATCHES["sglang-qwen3-asr"].model_copy(
+        update={
+            "applies_to": PATCHES["sglang-qwen3-asr"].applies_to.model_copy(
+                update={"refs": ("abc123",), "versions": versions}
+            )
+        }
+    )
+    component = Component.model_validate_json(
+        json.dumps(
+            {
+                "source": "git" if ref else "pypi",
+                "layer": "sglang",
+                "version": version,
+                "ref": ref,
+                "url": "https://github.com/x/y" if ref else None,
+            }
+        )
+    )
+    assert applicability(patch, component)[0] == status
+
+
 def test_select_rejects_unknown_patch_and_component():
     recipe, _ = load_recipe("verl-0.9.0-rocm10")
     with pytest.raises(RecipeError, match="unknown patch 'nope'"):
@@ -283,3 +316,39 @@ def test_patch_problems_are_listed_at_once_and_duplicates_or_bad_bytes_refused(t
     latin.write_bytes("id: latin\nsummary: caf\u00e9\n".encode("latin-1"))
     with pytest.raises(RecipeError, match=r"not UTF-8 text \(byte 0xe9\)"):
         load_patch(latin)
+
+
+def _file_patch(pid: str, edits: list[dict]) -> dict:
+    return {
+        "id": pid,
+        "component": "crlfpkg",
+        "target": {"module": "crlfpkg", "path": "__init__.py"},
+        "action": "edit",
+        "edits": edits,
+    }
+
+
+def test_a_crlf_target_keeps_its_line_endings(tmp_path):
+    site = tmp_path / "site"
+    (site / "crlfpkg").mkdir(parents=True)
+    target = site / "crlfpkg" / "__init__.py"
+    target.write_bytes(b"def f():\r\n    return 1\r\n\r\nX = 2\r\n")
+    spec = _file_patch(
+        "crlf-edit", [{"find": "def f():\n    return 1\n", "replace": "def f():\n    return 3\n"}]
+    )
+    proc = apply(spec, site, tmp_path / "state")
+    assert proc.returncode == 0, proc.stderr
+    assert target.read_bytes() == b"def f():\r\n    return 3\r\n\r\nX = 2\r\n"
+
+
+def test_a_non_utf8_target_names_its_patch_id(tmp_path):
+    site = tmp_path / "site"
+    (site / "crlfpkg").mkdir(parents=True)
+    (site / "crlfpkg" / "__init__.py").write_bytes(b"X = '\xff\xfe'\n")
+    proc = apply(_file_patch("latin-target", [{"find": "X", "replace": "Y"}]), site, tmp_path / "state")
+    assert proc.returncode == 3
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("rocmstack patch FAILED: [latin-target] target file ") and "not UTF-8" in line
+    from rocmstack.build.pipeline import _PATCH_FAILED
+
+    assert _PATCH_FAILED.search(line)[1] == "latin-target"  # the build's failure parser finds the id

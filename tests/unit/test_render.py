@@ -249,3 +249,107 @@ def test_render_never_replaces_a_folder_that_is_not_a_render(cli, tmp_path):
     assert cli("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "-o", str(again)).code == 0
     assert cli("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx942", "-o", str(again)).code == 0
     assert 'PYTORCH_ROCM_ARCH="gfx942"' in (again / "Dockerfile").read_text()
+
+
+def _hash_from_disk(out: Path, digest: str, revision: str) -> str:
+    """The render hash recomputed from what is on disk: real modes and bytes, the hash and revision put back
+    to the stand-ins they were hashed with."""
+    import stat
+
+    from rocmstack.render import context
+
+    files = {}
+    for p in sorted(out.rglob("*")):
+        rel = p.relative_to(out).as_posix()
+        mode = stat.S_IMODE(p.stat().st_mode)
+        if p.is_dir():
+            assert mode == context.DIR_MODE, rel
+            continue
+        if rel == "render.json":
+            continue
+        assert mode == context.file_mode(rel), (rel, oct(mode))
+        data = p.read_bytes()
+        if rel in ("Dockerfile", "rocmstack/lock.json"):
+            data = data.replace(digest.encode(), context.PENDING_HASH.encode())
+            data = data.replace(revision.encode(), context.PENDING_REVISION.encode())
+        files[rel] = data
+    return context.context_hash(files)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_render_hash_is_the_hash_of_the_written_context_whatever_the_umask(tmp_path, umask):
+    out = tmp_path / "ctx"
+    r = rendered("verl-0.9.0-rocm10", "gfx950")
+    old = os.umask(umask)
+    try:
+        write_context(r, out)
+    finally:
+        os.umask(old)
+    assert stat_mode(out) == 0o755  # a rendered folder is readable by the build engine's user
+    assert stat_mode(out / "rocmstack" / "lock.json") == 0o644
+    assert stat_mode(out / "rocmstack" / "src" / "rocmstack") == 0o755
+    assert stat_mode(out / "rocmstack" / "bin" / "guard.py") == 0o755
+    assert _hash_from_disk(out, r.render_hash, FIXED_REVISION[0]) == r.render_hash
+
+
+def stat_mode(path: Path) -> int:
+    import stat
+
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_render_hash_covers_rocmstack_source_version_and_requirements(monkeypatch):
+    from rocmstack.render import context
+
+    base = rendered("verl-0.9.0-rocm10", "gfx950")
+    original = context.self_source
+
+    def edited_source() -> dict[str, bytes]:
+        files = original()
+        files["rocmstack/src/rocmstack/validate/pipeline.py"] += b"\n# new validator code\n"
+        return files
+
+    monkeypatch.setattr(context, "self_source", edited_source)
+    assert rendered("verl-0.9.0-rocm10", "gfx950").render_hash != base.render_hash
+    monkeypatch.setattr(context, "self_source", original)
+    monkeypatch.setattr(context, "__version__", "9.9.9")
+    assert rendered("verl-0.9.0-rocm10", "gfx950").render_hash != base.render_hash
+    monkeypatch.undo()
+    monkeypatch.setattr(context, "self_requirements", lambda: ["pyyaml>=99"])
+    assert rendered("verl-0.9.0-rocm10", "gfx950").render_hash != base.render_hash
+
+
+def test_render_hash_ignores_the_source_revision_and_the_shipped_locks():
+    a = render(
+        resolve(*load_recipe("verl-0.9.0-rocm10"), "gfx950"), revision=("a" * 40, "2026-01-01T00:00:00Z")
+    )
+    b = render(
+        resolve(*load_recipe("verl-0.9.0-rocm10"), "gfx950"), revision=("b" * 40, "2026-02-01T00:00:00Z")
+    )
+    assert a.render_hash == b.render_hash
+    assert {k for k in a.files if a.files[k] != b.files[k]} == {"rocmstack/lock.json"}
+    assert not [k for k in a.files if k.endswith(".lock.json")]  # else locking would move every hash
+
+
+def test_render_never_replaces_a_folder_holding_what_build_wrote(tmp_path, cli):
+    """`render -o build/` after a `build` into build/ deleted build/images/ (logs, manifests)."""
+    out = tmp_path / "build"
+    write_context(rendered("verl-0.9.0-rocm10", "gfx950"), out)
+    log = out / "images" / "verl-gfx950" / "logs" / "build.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("three hours of build log")
+    res = cli("render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx942", "-o", str(out))
+    assert (
+        res.code == 2
+        and "holds files that rocmstack render did not write (images/verl-gfx950/logs/build.log)" in res.err
+    )
+    assert log.read_text() == "three hours of build log"
+    assert "gfx950" in (out / "render.json").read_text()  # nothing changed
+    # A file added inside the rendered tree counts too; the render's own files never do.
+    log.unlink()
+    for d in (log.parent, log.parent.parent, log.parent.parent.parent):
+        d.rmdir()
+    write_context(rendered("verl-0.9.0-rocm10", "gfx942"), out)  # an earlier render alone: replaced
+    (out / "rocmstack" / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match=r"rocmstack/notes.txt"):
+        write_context(rendered("verl-0.9.0-rocm10", "gfx950"), out)

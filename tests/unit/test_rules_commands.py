@@ -134,3 +134,11 @@ def test_lock_table_keeps_the_render_hash_and_path_whole_at_60_columns(tmp_path,
     out = capsys.readouterr().out
     entry = json.loads(copy.with_name(f"{NAME}.lock.json").read_text())["entries"]["gfx950"]
     assert exc.value.code == 0 and entry["render_hash"][:16] in out and str(copy.with_suffix("")) in out
+
+
+def test_gpu_arch_in_torch_fails_as_a_rule_and_can_be_ignored(cli, tmp_path):
+    args = ["render", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--set", "base.torch_archs=[gfx942]"]
+    refused = cli(*args, "-o", str(tmp_path / "a"))
+    assert refused.code == 1 and "gpu-arch-in-torch" in refused.err, refused.err
+    ignored = cli(*args, "--ignore-rule", "gpu-arch-in-torch", "-o", str(tmp_path / "b"))
+    assert ignored.code == 0, ignored.err

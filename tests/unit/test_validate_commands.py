@@ -47,7 +47,8 @@ def test_dry_run_prints_the_exact_buildah_commands(cli, tmp_path):
     assert len(lines) == 3
     assert lines[0].startswith("buildah --storage-driver vfs from --pull=never --name rocmstack-validate-")
     assert lines[0].endswith(" localhost/x:1")
-    assert f"--volume {(tmp_path / 'rep').resolve()}/.in-image:/report " in lines[1]
+    name = lines[0].split("--name ")[1].split()[0]
+    assert f"--volume {(tmp_path / 'rep').resolve()}/.{name}/report:/report " in lines[1]
     assert lines[1].endswith(
         "-- /usr/local/bin/rocmstack validate --in-place --report /report --device auto "
         "--expect-gpus 0 --skip-smoke"
@@ -62,7 +63,8 @@ def test_dry_run_json(cli, tmp_path):
     )
     assert r.code == 0, r.err
     plan = json.loads(r.out)
-    assert plan["engine"] == "docker" and len(plan["commands"]) == 1 and plan["seccomp_unconfined"] is False
+    assert plan["engine"] == "docker" and len(plan["commands"]) == 2 and plan["seccomp_unconfined"] is False
+    assert plan["commands"][1] == ["docker", "rm", "--force", plan["container"]]
 
 
 @pytest.mark.timeout(240)
@@ -88,3 +90,16 @@ def test_in_place_failure_exits_1_with_a_report(cli, tmp_path):
 def test_publish_needs_a_report(cli, tmp_path):
     r = cli("publish", "localhost/x:1", "--report", str(tmp_path))
     assert r.code == 2 and f"--report '{tmp_path}': no report.json in it or in a folder under it" in r.err
+
+
+def test_seccomp_unconfined_is_the_hosts_flag(cli, tmp_path):
+    args = ["validate", "localhost/x:1", "--engine", "docker", "--report", str(tmp_path / "r"), "--dry-run"]
+    plain = cli(*args, "--json")
+    assert plain.code == 0, plain.err
+    assert "--security-opt" not in json.loads(plain.out)["commands"][0]
+    asked = cli(*args, "--seccomp-unconfined", "--json")
+    assert asked.code == 0, asked.err
+    cmd = json.loads(asked.out)["commands"][0]
+    assert cmd[cmd.index("--security-opt") + 1] == "seccomp=unconfined"
+    refused = cli("validate", "--in-place", "--seccomp-unconfined", "--report", str(tmp_path / "i"))
+    assert refused.code == 2 and "--seccomp-unconfined is about the engine command" in refused.err

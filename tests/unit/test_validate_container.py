@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +18,7 @@ from rocmstack.validate.container import (
     device_flags,
     plan,
     run_plan,
-    seccomp_evidence,
+    seccomp_advice,
 )
 
 FORBIDDEN = (
@@ -34,26 +37,63 @@ def _flat(p: Plan) -> list[str]:
     return [arg for cmd in p.commands() for arg in cmd]
 
 
-def test_amd_docker_flags_are_exactly_the_least_privilege_set():
-    assert device_flags("docker", "amd") == [
+# An AMD host's device nodes as `ls -l /dev/kfd /dev/dri` shows them in ROCm/ROCm-docker pull request #93
+# (https://github.com/ROCm/ROCm-docker/pull/93): kfd and renderD* root:render (gid 109 there), card*
+# root:video (44, Debian's fixed gid). Regular files stand in for the character devices: only their
+# group is read.
+AMD_NODES = {"kfd": 109, "dri/renderD128": 109, "dri/renderD129": 109, "dri/card0": 44, "dri/card1": 44}
+
+
+@pytest.fixture
+def amd_dev(tmp_path):
+    dev = tmp_path / "dev"
+    for rel, gid in AMD_NODES.items():
+        node = dev / rel
+        node.parent.mkdir(parents=True, exist_ok=True)
+        node.touch(mode=0o660)
+        if os.geteuid() != 0:
+            pytest.skip("setting a node's group needs root")
+        os.chown(node, 0, gid)
+    return dev
+
+
+def test_amd_docker_flags_are_exactly_the_least_privilege_set(amd_dev):
+    assert device_flags("docker", "amd", dev_root=amd_dev) == [
         "--device",
-        "/dev/kfd",
+        f"{amd_dev}/kfd",
         "--device",
-        "/dev/dri",
+        f"{amd_dev}/dri",
         "--group-add",
-        "video",
+        "44",
         "--group-add",
-        "render",
+        "109",
         "--ulimit",
         "nofile=1048576:1048576",
-        "--ipc=host",
+        "--shm-size",
+        "16g",
     ]
-    assert device_flags("podman", "amd") == [
-        *device_flags("docker", "amd")[:8],
+    assert device_flags("podman", "amd", dev_root=amd_dev) == [
+        *device_flags("docker", "amd", dev_root=amd_dev)[:8],
         "--ulimit",
         container.nofile("podman"),
-        "--ipc=host",
+        "--shm-size",
+        "16g",
     ]
+
+
+def test_group_ids_are_the_hosts_numbers_never_names_never_root(amd_dev):
+    # Names resolve in the image's /etc/group, whose `groupadd --system render` has another gid.
+    assert container.device_gids(amd_dev) == [44, 109]
+    os.chown(amd_dev / "dri" / "card1", 0, 0)
+    assert container.device_gids(amd_dev) == [44, 109]  # the root group is never granted
+    assert container.device_gids(amd_dev / "missing") == []
+
+
+@pytest.mark.parametrize("engine", container.ENGINES)
+@pytest.mark.parametrize("host", ["amd", "nvidia"])
+def test_never_the_hosts_ipc_namespace(engine, host):
+    flags = device_flags(engine, host)
+    assert not any(f.startswith("--ipc") for f in flags) and flags[flags.index("--shm-size") + 1] == "16g"
 
 
 def test_daemonless_engines_ask_for_the_open_files_this_host_allows():
@@ -65,9 +105,12 @@ def test_daemonless_engines_ask_for_the_open_files_this_host_allows():
     assert container.nofile("docker") == "nofile=1048576:1048576"  # the daemon's limits apply, not ours
 
 
-def test_buildah_takes_devices_without_group_add():
-    flags = device_flags("buildah", "amd")
-    assert flags[:4] == ["--device", "/dev/kfd", "--device", "/dev/dri"] and "--group-add" not in flags
+def test_buildah_takes_devices_without_group_add(amd_dev):
+    flags = device_flags("buildah", "amd", dev_root=amd_dev)
+    assert (
+        flags[:4] == ["--device", f"{amd_dev}/kfd", "--device", f"{amd_dev}/dri"]
+        and "--group-add" not in flags
+    )
 
 
 def test_nvidia_uses_gpus_on_docker_and_cdi_elsewhere():
@@ -142,7 +185,7 @@ def test_buildah_plan_is_from_run_rm_with_the_build_store(tmp_path, monkeypatch)
         "--isolation",
         "chroot",
         "--volume",
-        f"{rep}/.in-image:/report",
+        f"{rep}/.c1/report:/report",
         "--volume",
         f"{base.resolve().parent}:/baseline:ro",
         "c1",
@@ -175,7 +218,7 @@ def test_storage_driver_follows_the_build_engine_setting(tmp_path, monkeypatch):
     assert p.setup[:3] == ("buildah", "--storage-driver", "vfs")
 
 
-def test_docker_plan_is_one_run_with_the_in_image_entrypoint(tmp_path):
+def test_docker_plan_is_a_run_with_init_and_the_in_image_entrypoint_then_a_forced_rm(tmp_path):
     p = plan(
         engine="docker",
         host="amd",
@@ -184,9 +227,9 @@ def test_docker_plan_is_one_run_with_the_in_image_entrypoint(tmp_path):
         container="c",
         args=InImageArgs(expect_gpus=8, skip_smoke=True),
     )
-    assert p.setup is None and p.cleanup is None
+    assert p.setup is None and p.cleanup == ("docker", "rm", "--force", "c")
     run = list(p.run)
-    assert run[:5] == ["docker", "run", "--rm", "--name", "c"]
+    assert run[:6] == ["docker", "run", "--rm", "--init", "--name", "c"]
     i = run.index("--entrypoint")
     assert run[i + 1 : i + 3] == ["/usr/local/bin/rocmstack", "ghcr.io/o/verl:t"]
     assert run[i + 3 :] == [
@@ -217,14 +260,93 @@ def test_detect_host_from_device_nodes(tmp_path):
     assert detect_host(dev, proc, which=none) == "amd"
 
 
-def test_seccomp_evidence_needs_a_failing_check_asking_for_it():
+def test_seccomp_advice_is_read_but_never_trusted_to_be_well_formed():
     def report(status, fix):
-        return {"doctor": {"report": {"checks": [{"id": "x", "status": status, "fix": fix}]}}}
+        return {"doctor": {"report": {"checks": [{"id": "x\x1b[2J", "status": status, "fix": fix}]}}}
 
-    assert seccomp_evidence(report("fail", "run with --security-opt seccomp=unconfined")) == "x"
-    assert seccomp_evidence(report("warn", "run with --security-opt seccomp=unconfined")) is None
-    assert seccomp_evidence(report("fail", "raise the ulimit")) is None
-    assert seccomp_evidence({"doctor": {"report": None}}) is None
+    assert seccomp_advice(report("fail", "run with --security-opt seccomp=unconfined")) == "x\\x1b[2J"
+    assert seccomp_advice(report("warn", "run with --security-opt seccomp=unconfined")) is None
+    assert seccomp_advice(report("fail", "raise the ulimit")) is None
+    assert seccomp_advice({"doctor": {"report": None}}) is None
+    assert seccomp_advice({"doctor": {"report": {"checks": "seccomp=unconfined"}}}) is None
+
+
+def _in_image_report(**doctor_check) -> dict:
+    return {
+        "schema": "rocmstack.validate/1",
+        "created": "2026-11-30T00:00:00+00:00",
+        "seconds": 1.0,
+        "mode": "in-place",
+        "passed": False,
+        "verdict": "FAIL: doctor fail",
+        "render_hash": "a" * 64,
+        "host": {"hostname": "h", "platform": "p", "cpus": 1},
+        "stages": [{"name": "doctor", "status": "fail", "seconds": 1.0, "summary": "1 failed"}],
+        "doctor": {"report": {"verdict": "NOT READY", "checks": [doctor_check]}},
+        "image": {},
+    }
+
+
+def test_the_image_cannot_ask_its_way_out_of_seccomp(tmp_path, monkeypatch):
+    """The image's doctor 'fails' a check whose fix asks for seccomp=unconfined: validate runs it once, as
+    planned, and only records the advice."""
+    import json
+
+    from rocmstack.validate.pipeline import ValidateOptions
+
+    advice = _in_image_report(
+        id="seccomp-probe",
+        group="system",
+        status="fail",
+        summary="syscalls blocked",
+        fix="rerun with --security-opt seccomp=unconfined",
+    )
+    runs = tmp_path / "runs"
+    p = _plan_running(
+        tmp_path,
+        f"open({str(runs)!r}, 'a').write(repr(sys.argv) + '\\n')\n"
+        f"(stage / 'report.json').write_text({json.dumps(advice)!r}); sys.exit(1)",
+    )
+    monkeypatch.setattr(  # the engine's image inspection: a rocmstack image with this render hash
+        container,
+        "inspect",
+        lambda engine, image: {
+            "id": "sha256:" + "b" * 64,
+            "labels": {"dev.rocmstack.render-hash": "a" * 64},
+            "repo_tags": [],
+        },
+    )
+    report = container.validate_image(p, ValidateOptions(report_dir=p.report_dir))
+    assert len(runs.read_text().splitlines()) == 1  # no second, unconfined run
+    assert report["engine"]["seccomp_unconfined"] is False
+    assert report["engine"]["seccomp_advice_from_image"] == "seccomp-probe"
+    assert not any("seccomp=unconfined" in c or "--security-opt" in c for c in report["engine"]["commands"])
+    assert report["passed"] is False
+    assert report["image"]["ref"] == "img" and report["engine"]["image"] == "b" * 64  # ran by id
+
+
+def test_by_id_swaps_only_the_image_argument(tmp_path):
+    p = plan(
+        engine="buildah",
+        host="cpu",
+        image="localhost/t:1",
+        report_dir=tmp_path,
+        container="c",
+        args=InImageArgs(),
+    )
+    q = container.by_id(p, "sha256:" + "e" * 64)
+    assert q.setup[-1] == "e" * 64 and "localhost/t:1" not in q.setup + q.run
+    assert q.run == p.run and q.container == "c"  # buildah runs the container, not the image
+    d = plan(
+        engine="docker",
+        host="cpu",
+        image="localhost/t:1",
+        report_dir=tmp_path,
+        container="c",
+        args=InImageArgs(),
+    )
+    r = container.by_id(d, "e" * 64).run
+    assert r[r.index("--entrypoint") + 2] == "e" * 64
 
 
 def test_engine_failure_without_report_is_one_engine_error(tmp_path):
@@ -249,7 +371,115 @@ def test_engine_failure_without_report_is_one_engine_error(tmp_path):
     assert lines == ["Error: crun: cgroups unavailable"]
 
 
-def test_stage_dir_is_writable_for_any_image_user(tmp_path):
+def _plan_running(tmp_path, code: str, name: str = "c") -> Plan:
+    """A plan whose 'container' is a real child process given the stage path (the mounted /report)."""
+    report_dir = (tmp_path / "r").resolve()
+    stage = container.stage_dir(report_dir, name)
+    return Plan(
+        engine="podman",
+        host="cpu",
+        image="img",
+        report_dir=report_dir,
+        container=name,
+        setup=None,
+        cleanup=None,
+        run=(sys.executable, "-c", f"import os, pathlib, sys; stage = pathlib.Path({str(stage)!r})\n{code}"),
+    )
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o000])
+def test_stage_is_private_to_the_run_and_writable_for_any_image_user(tmp_path, umask):
+    p = _plan_running(tmp_path, "pass")
+    old = os.umask(umask)
+    try:
+        container.make_stage(p.stage)
+    finally:
+        os.umask(old)
+    assert p.stage.parent.name == ".c" and p.stage.parent.parent == p.report_dir
+    assert stat.S_IMODE(p.stage.parent.stat().st_mode) == 0o700  # no other host user gets in
+    assert stat.S_IMODE(p.stage.stat().st_mode) == 0o1777  # any image user writes, sticky
+    with pytest.raises(EngineError, match="already exists"):
+        container.make_stage(p.stage)  # never a folder someone prepared
+
+
+def _write_report(stage: Path) -> None:
+    (stage / "report.json").write_text('{"schema": "rocmstack.validate/1", "stages": []}')
+
+
+def test_collect_takes_only_expected_regular_files_and_follows_no_link(tmp_path):
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("registry-token-123")
+    host_dir = tmp_path / "host-etc"
+    host_dir.mkdir()
+    (host_dir / "summary.json").write_text("host file")
+    (host_dir / "passwd").write_text("root:x:0:0")
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    _write_report(stage)
+    (stage / "leak.txt").symlink_to(secret)  # unexpected: ignored
+    (stage / "etc").symlink_to(host_dir)  # unexpected: ignored
+    (stage / "smoke").symlink_to(host_dir)  # a link on the way to smoke/summary.json
+    (stage / "bench").mkdir()
+    (stage / "bench" / "rollout.json").symlink_to(secret)  # a link as the expected file
+    os.mkfifo(stage / "bench" / "roofline.png")  # a FIFO would block a plain read
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    refused = container.collect(stage, dest)
+    assert sorted(refused) == [
+        "bench/rollout.json (a link)",
+        "bench/roofline.png (not a regular file)",
+        "smoke (a link)",
+    ]
+    got = {str(f.relative_to(dest)) for f in dest.rglob("*")}
+    assert got == {"report.json"}
+    assert not any("registry-token" in f.read_text() for f in dest.rglob("*") if f.is_file())
+
+
+def test_collect_refuses_oversized_files_and_replaces_stale_copies(tmp_path, monkeypatch):
+    monkeypatch.setitem(container.COLLECT, "smoke/summary.json", 10)
+    stage, dest = tmp_path / "stage", tmp_path / "dest"
+    (stage / "smoke").mkdir(parents=True)
+    (dest / "bench").mkdir(parents=True)
+    _write_report(stage)
+    (stage / "smoke" / "summary.json").write_text("x" * 11)
+    (dest / "bench" / "rollout.json").write_text("from an earlier run")
+    (dest / "report.json").symlink_to(tmp_path / "elsewhere")  # an earlier copy that was a link
+    assert container.collect(stage, dest) == ["smoke/summary.json (larger than 10 bytes)"]
+    assert not (dest / "bench" / "rollout.json").exists()  # no stale bench beside a new report
+    assert not (dest / "report.json").is_symlink() and not (tmp_path / "elsewhere").exists()
+
+
+def test_a_run_that_plants_links_gets_nothing_out_and_leaves_no_stage(tmp_path):
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("registry-token-123")
+    p = _plan_running(
+        tmp_path,
+        f"(stage / 'report.json').symlink_to({str(secret)!r}); (stage / 'etc').symlink_to('/etc')",
+    )
+    with pytest.raises(
+        EngineError, match=r"wrote no usable report \(exit 0\): refused report.json \(a link\)"
+    ):
+        container._run_and_collect(p, None)
+    assert list(p.report_dir.iterdir()) == []  # the private stage is gone, nothing was copied up
+    assert secret.read_text() == "registry-token-123"
+
+
+def test_a_run_with_a_real_report_hands_back_only_that(tmp_path):
+    p = _plan_running(
+        tmp_path,
+        '(stage / \'report.json\').write_text(\'{"schema": "rocmstack.validate/1", "stages": []}\');'
+        "(stage / 'smoke').mkdir(); (stage / 'smoke' / 'reward.png').symlink_to('/etc/passwd');"
+        "(stage / 'extra.bin').write_bytes(b'x')",
+    )
+    code, report, refused = container._run_and_collect(p, None)
+    assert code == 0 and report["schema"] == "rocmstack.validate/1"
+    assert refused == ["smoke/reward.png (a link)"]
+    assert sorted(str(f.relative_to(p.report_dir)) for f in p.report_dir.rglob("*")) == ["report.json"]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_the_named_container_is_removed_when_the_run_times_out(tmp_path, streamed):
+    marker = tmp_path / "removed"
     p = Plan(
         engine="podman",
         host="cpu",
@@ -257,11 +487,13 @@ def test_stage_dir_is_writable_for_any_image_user(tmp_path):
         report_dir=tmp_path / "r",
         container="c",
         setup=None,
-        cleanup=None,
-        run=(sys.executable, "-c", "pass"),
+        run=(sys.executable, "-c", "import time; print('running', flush=True); time.sleep(60)"),
+        cleanup=(sys.executable, "-c", f"open({str(marker)!r}, 'w').write('rm --force c')"),
     )
-    assert run_plan(p) == 0
-    assert (tmp_path / "r" / container.STAGE).stat().st_mode & 0o777 == 0o777
+    with pytest.raises(EngineError, match="ran past 1s and was stopped"):
+        run_plan(p, timeout_s=1, on_line=(lambda line: None) if streamed else None)
+    assert marker.read_text() == "rm --force c"
+    assert not (tmp_path / "r" / ".c").exists()
 
 
 FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "doctor" / "tools"

@@ -133,5 +133,57 @@ def test_secrets_from_the_environment_never_reach_the_report(tmp_path, h200_repo
     for path in write_all(report, tmp_path):
         assert token not in path.read_text(encoding="utf-8")
     assert "<redacted>" in (tmp_path / "report.json").read_text()
-    assert "<redacted>" in (tmp_path / "report.md").read_text()
+    assert "&lt;redacted&gt;" in (tmp_path / "report.md").read_text()  # markdown shows it as <redacted>
     assert "&lt;redacted&gt;" in (tmp_path / "report.html").read_text()
+
+
+HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>\"'&|`\n| forged | row |"
+
+
+def _hostile(node):
+    """Every value of the report replaced by markup (numbers too: the renderer must accept only typed
+    numbers); the shape stays, so every field is reached."""
+    if isinstance(node, dict):
+        return {k: _hostile(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_hostile(v) for v in node]
+    return node if node is None or isinstance(node, bool) else HOSTILE
+
+
+def test_hostile_strings_in_every_field_come_out_escaped(tmp_path, h200_report):
+    rep = _hostile(h200_report)
+    rep["engine"] = _hostile({"engine": "docker", "commands": [["docker", "run"]]})
+    write_all(rep, tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert "<script" not in page and "<img src=x" not in page and "onerror=alert(2)>" not in page
+    assert page.count("&lt;script&gt;") > 50  # every field was rendered, escaped
+    tags = set(re.findall(r"<([a-zA-Z][a-zA-Z0-9]*)", page))
+    assert tags <= {
+        "html",
+        "head",
+        "meta",
+        "title",
+        "style",
+        "body",
+        "h1",
+        "h2",
+        "div",
+        "dl",
+        "dt",
+        "dd",
+        "p",
+        "br",
+        "code",
+        "table",
+        "tr",
+        "th",
+        "td",
+        "figure",
+        "img",
+        "figcaption",
+    }, tags
+    assert not re.search(r"<img(?![^>]*src=\"data:image/png;base64,)", page)
+    md = (tmp_path / "report.md").read_text()
+    assert "<script" not in md and "<img" not in md
+    rows = [line for line in md.splitlines() if line.startswith("|")]
+    assert rows and not any("| forged | row |" in line for line in rows)  # no cell breaks out of its row

@@ -1,0 +1,180 @@
+"""A hostile image through `validate` and `publish`, for real: it gets nothing out and nothing past the gate.
+
+The image is the build test's image (tests/integration/test_build_podman.py) with its in-image rocmstack
+replaced by a script that does what an untrusted image can: it plants links to host files and folders
+where the host collects the report, leaves a FIFO and a setuid file there, writes a report that claims
+to pass with markup and terminal escapes in every field, has its doctor ask for seccomp=unconfined,
+and ships its lock unreadable. buildah runs it (chroot isolation, as in test_validate_podman.py), and
+publish and the push guard face a real registry (that module's fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import textwrap
+
+import pytest
+from test_build_podman import podman, rocmstack
+from test_validate_podman import ARGS, _need, registry  # noqa: F401  (registry: a fixture)
+
+from rocmstack.build import engines, pipeline
+from rocmstack.errors import CheckFailed
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+HOSTILE = "localhost/rocmstack-test-hostile:latest"
+MARKUP = "<script>alert(1)</script><img src=x onerror=alert(2)>\x1b[2J[red]x[/red]|\n| forged |"
+SECRET = "registry-token-do-not-leak"
+
+FAKE_ROCMSTACK = textwrap.dedent("""\
+    #!/usr/bin/python3
+    import json, os
+    SECRET_FILE, HOST_DIR, HASH, MARKUP = {secret!r}, {host_dir!r}, {render_hash!r}, {markup!r}
+    out = "/report"
+    os.symlink(SECRET_FILE, f"{{out}}/leak.txt")
+    os.symlink("/etc", f"{{out}}/etc")
+    os.symlink(HOST_DIR, f"{{out}}/smoke")
+    os.mkdir(f"{{out}}/bench")
+    os.symlink(SECRET_FILE, f"{{out}}/bench/rollout.json")
+    os.mkfifo(f"{{out}}/bench/roofline.png")
+    stage = {{"name": MARKUP, "status": "pass", "seconds": MARKUP, "summary": MARKUP}}
+    report = {{
+        "schema": "rocmstack.validate/1", "rocmstack_version": MARKUP, "created": MARKUP, "seconds": MARKUP,
+        "mode": "container", "passed": True, "verdict": "PASS: " + MARKUP, "render_hash": HASH,
+        "image": {{"ref": MARKUP, "id": MARKUP, "labels": {{"dev.rocmstack.x": MARKUP}}, "lock": None}},
+        "engine": {{"engine": MARKUP, "commands": [[MARKUP]]}},
+        "host": {{"hostname": MARKUP, "platform": MARKUP, "cpus": MARKUP}},
+        "stages": [stage, dict(stage, name="smoke"), dict(stage, name="bench")],
+        "doctor": {{"report": {{"verdict": MARKUP, "checks": [{{
+            "id": "seccomp-probe", "group": MARKUP, "status": "fail", "summary": MARKUP,
+            "fix": "run with --security-opt seccomp=unconfined " + MARKUP}}]}}}},
+    }}
+    with open(f"{{out}}/report.json", "w") as f:
+        json.dump(report, f)
+    os.chmod(f"{{out}}/report.json", 0o4777)
+    print(MARKUP, flush=True)
+""")
+
+
+@pytest.fixture(scope="module")
+def hostile(podman_env, first_build, tmp_path_factory):
+    _need("buildah")
+    root = tmp_path_factory.mktemp("hostile")
+    secret = root / "host-secret.txt"
+    secret.write_text(SECRET)
+    host_dir = root / "host-dir"
+    host_dir.mkdir()
+    (host_dir / "summary.json").write_text(json.dumps({"token": SECRET}))
+    ctx = root / "ctx"
+    ctx.mkdir()
+    manifest = first_build["manifest"]
+    (ctx / "rocmstack").write_text(
+        FAKE_ROCMSTACK.format(
+            secret=str(secret), host_dir=str(host_dir), render_hash=manifest["render_hash"], markup=MARKUP
+        )
+    )
+    (ctx / "Containerfile").write_text(
+        f"FROM {manifest['image']['id']}\nUSER 0\n"
+        "COPY --chmod=0755 rocmstack /usr/local/bin/rocmstack\n"
+        "RUN chmod 0600 /opt/rocmstack/lock.json\nUSER 1000\n"
+    )
+    made = podman(
+        podman_env,
+        "build",
+        "--isolation",
+        "chroot",
+        "--format",
+        "docker",
+        "-t",
+        HOSTILE,
+        str(ctx),
+        timeout=600,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    out = root / "report"
+    proc = rocmstack(
+        podman_env, "validate", HOSTILE, "--engine", "buildah", *ARGS, "--report", str(out), "--json"
+    )
+    return {"proc": proc, "dir": out, "root": root, "manifest": manifest}
+
+
+def test_validate_gets_nothing_out_of_a_hostile_image(hostile):
+    proc, out = hostile["proc"], hostile["dir"]
+    assert proc.returncode == 1, proc.stderr[-4000:]
+    report = json.loads(proc.stdout)
+    assert report["passed"] is False
+    collect = report["stages"][0]
+    assert collect["name"] == "collect" and collect["status"] == "fail"
+    for refused in (
+        "smoke (a link)",
+        "bench/rollout.json (a link)",
+        "bench/roofline.png (not a regular file)",
+    ):
+        assert refused in collect["summary"]
+    # Nothing of the host came back: only the host's three report files, none holding the secret.
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    assert files == ["report.html", "report.json", "report.md"]
+    for p in out.rglob("*"):
+        assert SECRET not in p.read_text(errors="replace") and "root:x:0:0" not in p.read_text(
+            errors="replace"
+        )
+        assert not stat.S_IMODE(p.lstat().st_mode) & (stat.S_ISUID | stat.S_IWOTH), p
+    page = (out / "report.html").read_text()
+    assert "<script" not in page and "<img src=x" not in page
+    assert "<script" not in (out / "report.md").read_text()
+    # The terminal got no escape sequence from the image.
+    assert "\x1b[2J" not in proc.stderr and "image | <script>" in proc.stderr
+
+
+def test_the_image_does_not_choose_its_sandbox(hostile):
+    report = json.loads(hostile["proc"].stdout)
+    engine = report["engine"]
+    assert engine["seccomp_unconfined"] is False and engine["seccomp_advice_from_image"] == "seccomp-probe"
+    assert len(engine["commands"]) == 3  # from, run, rm: no second, unconfined run
+    assert not any("--security-opt" in c for c in engine["commands"])
+
+
+def test_validate_runs_the_inspected_image_by_id(hostile, podman_env):
+    report = json.loads(hostile["proc"].stdout)
+    image_id = podman(podman_env, "image", "inspect", "--format", "{{.Id}}", HOSTILE).stdout.strip()
+    assert report["image"]["ref"] == HOSTILE and report["image"]["id"].removeprefix("sha256:") == image_id
+    assert report["engine"]["commands"][0][-1] == image_id  # buildah from <id>, not the tag
+    assert report["image"]["digest"], report["image"]
+
+
+def test_publish_keeps_the_gate_shut_and_the_registry_empty(hostile, registry):  # noqa: F811
+    env = registry["env"]
+    manifest = hostile["manifest"]
+    repo = f"{registry['host']}/hostile/tiny"
+    refs = [f"{repo}:{manifest['tags']['descriptive']}", f"{repo}:{manifest['tags']['content']}"]
+    for ref in refs:
+        assert podman(env, "tag", HOSTILE, ref).returncode == 0
+    proc = rocmstack(env, "publish", refs[0], "--report", str(hostile["dir"]), "--engine", "podman")
+    assert proc.returncode == 1 and "refusing to publish" in proc.stderr, proc.stderr[-3000:]
+    for ref in refs:
+        seen = subprocess.run(
+            ["skopeo", "inspect", "--no-tags", f"docker://{ref}"], env=env, capture_output=True, timeout=120
+        )
+        assert seen.returncode != 0, ref  # nothing reached the registry
+
+
+def test_the_guard_tells_two_builds_of_one_render_apart(hostile, registry, podman_env, monkeypatch):  # noqa: F811
+    """The hostile image carries the first build's render-hash label: a registry tag holding it must not
+    count as 'already pushed' for the real build (the tags would split between two builds)."""
+    env = registry["env"]
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    manifest = hostile["manifest"]
+    ref = f"{registry['host']}/split/tiny:{manifest['tags']['content']}"
+    assert podman(env, "tag", HOSTILE, ref).returncode == 0
+    assert podman(env, "push", ref, timeout=600).returncode == 0
+    engine = engines.Engine(
+        name="podman", argv=("podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV]), version="test"
+    )
+    hostile_id = podman(env, "image", "inspect", "--format", "{{.Id}}", HOSTILE).stdout.strip()
+    assert pipeline.guard_verdict(engine, ref, manifest["render_hash"], image_id=hostile_id) == "skip"
+    with pytest.raises(CheckFailed, match="from another build"):
+        pipeline.guard_verdict(engine, ref, manifest["render_hash"], image_id=manifest["image"]["id"])
+    remote = engines.remote_manifest(engine, ref)
+    assert remote and remote["config"] == "sha256:" + hostile_id and remote["digest"].startswith("sha256:")
