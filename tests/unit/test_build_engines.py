@@ -235,6 +235,7 @@ def test_buildx_asks_for_provenance_unless_the_docker_driver_refuses_it(tmp_path
     podman = E.Engine(name="podman", argv=("podman",), version="5")
     assert "--attest" not in E.build_command(
         podman, context=tmp_path, iidfile=tmp_path / "iid", build_args={}, labels={}
+    )
 
 
 def test_podman_pushes_the_checked_image_id_and_promote_reads_by_digest():
