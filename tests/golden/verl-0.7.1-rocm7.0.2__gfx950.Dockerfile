@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe verl-0.7.1-rocm7.0.2 for gfx950. Do not edit: re-render.
-# render hash e59fb13ba45eb50b4e76f56abeb48015d9bd63b816377bad52cd160f24ae6ad7
+# render hash @render-hash@
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2@sha256:64072e02ef3fc364a0bef09e71c0f4b3ae32ba6fc65e4d121a4736a538aa2bb8
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -48,6 +48,9 @@ RUN python3 -c "import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 
  && chmod 0755 /usr/local/bin/rocmstack \
  && rocmstack --version
 
+# The image's SBOM (CycloneDX JSON, built from the lock): `rocmstack inspect --sbom IMAGE` prints it.
+COPY --chmod=0644 rocmstack/sbom.cdx.json /opt/rocmstack/sbom.cdx.json
+
 # --- guards (final) and provenance ---
 RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
 # Source revision and creation time are build args so this file stays identical across commits.
@@ -59,7 +62,7 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="" \
       dev.rocmstack.pins="base:rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2,python:3.12,rocm:7.0.2,torch:2.9.1,amdsmi:7.0.2,cupy-rocm-7-0:base,megatron-core:0.16.0,ray:2.55.1,verl:0.7.1,vllm:0.20.2rc1.dev253" \
       dev.rocmstack.recipe="verl-0.7.1-rocm7.0.2" \
-      dev.rocmstack.render-hash="e59fb13ba45eb50b4e76f56abeb48015d9bd63b816377bad52cd160f24ae6ad7" \
+      dev.rocmstack.render-hash="@render-hash@" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.digest="sha256:64072e02ef3fc364a0bef09e71c0f4b3ae32ba6fc65e4d121a4736a538aa2bb8" \
       org.opencontainers.image.base.name="rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2" \

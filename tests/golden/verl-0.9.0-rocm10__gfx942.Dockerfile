@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe verl-0.9.0-rocm10 for gfx942. Do not edit: re-render.
-# render hash eaed41788e12d35397c77760f699e22c295f4979b6b777431e8232357d1f8137
+# render hash @render-hash@
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/primus:v26.7
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -134,6 +134,9 @@ RUN python3 -c "import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 
  && chmod 0755 /usr/local/bin/rocmstack \
  && rocmstack --version
 
+# The image's SBOM (CycloneDX JSON, built from the lock): `rocmstack inspect --sbom IMAGE` prints it.
+COPY --chmod=0644 rocmstack/sbom.cdx.json /opt/rocmstack/sbom.cdx.json
+
 # --- guards (final) and provenance ---
 RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
 # Source revision and creation time are build args so this file stays identical across commits.
@@ -145,7 +148,7 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="rtld-local,amdsmi-install,libz3-soname,sglang-rmsnorm,sglang-qwen3-asr,verl-rollout-defaults" \
       dev.rocmstack.pins="base:rocm/primus:v26.7,python:3.12,rocm:10.0,torch:2.12.0,accelerate:>=1.14.0,amdsmi:sdk,cupy-rocm-7-0:14.2.0,flash-linear-attention:main,mbridge:main,megatron-core:0.18.0,ray:2.58.0,rocm-sdk:10.0,sgl-kernel:0801cc05ed202544e2e5c67d6b0a1d454de54fca,sglang:0801cc05ed202544e2e5c67d6b0a1d454de54fca,torchao:>=0.16.0,transformers:>=5.12,verl:release/0.9.0.amd0,vllm:v0.27.0,z3-solver:==4.15.*" \
       dev.rocmstack.recipe="verl-0.9.0-rocm10" \
-      dev.rocmstack.render-hash="eaed41788e12d35397c77760f699e22c295f4979b6b777431e8232357d1f8137" \
+      dev.rocmstack.render-hash="@render-hash@" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.name="rocm/primus:v26.7" \
       org.opencontainers.image.description="verl 0.9.0.amd0 with vLLM 0.27.0 and SGLang on ROCm 10.0 (Primus v26.7)" \

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe vime-megatron-vllm-rocm7.14 for gfx950. Do not edit: re-render.
-# render hash b6da403998c29297d9ac37067d2f6eea9af7bd2a00edf7e9a675b9bee7cb9412
+# render hash @render-hash@
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/primus:v26.4
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -95,6 +95,9 @@ RUN python3 -c "import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 
  && chmod 0755 /usr/local/bin/rocmstack \
  && rocmstack --version
 
+# The image's SBOM (CycloneDX JSON, built from the lock): `rocmstack inspect --sbom IMAGE` prints it.
+COPY --chmod=0644 rocmstack/sbom.cdx.json /opt/rocmstack/sbom.cdx.json
+
 # --- guards (final) and provenance ---
 RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
 # Source revision and creation time are build args so this file stays identical across commits.
@@ -106,7 +109,7 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="rtld-local,amdsmi-install" \
       dev.rocmstack.pins="base:rocm/primus:v26.4,python:3.12,rocm:7.14,torch:2.12.0,amdsmi:sdk,flash-linear-attention:0.4.2,megatron-lm:1dcf0dafa884ad52ffb243625717a3471643e087,numpy:1.26.4,rocm-sdk:7.14,torch-memory-saver:d64a639,vime:main,vllm:98dff2a81d747d1dba01a47f939f48c3526d4206" \
       dev.rocmstack.recipe="vime-megatron-vllm-rocm7.14" \
-      dev.rocmstack.render-hash="b6da403998c29297d9ac37067d2f6eea9af7bd2a00edf7e9a675b9bee7cb9412" \
+      dev.rocmstack.render-hash="@render-hash@" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.name="rocm/primus:v26.4" \
       org.opencontainers.image.description="vime (Megatron-LM + vLLM 0.29.0 rollout) on ROCm 7.14 (Primus v26.4)" \
