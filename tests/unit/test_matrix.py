@@ -101,7 +101,7 @@ def _entry(recipe: str, arch: str, descriptive: str, aliases: tuple[str, ...] = 
         gpu_arch=arch,
         render_hash=arch.ljust(64, "0"),
         build_runner=("x",),
-        validate_runner=("y",),
+        gpu_runner_prefix=("y",),
         tags={
             "repository": "r",
             "content": content,
