@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None, *, modules: tuple[str, ...] = COMMAND_MO
         # Not standalone: usage errors and I/O errors come back here and become one line, no panel or traceback.
         code = app(args=argv, prog_name="rocmstack", standalone_mode=False)
     except RocmstackError as exc:
+        if exc.detail:
+            sys.stderr.write(f"rocmstack: error: {exc.one_line()}\n{exc.detail.rstrip()}\n")
+            sys.exit(int(exc.exit_code))
         _fail(exc.one_line(), exc.exit_code)
     except click.UsageError as exc:
         hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx else ""

@@ -41,7 +41,7 @@ def _resolved(path: Path, arch: str | None = None, overrides: tuple[str, ...] = 
 
 def _lock(path: Path, arch: str | None = None) -> dict:
     resolved = _resolved(path, arch)
-    entry = lock_resolved(resolved, revision="abc123")
+    entry = lock_resolved(resolved)
     write_lock(lock_path(path), resolved.recipe.name, {resolved.arch_list: entry})
     return entry
 
@@ -52,7 +52,7 @@ def test_lock_entry_holds_pins_digest_rules_and_render_hash(recipe_copy):
     assert list(data["entries"]) == ["gfx942;gfx950"] and data["recipe"] == NAME
     assert entry["components"]["vllm"]["ref"] == "v0.27.0" and entry["pins"]["vllm"] == "v0.27.0"
     assert entry["base_digest"] is None and entry["base"]["image"] == "rocm/primus:v26.7"
-    assert len(entry["render_hash"]) == 64 and entry["rocmstack"]["revision"] == "abc123"
+    assert len(entry["render_hash"]) == 64 and "revision" not in entry["rocmstack"]
     statuses = {r["id"]: r["status"] for r in entry["rules"]}
     assert statuses["verl-vllm-floor"] == "pass" and statuses["verl-transformers-range"] == "warn"
 
