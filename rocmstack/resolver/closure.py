@@ -52,6 +52,7 @@ def git_commits(
     refresh: Iterable[str] | bool = (),
     *,
     unresolved: list[str] | None = None,
+    retry_unresolved: bool = True,
 ) -> dict[str, dict[str, str | None]]:
     """component -> {url, ref, commit}; a ref already locked keeps its commit unless refreshed.
 
@@ -67,8 +68,13 @@ def git_commits(
         old = locked.get(name) or {}
         same = old.get("url") == comp.url and old.get("ref") == comp.ref and old.get("commit")
         commit: str | None
-        if same and not refresh_all and name not in names:
+        moved = refresh_all or name in names
+        if same and not moved:
             commit = old["commit"]
+        elif not retry_unresolved and not moved and name in locked and old.get("commit") is None:
+            commit = None  # unlocked in the lock too: check compares against it as it is
+            if unresolved is not None:
+                unresolved.append(f"{name}: not locked in the lock file")
         else:
             try:
                 commit = git.ls_remote(comp.url, comp.ref)
@@ -105,7 +111,10 @@ def inputs(
             elif comp.source == "git":
                 no_emit.add(canonicalize_name(comp.package or name))
                 commit = commits.get(name, {}).get("commit")
-                if comp.requirements and comp.url and commit:
+                skipped = name in ((previous or {}).get("requirements_unlocked") or ()) and not upgrade
+                if skipped and unresolved is not None and comp.requirements:
+                    unresolved.append(f"{name}: {comp.requirements} not locked (as in the lock file)")
+                elif comp.requirements and comp.url and commit:
                     try:
                         lines += git.requirement_lines(comp.url, commit, comp.requirements)
                     except NetworkError as exc:
@@ -145,14 +154,19 @@ def closure(
     refresh: Iterable[str] | bool = (),
     cache: bool = True,
     allow_unreachable: bool = False,
+    as_locked: bool = False,
 ) -> Closure:
     """Lock every git ref and resolve every pip layer (NetworkError / ResolutionError, nothing written).
 
     ``allow_unreachable``: a git remote out of reach leaves that component unlocked (commit None, listed in
-    ``unresolved``, its requirements file installed at build time) instead of failing."""
+    ``unresolved``, its requirements file installed at build time) instead of failing. ``as_locked``
+    (``check``): what the previous entry left unlocked stays unlocked, so no remote is asked again."""
     refresh = refresh if isinstance(refresh, bool) else tuple(refresh)
     notes: list[str] = []
-    commits = git_commits(resolved, previous, refresh, unresolved=notes if allow_unreachable else None)
+    tolerate = allow_unreachable or as_locked
+    commits = git_commits(
+        resolved, previous, refresh, unresolved=notes if tolerate else None, retry_unresolved=not as_locked
+    )
     for name, comp in sorted(resolved.recipe.components.items()):
         if comp.requirements and commits.get(name, {}).get("commit") is None and name in commits:
             notes.append(f"{name}: {comp.requirements} not locked (its commit is unknown)")
@@ -164,7 +178,7 @@ def closure(
         commits,
         previous=previous,
         upgrade=upgrade,
-        unresolved=notes if allow_unreachable else None,
+        unresolved=notes if tolerate else None,
     )
     packages = uv.resolve(spec, refresh=not cache)
     unlocked = tuple(
@@ -175,3 +189,24 @@ def closure(
     return Closure(
         packages=tuple(packages), git=commits, unresolved=tuple(notes), requirements_unlocked=unlocked
     )
+
+
+def package_drift(entry: Mapping[str, Any], now: Closure) -> list[str]:
+    """How the lock entry's packages and commits differ from what the resolver gives now (empty: none)."""
+    locked = {p["name"]: p for p in entry.get("packages") or ()}
+    fresh = {p.name: p for p in now.packages}
+    out = [f"+{n}=={fresh[n].version}" for n in sorted(set(fresh) - set(locked))]
+    out += [f"-{n}=={locked[n]['version']}" for n in sorted(set(locked) - set(fresh))]
+    for n in sorted(set(locked) & set(fresh)):
+        old, new = locked[n], fresh[n]
+        if old["version"] != new.version:
+            out.append(f"{n} {old['version']}->{new.version}")
+        elif old.get("layer") != new.layer:
+            out.append(f"{n} layer {old.get('layer')}->{new.layer}")
+        elif sorted(old.get("hashes") or ()) != sorted(new.hashes):
+            out.append(f"{n} hashes changed")
+    old_git = entry.get("git") or {}
+    for n, g in sorted(now.git.items()):
+        if (old_git.get(n) or {}).get("commit") != g.get("commit"):
+            out.append(f"{n} commit {(old_git.get(n) or {}).get('commit')}->{g.get('commit')}")
+    return out

@@ -14,6 +14,7 @@ Results are cached by a hash of the inputs and the uv version.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -106,6 +107,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1", "NO_COLOR": "1"}
 
 
+@functools.lru_cache(maxsize=1)
 def uv_version() -> str:
     out = subprocess.run(
         [uv_bin(), "--version"], capture_output=True, text=True, timeout=30, env=_env(), check=False
@@ -273,12 +275,10 @@ def conflict_chain(stderr: str) -> tuple[str, str]:
     text = stderr.strip()
     cause = text.split("cause:", 1)[1] if "cause:" in text else text.split("╰─▶", 1)[-1]
     flat = " ".join(cause.replace("╰─▶", " ").split())
-    first = re.split(r"(?<=\.)\s+And because ", flat, maxsplit=1)
-    line = first[0]
-    if len(first) > 1:
-        line += " ... and because " + first[1]
-    line = re.sub(r",? we can conclude that your requirements are unsatisfiable\.?", "", line)
-    return line.removeprefix("Because ").strip(), text
+    # "depends on one of: a b and ..." -> "depends on a or b and ..." (uv prints one requirement per line)
+    flat = re.sub(r"one of: ((?:\S+ )+?)(?=and |we can)", lambda m: " or ".join(m.group(1).split()) + " ", flat)
+    first = flat.split(", we can conclude", 1)[0].removeprefix("Because ").strip()
+    return first, text
 
 
 def resolve(inputs: Inputs, *, refresh: bool = False, timeout: int = 600) -> list[LockedPackage]:

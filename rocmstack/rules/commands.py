@@ -74,9 +74,16 @@ def register(app: typer.Typer) -> None:
         overrides: list[str] = SET_OPT,
         ignore: list[str] = IGNORE_OPT,
         every: bool = ALL_OPT,
+        offline: bool = typer.Option(
+            False, "--offline", help="Check against the lock only; do not run the resolver (no network)"
+        ),
         json_out: bool = JSON_OPT,
     ) -> None:
-        """Evaluate every compatibility rule against the resolved pins; exit 1 if any rule fails."""
+        """Evaluate every compatibility rule and the resolver against the resolved pins; exit 1 if any fails.
+
+        The resolver (uv, cached) resolves every pip layer for the image's platform: an unsatisfiable set
+        fails with the conflict in one line and uv's explanation below; a lock that no longer matches what it
+        resolves is drift. --offline compares with the lock only."""
         from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
@@ -85,12 +92,17 @@ def register(app: typer.Typer) -> None:
         from rocmstack.output import print_json
         from rocmstack.patches import load_patches
         from rocmstack.rules.engine import evaluate_rules, load_rules
+        from rocmstack.rules.lock import resolver_result
 
         rules, patches = load_rules(), load_patches()
-        runs = [
-            (r, evaluate_rules(r, ignore=ignore, rules=rules, patches=patches))
-            for r in _targets(recipe, gpu_arch, every, overrides)
-        ]
+        runs = []
+        details: dict[str, str] = {}
+        for r in _targets(recipe, gpu_arch, every, overrides):
+            results = evaluate_rules(r, ignore=ignore, rules=rules, patches=patches)
+            row, detail = resolver_result(r, offline=offline)
+            if detail:
+                details[f"{r.recipe.name} [{r.arch_list}]"] = detail
+            runs.append((r, [*results, row]))
         failed = [(r, x) for r, results in runs for x in results if x.status == "fail"]
         if json_out:
             print_json(
@@ -145,6 +157,9 @@ def register(app: typer.Typer) -> None:
             raise RuleFailure(
                 f"{resolved.recipe.name} [{resolved.arch_list}]: rule {first.id} failed: {first.reason}{more}",
                 fix=first.fix,
+                detail=details.get(f"{resolved.recipe.name} [{resolved.arch_list}]")
+                if first.id == "resolver"
+                else None,
             )
 
     @app.command("lock")

@@ -278,3 +278,48 @@ def gate(
         notes.append(f"rules ignored by --ignore-rule (recorded in the image labels): {', '.join(ignored)}")
     notes += [f"rule {r.id}: {r.reason}" for r in results if r.status == "warn"]
     return Gate(resolved=resolved, results=results, lock=state, ignored=ignored, notes=tuple(notes))
+
+
+RESOLVER_SOURCE = "https://docs.astral.sh/uv/pip/compile/"
+
+
+def resolver_result(
+    resolved: Resolved, *, offline: bool = False, patches_dir: Path | None = None
+) -> tuple[Result, str | None]:
+    """The resolver as one check row (id ``resolver``) and, when it fails, uv's full explanation.
+
+    Online: the pip layers are resolved (cached) starting from the lock entry (its commits and versions
+    are preferred) and compared with it: unsatisfiable -> fail, a lock that no longer matches -> fail
+    (drift). ``offline``: the lock entry only. NetworkError (exit 4) when the index is out of reach."""
+    from rocmstack.resolver.closure import closure, package_drift
+    from rocmstack.resolver.uv import ResolutionError
+
+    name = resolved.recipe.name
+    data = read_lock(lock_path(resolved.source))
+    entry = ((data or {}).get("entries") or {}).get(arch_key(resolved.gpu_archs))
+    full = closure_of(entry) is not None and not resolved.overrides
+
+    def row(status: str, reason: str, fix: str = "") -> Result:
+        return Result(id="resolver", status=status, reason=reason, fix=fix, source=RESOLVER_SOURCE)  # type: ignore[arg-type]
+
+    relock = f"rocmstack lock {name} --gpu-arch '{resolved.arch_list}'"
+    if offline:
+        if not full:
+            return row("warn", "offline: no full lock entry to check against", f"run `{relock}`"), None
+        count = len(entry["packages"]) if entry else 0
+        return row("pass", f"offline: {count} locked packages (not re-resolved)"), None
+    try:
+        now = closure(resolved, previous=entry if full else None, as_locked=True)
+    except ResolutionError as exc:
+        return row(
+            "fail", exc.message, "change the pins, or declare the conflict under accepted_conflicts"
+        ), exc.detail
+    if not full:
+        why = "--set overrides: not compared with the lock" if resolved.overrides else "no full lock entry"
+        return row("warn", f"{len(now.packages)} packages resolve ({why})", f"run `{relock}`"), None
+    moved = package_drift(entry or {}, now)
+    if moved:
+        shown = ", ".join(moved[:6]) + (f" (+{len(moved) - 6} more)" if len(moved) > 6 else "")
+        return row("fail", f"lock out of date: {shown}", f"run `{relock}` to accept it"), None
+    unresolved = f"; not locked: {len(now.unresolved)}" if now.unresolved else ""
+    return row("pass", f"{len(now.packages)} packages resolve exactly as locked{unresolved}"), None
