@@ -275,10 +275,17 @@ def conflict_chain(stderr: str) -> tuple[str, str]:
     text = stderr.strip()
     cause = text.split("cause:", 1)[1] if "cause:" in text else text.split("╰─▶", 1)[-1]
     flat = " ".join(cause.replace("╰─▶", " ").split())
-    # "depends on one of: a b and ..." -> "depends on a or b and ..." (uv prints one requirement per line)
-    flat = re.sub(r"one of: ((?:\S+ )+?)(?=and |we can)", lambda m: " or ".join(m.group(1).split()) + " ", flat)
-    first = flat.split(", we can conclude", 1)[0].removeprefix("Because ").strip()
-    return first, text
+    # What uv concludes restates its premises: keep the premises only.
+    flat = re.sub(r",? we can conclude that .*?(?=And because|$)", " ", flat)
+    # "depends on one of: a b" -> "depends on a or b" (uv prints one requirement per line)
+    flat = re.sub(
+        r"one of: ((?:\S+ )+?)(?=and |And |$)", lambda m: " or ".join(m.group(1).split()) + " ", flat + " "
+    )
+    depends = list(dict.fromkeys(re.findall(r"(\S+ depends on .+?)(?= and | And |\s*$)", flat)))
+    required = list(dict.fromkeys(re.findall(r"you require (\S+?),?(?=\s|$)", flat)))
+    parts = [*depends, f"you require {' and '.join(required)}" if required else ""]
+    line = "; ".join(p.strip() for p in parts if p.strip())
+    return line or " ".join(text.split())[:400], text
 
 
 def resolve(inputs: Inputs, *, refresh: bool = False, timeout: int = 600) -> list[LockedPackage]:
