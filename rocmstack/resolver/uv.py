@@ -327,7 +327,7 @@ def resolve(inputs: Inputs, *, refresh: bool = False, timeout: int = 600) -> lis
                 line, full = conflict_chain(err)
                 raise ResolutionError(f"unsatisfiable: {line}", detail=full)
             if _NETWORK.search(err):
-                last = " ".join(err.splitlines()[-1].split()) if err else "no output"
+                last = " ".join(err.splitlines()[-1].split()).removeprefix("cause: ") if err else "no output"
                 raise NetworkError(
                     f"package index unreachable: {last}", fix="check the network or proxy and retry"
                 )
