@@ -263,6 +263,19 @@ def test_build_labels_lock_tags_and_patch(podman_env, first_build):
     assert lock["recipe"] == "tiny-pip" and lock["render_hash"] == m["render_hash"]
     assert lock["components"]["tomli"]["version"] == "2.0.1" and lock["patches"] == ["tomli-marker"]
     assert lock["rocmstack"]["revision"] == sha
+    # Installed from the committed lock (tests/fixtures/recipes/tiny-pip.lock.json): exact pins, hashes required.
+    committed = json.loads(RECIPE.with_name("tiny-pip.lock.json").read_text())["entries"][ARCH]
+    assert lock["packages"] == committed["packages"] and {p["name"] for p in lock["packages"]} >= {
+        "iniconfig",
+        "tomli",
+    }
+    dockerfile = (Path(m["context"]) / "Dockerfile").read_text()
+    assert dockerfile.count("pip install --no-deps --require-hashes -r /opt/rocmstack/requirements/") == 2
+    assert "guard.py pip-check" in dockerfile
+    pins = image_file(podman_env, tags["refs"][0], "/opt/rocmstack/requirements/ray.txt")
+    assert pins.startswith("iniconfig==2.0.0 \\\n    --hash=sha256:")
+    log = Path(m["log"]).read_text()
+    assert "rocmstack guard: pip check passed" in log
 
     foreign = rocmstack(podman_env, "inspect", BASE, "--engine", "podman")
     assert (
