@@ -67,6 +67,10 @@ def check_all_shipped() -> list[tuple[str, str, list]]:
 
 
 def register(app: typer.Typer) -> None:
+    from rocmstack.resolver import commands as resolver_commands
+
+    resolver_commands.register(app)
+
     @app.command("check")
     def check_cmd(
         recipe: str | None = RECIPE_ARG,

@@ -269,13 +269,25 @@ def test_build_labels_lock_tags_and_patch(podman_env, first_build):
         "iniconfig",
         "tomli",
     }
-    dockerfile = (Path(m["context"]) / "Dockerfile").read_text()
+    dockerfile = next(Path(first_build["out"]).rglob("Dockerfile")).read_text()
     assert dockerfile.count("pip install --no-deps --require-hashes -r /opt/rocmstack/requirements/") == 2
     assert "guard.py pip-check" in dockerfile
     pins = image_file(podman_env, tags["refs"][0], "/opt/rocmstack/requirements/ray.txt")
     assert pins.startswith("iniconfig==2.0.0 \\\n    --hash=sha256:")
     log = Path(m["log"]).read_text()
     assert "rocmstack guard: pip check passed" in log
+    # diff reads the image's own lock through the engine: same packages and commits as the committed lock.
+    same = rocmstack(
+        podman_env,
+        "diff",
+        tags["refs"][0],
+        str(RECIPE.with_name("tiny-pip.lock.json")),
+        "--engine",
+        "podman",
+        "--json",
+    )
+    assert same.returncode == 0, same.stderr
+    assert [c for c in json.loads(same.stdout)["changes"] if c["section"] in ("package", "git")] == []
 
     foreign = rocmstack(podman_env, "inspect", BASE, "--engine", "podman")
     assert (
