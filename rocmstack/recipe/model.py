@@ -84,7 +84,7 @@ def _requirement(value: str) -> str:
         req = Requirement(value)
     except InvalidRequirement as exc:
         raise ValueError(f"{value!r} is not a PEP 508 requirement: {exc}") from None
-    if req.url or not re.fullmatch(r"[A-Za-z0-9_.,;:<>=!~*+\[\] ()'\"-]{1,300}", value):
+    if req.url or not re.fullmatch(r"[A-Za-z0-9_.,;:<>=!~*+\[\] ()'\"-]{1,400}", value):
         raise ValueError(f"{value!r} is not a PEP 508 requirement (name, extras, version, marker; no URL)")
     return value
 
@@ -137,11 +137,22 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+def _installed_version(value: str) -> str:
+    """A version as installed, local label included (``2.9.1+rocm7.0.2``)."""
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise ValueError(f"{value!r} is not a PEP 440 version") from None
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+!-]{0,99}", value):
+        raise ValueError(f"{value!r} is not a PEP 440 version")
+    return value
+
+
 class Provided(_Strict):
     """A Python distribution the base image already has: the resolver treats it as installed, never replaces it."""
 
     name: Package
-    version: Version_
+    version: Annotated[str, AfterValidator(_installed_version)]
     requires: tuple[RequirementStr, ...] = Field(
         default=(), description="its Requires-Dist as installed in the base (markers allowed)"
     )

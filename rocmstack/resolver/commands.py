@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
@@ -108,3 +110,32 @@ def register(app: typer.Typer) -> None:
                 escape(r.verdict),
             )
         _console().print(table)
+
+    @app.command("base-freeze")
+    def base_freeze_cmd(
+        image: str = typer.Argument(..., help="Base image (local store of the engine; pulled beforehand)"),
+        engine: str = typer.Option("auto", "--engine", help="buildah, podman, docker or auto (that order)"),
+        write: Path | None = typer.Option(
+            None, "--write", help="Put the result into this recipe's base.provides (atomically, validated)"
+        ),
+        json_out: bool = JSON_OPT,
+    ) -> None:
+        """Read the Python distributions IMAGE really has (name, version, requirements) as base.provides."""
+        import yaml
+
+        from rocmstack.output import print_json, stderr, warn
+        from rocmstack.resolver.freeze import provides, read_dists, write_into
+
+        stderr().print(f"reading the Python distributions of {image} ...", style="dim", markup=False)
+        data = read_dists(image, engine)
+        items, notes = provides(data)
+        for note in notes:
+            warn(note)
+        if write is not None:
+            write_into(write, items, image)
+        if json_out:
+            print_json({"image": image, "python": data.get("python"), "provides": items, "notes": notes})
+        elif write is not None:
+            typer.echo(f"{write}: base.provides <- {len(items)} distributions of {image}")
+        else:
+            typer.echo(yaml.safe_dump({"provides": items}, sort_keys=False, width=1000), nl=False)

@@ -511,3 +511,23 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build):
     assert proc.returncode == 0, proc.stderr[-3000:]
     digests = {remote(env, ref)["Digest"] for ref in staged["refs"]}
     assert len(digests) == 1  # descriptive tag and alias point at the validated content tag
+
+
+def test_base_freeze_reads_the_base_image_through_buildah(podman_env, first_build, tmp_path):
+    """base.provides from the real base image, cross-checked with what the build's guard froze from it."""
+    proc = rocmstack(podman_env, "base-freeze", BASE, "--engine", "buildah", "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = {p["name"]: p for p in json.loads(proc.stdout)["provides"]}
+    assert json.loads(proc.stdout)["python"] == "3.11" and {"pip", "wheel"} <= set(got)
+    image = first_build["manifest"]["tags"]["refs"][0]
+    frozen = image_file(podman_env, image, "/opt/rocmstack/constraints.txt").split()
+    assert f"wheel=={got['wheel']['version']}" in frozen  # the guard read the same base independently
+    recipe = tmp_path / "tiny-pip.yaml"
+    shutil.copy(RECIPE, recipe)
+    wrote = rocmstack(
+        podman_env, "base-freeze", BASE, "--engine", "buildah", "--write", str(recipe), timeout=300
+    )
+    assert wrote.returncode == 0, wrote.stderr
+    assert "  provides:\n    # read from localhost/rocmstack-test-base:bookworm" in recipe.read_text()
+    left = podman(podman_env, "ps", "--all", "--external", "--format", "{{.Names}}").stdout
+    assert "rocmstack-freeze-" not in left  # the working container is removed
