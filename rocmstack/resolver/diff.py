@@ -80,9 +80,9 @@ def _pick_entry(doc: Mapping[str, Any], origin: str, gpu_arch: str | None) -> di
                 f"{origin}: no lock entry for --gpu-arch {quoted(gpu_arch)}",
                 fix=f"entries: {', '.join(entries)}",
             )
-        return entries[key]
+        return dict(entries[key])
     # The widest arch set: the recipe's default build.
-    return entries[max(entries, key=lambda k: (k.count(";"), k))]
+    return dict(entries[max(entries, key=lambda k: (k.count(";"), k))])
 
 
 def side_from_lock(entry: Mapping[str, Any], label: str, kind: str = "lock") -> Side:
@@ -136,7 +136,7 @@ def side_from_image(ref: str, engine: str | None) -> Side:
     from rocmstack.build import engines
     from rocmstack.build.pipeline import LOCK_PATH
 
-    found = engines.detect(engine)
+    found = engines.detect(engine or "auto")
     info = engines.inspect_image(found, ref)
     raw = engines.read_file(found, ref, LOCK_PATH)
     if not raw:

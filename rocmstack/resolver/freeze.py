@@ -123,6 +123,8 @@ def read_dists(image: str, engine: str = "auto") -> dict[str, Any]:
         raise EngineError(
             f"{printable(image)}: the probe printed no JSON (is python3 in the image?)"
         ) from None
+    if not isinstance(data, dict):
+        raise EngineError(f"{printable(image)}: the probe printed unexpected JSON")
     return data
 
 

@@ -231,7 +231,7 @@ def parse_compiled(text: str) -> list[_Entry]:
         if not m:
             continue
         hashes = tuple(h for h in re.findall(r"--hash=(\S+)", spec))
-        via = ()
+        via: tuple[str, ...] = ()
         if comment.strip().startswith("via"):
             via = tuple(v.strip() for v in comment.strip()[3:].split(",") if v.strip())
         entries.append(_Entry(name=canonicalize_name(m.group(1)), version=m.group(2), hashes=hashes, via=via))
@@ -347,8 +347,10 @@ def resolve(inputs: Inputs, *, refresh: bool = False, timeout: int = 600) -> lis
 
 def provided_dists(provides: Sequence[Any], torch: str) -> tuple[ProvidedDist, ...]:
     """``base.provides`` as ProvidedDist, with the base's torch declared even where provides omits it."""
-    out = {
-        canonicalize_name(p.name): ProvidedDist(name=p.name, version=p.version, requires=tuple(p.requires))
+    out: dict[str, ProvidedDist] = {
+        str(canonicalize_name(p.name)): ProvidedDist(
+            name=p.name, version=p.version, requires=tuple(p.requires)
+        )
         for p in provides
     }
     out.setdefault("torch", ProvidedDist(name="torch", version=torch))
