@@ -110,8 +110,11 @@ def test_pin_bump_changes_only_its_layer_and_later():
 
 
 def test_render_is_byte_identical_across_runs_and_processes(tmp_path):
+    from rocmstack.rules.lock import gate
+
     first, second = tmp_path / "a", tmp_path / "b"
-    write_context(rendered("verl-0.9.0-rocm10", "gfx950"), first)
+    # Through the gate, as `render` does: the committed lock's pins are part of the context.
+    write_context(render(gate("verl-0.9.0-rocm10", "gfx950").resolved, revision=FIXED_REVISION), first)
     env = {**os.environ, "SOURCE_DATE_EPOCH": "0", "TZ": "Pacific/Auckland", "LC_ALL": "C"}
     subprocess.run(
         [
