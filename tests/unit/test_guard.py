@@ -92,3 +92,53 @@ def test_pin_appends_source_built_dist_and_checks_its_version(tmp_path):
     assert wrong.returncode == 3 and "the ref is not that release" in wrong.stderr
     missing = guard("pin", "not-a-dist==1.0", state=tmp_path)
     assert missing.returncode == 3 and "no distribution named not-a-dist" in missing.stderr
+
+
+def _stub_wheel(folder: Path, name: str, requires: list[str]) -> Path:
+    import zipfile
+
+    info = f"{name}-1.0.dist-info"
+    path = folder / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as whl:
+        whl.writestr(
+            f"{info}/METADATA",
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+            + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        )
+        whl.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        whl.writestr(f"{info}/RECORD", "")
+    return path
+
+
+@pytest.mark.timeout(300)
+def test_pip_check_passes_only_the_conflicts_the_recipe_accepts(tmp_path):
+    """A real venv and real `pip check`: one package whose requirement is broken on purpose (like verl's
+    transformers range), another broken by accident."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=240)
+    py = venv / "bin" / "python"
+    wheels = [
+        _stub_wheel(tmp_path, "verl_like", ["transformers-like<1"]),
+        _stub_wheel(tmp_path, "transformers_like", []),
+    ]
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", *map(str, wheels)],
+        check=True,
+        timeout=240,
+    )
+    run = [str(py), str(GUARD), "pip-check"]
+    accepted = subprocess.run(
+        [*run, "--accept", "verl-like:transformers-like"], capture_output=True, text=True
+    )
+    assert accepted.returncode == 0, accepted.stderr
+    assert "accepted conflict (declared in the recipe): verl-like 1.0 has requirement" in accepted.stdout
+    refused = subprocess.run(run, capture_output=True, text=True)
+    assert (
+        refused.returncode == 3 and "pip check found conflicts the recipe does not accept" in refused.stderr
+    )
+    wheels.append(_stub_wheel(tmp_path, "other", ["missing-dep"]))
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheels[-1])], check=True
+    )
+    still = subprocess.run([*run, "--accept", "verl-like:transformers-like"], capture_output=True, text=True)
+    assert still.returncode == 3 and "other 1.0 requires missing-dep, which is not installed" in still.stderr
