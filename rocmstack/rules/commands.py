@@ -203,11 +203,12 @@ def register(app: typer.Typer) -> None:
         Versions and commits already locked stay unless --refresh names them (or --refresh alone: all).
         Without --gpu-arch every default arch set is locked and stale entries are dropped. Nothing is
         written unless every entry resolved."""
+        from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
 
         from rocmstack.errors import InputError
-        from rocmstack.output import print_json, stderr, stdout, warn
+        from rocmstack.output import print_json, stderr, warn
         from rocmstack.recipe.load import load_recipe, recipe_files
         from rocmstack.recipe.resolve import resolve
         from rocmstack.resolver.closure import closure
@@ -285,7 +286,9 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(rows)
             return
-        table = Table("recipe", "archs", "packages", "render hash", "rules", "lock file")
+        table = Table()
+        for column in ("recipe", "archs", "packages", "render hash", "rules", "lock file"):
+            table.add_column(column, overflow="fold")  # names and paths are never cut
         for row in rows:
             rules = ", ".join(f"{n} {s}" for s, n in row["rules"].items() if n)
             table.add_row(
@@ -296,4 +299,4 @@ def register(app: typer.Typer) -> None:
                 rules,
                 row["lock"],
             )
-        stdout().print(table)
+        Console(highlight=False, width=None if sys.stdout.isatty() else 200).print(table)
