@@ -190,9 +190,6 @@ class Base(_Strict):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"provides lists {', '.join(twice)} twice")
-        torch = [p for p in self.provides if canonicalize_name(p.name) == "torch"]
-        if torch and Version(torch[0].version).public != Version(self.torch).public:
-            raise ValueError(f"provides torch {torch[0].version} but base.torch is {self.torch}")
         return self
 
 

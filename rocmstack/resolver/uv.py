@@ -346,14 +346,18 @@ def resolve(inputs: Inputs, *, refresh: bool = False, timeout: int = 600) -> lis
 
 
 def provided_dists(provides: Sequence[Any], torch: str) -> tuple[ProvidedDist, ...]:
-    """``base.provides`` as ProvidedDist, with the base's torch declared even where provides omits it."""
+    """``base.provides`` as ProvidedDist, with the base's torch (at ``base.torch``) declared even where provides
+    omits it."""
     out: dict[str, ProvidedDist] = {
         str(canonicalize_name(p.name)): ProvidedDist(
             name=p.name, version=p.version, requires=tuple(p.requires)
         )
         for p in provides
     }
-    out.setdefault("torch", ProvidedDist(name="torch", version=torch))
+    # base.torch is the truth for torch's version (`--set base.torch=...` moves it); provides gives its requires.
+    out["torch"] = ProvidedDist(
+        name="torch", version=torch, requires=out["torch"].requires if "torch" in out else ()
+    )
     return tuple(out[k] for k in sorted(out))
 
 
