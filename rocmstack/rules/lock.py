@@ -321,5 +321,12 @@ def resolver_result(
     if moved:
         shown = ", ".join(moved[:6]) + (f" (+{len(moved) - 6} more)" if len(moved) > 6 else "")
         return row("fail", f"lock out of date: {shown}", f"run `{relock}` to accept it"), None
-    unresolved = f"; not locked: {len(now.unresolved)}" if now.unresolved else ""
-    return row("pass", f"{len(now.packages)} packages resolve exactly as locked{unresolved}"), None
+    if now.unresolved:
+        names = sorted({u.split(":", 1)[0] for u in now.unresolved})
+        return row(
+            "warn",
+            f"{len(now.packages)} packages resolve exactly as locked; not locked (built from the ref): "
+            + ", ".join(names),
+            f"run `{relock}` where their git remotes are reachable",
+        ), None
+    return row("pass", f"{len(now.packages)} packages resolve exactly as locked"), None
