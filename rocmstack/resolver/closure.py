@@ -95,6 +95,7 @@ def inputs(
     upgrade: tuple[str, ...] | bool = (),
     bumped: Mapping[str, str] | None = None,
     unresolved: list[str] | None = None,
+    as_locked: bool = False,
 ) -> uv.Inputs:
     """The resolver's inputs for this recipe; ``bumped`` replaces pins (``outdated``'s what-if)."""
     recipe = resolved.recipe
@@ -111,10 +112,14 @@ def inputs(
             elif comp.source == "git":
                 no_emit.add(canonicalize_name(comp.package or name))
                 commit = commits.get(name, {}).get("commit")
-                skipped = name in ((previous or {}).get("requirements_unlocked") or ()) and not upgrade
-                if skipped and unresolved is not None and comp.requirements:
-                    unresolved.append(f"{name}: {comp.requirements} not locked (as in the lock file)")
-                elif comp.requirements and comp.url and commit:
+                # check (as_locked) takes an unpinned requirements file as the lock left it; lock retries it.
+                unpinned = name in ((previous or {}).get("requirements_unlocked") or ())
+                if not (comp.requirements and comp.url and commit):
+                    continue  # an unknown commit is noted by closure()
+                if as_locked and unpinned:
+                    if unresolved is not None:
+                        unresolved.append(f"{name}: {comp.requirements} not locked (as in the lock file)")
+                else:
                     try:
                         lines += git.requirement_lines(comp.url, commit, comp.requirements)
                     except NetworkError as exc:
@@ -179,6 +184,7 @@ def closure(
         previous=previous,
         upgrade=upgrade,
         unresolved=notes if tolerate else None,
+        as_locked=as_locked,
     )
     packages = uv.resolve(spec, refresh=not cache)
     unlocked = tuple(

@@ -182,3 +182,29 @@ def test_malformed_provides_is_exit_2_naming_file_and_field(cli, tmp_path):
     res = cli("check", str(tmp_path / "tiny.yaml"), "--offline")
     assert res.code == 2 and res.err.count("\n") == 1
     assert "tiny.yaml" in res.err and "base.provides.0.requires.0" in res.err and "numpy >>= 1" in res.err
+
+
+@pytest.mark.network
+def test_an_unreachable_remote_is_left_unlocked_on_request_and_locked_once_it_answers(cli, tmp_path, env):
+    recipe = _recipe(tmp_path)
+    gone = {**env, "GIT_CONFIG_KEY_0": f"url.{(tmp_path / 'gone').as_uri()}.insteadOf"}
+    res = cli("lock", str(recipe), env=gone)
+    errors = [line for line in res.err.splitlines() if line.startswith("rocmstack:")]
+    assert res.code == 4 and len(errors) == 1 and f"git remote {UPSTREAM} unreachable" in errors[0]
+    assert not (tmp_path / "tiny.lock.json").exists()
+    res = cli("lock", str(recipe), "--allow-unreachable-git", env=gone)
+    assert res.code == 0, res.err
+    entry = _entry(tmp_path / "tiny.lock.json")
+    assert entry["git"]["helper"]["commit"] is None and entry["requirements_unlocked"] == ["helper"]
+    assert "packaging" not in {p["name"] for p in entry["packages"]}
+    check = cli("check", str(recipe), "--json", env=gone)  # takes the lock as it is: no remote asked
+    row = next(r for r in json.loads(check.out)[0]["results"] if r["id"] == "resolver")
+    assert (
+        check.code == 0
+        and row["status"] == "warn"
+        and "not locked (built from the ref): helper" in row["reason"]
+    )
+    assert cli("lock", str(recipe), env=env).code == 0  # the remote answers again: locked, without --refresh
+    entry = _entry(tmp_path / "tiny.lock.json")
+    assert entry["git"]["helper"]["commit"] and "requirements_unlocked" not in entry
+    assert {p["name"]: p["version"] for p in entry["packages"]}["packaging"] == "24.1"
