@@ -244,6 +244,7 @@ def render(
         "patches": {p.id: p for p in patches},
         "locked": bool(resolved.locked),
         "accepted_conflicts": [f"{c.package}:{c.requires}" for c in recipe.accepted_conflicts],
+        "no_deps_packages": sorted({c.package or n for n, c in recipe.components.items() if c.no_deps}),
         "has_vllm": any(c.layer.value == "vllm" for c in recipe.components.values()),
         "labels": _labels(resolved, digest, ignored_rules),
         "render_hash": digest,

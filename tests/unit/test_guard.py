@@ -131,7 +131,10 @@ def test_pip_check_passes_only_the_conflicts_the_recipe_accepts(tmp_path):
         [*run, "--accept", "verl-like:transformers-like"], capture_output=True, text=True
     )
     assert accepted.returncode == 0, accepted.stderr
-    assert "accepted conflict (declared in the recipe): verl-like 1.0 has requirement" in accepted.stdout
+    assert (
+        "declared in the recipe (accepted conflict or no_deps): verl-like 1.0 has requirement"
+        in accepted.stdout
+    )
     refused = subprocess.run(run, capture_output=True, text=True)
     assert (
         refused.returncode == 3 and "pip check found conflicts the recipe does not accept" in refused.stderr
@@ -142,3 +145,14 @@ def test_pip_check_passes_only_the_conflicts_the_recipe_accepts(tmp_path):
     )
     still = subprocess.run([*run, "--accept", "verl-like:transformers-like"], capture_output=True, text=True)
     assert still.returncode == 3 and "other 1.0 requires missing-dep, which is not installed" in still.stderr
+    # Installed with no_deps by the recipe: an absent requirement is its declared choice, a wrong version is not.
+    declared = subprocess.run(
+        [*run, "--accept", "verl-like:transformers-like", "--no-deps", "other"],
+        capture_output=True,
+        text=True,
+    )
+    assert declared.returncode == 0, declared.stderr
+    wrong = subprocess.run(
+        [*run, "--no-deps", "other", "--no-deps", "verl-like"], capture_output=True, text=True
+    )
+    assert wrong.returncode == 3 and "verl-like 1.0 has requirement transformers-like<1" in wrong.stderr
