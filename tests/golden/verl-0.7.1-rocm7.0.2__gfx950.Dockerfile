@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe verl-0.7.1-rocm7.0.2 for gfx950. Do not edit: re-render.
-# render hash 2515f38367d41cef5863f3ab4f24ad9db66d2b25aa2ff3787c2ff22843e1929c
+# render hash 98a03604db7b1a27c4f28796aa4514e6b21ec1945d9a66f9f02be659fe07aded
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2@sha256:64072e02ef3fc364a0bef09e71c0f4b3ae32ba6fc65e4d121a4736a538aa2bb8
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -59,7 +59,7 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="" \
       dev.rocmstack.pins="base:rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2,python:3.12,rocm:7.0.2,torch:2.9.1,amdsmi:7.0.2,cupy-rocm-7-0:base,megatron-core:0.16.0,ray:2.55.1,verl:0.7.1,vllm:0.20.2rc1.dev253" \
       dev.rocmstack.recipe="verl-0.7.1-rocm7.0.2" \
-      dev.rocmstack.render-hash="2515f38367d41cef5863f3ab4f24ad9db66d2b25aa2ff3787c2ff22843e1929c" \
+      dev.rocmstack.render-hash="98a03604db7b1a27c4f28796aa4514e6b21ec1945d9a66f9f02be659fe07aded" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.digest="sha256:64072e02ef3fc364a0bef09e71c0f4b3ae32ba6fc65e4d121a4736a538aa2bb8" \
       org.opencontainers.image.base.name="rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2" \

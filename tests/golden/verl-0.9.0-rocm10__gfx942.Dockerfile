@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe verl-0.9.0-rocm10 for gfx942. Do not edit: re-render.
-# render hash a56aeb9f57dfa8f7d637d15008b53d9f642f246cc869245f613dc55623a8814b
+# render hash 33b4a9a75cb324b1d956e87cab751d2dcee3e4489b9f57f9087e48390f1cd616
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/primus:v26.7
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -145,7 +145,7 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="rtld-local,amdsmi-install,libz3-soname,sglang-rmsnorm,sglang-qwen3-asr,verl-rollout-defaults" \
       dev.rocmstack.pins="base:rocm/primus:v26.7,python:3.12,rocm:10.0,torch:2.12.0,accelerate:>=1.14.0,amdsmi:sdk,cupy-rocm-7-0:14.2.0,flash-linear-attention:main,mbridge:main,megatron-core:0.18.0,ray:2.58.0,rocm-sdk:10.0,sgl-kernel:0801cc05ed202544e2e5c67d6b0a1d454de54fca,sglang:0801cc05ed202544e2e5c67d6b0a1d454de54fca,torchao:>=0.16.0,transformers:>=5.12,verl:release/0.9.0.amd0,vllm:v0.27.0,z3-solver:==4.15.*" \
       dev.rocmstack.recipe="verl-0.9.0-rocm10" \
-      dev.rocmstack.render-hash="a56aeb9f57dfa8f7d637d15008b53d9f642f246cc869245f613dc55623a8814b" \
+      dev.rocmstack.render-hash="33b4a9a75cb324b1d956e87cab751d2dcee3e4489b9f57f9087e48390f1cd616" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.name="rocm/primus:v26.7" \
       org.opencontainers.image.description="verl 0.9.0.amd0 with vLLM 0.27.0 and SGLang on ROCm 10.0 (Primus v26.7)" \

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1.7
 # Rendered by rocmstack 0.1.0 from recipe vime-megatron-vllm-rocm7.14 for gfx942. Do not edit: re-render.
-# render hash fe13cd47da5d6a6323f8694e8779ad4958199d91217cbda1b1d73ed7d9f36e54
+# render hash e73790108cfcb43bf1e39d62d29da9519383eb377b8fca2aaaf9f2237de533f2
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/primus:v26.4
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -106,7 +106,7 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       dev.rocmstack.patches="rtld-local,amdsmi-install" \
       dev.rocmstack.pins="base:rocm/primus:v26.4,python:3.12,rocm:7.14,torch:2.12.0,amdsmi:sdk,flash-linear-attention:0.4.2,megatron-lm:1dcf0dafa884ad52ffb243625717a3471643e087,numpy:1.26.4,rocm-sdk:7.14,torch-memory-saver:d64a639,vime:main,vllm:98dff2a81d747d1dba01a47f939f48c3526d4206" \
       dev.rocmstack.recipe="vime-megatron-vllm-rocm7.14" \
-      dev.rocmstack.render-hash="fe13cd47da5d6a6323f8694e8779ad4958199d91217cbda1b1d73ed7d9f36e54" \
+      dev.rocmstack.render-hash="e73790108cfcb43bf1e39d62d29da9519383eb377b8fca2aaaf9f2237de533f2" \
       dev.rocmstack.version="0.1.0" \
       org.opencontainers.image.base.name="rocm/primus:v26.4" \
       org.opencontainers.image.description="vime (Megatron-LM + vLLM 0.29.0 rollout) on ROCm 7.14 (Primus v26.4)" \
