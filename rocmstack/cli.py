@@ -149,6 +149,9 @@ def main(argv: list[str] | None = None, *, modules: tuple[str, ...] = COMMAND_MO
         with warnings.catch_warnings():
             code = app(args=args, prog_name="rocmstack", standalone_mode=False)
     except RocmstackError as exc:
+        if exc.detail:
+            sys.stderr.write(f"rocmstack: error: {exc.one_line()}\n{exc.detail.rstrip()}\n")
+            sys.exit(int(exc.exit_code))
         _fail(exc.one_line(), exc.exit_code)
     except click.UsageError as exc:
         if not exc.format_message():

@@ -46,10 +46,11 @@ class ExitCode(IntEnum):
 class RocmstackError(Exception):
     exit_code: ExitCode = ExitCode.USAGE
 
-    def __init__(self, message: str, *, fix: str | None = None) -> None:
+    def __init__(self, message: str, *, fix: str | None = None, detail: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.fix = fix
+        self.detail = detail  # printed below the one line (e.g. a resolver's full explanation)
 
     def one_line(self) -> str:
         # The last guard: whatever a message quoted, it prints as exactly one line.
@@ -84,3 +85,7 @@ class CheckFailed(RocmstackError):
     """A doctor check, smoke verdict, bench gate or validation did not pass."""
 
     exit_code = ExitCode.FAILED
+
+
+class NetworkError(EngineError):
+    """A package index or git remote cannot be reached (exit 4); nothing was written."""

@@ -5,6 +5,9 @@ guard.py freeze NAME==EXPECTED|NAME ...  write the constraints file pinning the 
 guard.py python X.Y                      the interpreter must be Python X.Y
 guard.py pin NAME==VERSION               a source-built dist is at its declared version; freeze it
 guard.py final [--require-hip] [--forbid-nvidia]
+guard.py pip-check [--accept PACKAGE:REQUIRES ...] [--no-deps PACKAGE ...]
+                                         `pip check`, except conflicts the recipe accepts and the missing
+                                         requirements of packages it installs with no_deps
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import argparse
 import importlib.metadata as md
 import os
 import re
+import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 EXIT_FAILED = 3
@@ -125,6 +130,37 @@ def final(require_hip: bool, forbid_nvidia: bool) -> int:
     return 0
 
 
+_PIP_CHECK = re.compile(r"^(?P<pkg>\S+) \S+ (?P<kind>has requirement|requires) (?P<req>[A-Za-z0-9._-]+)")
+
+
+def pip_check(accepted: Sequence[str], no_deps: Sequence[str] = ()) -> int:
+    """Every installed distribution's requirements are met, except the (package, requirement) pairs accepted
+    and requirements that are absent for a package the recipe installs with no_deps (a declared choice);
+    a version conflict of a no_deps package still fails."""
+    allowed = {tuple(_norm(x) for x in item.split(":", 1)) for item in accepted if ":" in item}
+    without_deps = {_norm(n) for n in no_deps}
+    proc = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, check=False)
+    broken, kept = [], []
+    for line in proc.stdout.splitlines():
+        m = _PIP_CHECK.match(line.strip())
+        pair = (_norm(m.group("pkg")), _norm(m.group("req"))) if m else None
+        absent_by_choice = bool(m and m.group("kind") == "requires" and pair and pair[0] in without_deps)
+        if pair in allowed or absent_by_choice:
+            kept.append(line.strip())
+        elif line.strip() and line.strip() != "No broken requirements found.":
+            broken.append(line.strip())
+    for line in kept:
+        print(f"rocmstack guard: declared in the recipe (accepted conflict or no_deps): {line}")
+    if broken:
+        return fail(
+            "pip check found conflicts the recipe does not accept: "
+            + "; ".join(broken)
+            + " (fix the pins, or declare the conflict under accepted_conflicts with a reason and source)"
+        )
+    print("rocmstack guard: pip check passed")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -134,7 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("final")
     f.add_argument("--require-hip", action="store_true")
     f.add_argument("--forbid-nvidia", action="store_true")
+    c = sub.add_parser("pip-check")
+    c.add_argument("--accept", action="append", default=[], metavar="PACKAGE:REQUIRES")
+    c.add_argument("--no-deps", action="append", default=[], metavar="PACKAGE")
     args = parser.parse_args(argv)
+    if args.cmd == "pip-check":
+        return pip_check(args.accept, args.no_deps)
     if args.cmd == "freeze":
         return freeze(args.items)
     if args.cmd == "python":

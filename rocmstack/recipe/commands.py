@@ -39,7 +39,7 @@ def gate_and_render(
     from rocmstack.render.context import render, source_revision
     from rocmstack.rules.lock import gate
 
-    checked = gate(recipe, gpu_arch, overrides, ignore=ignore, relock=relock)
+    checked = gate(recipe, gpu_arch, overrides, ignore=ignore, relock=relock, patches_dir=patches_dir)
     notes = [*unverified_warnings(checked.resolved.recipe), *checked.notes]
     for note in notes:
         warn(note)

@@ -14,7 +14,9 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -76,6 +78,17 @@ def _version_or_spec(value: str) -> str:
     return value
 
 
+def _requirement(value: str) -> str:
+    """A PEP 508 requirement without a URL (``numpy>=1.24; python_version >= '3.10'``)."""
+    try:
+        req = Requirement(value)
+    except InvalidRequirement as exc:
+        raise ValueError(f"{value!r} is not a PEP 508 requirement: {exc}") from None
+    if req.url or not re.fullmatch(r"[A-Za-z0-9_.,;:<>=!~*+\[\] ()'\"-]{1,400}", value):
+        raise ValueError(f"{value!r} is not a PEP 508 requirement (name, extras, version, marker; no URL)")
+    return value
+
+
 Name = Annotated[str, _matching(_NAME, "name (lowercase letters, digits, '.', '_', '-')")]
 EnvName = Annotated[str, _matching(_ENV_NAME, "environment variable name (A-Z, 0-9, _)")]
 EnvValue = Annotated[
@@ -101,6 +114,7 @@ Text = Annotated[str, _matching(_TEXT, "one line of text without quotes, backsla
 ShortVersion = Annotated[str, _matching(_SHORT_VERSION, "version like 3.12 or 10.0")]
 Version_ = Annotated[str, AfterValidator(_version)]
 VersionOrSpec = Annotated[str, AfterValidator(_version_or_spec)]
+RequirementStr = Annotated[str, AfterValidator(_requirement)]
 
 
 class Layer(StrEnum):
@@ -123,6 +137,27 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+def _installed_version(value: str) -> str:
+    """A version as installed, local label included (``2.9.1+rocm7.0.2``)."""
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise ValueError(f"{value!r} is not a PEP 440 version") from None
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+!-]{0,99}", value):
+        raise ValueError(f"{value!r} is not a PEP 440 version")
+    return value
+
+
+class Provided(_Strict):
+    """A Python distribution the base image already has: the resolver treats it as installed, never replaces it."""
+
+    name: Package
+    version: Annotated[str, AfterValidator(_installed_version)]
+    requires: tuple[RequirementStr, ...] = Field(
+        default=(), description="its Requires-Dist as installed in the base (markers allowed)"
+    )
+
+
 class Base(_Strict):
     """The base image; torch, triton and the ROCm runtime come from here and are never reinstalled."""
 
@@ -140,6 +175,31 @@ class Base(_Strict):
         default=("torch", "torchvision", "torchaudio", "triton"),
         description="Packages the base provides that every later pip install must keep (constraints file)",
     )
+    glibc: ShortVersion = Field(
+        default="2.28", description="the base's glibc: the manylinux tag wheels are resolved for"
+    )
+    provides: tuple[Provided, ...] = Field(
+        default=(),
+        description="Python distributions of the base image (`rocmstack base-freeze IMAGE` fills it); "
+        "the resolver keeps them and never locks them",
+    )
+
+    @model_validator(mode="after")
+    def _provides(self) -> Base:
+        names = [canonicalize_name(p.name) for p in self.provides]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"provides lists {', '.join(twice)} twice")
+        return self
+
+
+class AcceptedConflict(_Strict):
+    """A requirement of an installed package the image breaks on purpose; `pip check` may report only these."""
+
+    package: Package = Field(description="the package whose requirement is not met")
+    requires: Package = Field(description="the distribution it requires in another version")
+    reason: Text
+    source: Url
 
 
 class Component(_Strict):
@@ -249,6 +309,10 @@ class Recipe(_Strict):
     user: User = Field(default_factory=User)
     publish: Publish
     validated_together: tuple[ValidatedSet, ...] = ()
+    accepted_conflicts: tuple[AcceptedConflict, ...] = Field(
+        default=(),
+        description="dependency conflicts the image keeps on purpose, each with a reason and source",
+    )
     unverified: tuple[
         Annotated[str, _matching(re.compile(r"^[a-z_]+(\.[A-Za-z0-9_.-]+)*$"), "field path")], ...
     ] = ()

@@ -16,6 +16,7 @@ from rocmstack.recipe.model import Component, Recipe
 from rocmstack.resources import recipes_dir
 
 LOCK_SCHEMA = 1
+_CLOSURE_KEYS = ("packages", "git", "unresolved", "requirements_unlocked")
 _ARCH = re.compile(r"^gfx[0-9a-f]{3,4}$")
 
 
@@ -25,6 +26,8 @@ class Resolved:
     source: Path
     gpu_archs: tuple[str, ...]
     overrides: tuple[str, ...] = ()
+    # The lock entry's closure ({"packages": [...], "git": {...}}) when the build installs from the lock.
+    locked: dict[str, Any] | None = None
 
     @property
     def arch_list(self) -> str:
@@ -74,6 +77,7 @@ class Resolved:
             "overrides": list(self.overrides),
             "unverified": list(r.unverified),
             "rocmstack": {"version": __version__, "revision": revision},
+            **{k: v for k, v in (self.locked or {}).items() if k in _CLOSURE_KEYS},
         }
 
 

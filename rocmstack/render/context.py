@@ -139,6 +139,10 @@ def _layers(resolved: Resolved, patches: list[Patch]) -> list[dict]:
         by_component.setdefault(p.component, []).append(p)
     layers = []
     checkouts: dict[tuple[str | None, str | None], str] = {}
+    locked = resolved.locked or {}
+    pinned: dict[str, list[dict]] = {}
+    for pkg in locked.get("packages", ()):
+        pinned.setdefault(pkg["layer"], []).append(pkg)
     for layer in LAYER_ORDER:
         comps = []
         for name, comp in resolved.components_in(layer.value):
@@ -154,11 +158,32 @@ def _layers(resolved: Resolved, patches: list[Patch]) -> list[dict]:
                     "install_name": comp.package or name,
                     "source_patches": [p.id for p in mine if p.target.source],
                     "patches": [p.id for p in mine if not p.target.source],
+                    "commit": (locked.get("git", {}).get(name) or {}).get("commit"),
+                    "requirements_locked": bool(locked)
+                    and name not in locked.get("requirements_unlocked", ()),
                 }
             )
-        if comps:
-            layers.append({"name": layer.value, "components": comps})
+        if comps or pinned.get(layer.value):
+            layers.append(
+                {
+                    "name": layer.value,
+                    "components": comps,
+                    "locked": bool(locked),
+                    "requirements": f"rocmstack/requirements/{layer.value}.txt"
+                    if pinned.get(layer.value)
+                    else None,
+                }
+            )
     return layers
+
+
+def locked_requirements(resolved: Resolved) -> dict[str, str]:
+    """layer -> a pip requirements file of exact pins with hashes (installed with --require-hashes)."""
+    out: dict[str, list[str]] = {}
+    for pkg in (resolved.locked or {}).get("packages", ()):
+        hashes = "".join(f" \\\n    --hash={h}" for h in pkg["hashes"])
+        out.setdefault(pkg["layer"], []).append(f"{pkg['name']}=={pkg['version']}{hashes}\n")
+    return {layer: "".join(lines) for layer, lines in out.items()}
 
 
 def _labels(resolved: Resolved, digest: str, ignored_rules: tuple[str, ...]) -> dict[str, str]:
@@ -226,6 +251,9 @@ def _context_files(
         "arch_list": resolved.arch_list,
         "layers": _layers(resolved, patches),
         "patches": {p.id: p for p in patches},
+        "locked": bool(resolved.locked),
+        "accepted_conflicts": [f"{c.package}:{c.requires}" for c in recipe.accepted_conflicts],
+        "no_deps_packages": sorted({c.package or n for n, c in recipe.components.items() if c.no_deps}),
         "has_vllm": any(c.layer.value == "vllm" for c in recipe.components.values()),
         "labels": _labels(resolved, digest, ignored_rules),
         "render_hash": digest,
@@ -237,6 +265,8 @@ def _context_files(
     for name in IN_IMAGE_SCRIPTS:
         files[f"rocmstack/bin/{name}"] = (INCONTEXT / name).read_bytes()
     files.update(src)
+    for layer, text in locked_requirements(resolved).items():
+        files[f"rocmstack/requirements/{layer}.txt"] = text.encode()
     for p in patches:
         files[f"rocmstack/patches/{p.id}.json"] = _canonical(p.spec()) + b"\n"
     lock = resolved.lock(render_hash=digest, revision=revision)

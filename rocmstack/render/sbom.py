@@ -110,10 +110,6 @@ def _base(entry: Mapping[str, Any]) -> Component:
     )
 
 
-def _git_name(url: str) -> str:
-    return url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
-
-
 def _git_component(name: str, url: str | None, ref: str | None, commit: str | None) -> Component:
     commit = commit or (ref if ref and _COMMIT.fullmatch(ref) else None)
     purl = None
@@ -140,30 +136,32 @@ def _git_component(name: str, url: str | None, ref: str | None, commit: str | No
 
 
 def _components(entry: Mapping[str, Any]) -> list[Component]:
-    if entry.get("packages") is not None or entry.get("git") is not None:
-        comps = [
-            Component(
-                type=ComponentType.LIBRARY,
-                name=str(p["name"]),
-                version=str(p["version"]),
-                bom_ref=f"pypi:{_canonical_name(str(p['name']))}",
-                purl=PackageURL(type="pypi", name=_canonical_name(str(p["name"])), version=str(p["version"])),
-                hashes=_hashes(p.get("hashes") or []),
-                properties=_props(source="pypi", layer=p.get("layer")),
-            )
-            for p in entry.get("packages") or []
-        ]
-        for g in entry.get("git") or []:
-            name = str(g.get("name") or _git_name(str(g["url"])))
-            comps.append(_git_component(name, g.get("url"), g.get("ref"), g.get("commit")))
-        return comps
-    comps = []
+    """Every package the lock resolved (with hashes), every git component at its commit, and every recipe
+    component neither covers (provided by the base or the SDK, or not lockable), as the recipe pins it."""
+    comps = [
+        Component(
+            type=ComponentType.LIBRARY,
+            name=str(p["name"]),
+            version=str(p["version"]),
+            bom_ref=f"pypi:{_canonical_name(str(p['name']))}",
+            purl=PackageURL(type="pypi", name=_canonical_name(str(p["name"])), version=str(p["version"])),
+            hashes=_hashes(p.get("hashes") or []),
+            properties=_props(source="pypi", layer=p.get("layer")),
+        )
+        for p in entry.get("packages") or []
+    ]
+    git = entry.get("git") or {}
+    for name, g in sorted(git.items()):  # the lock's {component: {url, ref, commit}}
+        comps.append(_git_component(name, g.get("url"), g.get("ref"), g.get("commit")))
+    locked = {_canonical_name(str(p["name"])) for p in entry.get("packages") or []}
     for name, c in sorted((entry.get("components") or {}).items()):
         source = c.get("source")
+        package = c.get("package") or name
+        if name in git or (source == "pypi" and _canonical_name(package) in locked):
+            continue
         if source == "git":
             comps.append(_git_component(name, c.get("url"), c.get("ref"), c.get("commit")))
             continue
-        package = c.get("package") or name
         version = c.get("version")
         purl = (
             PackageURL(type="pypi", name=_canonical_name(package), version=version)

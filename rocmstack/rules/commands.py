@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from pathlib import Path
 
 import typer
+
+from rocmstack.errors import quoted
 
 RECIPE_ARG = typer.Argument(None, help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
 ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
@@ -64,6 +67,10 @@ def check_all_shipped() -> list[tuple[str, str, list]]:
 
 
 def register(app: typer.Typer) -> None:
+    from rocmstack.resolver import commands as resolver_commands
+
+    resolver_commands.register(app)
+
     @app.command("check")
     def check_cmd(
         recipe: str | None = RECIPE_ARG,
@@ -71,9 +78,16 @@ def register(app: typer.Typer) -> None:
         overrides: list[str] = SET_OPT,
         ignore: list[str] = IGNORE_OPT,
         every: bool = ALL_OPT,
+        offline: bool = typer.Option(
+            False, "--offline", help="Check against the lock only; do not run the resolver (no network)"
+        ),
         json_out: bool = JSON_OPT,
     ) -> None:
-        """Evaluate every compatibility rule against the resolved pins; exit 1 if any rule fails."""
+        """Evaluate every compatibility rule and the resolver against the resolved pins; exit 1 if any fails.
+
+        The resolver (uv, cached) resolves every pip layer for the image's platform: an unsatisfiable set
+        fails with the conflict in one line and uv's explanation below; a lock that no longer matches what it
+        resolves is drift. --offline compares with the lock only."""
         from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
@@ -82,12 +96,17 @@ def register(app: typer.Typer) -> None:
         from rocmstack.output import print_json, print_table
         from rocmstack.patches import load_patches
         from rocmstack.rules.engine import evaluate_rules, load_rules
+        from rocmstack.rules.lock import resolver_result
 
         rules, patches = load_rules(), load_patches()
-        runs = [
-            (r, evaluate_rules(r, ignore=ignore, rules=rules, patches=patches))
-            for r in _targets(recipe, gpu_arch, every, overrides)
-        ]
+        runs = []
+        details: dict[str, str] = {}
+        for r in _targets(recipe, gpu_arch, every, overrides):
+            results = evaluate_rules(r, ignore=ignore, rules=rules, patches=patches)
+            row, detail = resolver_result(r, offline=offline)
+            if detail:
+                details[f"{r.recipe.name} [{r.arch_list}]"] = detail
+            runs.append((r, [*results, row]))
         failed = [(r, x) for r, results in runs for x in results if x.status == "fail"]
         if json_out:
             print_json(
@@ -143,53 +162,133 @@ def register(app: typer.Typer) -> None:
             raise RuleFailure(
                 f"{resolved.recipe.name} [{resolved.arch_list}]: rule {first.id} failed: {first.reason}{more}",
                 fix=first.fix,
+                detail=details.get(f"{resolved.recipe.name} [{resolved.arch_list}]")
+                if first.id == "resolver"
+                else None,
             )
 
     @app.command("lock")
     def lock_cmd(
         recipe: str | None = RECIPE_ARG,
+        names: list[str] = typer.Argument(
+            None, help="With --refresh: only these components / packages move (default: all)"
+        ),
         gpu_arch: str | None = ARCH_OPT,
         ignore: list[str] = IGNORE_OPT,
         every: bool = ALL_OPT,
+        refresh: bool = typer.Option(
+            False, "--refresh", help="Move floating git refs and version ranges to what upstream has now"
+        ),
+        recipes_dir: Path | None = typer.Option(
+            None, "--recipes-dir", help="With --all: lock every recipe in this folder (default: ./recipes)"
+        ),
+        out_dir: Path | None = typer.Option(
+            None, "--out-dir", help="Write <name>.lock.json here instead of next to the recipe file"
+        ),
+        pins_only: bool = typer.Option(
+            False, "--pins-only", help="Record the recipe's pins and rules only; no resolver, no network"
+        ),
+        allow_unreachable_git: bool = typer.Option(
+            False,
+            "--allow-unreachable-git",
+            help="Leave components whose git remote is out of reach unlocked (listed in the lock) instead of failing",
+        ),
+        patches_dir: Path | None = typer.Option(
+            None, "--patches-dir", help="Patch specs folder, as given to render/build (default: shipped)"
+        ),
         json_out: bool = JSON_OPT,
     ) -> None:
-        """Write <recipe>.lock.json next to the recipe: resolved pins, base digest, rule results, render hash.
+        """Resolve and write <recipe>.lock.json: every Python package (version, hashes, layer) of every pip
+        layer, every git component's commit, plus pins, base digest, rule results and render hash.
 
-        Without --gpu-arch every default arch set is locked and stale entries are dropped."""
+        Versions and commits already locked stay unless --refresh names them (or --refresh alone: all).
+        Without --gpu-arch every default arch set is locked and stale entries are dropped. Nothing is
+        written unless every entry resolved."""
+        from rich.markup import escape
 
-        from rocmstack.output import print_json, print_table, table
+        from rocmstack.errors import InputError
+        from rocmstack.output import print_json, print_table, stderr, table, warn
         from rocmstack.recipe.load import load_recipe, recipe_files
         from rocmstack.recipe.resolve import resolve
-        from rocmstack.render.context import source_revision
-        from rocmstack.rules.lock import arch_key, default_arch_sets, lock_path, lock_resolved, write_lock
+        from rocmstack.resolver.closure import closure
+        from rocmstack.rules.lock import (
+            arch_key,
+            default_arch_sets,
+            lock_path,
+            lock_resolved,
+            read_lock,
+            write_lock,
+        )
 
         _one_or_all(recipe, every, "lock")
-        revision = source_revision()[0]
-        rows = []
-        for name in sorted(recipe_files()) if every else [recipe]:
+        if names and not refresh:
+            raise InputError(
+                f"names given without --refresh: {', '.join(names)}",
+                fix="add --refresh to move just those, or drop the names",
+            )
+        if every:
+            folder = recipes_dir or Path("recipes")
+            if not folder.is_dir():
+                raise InputError(
+                    f"--all: no recipes folder {quoted(str(folder))} here",
+                    fix="run it in a checkout that has recipes/, or pass --recipes-dir DIR",
+                )
+            targets = [str(p) for p in recipe_files(folder.resolve()).values()]
+        else:
+            targets = [str(recipe)]
+        rows, writes = [], []
+        for name in targets:
             model, path = load_recipe(name)
+            dest = (out_dir / lock_path(path).name) if out_dir else lock_path(path)
+            if not out_dir and "_data" in path.resolve().parts and "site-packages" in str(path.resolve()):
+                raise InputError(
+                    f"{model.name} is a recipe of the installed rocmstack package; its lock is not yours to rewrite",
+                    fix="pass --out-dir DIR, or copy the recipe into your repository and lock that file",
+                )
+            previous_doc = read_lock(dest)
             sets = [gpu_arch] if gpu_arch else [arch_key(s) for s in default_arch_sets(model)]
             entries = {}
             for arch in sets:
                 resolved = resolve(model, path, arch)
-                entry = lock_resolved(resolved, ignore=ignore, revision=revision)
+                previous = ((previous_doc or {}).get("entries") or {}).get(resolved.arch_list)
+                found = None
+                if not pins_only:
+                    stderr().print(escape(f"resolving {model.name} [{resolved.arch_list}] ..."), style="dim")
+                    found = closure(
+                        resolved,
+                        previous=previous,
+                        refresh=(tuple(names) if names else True) if refresh else (),
+                        allow_unreachable=allow_unreachable_git,
+                    ).to_json()
+                    for note in found.get("unresolved", ()):
+                        warn(f"{model.name}: not locked: {note}")
+                entry = lock_resolved(resolved, ignore=ignore, closure=found, patches_dir=patches_dir)
                 entries[resolved.arch_list] = entry
                 rows.append(
                     {
                         "recipe": model.name,
                         "gpu_archs": resolved.arch_list,
                         "render_hash": entry["render_hash"],
-                        "lock": str(lock_path(path)),
+                        "lock": str(dest),
+                        "packages": len(entry.get("packages", ())),
+                        "git": {k: v["commit"] for k, v in entry.get("git", {}).items()},
+                        "unresolved": entry.get("unresolved", []),
                         "rules": {s: sum(1 for r in entry["rules"] if r["status"] == s) for s in _STYLE},
                     }
                 )
-            write_lock(lock_path(path), model.name, entries, replace=not gpu_arch)
+            writes.append((dest, model.name, entries))
+        # Written only once every recipe resolved: a failure (or Ctrl-C) above leaves every lock as it was.
+        for dest, name, entries in writes:
+            if out_dir:
+                out_dir.mkdir(parents=True, exist_ok=True)
+            write_lock(dest, name, entries, replace=not gpu_arch)
         if json_out:
             print_json(rows)
             return
         tab = table(
             "recipe",
             "archs",
+            "packages",
             "render hash",
             "rules",
             "lock file",
@@ -197,5 +296,12 @@ def register(app: typer.Typer) -> None:
         )
         for row in rows:
             rules = ", ".join(f"{n} {s}" for s, n in row["rules"].items() if n)
-            tab.add_row(row["recipe"], row["gpu_archs"], row["render_hash"][:16], rules, row["lock"])
+            tab.add_row(
+                row["recipe"],
+                row["gpu_archs"],
+                str(row["packages"]),
+                row["render_hash"][:16],
+                rules,
+                row["lock"],
+            )
         print_table(tab)

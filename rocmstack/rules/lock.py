@@ -5,13 +5,18 @@ carries as /opt/rocmstack/lock.json), the base digest if the recipe gives one, t
 hash, and the whole recipe as validated. ``render``/``build`` compare the recipe (without ``--set``
 overrides, which are explicit per-run changes) against its entry and refuse on drift unless ``--relock``.
 
-Drift is judged on the recipe fields only: the source revision (``rocmstack.revision``) changes with
-every commit and is ignored; a render hash that moved while the recipe did not (templates, patches or
-rocmstack changed) is reported as a note, not an error.
+Drift is judged on the recipe fields only; a render hash that moved while the recipe did not (templates,
+patches or rocmstack changed) is reported as a note, not an error. The lock holds no source revision of
+rocmstack (a committed lock must be reproducible from any clean checkout); the image labels carry it.
+
+A full lock (``rocmstack lock``, resolved by uv) adds per entry ``packages`` (every Python package of every
+pip layer: name, version, hashes, layer) and ``git`` (component -> url, ref, commit); ``render``/``build``
+then install exactly those (see rocmstack.resolver).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -81,21 +86,32 @@ def _recipe_fields(resolved: Resolved) -> dict[str, Any]:
     return resolved.recipe.model_dump(mode="json", by_alias=True)
 
 
-def _render_hash(resolved: Resolved, ignored: tuple[str, ...]) -> str:
+def _render_hash(resolved: Resolved, ignored: tuple[str, ...], patches_dir: Path | None = None) -> str:
     """The render hash of this recipe with the shipped patches, as ``render`` computes it."""
     from rocmstack.patches import load_patches, select
     from rocmstack.render.context import render_hash
 
     recipe = resolved.recipe
-    patches = select(recipe.patches, load_patches(), dict(recipe.components), str(resolved.source))
+    patches = select(recipe.patches, load_patches(patches_dir), dict(recipe.components), str(resolved.source))
     return render_hash(resolved, patches, ignored)
 
 
 def make_entry(
-    resolved: Resolved, results: list[Result], *, ignored: tuple[str, ...], revision: str
+    resolved: Resolved,
+    results: list[Result],
+    *,
+    ignored: tuple[str, ...],
+    closure: Mapping[str, Any] | None = None,
+    patches_dir: Path | None = None,
 ) -> dict[str, Any]:
     recipe = resolved.recipe
-    entry = resolved.lock(render_hash=_render_hash(resolved, ignored), revision=revision)
+    if closure is not None:
+        resolved = dataclasses.replace(resolved, locked=dict(closure))
+    entry = resolved.lock(render_hash=_render_hash(resolved, ignored, patches_dir), revision="")
+    entry["rocmstack"] = {"version": entry["rocmstack"]["version"]}
+    for key in ("unresolved", "requirements_unlocked"):
+        if closure is not None and closure.get(key):
+            entry[key] = list(closure[key])
     entry["base_digest"] = recipe.base.digest
     entry["pins"] = resolved.pins()
     entry["ignored_rules"] = sorted(ignored)
@@ -155,14 +171,16 @@ def drift(entry: Mapping[str, Any], resolved: Resolved) -> list[str]:
 
 
 def lock_resolved(
-    resolved: Resolved, *, ignore: Iterable[str] = (), revision: str | None = None
+    resolved: Resolved,
+    *,
+    ignore: Iterable[str] = (),
+    closure: Mapping[str, Any] | None = None,
+    patches_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Run the rules (RuleFailure if one fails: a failing set is never locked) and build its lock entry."""
-    from rocmstack.render.context import source_revision
-
     ignored = tuple(sorted(set(ignore)))
     results = enforce(resolved, ignored)
-    return make_entry(resolved, results, ignored=ignored, revision=revision or source_revision()[0])
+    return make_entry(resolved, results, ignored=ignored, closure=closure, patches_dir=patches_dir)
 
 
 def recipe_arg(resolved: Resolved) -> str:
@@ -182,14 +200,38 @@ def recipe_arg(resolved: Resolved) -> str:
     return shlex.quote(str(resolved.source))
 
 
-def verify(resolved: Resolved, *, relock: bool = False, ignore: Iterable[str] = ()) -> LockState:
+def closure_of(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The locked closure of an entry (None for an entry without resolved packages)."""
+    if not entry or "packages" not in entry:
+        return None
+    out = {"packages": entry["packages"], "git": entry.get("git", {})}
+    for key in ("unresolved", "requirements_unlocked"):
+        if entry.get(key):
+            out[key] = entry[key]
+    return out
+
+
+def verify(
+    resolved: Resolved,
+    *,
+    relock: bool = False,
+    ignore: Iterable[str] = (),
+    patches_dir: Path | None = None,
+) -> LockState:
     """Compare a recipe (resolved without overrides) against its lock entry; LockDrift on drift unless relock."""
     path = lock_path(resolved.source)
     key = arch_key(resolved.gpu_archs)
     name = resolved.recipe.name
     arg = recipe_arg(resolved)
     if relock:
-        write_lock(path, name, {key: lock_resolved(resolved, ignore=ignore)})
+        previous = ((read_lock(path) or {}).get("entries") or {}).get(key)
+        closure = None
+        if closure_of(previous) is not None:
+            from rocmstack.resolver.closure import closure as resolve_closure
+
+            closure = resolve_closure(resolved, previous=previous).to_json()
+        entry = lock_resolved(resolved, ignore=ignore, closure=closure, patches_dir=patches_dir)
+        write_lock(path, name, {key: entry})
         return LockState(status="relocked", path=path, key=key, notes=(f"relocked {path.name} [{key}]",))
     data = read_lock(path)
     entry = (data or {}).get("entries", {}).get(key)
@@ -210,7 +252,8 @@ def verify(resolved: Resolved, *, relock: bool = False, ignore: Iterable[str] = 
             fix=f"run `rocmstack lock {arg} --gpu-arch '{key}'` to accept the change, or pass --relock",
         )
     notes = []
-    if _render_hash(resolved, tuple(entry.get("ignored_rules", ()))) != entry.get("render_hash"):
+    locked = dataclasses.replace(resolved, locked=closure_of(entry))
+    if _render_hash(locked, tuple(entry.get("ignored_rules", ())), patches_dir) != entry.get("render_hash"):
         notes.append(
             f"render hash moved since {path.name} [{key}] (templates, patches or rocmstack changed); "
             f"`rocmstack lock {arg}` refreshes it"
@@ -225,6 +268,7 @@ def gate(
     *,
     ignore: Iterable[str] = (),
     relock: bool = False,
+    patches_dir: Path | None = None,
 ) -> Gate:
     """The check every render/build runs first: lock drift (exit 2), then the rules (exit 1).
 
@@ -237,12 +281,70 @@ def gate(
     if overrides:
         plain, _ = load_recipe(recipe)
         base = resolve(plain, path, gpu_arch)
-    state = verify(base, relock=relock, ignore=ignored if relock else ())
+    state = verify(base, relock=relock, ignore=ignored if relock else (), patches_dir=patches_dir)
+    entry = ((read_lock(state.path) or {}).get("entries") or {}).get(state.key)
+    closure = closure_of(entry)
+    if closure is not None and not overrides:
+        resolved = dataclasses.replace(resolved, locked=closure)
     results = enforce(resolved, ignored)
     notes = list(state.notes)
     if overrides:
         notes.append(f"--set on top of the lock: {', '.join(overrides)}")
+        if closure is not None:
+            notes.append("--set: Python packages install by pip's resolver at build time, not from the lock")
     if ignored:
         notes.append(f"rules ignored by --ignore-rule (recorded in the image labels): {', '.join(ignored)}")
     notes += [f"rule {r.id}: {r.reason}" for r in results if r.status == "warn"]
     return Gate(resolved=resolved, results=results, lock=state, ignored=ignored, notes=tuple(notes))
+
+
+RESOLVER_SOURCE = "https://docs.astral.sh/uv/pip/compile/"
+
+
+def resolver_result(
+    resolved: Resolved, *, offline: bool = False, patches_dir: Path | None = None
+) -> tuple[Result, str | None]:
+    """The resolver as one check row (id ``resolver``) and, when it fails, uv's full explanation.
+
+    Online: the pip layers are resolved (cached) starting from the lock entry (its commits and versions
+    are preferred) and compared with it: unsatisfiable -> fail, a lock that no longer matches -> fail
+    (drift). ``offline``: the lock entry only. NetworkError (exit 4) when the index is out of reach."""
+    from rocmstack.resolver.closure import closure, package_drift
+    from rocmstack.resolver.uv import ResolutionError
+
+    name = resolved.recipe.name
+    data = read_lock(lock_path(resolved.source))
+    entry = ((data or {}).get("entries") or {}).get(arch_key(resolved.gpu_archs))
+    full = closure_of(entry) is not None and not resolved.overrides
+
+    def row(status: str, reason: str, fix: str = "") -> Result:
+        return Result(id="resolver", status=status, reason=reason, fix=fix, source=RESOLVER_SOURCE)  # type: ignore[arg-type]
+
+    relock = f"rocmstack lock {name} --gpu-arch '{resolved.arch_list}'"
+    if offline:
+        if not full:
+            return row("warn", "offline: no full lock entry to check against", f"run `{relock}`"), None
+        count = len(entry["packages"]) if entry else 0
+        return row("pass", f"offline: {count} locked packages (not re-resolved)"), None
+    try:
+        now = closure(resolved, previous=entry if full else None, as_locked=True)
+    except ResolutionError as exc:
+        return row(
+            "fail", exc.message, "change the pins, or declare the conflict under accepted_conflicts"
+        ), exc.detail
+    if not full:
+        why = "--set overrides: not compared with the lock" if resolved.overrides else "no full lock entry"
+        return row("warn", f"{len(now.packages)} packages resolve ({why})", f"run `{relock}`"), None
+    moved = package_drift(entry or {}, now)
+    if moved:
+        shown = ", ".join(moved[:6]) + (f" (+{len(moved) - 6} more)" if len(moved) > 6 else "")
+        return row("fail", f"lock out of date: {shown}", f"run `{relock}` to accept it"), None
+    if now.unresolved:
+        names = sorted({u.split(":", 1)[0] for u in now.unresolved})
+        return row(
+            "warn",
+            f"{len(now.packages)} packages resolve exactly as locked; not locked (built from the ref): "
+            + ", ".join(names),
+            f"run `{relock}` where their git remotes are reachable",
+        ), None
+    return row("pass", f"{len(now.packages)} packages resolve exactly as locked"), None

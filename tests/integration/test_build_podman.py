@@ -263,6 +263,31 @@ def test_build_labels_lock_tags_and_patch(podman_env, first_build):
     assert lock["recipe"] == "tiny-pip" and lock["render_hash"] == m["render_hash"]
     assert lock["components"]["tomli"]["version"] == "2.0.1" and lock["patches"] == ["tomli-marker"]
     assert lock["rocmstack"]["revision"] == sha
+    # Installed from the committed lock (tests/fixtures/recipes/tiny-pip.lock.json): exact pins, hashes required.
+    committed = json.loads(RECIPE.with_name("tiny-pip.lock.json").read_text())["entries"][ARCH]
+    assert lock["packages"] == committed["packages"] and {p["name"] for p in lock["packages"]} >= {
+        "iniconfig",
+        "tomli",
+    }
+    dockerfile = next(Path(first_build["out"]).rglob("Dockerfile")).read_text()
+    assert dockerfile.count("pip install --no-deps --require-hashes -r /opt/rocmstack/requirements/") == 2
+    assert "guard.py pip-check" in dockerfile
+    pins = image_file(podman_env, tags["refs"][0], "/opt/rocmstack/requirements/ray.txt")
+    assert pins.startswith("iniconfig==2.0.0 \\\n    --hash=sha256:")
+    log = Path(m["log"]).read_text()
+    assert "rocmstack guard: pip check passed" in log
+    # diff reads the image's own lock through the engine: same packages and commits as the committed lock.
+    same = rocmstack(
+        podman_env,
+        "diff",
+        tags["refs"][0],
+        str(RECIPE.with_name("tiny-pip.lock.json")),
+        "--engine",
+        "podman",
+        "--json",
+    )
+    assert same.returncode == 0, same.stderr
+    assert [c for c in json.loads(same.stdout)["changes"] if c["section"] in ("package", "git")] == []
 
     foreign = rocmstack(podman_env, "inspect", BASE, "--engine", "podman")
     assert (
@@ -489,3 +514,23 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build):
     assert proc.returncode == 0, proc.stderr[-3000:]
     digests = {remote(env, ref)["Digest"] for ref in staged["refs"]}
     assert len(digests) == 1  # descriptive tag and alias point at the validated content tag
+
+
+def test_base_freeze_reads_the_base_image_through_buildah(podman_env, first_build, tmp_path):
+    """base.provides from the real base image, cross-checked with what the build's guard froze from it."""
+    proc = rocmstack(podman_env, "base-freeze", BASE, "--engine", "buildah", "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = {p["name"]: p for p in json.loads(proc.stdout)["provides"]}
+    assert json.loads(proc.stdout)["python"] == "3.11" and {"pip", "wheel"} <= set(got)
+    image = first_build["manifest"]["tags"]["refs"][0]
+    frozen = image_file(podman_env, image, "/opt/rocmstack/constraints.txt").split()
+    assert f"wheel=={got['wheel']['version']}" in frozen  # the guard read the same base independently
+    recipe = tmp_path / "tiny-pip.yaml"
+    shutil.copy(RECIPE, recipe)
+    wrote = rocmstack(
+        podman_env, "base-freeze", BASE, "--engine", "buildah", "--write", str(recipe), timeout=300
+    )
+    assert wrote.returncode == 0, wrote.stderr
+    assert "  provides:\n    # read from localhost/rocmstack-test-base:bookworm" in recipe.read_text()
+    left = podman(podman_env, "ps", "--all", "--external", "--format", "{{.Names}}").stdout
+    assert "rocmstack-freeze-" not in left  # the working container is removed

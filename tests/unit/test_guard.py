@@ -102,3 +102,67 @@ def test_pin_compares_only_a_declared_release_number(tmp_path, declared, code):
     run = guard("pin", f"packaging=={declared}", state=tmp_path)
     assert run.returncode == code, run.stderr
     assert "Traceback" not in run.stderr
+
+
+def _stub_wheel(folder: Path, name: str, requires: list[str]) -> Path:
+    import zipfile
+
+    info = f"{name}-1.0.dist-info"
+    path = folder / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as whl:
+        whl.writestr(
+            f"{info}/METADATA",
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+            + "".join(f"Requires-Dist: {r}\n" for r in requires),
+        )
+        whl.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        whl.writestr(f"{info}/RECORD", "")
+    return path
+
+
+@pytest.mark.timeout(300)
+def test_pip_check_passes_only_the_conflicts_the_recipe_accepts(tmp_path):
+    """A real venv and real `pip check`: one package whose requirement is broken on purpose (like verl's
+    transformers range), another broken by accident."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=240)
+    py = venv / "bin" / "python"
+    wheels = [
+        _stub_wheel(tmp_path, "verl_like", ["transformers-like<1"]),
+        _stub_wheel(tmp_path, "transformers_like", []),
+    ]
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", *map(str, wheels)],
+        check=True,
+        timeout=240,
+    )
+    run = [str(py), str(GUARD), "pip-check"]
+    accepted = subprocess.run(
+        [*run, "--accept", "verl-like:transformers-like"], capture_output=True, text=True
+    )
+    assert accepted.returncode == 0, accepted.stderr
+    assert (
+        "declared in the recipe (accepted conflict or no_deps): verl-like 1.0 has requirement"
+        in accepted.stdout
+    )
+    refused = subprocess.run(run, capture_output=True, text=True)
+    assert (
+        refused.returncode == 3 and "pip check found conflicts the recipe does not accept" in refused.stderr
+    )
+    wheels.append(_stub_wheel(tmp_path, "other", ["missing-dep"]))
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheels[-1])], check=True
+    )
+    still = subprocess.run([*run, "--accept", "verl-like:transformers-like"], capture_output=True, text=True)
+    assert still.returncode == 3 and "other 1.0 requires missing-dep, which is not installed" in still.stderr
+    # Installed with no_deps by the recipe: an absent requirement is its declared choice, a wrong version is not.
+    declared = subprocess.run(
+        [*run, "--accept", "verl-like:transformers-like", "--no-deps", "other"],
+        capture_output=True,
+        text=True,
+    )
+    assert declared.returncode == 0, declared.stderr
+    wrong = subprocess.run(
+        [*run, "--no-deps", "other", "--no-deps", "verl-like"], capture_output=True, text=True
+    )
+    assert wrong.returncode == 3 and "verl-like 1.0 has requirement transformers-like<1" in wrong.stderr

@@ -42,7 +42,7 @@ def _resolved(path: Path, arch: str | None = None, overrides: tuple[str, ...] = 
 
 def _lock(path: Path, arch: str | None = None) -> dict:
     resolved = _resolved(path, arch)
-    entry = lock_resolved(resolved, revision="abc123")
+    entry = lock_resolved(resolved)
     write_lock(lock_path(path), resolved.recipe.name, {resolved.arch_list: entry})
     return entry
 
@@ -53,7 +53,7 @@ def test_lock_entry_holds_pins_digest_rules_and_render_hash(recipe_copy):
     assert list(data["entries"]) == ["gfx942;gfx950"] and data["recipe"] == NAME
     assert entry["components"]["vllm"]["ref"] == "v0.27.0" and entry["pins"]["vllm"] == "v0.27.0"
     assert entry["base_digest"] is None and entry["base"]["image"] == "rocm/primus:v26.7"
-    assert len(entry["render_hash"]) == 64 and entry["rocmstack"]["revision"] == "abc123"
+    assert len(entry["render_hash"]) == 64 and "revision" not in entry["rocmstack"]
     statuses = {r["id"]: r["status"] for r in entry["rules"]}
     assert statuses["verl-vllm-floor"] == "pass" and statuses["verl-transformers-range"] == "warn"
 
@@ -158,3 +158,26 @@ def test_committed_locks_cover_the_default_arch_sets_without_drift(name):
     assert set(data["entries"]) == {arch_key(s) for s in default_arch_sets(recipe)}
     for archs in default_arch_sets(recipe):
         assert verify(resolve(recipe, path, arch_key(archs))).status == "locked"
+
+
+@pytest.mark.parametrize("name", sorted(recipe_files()))
+def test_committed_locks_are_full_with_hashes_and_commits(name):
+    """Every pip-installed package with its hashes and layer; every git component at a full commit, or
+    named under `unresolved`; nothing of the base's torch stack or CUDA; no source revision."""
+    recipe, path = load_recipe(name)
+    for key, entry in read_lock(lock_path(path))["entries"].items():
+        assert isinstance(entry["packages"], list) and "revision" not in entry["rocmstack"], key
+        pypi = {c.package or n for n, c in recipe.components.items() if c.source == "pypi"}
+        names = {p["name"] for p in entry["packages"]}
+        assert {n.lower() for n in pypi} <= names, key
+        for p in entry["packages"]:
+            assert p["hashes"] and all(h.startswith("sha256:") for h in p["hashes"]), p
+            assert set(p) == {"name", "version", "hashes", "layer"}
+        assert not [n for n in names if n.startswith(("nvidia-", "cuda-")) or n == "torch"], key
+        gits = {n for n, c in recipe.components.items() if c.source == "git"}
+        assert set(entry["git"]) == gits, key
+        for comp, g in entry["git"].items():
+            assert set(g) == {"url", "ref", "commit"}
+            assert (g["commit"] and len(g["commit"]) == 40) or any(
+                u.startswith(f"{comp}: ") for u in entry.get("unresolved", ())
+            ), (key, comp)

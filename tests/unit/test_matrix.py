@@ -228,6 +228,17 @@ def test_workflow_gates_publish_on_validation():
             assert "${{" not in step.get("run", ""), step.get("run")
 
 
+def test_a_pr_that_changes_a_recipe_or_lock_gets_the_diff_as_a_comment():
+    wf = yaml.safe_load(WORKFLOW.read_text())
+    job = wf["jobs"]["lock-diff"]
+    assert job["if"] == "github.event_name == 'pull_request'"
+    assert job["permissions"] == {"contents": "read", "pull-requests": "write"}
+    run = " ".join(s.get("run", "") for s in job["steps"])
+    assert "'recipes/*.yaml' 'recipes/*.lock.json'" in run and "rocmstack diff" in run and "--markdown" in run
+    assert "gh pr comment" in run
+    assert "recipes/**" in wf[True]["pull_request"]["paths"]  # YAML 1.1 reads the key `on` as True
+
+
 def test_every_rocmstack_flag_in_the_workflow_exists():
     wf = yaml.safe_load(WORKFLOW.read_text())
     scripts = [s["run"] for j in wf["jobs"].values() for s in j["steps"] if "run" in s]
@@ -238,7 +249,7 @@ def test_every_rocmstack_flag_in_the_workflow_exists():
             uses.setdefault(m[1], set()).update(re.findall(r"(--[a-z][a-z-]*)", m[2]))
         if "args=(build" in text:  # the build command is assembled in an array
             uses.setdefault("build", set()).update(re.findall(r"(--[a-z][a-z-]*)", text))
-    assert {"matrix", "build", "inspect", "tags", "validate"} <= set(uses)
+    assert {"matrix", "build", "inspect", "tags", "validate", "diff"} <= set(uses)
     for command, flags in uses.items():
         help_text = cli(command, "--help").out
         for flag in flags:

@@ -5,6 +5,7 @@ Regenerate the goldens after a reviewed template change with ROCMSTACK_REGEN_GOL
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -50,9 +51,7 @@ def test_golden_dockerfile(name, arch):
     if os.environ.get("ROCMSTACK_REGEN_GOLDEN"):
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(text)
-    assert text == golden.read_text(), (
-        f"{golden.name} differs: review, then ROCMSTACK_REGEN_GOLDEN=1"
-    )
+    assert text == golden.read_text(), f"{golden.name} differs: review, then ROCMSTACK_REGEN_GOLDEN=1"
 
 
 @pytest.mark.parametrize(("name", "arch"), arch_sets())
@@ -118,8 +117,11 @@ def test_pin_bump_changes_only_its_layer_and_later():
 
 
 def test_render_is_byte_identical_across_runs_and_processes(tmp_path):
+    from rocmstack.rules.lock import gate
+
     first, second = tmp_path / "a", tmp_path / "b"
-    write_context(rendered("verl-0.9.0-rocm10", "gfx950"), first)
+    # Through the gate, as `render` does: the committed lock's pins are part of the context.
+    write_context(render(gate("verl-0.9.0-rocm10", "gfx950").resolved, revision=FIXED_REVISION), first)
     env = {**os.environ, "SOURCE_DATE_EPOCH": "0", "TZ": "Pacific/Auckland", "LC_ALL": "C"}
     subprocess.run(
         [
@@ -357,3 +359,32 @@ def test_render_never_replaces_a_folder_holding_what_build_wrote(tmp_path, cli):
     (out / "rocmstack" / "notes.txt").write_text("mine")
     with pytest.raises(InputError, match=r"rocmstack/notes.txt"):
         write_context(rendered("verl-0.9.0-rocm10", "gfx950"), out)
+
+
+def test_a_locked_recipe_installs_its_lock():
+    """Through the gate (as render/build): each pip layer installs its exact pins with hashes, git components
+    at their locked commits (verified), pip check last with only the accepted conflict."""
+    from rocmstack.rules.lock import gate, lock_path, read_lock
+
+    checked = gate("verl-0.9.0-rocm10", "gfx950")
+    out = render(checked.resolved, revision=FIXED_REVISION)
+    text = out.dockerfile
+    entry = read_lock(lock_path(checked.resolved.source))["entries"]["gfx950"]
+    layers = sorted({p["layer"] for p in entry["packages"]})
+    for layer in layers:
+        assert f"pip install --no-deps --require-hashes -r /opt/rocmstack/requirements/{layer}.txt" in text
+        pins = out.files[f"rocmstack/requirements/{layer}.txt"].decode()
+        assert all(
+            f"{p['name']}=={p['version']} \\" in pins for p in entry["packages"] if p["layer"] == layer
+        )
+    mbridge = entry["git"]["mbridge"]["commit"]
+    assert f'test "$(git -C /opt/src/mbridge rev-parse HEAD)" = {mbridge}' in text
+    assert "python3 -m pip install --no-deps --no-build-isolation /opt/src/mbridge" in text
+    # vllm could not be pinned when locking (see the entry's `unresolved`): built from its ref, as before.
+    assert (
+        "git clone -q --depth 1 --branch v0.27.0" in text
+        and "pip install -r /opt/src/vllm/requirements" in text
+    )
+    assert text.rstrip().count("guard.py pip-check --accept verl:transformers") == 1
+    assert "transformers>=5.12" not in text  # ranges are resolved at lock time, not at build time
+    assert json.loads(out.files["rocmstack/lock.json"])["packages"] == entry["packages"]

@@ -31,10 +31,10 @@ CLOSURE = {
             "layer": "base",
         },
     ],
-    "git": [
-        {"url": "https://github.com/vllm-project/vllm", "ref": "main", "commit": COMMIT},
-        {"name": "tms", "url": "https://example.org/tms.git", "ref": "v1", "commit": "d" * 40},
-    ],
+    "git": {
+        "vllm": {"url": "https://github.com/vllm-project/vllm", "ref": "main", "commit": COMMIT},
+        "tms": {"url": "https://example.org/tms.git", "ref": "v1", "commit": "d" * 40},
+    },
     "patches": ["rtld-local"],
 }
 
@@ -107,7 +107,8 @@ def test_stable_bytes_and_no_render_hash_or_revision():
     assert sbom_bytes(other, SPECS) == a  # the render hash covers the SBOM, not the other way round
     doc = json.loads(a)
     assert "timestamp" not in doc["metadata"] and doc["serialNumber"].startswith("urn:uuid:")
-    bumped = json.loads(sbom_bytes({**CLOSURE, "git": [{**CLOSURE["git"][0], "commit": "e" * 40}]}, SPECS))
+    moved = {**CLOSURE["git"], "vllm": {**CLOSURE["git"]["vllm"], "commit": "e" * 40}}
+    bumped = json.loads(sbom_bytes({**CLOSURE, "git": moved}, SPECS))
     assert bumped["serialNumber"] != doc["serialNumber"]
 
 

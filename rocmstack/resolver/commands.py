@@ -1,0 +1,141 @@
+"""CLI: ``rocmstack diff``, ``rocmstack outdated``, ``rocmstack base-freeze`` (registered by rules.commands)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
+ENGINE_OPT = typer.Option(None, "--engine", help="Container engine for image arguments: podman or docker")
+
+
+def _console():
+    import sys
+
+    from rich.console import Console
+
+    # Piped output (CI logs, PR comments) gets a wide table: names and commits are never cut.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("diff")
+    def diff_cmd(
+        a: str = typer.Argument(..., help="A lock file (.lock.json), a recipe (name or .yaml) or an image"),
+        b: str = typer.Argument(..., help="The same kinds as A"),
+        gpu_arch: str | None = typer.Option(
+            None, "--gpu-arch", help="Lock entry to compare (default: the widest arch set)"
+        ),
+        engine: str | None = ENGINE_OPT,
+        md: bool = typer.Option(False, "--markdown", help="A Markdown table (for a PR comment)"),
+        json_out: bool = JSON_OPT,
+    ) -> None:
+        """What changed from A to B: packages added/removed/up/down, git commits, pins, env, patches, base."""
+        from rich.markup import escape
+        from rich.table import Table
+
+        from rocmstack.output import print_json
+        from rocmstack.resolver.diff import _SYMBOL, diff, load_side, markdown
+
+        result = diff(
+            load_side(a, gpu_arch=gpu_arch, engine=engine), load_side(b, gpu_arch=gpu_arch, engine=engine)
+        )
+        if json_out:
+            print_json(result.to_json())
+            return
+        if md:
+            typer.echo(markdown(result), nl=False)
+            return
+        out = _console()
+        counts = result.to_json()["summary"]
+        title = escape(
+            f"{a} -> {b}: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no changes")
+        )
+        table = Table("section", "name", "change", "old", "new", title=title, title_justify="left")
+        for c in result.changes:
+            table.add_row(
+                c.section, c.name, f"{_SYMBOL[c.change]} {c.change}", escape(c.old or ""), escape(c.new or "")
+            )
+        out.print(table)
+        for note in result.notes:
+            out.print(escape(note), style="dim")
+
+    @app.command("outdated")
+    def outdated_cmd(
+        recipe: str = typer.Argument(
+            ..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml"
+        ),
+        gpu_arch: str | None = typer.Option(None, "--gpu-arch", help="Lock entry to compare with"),
+        no_resolve: bool = typer.Option(
+            False, "--no-resolve", help="Judge a bump by the rules only (skip the resolver)"
+        ),
+        json_out: bool = JSON_OPT,
+    ) -> None:
+        """Newest upstream release of every pin (index JSON API; git tags where reachable) and what check
+        would say with the pin bumped to it (rules, then the resolver on the bumped set)."""
+        from rich.markup import escape
+        from rich.table import Table
+
+        from rocmstack.output import print_json, stderr
+        from rocmstack.recipe.load import load_recipe
+        from rocmstack.recipe.resolve import resolve
+        from rocmstack.resolver.outdated import outdated
+        from rocmstack.rules.lock import arch_key, lock_path, read_lock
+
+        model, path = load_recipe(recipe)
+        resolved = resolve(model, path, gpu_arch)
+        entry = ((read_lock(lock_path(path)) or {}).get("entries") or {}).get(arch_key(resolved.gpu_archs))
+        if not json_out:
+            stderr().print(
+                escape(f"asking the index about {len(model.components)} pins of {model.name} ..."),
+                style="dim",
+            )
+        rows = outdated(resolved, entry, resolve=not no_resolve)
+        if json_out:
+            print_json([r.to_json() for r in rows])
+            return
+        table = Table(title=escape(f"{model.name} [{resolved.arch_list}]"), title_justify="left")
+        for column in ("component", "source", "pinned", "locked", "latest", "status", "if bumped"):
+            table.add_column(column, overflow="fold")
+        style = {"outdated": "yellow", "in-range": "cyan", "current": "green"}
+        for r in rows:
+            table.add_row(
+                r.name,
+                r.source,
+                escape(r.pinned),
+                escape(r.locked or ""),
+                escape(r.latest or ""),
+                f"[{style.get(r.status, 'dim')}]{r.status}[/]",
+                escape(r.verdict),
+            )
+        _console().print(table)
+
+    @app.command("base-freeze")
+    def base_freeze_cmd(
+        image: str = typer.Argument(..., help="Base image (local store of the engine; pulled beforehand)"),
+        engine: str = typer.Option("auto", "--engine", help="buildah, podman, docker or auto (that order)"),
+        write: Path | None = typer.Option(
+            None, "--write", help="Put the result into this recipe's base.provides (atomically, validated)"
+        ),
+        json_out: bool = JSON_OPT,
+    ) -> None:
+        """Read the Python distributions IMAGE really has (name, version, requirements) as base.provides."""
+        import yaml
+
+        from rocmstack.output import print_json, stderr, warn
+        from rocmstack.resolver.freeze import provides, read_dists, write_into
+
+        stderr().print(f"reading the Python distributions of {image} ...", style="dim", markup=False)
+        data = read_dists(image, engine)
+        items, notes = provides(data)
+        for note in notes:
+            warn(note)
+        if write is not None:
+            write_into(write, items, image)
+        if json_out:
+            print_json({"image": image, "python": data.get("python"), "provides": items, "notes": notes})
+        elif write is not None:
+            typer.echo(f"{write}: base.provides <- {len(items)} distributions of {image}")
+        else:
+            typer.echo(yaml.safe_dump({"provides": items}, sort_keys=False, width=1000), nl=False)

@@ -1,0 +1,242 @@
+"""What changed between two locks, two recipes, or two images (or any mix): packages added, removed, up or
+down, git commits, component pins, env, patches, base image and digest.
+
+Each side is reduced to one ``Side`` first: a lock file (``*.lock.json``, one arch entry), a recipe (name
+or ``.yaml``: its pins as written; the full package list only from a lock), or an image (its labels and
+/opt/rocmstack/lock.json through the container engine).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from rocmstack.errors import InputError, printable, quoted
+
+
+@dataclass(frozen=True, kw_only=True)
+class Side:
+    label: str
+    kind: str  # lock | recipe | image
+    base: dict[str, Any]
+    components: dict[str, str]  # name -> pin (version, range or git ref)
+    packages: dict[str, str] | None  # name -> version (None: this side has no resolved package list)
+    git: dict[str, str] | None  # component -> locked commit (None: this side has no commits)
+    env: dict[str, str]
+    patches: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Change:
+    section: str  # base | component | package | git | env | patch
+    name: str
+    change: str  # added | removed | up | down | changed
+    old: str | None = None
+    new: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "section": self.section,
+            "name": self.name,
+            "change": self.change,
+            "old": self.old,
+            "new": self.new,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Diff:
+    a: str
+    b: str
+    changes: tuple[Change, ...] = field(default_factory=tuple)
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for c in self.changes:
+            counts[c.change] = counts.get(c.change, 0) + 1
+        return {
+            "a": self.a,
+            "b": self.b,
+            "summary": counts,
+            "changes": [c.to_json() for c in self.changes],
+            "notes": list(self.notes),
+        }
+
+
+def _pick_entry(doc: Mapping[str, Any], origin: str, gpu_arch: str | None) -> dict[str, Any]:
+    entries = doc.get("entries") or {}
+    if not entries:
+        raise InputError(f"{origin}: the lock has no entries", fix="run `rocmstack lock` for it")
+    if gpu_arch:
+        key = ";".join(sorted(a.strip() for a in gpu_arch.replace(",", ";").split(";") if a.strip()))
+        if key not in entries:
+            raise InputError(
+                f"{origin}: no lock entry for --gpu-arch {quoted(gpu_arch)}",
+                fix=f"entries: {', '.join(entries)}",
+            )
+        return dict(entries[key])
+    # The widest arch set: the recipe's default build.
+    return dict(entries[max(entries, key=lambda k: (k.count(";"), k))])
+
+
+def side_from_lock(entry: Mapping[str, Any], label: str, kind: str = "lock") -> Side:
+    base = entry.get("base") or {}
+    comps = {
+        n: str(c.get("ref") if c.get("source") == "git" else c.get("version") or c.get("source"))
+        for n, c in (entry.get("components") or {}).items()
+    }
+    packages = (
+        {p["name"]: p["version"] for p in entry["packages"]}
+        if isinstance(entry.get("packages"), list)
+        else None
+    )
+    git = (
+        {n: str(g.get("commit") or f"unlocked ({g.get('ref')})") for n, g in entry["git"].items()}
+        if isinstance(entry.get("git"), dict)
+        else None
+    )
+    return Side(
+        label=label,
+        kind=kind,
+        base={"image": base.get("image"), "digest": base.get("digest") or entry.get("base_digest")},
+        components=comps,
+        packages=packages,
+        git=git,
+        env=dict(entry.get("env") or {}),
+        patches=tuple(entry.get("patches") or ()),
+    )
+
+
+def side_from_recipe(name_or_path: str) -> Side:
+    from rocmstack.recipe.load import load_recipe
+
+    recipe, _ = load_recipe(name_or_path)
+    comps = {
+        n: str(c.ref if c.source == "git" else c.version or c.source) for n, c in recipe.components.items()
+    }
+    return Side(
+        label=name_or_path,
+        kind="recipe",
+        base={"image": f"{recipe.base.image}:{recipe.base.tag}", "digest": recipe.base.digest},
+        components=comps,
+        packages=None,
+        git=None,
+        env=dict(recipe.env),
+        patches=tuple(recipe.patches),
+    )
+
+
+def side_from_image(ref: str, engine: str | None) -> Side:
+    from rocmstack.build import engines
+    from rocmstack.build.pipeline import LOCK_PATH
+
+    found = engines.detect(engine or "auto")
+    info = engines.inspect_image(found, ref)
+    raw = engines.read_file(found, ref, LOCK_PATH)
+    if not raw:
+        raise InputError(f"{printable(ref)}: {LOCK_PATH} is missing: not a rocmstack image")
+    side = side_from_lock(json.loads(raw), ref, kind="image")
+    digest = info["labels"].get("org.opencontainers.image.base.digest") or side.base.get("digest")
+    return Side(**{**side.__dict__, "base": {**side.base, "digest": digest}})
+
+
+def load_side(spec: str, *, gpu_arch: str | None = None, engine: str | None = None) -> Side:
+    """A lock file, a recipe (name or .yaml) or an image reference."""
+    path = Path(spec)
+    if spec.endswith(".json"):
+        if not path.is_file():
+            raise InputError(f"{quoted(spec)}: no such lock file")
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{quoted(spec)}: unreadable lock file: {exc}") from None
+        entry = _pick_entry(doc, spec, gpu_arch) if "entries" in doc else doc  # an image's lock.json
+        return side_from_lock(entry, spec)
+    if spec.endswith((".yaml", ".yml")):
+        return side_from_recipe(spec)
+    from rocmstack.recipe.load import recipe_files
+
+    if spec in recipe_files():
+        return side_from_recipe(spec)
+    if not spec.strip():
+        raise InputError("diff: empty argument", fix="give a lock file, a recipe or an image reference")
+    return side_from_image(spec, engine)
+
+
+def _version_change(old: str, new: str) -> str:
+    try:
+        return "up" if Version(new) > Version(old) else "down"
+    except InvalidVersion:
+        return "changed"
+
+
+def _mapping(
+    section: str, a: Mapping[str, str], b: Mapping[str, str], versions: bool = False
+) -> list[Change]:
+    out = []
+    for name in sorted(set(a) | set(b)):
+        old, new = a.get(name), b.get(name)
+        if old == new:
+            continue
+        if old is None:
+            out.append(Change(section=section, name=name, change="added", new=new))
+        elif new is None:
+            out.append(Change(section=section, name=name, change="removed", old=old))
+        else:
+            kind = _version_change(old, new) if versions else "changed"
+            out.append(Change(section=section, name=name, change=kind, old=old, new=new))
+    return out
+
+
+def diff(a: Side, b: Side) -> Diff:
+    changes: list[Change] = []
+    for key in ("image", "digest"):
+        if a.base.get(key) != b.base.get(key):
+            changes.append(
+                Change(
+                    section="base",
+                    name=key,
+                    change="changed",
+                    old=str(a.base.get(key)),
+                    new=str(b.base.get(key)),
+                )
+            )
+    changes += _mapping("component", a.components, b.components, versions=True)
+    notes = []
+    if a.packages is not None and b.packages is not None:
+        changes += _mapping("package", a.packages, b.packages, versions=True)
+    else:
+        without = [s.label for s in (a, b) if s.packages is None]
+        notes.append(f"no resolved package list for {', '.join(without)}: packages not compared")
+    if a.git is not None and b.git is not None:
+        changes += _mapping("git", a.git, b.git)
+    else:
+        without = [s.label for s in (a, b) if s.git is None]
+        notes.append(f"no locked git commits for {', '.join(without)}: git refs compared as pins only")
+    changes += _mapping("env", a.env, b.env)
+    changes += _mapping("patch", dict.fromkeys(a.patches, "on"), dict.fromkeys(b.patches, "on"))
+    return Diff(a=a.label, b=b.label, changes=tuple(changes), notes=tuple(notes))
+
+
+_SYMBOL = {"added": "+", "removed": "-", "up": "↑", "down": "↓", "changed": "~"}
+
+
+def markdown(d: Diff) -> str:
+    """A PR comment: a summary line and one table of the changes."""
+    counts = d.to_json()["summary"]
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no changes"
+    lines = [f"### rocmstack diff `{d.a}` → `{d.b}`", "", summary, ""]
+    if d.changes:
+        lines += ["| section | name | change | old | new |", "|---|---|---|---|---|"]
+        for c in d.changes:
+            lines.append(
+                f"| {c.section} | `{c.name}` | {_SYMBOL[c.change]} {c.change} | {c.old or ''} | {c.new or ''} |"
+            )
+    lines += [f"\n_{n}_" for n in d.notes]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,210 @@
+"""`rocmstack lock` / `check` end to end on a small recipe: real uv against the real index (``network``),
+real git on a local repository that the recipe's https URL is mapped to (git's url.<base>.insteadOf, as a
+mirror would be), the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rocmstack import cli as cli_module
+from rocmstack.resolver import closure as closure_module
+from tests.conftest import ROOT
+from tests.unit.test_resolver_git import _git, commit
+
+FIXTURE = ROOT / "tests" / "fixtures" / "recipes" / "tiny-pip.yaml"
+UPSTREAM = "https://git.example.org/tiny/helper.git"
+
+
+def _recipe(folder: Path, name: str = "tiny", extra: str = "") -> Path:
+    text = FIXTURE.read_text().replace("name: tiny-pip", f"name: {name}").replace("  - tomli-marker\n", "")
+    text = text.replace("patches:\n", "patches: []\n")
+    text = text.replace(
+        "components:\n",
+        "components:\n"
+        "  helper:\n"
+        "    source: git\n"
+        "    layer: app\n"
+        f"    url: {UPSTREAM}\n"
+        "    ref: main\n"
+        "    requirements: requirements.txt\n"
+        "    no_deps: true\n",
+    )
+    path = folder / f"{name}.yaml"
+    path.write_text(text + extra)
+    return path
+
+
+@pytest.fixture
+def env(tmp_path):
+    repo = tmp_path / "upstream"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    commit(repo, {"requirements.txt": "packaging==24.1\n"}, "one")
+    return {
+        "ROCMSTACK_CACHE": str(tmp_path / "cache"),
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": f"url.{repo.as_uri()}.insteadOf",
+        "GIT_CONFIG_VALUE_0": UPSTREAM,
+        "_repo": str(repo),
+    }
+
+
+def _entry(lock: Path) -> dict:
+    return next(iter(json.loads(lock.read_text())["entries"].values()))
+
+
+@pytest.mark.network
+def test_lock_records_every_package_and_commit_and_moves_only_on_refresh(cli, tmp_path, env):
+    recipe = _recipe(tmp_path)
+    repo = Path(env["_repo"])
+    first = _git(repo, "rev-parse", "HEAD")
+    res = cli("lock", str(recipe), "--json", env=env)
+    assert res.code == 0, res.err
+    lock = tmp_path / "tiny.lock.json"
+    entry = _entry(lock)
+    assert entry["git"] == {"helper": {"url": UPSTREAM, "ref": "main", "commit": first}}
+    packages = {p["name"]: p for p in entry["packages"]}
+    assert packages["iniconfig"]["layer"] == "ray" and packages["tomli"]["layer"] == "verl"
+    assert packages["packaging"] == {**packages["packaging"], "version": "24.1", "layer": "app"}
+    assert all(p["hashes"] and p["hashes"][0].startswith("sha256:") for p in entry["packages"])
+    assert "revision" not in entry["rocmstack"]
+    before = lock.read_bytes()
+
+    # Upstream moves: the lock does not follow silently, check still passes against the locked commit.
+    second = commit(repo, {"requirements.txt": "packaging==24.2\n"}, "two")
+    assert cli("lock", str(recipe), env=env).code == 0 and lock.read_bytes() == before
+    ok = cli("check", str(recipe), "--json", env=env)
+    resolver = next(r for r in json.loads(ok.out)[0]["results"] if r["id"] == "resolver")
+    assert ok.code == 0 and resolver["status"] == "pass", ok.out
+    assert cli("lock", str(recipe), "--refresh", "tomli", env=env).code == 0 and lock.read_bytes() == before
+    res = cli("lock", str(recipe), "--refresh", env=env)
+    assert res.code == 0, res.err
+    entry = _entry(lock)
+    assert entry["git"]["helper"]["commit"] == second
+    assert {p["name"]: p["version"] for p in entry["packages"]}["packaging"] == "24.2"
+
+
+@pytest.mark.network
+def test_check_reports_a_lock_that_no_longer_matches_as_drift(cli, tmp_path, env):
+    recipe = _recipe(tmp_path)
+    assert cli("lock", str(recipe), env=env).code == 0
+    lock = tmp_path / "tiny.lock.json"
+    doc = json.loads(lock.read_text())
+    entry = next(iter(doc["entries"].values()))
+    entry["packages"] = [p for p in entry["packages"] if p["name"] != "tomli"]
+    lock.write_text(json.dumps(doc))
+    res = cli("check", str(recipe), env=env)
+    assert res.code == 1 and "rule resolver failed: lock out of date: +tomli==2.0.1" in res.err
+    assert cli("check", str(recipe), "--offline", env=env).code == 0  # --offline trusts the lock
+
+
+@pytest.mark.network
+def test_failed_or_unreachable_resolution_leaves_the_lock_untouched(cli, tmp_path, env):
+    recipe = _recipe(tmp_path)
+    assert cli("lock", str(recipe), env=env).code == 0
+    lock = tmp_path / "tiny.lock.json"
+    before = lock.read_bytes()
+    offline = {**env, "UV_INDEX_URL": "http://127.0.0.1:9/simple", "UV_NO_CACHE": "1", "UV_HTTP_RETRIES": "0"}
+    res = cli("lock", str(recipe), "--refresh", env=offline)
+    errors = [line for line in res.err.splitlines() if line.startswith("rocmstack:")]
+    assert res.code == 4 and len(errors) == 1 and "package index unreachable" in errors[0]
+    assert lock.read_bytes() == before
+    recipe.write_text(recipe.read_text().replace("version: 2.0.1", "version: 99.0.0"))
+    res = cli("lock", str(recipe), env=env)
+    assert res.code == 1 and "unsatisfiable" in res.err and "tomli==99.0.0" in res.err
+    assert lock.read_bytes() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tiny.lock.json")]
+
+
+def test_ctrl_c_during_lock_all_leaves_every_previous_lock(tmp_path, monkeypatch, env):
+    """Nothing is written until every recipe resolved: an interrupt in the second keeps the first as it was."""
+    folder = tmp_path / "recipes"
+    folder.mkdir()
+    for name in ("tiny-a", "tiny-b"):
+        _recipe(folder, name)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(SystemExit) as done:
+        cli_module.main(["lock", "--all", "--recipes-dir", str(folder), "--pins-only"])
+    assert done.value.code == 0
+    before = [(folder / f"{n}.lock.json").read_text() for n in ("tiny-a", "tiny-b")]
+    calls = []
+
+    def fake_closure(resolved, **kwargs):
+        calls.append(resolved.recipe.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return closure_module.Closure(packages=(), git={})
+
+    monkeypatch.setattr(closure_module, "closure", fake_closure)
+    with pytest.raises(SystemExit) as exc:
+        cli_module.main(["lock", "--all", "--recipes-dir", str(folder)])
+    assert exc.value.code == 130 and calls == ["tiny-a", "tiny-b"]
+    assert [(folder / f"{n}.lock.json").read_text() for n in ("tiny-a", "tiny-b")] == before
+
+
+def test_lock_all_needs_a_recipes_folder_and_never_writes_into_the_package(cli, tmp_path):
+    res = cli("lock", "--all", "--pins-only", cwd=tmp_path)
+    assert res.code == 2 and "--all: no recipes folder 'recipes' here" in res.err
+    shutil.copy(FIXTURE, tmp_path / "tiny-pip.yaml")
+    res = cli(
+        "lock",
+        str(tmp_path / "tiny-pip.yaml"),
+        "--pins-only",
+        "--ignore-rule",
+        "patches-apply",
+        "--patches-dir",
+        str(ROOT / "tests" / "fixtures" / "patches"),
+        "--out-dir",
+        str(tmp_path / "locks"),
+    )
+    assert res.code == 0, res.err
+    assert (tmp_path / "locks" / "tiny-pip.lock.json").is_file() and not (
+        tmp_path / "tiny-pip.lock.json"
+    ).exists()
+
+
+def test_malformed_provides_is_exit_2_naming_file_and_field(cli, tmp_path):
+    bad = (
+        _recipe(tmp_path)
+        .read_text()
+        .replace(
+            "  frozen: [wheel]\n",
+            "  frozen: [wheel]\n  provides:\n    - name: torch\n      version: '0.0'\n"
+            "      requires: ['numpy >>= 1']\n",
+        )
+    )
+    (tmp_path / "tiny.yaml").write_text(bad)
+    res = cli("check", str(tmp_path / "tiny.yaml"), "--offline")
+    assert res.code == 2 and res.err.count("\n") == 1
+    assert "tiny.yaml" in res.err and "base.provides.0.requires.0" in res.err and "numpy >>= 1" in res.err
+
+
+@pytest.mark.network
+def test_an_unreachable_remote_is_left_unlocked_on_request_and_locked_once_it_answers(cli, tmp_path, env):
+    recipe = _recipe(tmp_path)
+    gone = {**env, "GIT_CONFIG_KEY_0": f"url.{(tmp_path / 'gone').as_uri()}.insteadOf"}
+    res = cli("lock", str(recipe), env=gone)
+    errors = [line for line in res.err.splitlines() if line.startswith("rocmstack:")]
+    assert res.code == 4 and len(errors) == 1 and f"git remote {UPSTREAM} unreachable" in errors[0]
+    assert not (tmp_path / "tiny.lock.json").exists()
+    res = cli("lock", str(recipe), "--allow-unreachable-git", env=gone)
+    assert res.code == 0, res.err
+    entry = _entry(tmp_path / "tiny.lock.json")
+    assert entry["git"]["helper"]["commit"] is None and entry["requirements_unlocked"] == ["helper"]
+    assert "packaging" not in {p["name"] for p in entry["packages"]}
+    check = cli("check", str(recipe), "--json", env=gone)  # takes the lock as it is: no remote asked
+    row = next(r for r in json.loads(check.out)[0]["results"] if r["id"] == "resolver")
+    assert (
+        check.code == 0
+        and row["status"] == "warn"
+        and "not locked (built from the ref): helper" in row["reason"]
+    )
+    assert cli("lock", str(recipe), env=env).code == 0  # the remote answers again: locked, without --refresh
+    entry = _entry(tmp_path / "tiny.lock.json")
+    assert entry["git"]["helper"]["commit"] and "requirements_unlocked" not in entry
+    assert {p["name"]: p["version"] for p in entry["packages"]}["packaging"] == "24.1"
