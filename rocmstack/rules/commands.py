@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import typer
 
 from rocmstack.errors import quoted
+from rocmstack.resources import RECIPES_PATH_ENV
 
 RECIPE_ARG = typer.Argument(None, help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
 ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
@@ -179,9 +181,6 @@ def register(app: typer.Typer) -> None:
         refresh: bool = typer.Option(
             False, "--refresh", help="Move floating git refs and version ranges to what upstream has now"
         ),
-        recipes_dir: Path | None = typer.Option(
-            None, "--recipes-dir", help="With --all: lock every recipe in this folder (default: ./recipes)"
-        ),
         out_dir: Path | None = typer.Option(
             None, "--out-dir", help="Write <name>.lock.json here instead of next to the recipe file"
         ),
@@ -227,13 +226,17 @@ def register(app: typer.Typer) -> None:
                 fix="add --refresh to move just those, or drop the names",
             )
         if every:
-            folder = recipes_dir or Path("recipes")
-            if not folder.is_dir():
-                raise InputError(
-                    f"--all: no recipes folder {quoted(str(folder))} here",
-                    fix="run it in a checkout that has recipes/, or pass --recipes-dir DIR",
-                )
-            targets = [str(p) for p in recipe_files(folder.resolve()).values()]
+            # The folders --recipes-dir (or $ROCMSTACK_RECIPES_PATH) names, else ./recipes: never the
+            # installed package's own recipes, whose locks are not the user's to rewrite.
+            folders = [Path(p) for p in os.environ.get(RECIPES_PATH_ENV, "").split(os.pathsep) if p]
+            folders = folders or [Path("recipes")]
+            for folder in folders:
+                if not folder.is_dir():
+                    raise InputError(
+                        f"--all: no recipes folder {quoted(str(folder))} here",
+                        fix="run it in a checkout that has recipes/, or pass --recipes-dir DIR",
+                    )
+            targets = [str(p) for folder in folders for p in recipe_files(folder.resolve()).values()]
         else:
             targets = [str(recipe)]
         rows, writes = [], []

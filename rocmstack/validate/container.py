@@ -633,7 +633,10 @@ def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = Non
             ),
         )
     passed, line = pipeline.verdict(stages)
-    sbom = attach_sbom(p.engine, info["id"] or p.image, p.report_dir)
+    try:
+        sbom = attach_sbom(p.engine, info["id"] or p.image, p.report_dir)
+    except EngineError as exc:  # the verdict stands on the run; the report says why no SBOM is beside it
+        sbom = {"error": exc.one_line()}
     report.update(
         {
             "mode": "container",
