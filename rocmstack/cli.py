@@ -19,8 +19,8 @@ try:  # typer >= 0.2x vendors its own click; its exceptions are the ones raised
     from typer._click import exceptions as click
     from typer.exceptions import Abort
 except ImportError:  # pragma: no cover - older typer uses click itself
-    from click import exceptions as click
-    from click.exceptions import Abort
+    from click import exceptions as click  # type: ignore[no-redef]  # same classes, older home
+    from click.exceptions import Abort  # type: ignore[assignment]  # same class, older home
 
 from rocmstack import __version__
 from rocmstack.errors import ExitCode, InputError, RocmstackError, printable, quoted

@@ -36,6 +36,7 @@ INSTALL_HINT = (
 )
 
 Runner = Callable[..., subprocess.CompletedProcess]
+Which = Callable[[str], str | None]  # shutil.which's shape
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,7 +79,7 @@ def podman_prefix() -> tuple[str, ...]:
 
 
 def probe_docker(
-    builder: str | None = None, *, which=shutil.which, runner: Runner = subprocess.run
+    builder: str | None = None, *, which: Which = shutil.which, runner: Runner = subprocess.run
 ) -> Engine | str:
     """An Engine, or a short reason why docker buildx cannot build here."""
     if not which("docker"):
@@ -113,7 +114,7 @@ def attests(engine: Engine) -> bool:
     return engine.name == "docker" and engine.driver is not None and engine.driver != "docker"
 
 
-def probe_podman(*, which=shutil.which, runner: Runner = subprocess.run) -> Engine | str:
+def probe_podman(*, which: Which = shutil.which, runner: Runner = subprocess.run) -> Engine | str:
     if not which("podman"):
         return "podman: not installed"
     prefix = podman_prefix()
@@ -124,7 +125,11 @@ def probe_podman(*, which=shutil.which, runner: Runner = subprocess.run) -> Engi
 
 
 def detect(
-    choice: str = "auto", *, builder: str | None = None, which=shutil.which, runner: Runner = subprocess.run
+    choice: str = "auto",
+    *,
+    builder: str | None = None,
+    which: Which = shutil.which,
+    runner: Runner = subprocess.run,
 ) -> Engine:
     """docker buildx when a daemon answers, else podman; one EngineError line when neither works."""
     if choice not in ENGINES:
@@ -281,7 +286,7 @@ def read_file(engine: Engine, ref: str, path: str, runner: Runner = subprocess.r
 
 
 def remote_labels(
-    engine: Engine, ref: str, *, which=shutil.which, runner: Runner = subprocess.run
+    engine: Engine, ref: str, *, which: Which = shutil.which, runner: Runner = subprocess.run
 ) -> dict | None:
     """The labels of ``ref`` in its registry, without pulling it; None when the tag does not exist."""
     if engine.name == "docker":

@@ -15,16 +15,22 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from rich.console import Console
 from rich.markup import escape
 
 from rocmstack.build import engines
-from rocmstack.build.engines import Engine
+from rocmstack.build.engines import Engine, Which
 from rocmstack.build.progress import Event
 from rocmstack.build.runner import RunResult, run_logged
 from rocmstack.build.tags import TagSet, immutability_verdict
 from rocmstack.errors import BuildError, EngineError
 from rocmstack.output import dumps
+
+if TYPE_CHECKING:
+    from rocmstack.recipe.resolve import Resolved
+    from rocmstack.render.context import Rendered
 
 MANIFEST_SCHEMA = 1
 BUILD_TIMEOUT_S = 8 * 3600
@@ -129,8 +135,8 @@ def count_instructions(dockerfile: str) -> int:
 
 
 def make_plan(
-    resolved,
-    rendered,
+    resolved: Resolved,
+    rendered: Rendered,
     tags: TagSet,
     *,
     engine: Engine,
@@ -190,7 +196,7 @@ def make_plan(
     )
 
 
-def print_plan(plan: Plan, console) -> None:
+def print_plan(plan: Plan, console: Console) -> None:
     import shlex
 
     console.print(f"[bold]plan[/bold]: build {plan.recipe} for {';'.join(plan.gpu_archs)}")
@@ -229,7 +235,7 @@ def _log(plan: Plan, text: str) -> None:
         fh.write(text.rstrip("\n") + "\n")
 
 
-def ensure_base(plan: Plan, console) -> dict:
+def ensure_base(plan: Plan, console: Console) -> dict:
     """Make sure the engine has the base image; pull it if not. EngineError names the image and the registry."""
     engine = plan.engine
     if engine.name == "docker" and engine.builder:
@@ -281,7 +287,7 @@ def _progress_printer(console):
     return on_event
 
 
-def run_engine(plan: Plan, console) -> RunResult:
+def run_engine(plan: Plan, console: Console) -> RunResult:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     printer = _progress_printer(console)
@@ -359,7 +365,7 @@ def apply_tags(plan: Plan, image_id: str) -> list[str]:
 
 
 def guard_verdict(
-    engine: Engine, ref: str, render_hash: str, *, image_id: str | None = None, which=shutil.which
+    engine: Engine, ref: str, render_hash: str, *, image_id: str | None = None, which: Which = shutil.which
 ) -> str:
     """'push' or 'skip' for an immutable ref, from its registry labels; CheckFailed if it holds another render.
 
@@ -387,7 +393,13 @@ def guard_verdict(
 
 
 def push_tags(
-    engine: Engine, tags: TagSet, render_hash: str, mode: str, console, *, image_id: str | None = None
+    engine: Engine,
+    tags: TagSet,
+    render_hash: str,
+    mode: str,
+    console: Console,
+    *,
+    image_id: str | None = None,
 ) -> list[dict]:
     """Push the content tag (and, for mode "all", the descriptive tag and the aliases).
 
@@ -469,7 +481,7 @@ def write_manifest(
     return manifest
 
 
-def execute(plan: Plan, console) -> dict:
+def execute(plan: Plan, console: Console) -> dict:
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     _log(
         plan,
@@ -505,7 +517,9 @@ def execute(plan: Plan, console) -> dict:
     )
 
 
-def promote(engine: Engine, tags: TagSet, render_hash: str, console, *, which=shutil.which) -> list[dict]:
+def promote(
+    engine: Engine, tags: TagSet, render_hash: str, console: Console, *, which: Which = shutil.which
+) -> list[dict]:
     """Point the descriptive tag and the aliases at the already-pushed content tag, registry to registry.
 
     The publish step after validation: nothing is rebuilt or pulled. The content tag must carry this

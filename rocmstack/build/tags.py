@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocmstack.errors import InputError
+
+if TYPE_CHECKING:
+    from rocmstack.recipe.resolve import Resolved
 
 # The distribution reference grammar, spelled out piece by piece.
 _ALNUM = r"[a-z0-9]+"
@@ -163,7 +166,7 @@ class TagSet:
 
 
 def tag_set(
-    resolved, render_hash: str, *, registry: str | None = None, extra_aliases: tuple[str, ...] = ()
+    resolved: Resolved, render_hash: str, *, registry: str | None = None, extra_aliases: tuple[str, ...] = ()
 ) -> TagSet:
     """All tags of one build. Aliases name the recipe's default arch set; other arch sets get ``_<arch>``."""
     recipe = resolved.recipe

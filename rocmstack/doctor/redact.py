@@ -4,6 +4,7 @@ scrubbed of their values (a tool's error message can echo a token)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from rocmstack.secrets import is_secret_name
 
@@ -42,7 +43,7 @@ def env_dump(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def scrub(obj: object, secrets: list[str]) -> object:
+def scrub(obj: Any, secrets: list[str]) -> Any:
     if not secrets:
         return obj
     if isinstance(obj, str):

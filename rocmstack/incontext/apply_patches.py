@@ -93,7 +93,7 @@ def apply_edits(spec: dict, base: Path) -> Path:
             )
         text = text.replace(find, replace)
     path.write_bytes(text.encode("utf-8"))
-    return path
+    return Path(path)
 
 
 def apply_symlink(spec: dict, base: Path) -> Path:
@@ -141,7 +141,7 @@ def apply_pip_install_dir(spec: dict, base: Path) -> Path:
         raise PatchFailed(
             f"[{spec['id']}] installed {src} but module {install['verify_module']!r} is still missing"
         )
-    return src
+    return Path(src)
 
 
 ACTIONS = {"edit": apply_edits, "symlink": apply_symlink, "pip-install-dir": apply_pip_install_dir}

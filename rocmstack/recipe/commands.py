@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from rocmstack.recipe.resolve import Resolved
+    from rocmstack.render.context import Rendered
+    from rocmstack.rules.lock import Gate
 
 RECIPE_ARG = typer.Argument(..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
 ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
@@ -15,7 +20,7 @@ SET_OPT = typer.Option(
 JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 
 
-def load_resolved(recipe: str, gpu_arch: str | None, overrides: list[str]):
+def load_resolved(recipe: str, gpu_arch: str | None, overrides: list[str]) -> Resolved:
     from rocmstack.recipe.load import load_recipe
     from rocmstack.recipe.resolve import resolve
 
@@ -31,7 +36,7 @@ def gate_and_render(
     ignore: list[str],
     relock: bool,
     patches_dir: Path | None = None,
-):
+) -> tuple[Gate, Rendered, tuple[str, str], list[str]]:
     """What ``render``, ``build`` and ``tags`` run first: the gate (lock drift exit 2, then the rules exit 1),
     its warnings printed, then the render. Returns (gate, rendered, source revision, warnings)."""
     from rocmstack.output import warn
@@ -50,7 +55,7 @@ def gate_and_render(
     return checked, rendered, revision, notes
 
 
-def _warn_unverified(resolved) -> list[str]:
+def _warn_unverified(resolved: Resolved) -> list[str]:
     from rocmstack.output import warn
     from rocmstack.recipe.resolve import unverified_warnings
 

@@ -311,7 +311,7 @@ def _parse_value(path: tuple[str, ...], raw: str) -> Any:
 
 
 def apply_overrides(raw: dict[str, Any], overrides: Iterable[Override]) -> dict[str, Any]:
-    data = json.loads(json.dumps(raw, default=str))
+    data: dict[str, Any] = json.loads(json.dumps(raw, default=str))
     for override in overrides:
         path = _override_target(data, override.path)
         node = data

@@ -46,7 +46,7 @@ _TEXT = re.compile(r"^[^\n\r\"\\`$]{0,400}$")
 _SHORT_VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,3}$")
 
 
-def _matching(pattern: re.Pattern[str], what: str):
+def _matching(pattern: re.Pattern[str], what: str) -> AfterValidator:
     def check(value: str) -> str:
         if not pattern.fullmatch(value):
             raise ValueError(f"{value!r} is not a valid {what}")

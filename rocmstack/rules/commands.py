@@ -6,11 +6,15 @@ import os
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from rocmstack.errors import quoted
 from rocmstack.resources import RECIPES_PATH_ENV
+
+if TYPE_CHECKING:
+    from rocmstack.recipe.resolve import Resolved
 
 RECIPE_ARG = typer.Argument(None, help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
 ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
@@ -36,7 +40,7 @@ def _one_or_all(recipe: str | None, every: bool, command: str) -> None:
         )
 
 
-def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: list[str]):
+def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: list[str]) -> list[Resolved]:
     """[(resolved)] for one recipe (one arch set) or all shipped recipes (their default arch sets)."""
     from rocmstack.errors import InputError
     from rocmstack.recipe.load import load_recipe, recipe_files
@@ -49,7 +53,7 @@ def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: l
             "--all checks the shipped recipes as written", fix="drop --gpu-arch/--set, or name one recipe"
         )
     out = []
-    for name in sorted(recipe_files()) if every else [recipe]:
+    for name in sorted(recipe_files()) if every else [str(recipe)]:
         model, path = load_recipe(name, overrides)
         sets = [gpu_arch] if gpu_arch or not every else [arch_key(s) for s in default_arch_sets(model)]
         out += [resolve(model, path, s, tuple(overrides)) for s in sets]

@@ -18,9 +18,13 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rocmstack.build.engines import podman_prefix
+from rocmstack.build.engines import Which, podman_prefix
 from rocmstack.errors import EngineError, InputError, printable
+
+if TYPE_CHECKING:
+    from rocmstack.validate.pipeline import ValidateOptions
 
 ENGINES = ("docker", "podman", "buildah")
 HOSTS = ("amd", "nvidia", "cpu")
@@ -55,7 +59,9 @@ SHM_SIZE = "16g"
 Runner = Callable[..., subprocess.CompletedProcess]
 
 
-def detect_host(dev_root: Path = Path("/dev"), proc_root: Path = Path("/proc"), which=shutil.which) -> str:
+def detect_host(
+    dev_root: Path = Path("/dev"), proc_root: Path = Path("/proc"), which: Which = shutil.which
+) -> str:
     """amd | nvidia | cpu, from driver-level evidence only: what the container must be given."""
     if (dev_root / "kfd").exists():
         return "amd"
@@ -485,7 +491,7 @@ def resolve_engine(choice: str) -> str:
     )
 
 
-def in_image_args(opts) -> InImageArgs:
+def in_image_args(opts: ValidateOptions) -> InImageArgs:
     return InImageArgs(
         expect_gpus=opts.expect_gpus,
         skip_smoke=opts.skip_smoke,
@@ -579,7 +585,7 @@ def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
     }
 
 
-def validate_image(p: Plan, opts, *, on_line: Callable[[str], None] | None = None) -> dict:
+def validate_image(p: Plan, opts: ValidateOptions, *, on_line: Callable[[str], None] | None = None) -> dict:
     """Run the in-image validation, then add what only the host knows: image labels and id, engine, host.
 
     The sandbox is the host's choice: ``seccomp=unconfined`` only with ``--seccomp-unconfined`` (in the
