@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -31,3 +33,22 @@ def print_json(obj: Any) -> None:
 def warn(message: str) -> None:
     # The message is data (it may hold "ray[default]" or "[gfx942;gfx950]"): never read as markup.
     stderr().print(f"[yellow]warning:[/yellow] {escape(message)}")
+
+
+def check_output_dir(path: Path, flag: str) -> None:
+    """Refuse, before any work, a folder a command could not write its files into at the end."""
+    from rocmstack.errors import InputError, quoted
+
+    if path.exists() and not path.is_dir():
+        raise InputError(
+            f"{flag} {quoted(path)}: exists and is not a folder (several files are written into it)",
+            fix=f"pass a new folder, e.g. {flag} {quoted(path.with_name(path.name + '.d'))}",
+        )
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(
+            f"{flag} {quoted(path)}: {quoted(parent)} is not a writable folder",
+            fix="pass a folder you can write",
+        )
