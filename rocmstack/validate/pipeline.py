@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack import __version__
-from rocmstack.errors import InputError, RocmstackError, quoted
+from rocmstack.errors import InputError, Interrupted, RocmstackError, quoted
 from rocmstack.output import check_output_dir
 
 SCHEMA = "rocmstack.validate/1"  # bump the suffix on any incompatible change of report.json
@@ -207,6 +207,7 @@ def run_smoke_stage(
     opts: ValidateOptions, progress: Progress
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     from rocmstack.smoke import SmokeOptions, run_grpo_smoke
+    from rocmstack.smoke.verdict import settings_warning
 
     t0 = time.monotonic()
     kwargs: dict[str, Any] = {"device": opts.device, "report_dir": opts.report_dir / SMOKE_DIR}  # auto | cpu
@@ -218,7 +219,12 @@ def run_smoke_stage(
         def on_step(row: dict[str, Any]) -> None:
             progress(f"smoke step {row['step'] + 1}/{smoke_opts.steps}: reward {row['raw_reward_mean']:.2f}")
 
+        why = settings_warning(smoke_opts.steps, smoke_opts.inject)
+        if why is not None:
+            progress(f"smoke: warning: {why.replace('--steps', '--smoke-steps')}")
         summary = run_grpo_smoke(smoke_opts, on_step=on_step)
+    except Interrupted:
+        raise  # Ctrl-C stops validate too; the smoke already said where and kept its steps
     except Exception as exc:
         return _crash("smoke", exc, t0), None
     f = summary["final"]
