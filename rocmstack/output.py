@@ -52,3 +52,19 @@ def check_output_dir(path: Path, flag: str) -> None:
             f"{flag} {quoted(path)}: {quoted(parent)} is not a writable folder",
             fix="pass a folder you can write",
         )
+
+
+def check_output_file(path: Path, flag: str) -> None:
+    """Refuse, before any work, a file path a command could not write at the end."""
+    from rocmstack.errors import InputError, quoted
+
+    if path.is_dir():
+        raise InputError(
+            f"{flag} {quoted(path)}: is a folder", fix=f"name a file, e.g. {flag} {quoted(path / 'out.json')}"
+        )
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(
+            f"{flag} {quoted(path)}: {quoted(parent)} is not a writable folder",
+            fix="create the folder first, or name a file in a folder you can write",
+        )

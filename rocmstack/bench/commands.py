@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 
 from rocmstack.errors import CheckFailed, InputError, quoted
-from rocmstack.output import dumps, print_json, stderr, stdout, warn
+from rocmstack.output import check_output_file, dumps, print_json, stderr, stdout, warn
 
 # Defaults per device. A GPU runs the shape and batches rollouts use; a CPU runs a small real shape at
 # batches and lengths that finish in about a minute (measured: ~45 s on a 2-core x86 box).
@@ -255,6 +255,9 @@ def rollout(
     base = None
     if baseline is not None:
         base = load_baseline(baseline)  # bad files fail before minutes of benchmarking
+    for flag, path in (("--output", output), ("--save-baseline", save_baseline)):
+        if path is not None:
+            check_output_file(path, flag)  # not after the run, when the results would be lost
     spec = RolloutSpec(
         shape_name=shape_name,
         config=config,
@@ -338,6 +341,7 @@ def plot(
 
     from rocmstack.bench.plot import plot_reports
 
+    check_output_file(output, "--output")
     loaded = []
     for path in reports:
         try:

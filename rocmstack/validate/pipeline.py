@@ -293,7 +293,8 @@ def run_bench_stage(
     t0 = time.monotonic()
     try:
         from rocmstack.bench.plot import plot_reports
-        from rocmstack.bench.rollout import run_rollout
+        from rocmstack.bench.rollout import memory_phases, run_rollout
+        from rocmstack.gpu import memory
 
         base = None
         if opts.baseline is not None:
@@ -301,6 +302,10 @@ def run_bench_stage(
 
             base = load_baseline(opts.baseline)
         spec = bench_spec(_torch_device(opts.device))
+        available, source = memory.available_bytes(spec.device)
+        memory.check_fits(
+            memory_phases(spec), available, source, fix="free memory on this node, or --skip-bench"
+        )
         report = run_rollout(spec, progress=lambda msg: progress(f"bench: {msg}"))
         if base is not None:
             from rocmstack.bench.baseline import compare

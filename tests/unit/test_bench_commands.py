@@ -131,6 +131,11 @@ def test_baseline_gate_exits_1_on_a_regression(capsys, shape, tmp_path):
         (["--top-p", "0"], "--top-p 0.0: must be in (0, 1]"),
         (["--shape", "llama-70b"], "--shape 'llama-70b': not a built-in shape"),
         (["--baseline", "/nonexistent/b.json"], "--baseline /nonexistent/b.json: no such file"),
+        (
+            ["-o", "/nonexistent/r.json"],
+            "--output '/nonexistent/r.json': '/nonexistent' is not a writable folder",
+        ),
+        (["--save-baseline", "/"], "--save-baseline '/': is a folder"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(capsys, args, message):

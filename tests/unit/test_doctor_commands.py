@@ -61,6 +61,7 @@ def test_usage_errors_exit_two_without_traceback():
         ("--fast", "--deep"),
         ("--timeout", "0"),
         ("--tensor-parallel", "0"),
+        ("--junit", "/nonexistent/doctor.xml"),
     ):
         result = run_cli("doctor", *args)
         assert result.code == 2, (args, result)

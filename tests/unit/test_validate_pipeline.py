@@ -119,6 +119,23 @@ def test_report_folder_is_checked_before_any_work(tmp_path):
     assert (mine / "notes.txt").is_file() and (mine / "smoke").is_dir()  # nothing removed
 
 
+def test_bench_stage_that_cannot_fit_is_an_error_before_it_allocates(tmp_path, monkeypatch):
+    from rocmstack.gpu import memory
+
+    meminfo = tmp_path / "meminfo"  # /proc/meminfo's format, on a node with 1 MB left
+    meminfo.write_text(
+        "MemTotal:       24000000 kB\nMemFree:            900 kB\nMemAvailable:       1000 kB\n"
+    )
+    monkeypatch.setattr(memory, "MEMINFO", meminfo)
+    result, report = pipeline.run_bench_stage(ValidateOptions(report_dir=tmp_path / "r", device="cpu"), print)
+    assert report is None and result["status"] == "error"
+    assert (
+        result["summary"].startswith("this run needs about ")
+        and "more than the 1 MB MemAvailable" in result["summary"]
+    )
+    assert not (tmp_path / "r").exists()
+
+
 def test_image_info_reads_the_lock_and_patch_markers(tmp_path):
     assert image_info(tmp_path)["render_hash"] is None
     (tmp_path / "lock.json").write_text(json.dumps({"schema": 1, "render_hash": "ab" * 32}))
