@@ -61,11 +61,16 @@ def test_usage_errors_exit_two_without_traceback():
         ("--fast", "--deep"),
         ("--timeout", "0"),
         ("--tensor-parallel", "0"),
-        ("--junit", "/nonexistent/doctor.xml"),
     ):
         result = run_cli("doctor", *args)
         assert result.code == 2, (args, result)
         assert "Traceback" not in result.err and result.err.startswith("rocmstack: error:")
+
+
+def test_an_unwritable_junit_path_is_refused_before_the_checks():
+    result = run_cli("doctor", "--junit", "/nonexistent/doctor.xml")
+    assert result.code == 2 and result.err.count("\n") == 1
+    assert result.err.startswith("rocmstack: error: --junit '/nonexistent/doctor.xml': '/nonexistent' is not")
 
 
 def test_only_accepts_commas_and_repeats():
