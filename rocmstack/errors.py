@@ -81,6 +81,12 @@ class EngineError(RocmstackError):
     exit_code = ExitCode.ENGINE
 
 
+class Interrupted(RocmstackError):
+    """Ctrl-C: the message says where the work stopped and what it kept."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
 class CheckFailed(RocmstackError):
     """A doctor check, smoke verdict, bench gate or validation did not pass."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -93,3 +94,38 @@ def _min_width(tab: Any, console: Console) -> int:
     edges = len(tab.columns) + 1 if tab.box else 0
     # One column of slack each: rich's collapse rounds per column.
     return total + edges + len(tab.columns)
+
+
+def check_output_dir(path: Path, flag: str) -> None:
+    """Refuse, before any work, a folder a command could not write its files into at the end."""
+    from rocmstack.errors import InputError, quoted
+
+    if path.exists() and not path.is_dir():
+        raise InputError(
+            f"{flag} {quoted(path)}: exists and is not a folder (several files are written into it)",
+            fix=f"pass a new folder, e.g. {flag} {quoted(path.with_name(path.name + '.d'))}",
+        )
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(
+            f"{flag} {quoted(path)}: {quoted(parent)} is not a writable folder",
+            fix="pass a folder you can write",
+        )
+
+
+def check_output_file(path: Path, flag: str) -> None:
+    """Refuse, before any work, a file path a command could not write at the end."""
+    from rocmstack.errors import InputError, quoted
+
+    if path.is_dir():
+        raise InputError(
+            f"{flag} {quoted(path)}: is a folder", fix=f"name a file, e.g. {flag} {quoted(path / 'out.json')}"
+        )
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(
+            f"{flag} {quoted(path)}: {quoted(parent)} is not a writable folder",
+            fix="create the folder first, or name a file in a folder you can write",
+        )

@@ -5,14 +5,34 @@ torch, transformers and the engines are imported inside the commands, so `rocmst
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.markup import escape
 
-from rocmstack.errors import CheckFailed, InputError
-from rocmstack.output import dumps, print_json, print_table, stderr, stdout, warn
+from rocmstack.errors import CheckFailed, InputError, quoted
+from rocmstack.output import check_output_file, dumps, print_json, print_table, stderr, stdout, warn
+
+# Defaults per device. A GPU runs the shape and batches rollouts use; a CPU runs a small real shape at
+# batches and lengths that finish in about a minute (measured: ~45 s on a 2-core x86 box).
+DEFAULTS: dict[str, dict[str, str | int]] = {
+    "cuda": {"shape": "qwen3-8b", "batch": "1,64,256", "prompt_len": 128, "new_tokens": 256},
+    "cpu": {"shape": "qwen3-0.6b", "batch": "1,8", "prompt_len": 64, "new_tokens": 32},
+}
+# Token progress at most this often (a line each time when stderr is not a terminal).
+TICK_S = 5.0
+
+
+def _unique(flag: str, text: str, items: tuple[Any, ...]) -> None:
+    twice = next((x for i, x in enumerate(items) if x in items[:i]), None)
+    if twice is not None:
+        raise InputError(
+            f"{flag} {quoted(text)}: {twice} is listed twice (it would run twice)",
+            fix=f"name each once, e.g. {flag} {','.join(dict.fromkeys(str(x) for x in items))}",
+        )
 
 
 def _parse_batches(text: str) -> tuple[int, ...]:
@@ -22,8 +42,10 @@ def _parse_batches(text: str) -> tuple[int, ...]:
         batches = ()
     if not batches or any(b <= 0 for b in batches):
         raise InputError(
-            f"--batch {text!r}: expected positive integers separated by commas", fix="e.g. --batch 1,64,256"
+            f"--batch {quoted(text)}: expected positive integers separated by commas",
+            fix="e.g. --batch 1,64,256",
         )
+    _unique("--batch", text, batches)
     return batches
 
 
@@ -34,9 +56,35 @@ def _parse_engines(text: str) -> tuple[str, ...]:
     bad = [e for e in engines if e not in ENGINES]
     if not engines or bad:
         raise InputError(
-            f"--engine {text!r}: unknown engine {bad[0] if bad else ''!r}", fix=f"use {'|'.join(ENGINES)}"
+            f"--engine {quoted(text)}: unknown engine {quoted(bad[0] if bad else '')}",
+            fix=f"use {'|'.join(ENGINES)}",
         )
+    _unique("--engine", text, engines)
     return engines
+
+
+def plan(
+    device: str, shape: str | None, batch: str | None, prompt_len: int | None, new_tokens: int | None
+) -> tuple[str, dict[str, Any], tuple[int, ...], int, int]:
+    """What runs: the user's settings, and the device's defaults for those not given."""
+    from rocmstack.gpu.shapes import load_config
+
+    defaults = DEFAULTS[device]
+    name, config = load_config(shape or str(defaults["shape"]))
+    return (
+        name,
+        config,
+        _parse_batches(batch or str(defaults["batch"])),
+        prompt_len or int(defaults["prompt_len"]),
+        new_tokens or int(defaults["new_tokens"]),
+    )
+
+
+def _progress_sink(console: Any, status: Any) -> Callable[[str], None]:
+    """A terminal gets a live status line; a pipe or a log gets one line per message (tokens throttled)."""
+    if console.is_terminal:
+        return lambda msg: status.update(f"bench rollout: {escape(msg)}")
+    return lambda msg: console.print(f"bench rollout: {msg}", markup=False, highlight=False)
 
 
 def _resolve_device(device: str) -> str:
@@ -131,12 +179,21 @@ def _render(report: dict[str, Any]) -> None:
 
 
 def rollout(
-    shape: str = typer.Option(
-        "qwen3-8b", "--shape", help="qwen3-0.6b | qwen3-8b | PATH/config.json (HF Qwen3 fields)."
+    shape: str | None = typer.Option(
+        None,
+        "--shape",
+        help="qwen3-0.6b | qwen3-8b | PATH/config.json (HF Qwen3 fields). Default: qwen3-8b on a GPU, "
+        "qwen3-0.6b on CPU.",
     ),
-    batch: str = typer.Option("1,64,256", "--batch", help="Batch sizes, comma-separated."),
-    prompt_len: int = typer.Option(128, "--prompt-len", min=1, help="Prompt tokens per sequence."),
-    new_tokens: int = typer.Option(256, "--new-tokens", min=1, help="Generated tokens per sequence."),
+    batch: str | None = typer.Option(
+        None, "--batch", help="Batch sizes, comma-separated. Default: 1,64,256 on a GPU, 1,8 on CPU."
+    ),
+    prompt_len: int | None = typer.Option(
+        None, "--prompt-len", min=1, help="Prompt tokens per sequence. Default: 128 on a GPU, 64 on CPU."
+    ),
+    new_tokens: int | None = typer.Option(
+        None, "--new-tokens", min=1, help="Generated tokens per sequence. Default: 256 on a GPU, 32 on CPU."
+    ),
     engine: str = typer.Option(
         "reference", "--engine", help="reference | hf | vllm | sglang, comma-separated."
     ),
@@ -178,12 +235,17 @@ def rollout(
 ) -> None:
     """Decode throughput of the rollout path (random weights, no download) against the memory roofline."""
     from rocmstack.bench.baseline import DEFAULT_TOLERANCE, compare, load_baseline, update_baseline
-    from rocmstack.bench.rollout import DTYPES, RolloutSpec, run_rollout
+    from rocmstack.bench.rollout import DTYPES, RolloutSpec, memory_phases, run_rollout
+    from rocmstack.gpu import memory
     from rocmstack.gpu.shapes import load_config
 
-    shape_name, config = load_config(shape)
-    batches = _parse_batches(batch)
     engines = _parse_engines(engine)
+    if batch is not None:
+        _parse_batches(batch)  # bad input fails before torch is imported
+    if shape is not None:
+        load_config(shape)
+    resolved = _resolve_device(device)
+    shape_name, config, batches, prompt_len, new_tokens = plan(resolved, shape, batch, prompt_len, new_tokens)
     if dtype not in DTYPES:
         raise InputError(
             f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}", fix="e.g. --dtype bfloat16"
@@ -193,6 +255,9 @@ def rollout(
     base = None
     if baseline is not None:
         base = load_baseline(baseline)  # bad files fail before minutes of benchmarking
+    for flag, path in (("--output", output), ("--save-baseline", save_baseline)):
+        if path is not None:
+            check_output_file(path, flag)  # not after the run, when the results would be lost
     spec = RolloutSpec(
         shape_name=shape_name,
         config=config,
@@ -200,7 +265,7 @@ def rollout(
         prompt_len=prompt_len,
         new_tokens=new_tokens,
         engines=engines,
-        device=_resolve_device(device),
+        device=resolved,
         dtype=dtype,
         temperature=temperature,
         top_p=top_p,
@@ -211,9 +276,22 @@ def rollout(
         tokenizer=tokenizer,
         engine_timeout_s=engine_timeout,
     )
+    available, source = memory.available_bytes(resolved)
+    memory.check_fits(
+        memory_phases(spec),
+        available,
+        source,
+        fix="pass a smaller --batch, --prompt-len/--new-tokens or --shape (or free memory)",
+    )
     console = stderr()
-    with console.status("bench rollout") as status:
-        report = run_rollout(spec, progress=lambda msg: status.update(f"bench rollout: {msg}"))
+    console.print(
+        f"bench rollout: {shape_name}, batch {','.join(map(str, batches))}, prompt {prompt_len}, "
+        f"{new_tokens} new tokens, {dtype} on {resolved}",
+        markup=False,
+        highlight=False,
+    )
+    with console.status("bench rollout") if console.is_terminal else nullcontext() as status:
+        report = run_rollout(spec, progress=_progress_sink(console, status), tick_s=TICK_S)
     if base is not None:
         report["baseline"] = compare(report, base, tolerance=tolerance) | {"file": str(baseline)}
     if save_baseline is not None:
@@ -231,6 +309,14 @@ def rollout(
             warn(f"{r['engine']} batch {r['batch']}: {r['reason']}")
         if (r.get("extra") or {}).get("fused_fallback"):
             warn(f"{r['engine']} batch {r['batch']}: {r['extra']['fused_fallback']}")
+    # Every engine here was named by the user (or is the default): one that could not run is a failure.
+    failed_runs = [r for r in report["results"] if r["status"] != "ok"]
+    if failed_runs:
+        r = failed_runs[0]
+        raise CheckFailed(
+            f"--engine {r['engine']} could not run ({r['status']}): {r['reason']}",
+            fix=f"install {r['engine']} in this environment, or leave it out of --engine",
+        )
     verdict = report.get("baseline")
     if verdict is not None:
         if not verdict["checks"]:
@@ -257,6 +343,7 @@ def plot(
 
     from rocmstack.bench.plot import plot_reports
 
+    check_output_file(output, "--output")
     loaded = []
     for path in reports:
         try:

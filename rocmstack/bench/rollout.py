@@ -11,19 +11,25 @@ Definitions (one place, used by every engine):
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import platform
 import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rocmstack.bench import roofline
+from rocmstack.gpu import memory
+from rocmstack.gpu.memory import MemoryEstimate
 from rocmstack.gpu.shapes import ModelShape, shape_from_config
 
 ENGINES = ("reference", "hf", "vllm", "sglang")
 DTYPES = {"bfloat16": 2, "float16": 2, "float32": 4}
+# Size of the copy that measures the device's bandwidth (source and destination each).
+COPY_BYTES_GPU = 2 << 30
+COPY_BYTES_CPU = 64 << 20
 
 Progress = Callable[[str], None]
 
@@ -48,12 +54,42 @@ class RolloutSpec:
     engine_timeout_s: float = 1800.0
 
 
+def memory_phases(spec: RolloutSpec) -> list[MemoryEstimate]:
+    """What each phase of the run holds at its peak; the run needs the largest (they run one after another)."""
+    shape = shape_from_config(spec.config)
+    dtype_bytes = DTYPES[spec.dtype]
+    common: dict[str, Any] = {
+        "dtype_bytes": dtype_bytes,
+        "batches": spec.batches,
+        "prompt_len": spec.prompt_len,
+        "new_tokens": spec.new_tokens,
+        "top_p": spec.top_p,
+        "device": spec.device,
+    }
+    copy_buffers = 2 * (COPY_BYTES_GPU if spec.device == "cuda" else COPY_BYTES_CPU)
+    phases = [MemoryEstimate(what="the bandwidth measurement", activations=copy_buffers)]
+    hf = memory.hf_generate(shape, **common) if "hf" in spec.engines else None
+    if hf is not None:
+        phases.append(hf)
+    if "reference" in spec.engines:
+        fused = spec.device == "cuda" and spec.fused is not False
+        ref = memory.reference_engine(shape, graphs=spec.use_graphs, fused=fused, **common)
+        phases.append(ref)
+        if hf is not None:  # the engine is loaded from transformers' weights while both exist
+            phases.append(replace(ref, what=f"{ref.what}, loaded from transformers", weights=2 * ref.weights))
+    if spec.weight_sync:  # trainer state dict, the engine and the receiving copy
+        phases.append(
+            MemoryEstimate(what="the weight-sync bench", weights=3 * memory.weight_bytes(shape, dtype_bytes))
+        )
+    return phases
+
+
 def measure_copy_bandwidth(device: str, *, nbytes: int | None = None, repeats: int = 20) -> float:
     """Device-to-device copy rate in bytes/s, counting bytes read plus bytes written (median of repeats)."""
     import torch
 
     dev = torch.device(device)
-    nbytes = nbytes or (2 << 30 if dev.type == "cuda" else 64 << 20)
+    nbytes = nbytes or (COPY_BYTES_GPU if dev.type == "cuda" else COPY_BYTES_CPU)
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=dev).uniform_()  # never time zeros
     dst = torch.empty_like(src)
     times = []
@@ -191,7 +227,7 @@ def _hf_model(spec: RolloutSpec):
     return model.eval()
 
 
-def _run_hf(model, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, Any]]:
+def _run_hf(model, spec, shape, bandwidth, spec_bw, progress, tick) -> list[dict[str, Any]]:
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
 
@@ -200,11 +236,13 @@ def _run_hf(model, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, 
     class StepClock(StoppingCriteria):
         """Called once per generated token: marks time without a host sync."""
 
-        def __init__(self) -> None:
+        def __init__(self, label: str) -> None:
             self.events = Events(torch.device(spec.device), enabled=True)
+            self.label = label
 
         def __call__(self, input_ids, scores, **kwargs):
             self.events.mark()
+            tick(f"{self.label}: token {len(self.events.marks)}/{spec.new_tokens}")
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
     def generate(ids, new_tokens, clock=None):
@@ -219,10 +257,10 @@ def _run_hf(model, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, 
             **(sampling if spec.temperature > 0 else {"do_sample": False}),
         )
 
-    memory = _Memory(spec.device)
+    peak = _Memory(spec.device)
     out = []
     for batch in spec.batches:
-        progress(f"hf generate: batch {batch}")
+        progress(f"hf generate: batch {batch}: warm-up and prefill")
         ids = _prompt(shape.vocab_size, batch, spec.prompt_len, spec.seed, spec.device)
         with torch.no_grad():
             generate(ids, 4)  # warm-up: kernels, allocator
@@ -231,8 +269,9 @@ def _run_hf(model, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, 
             model(ids, use_cache=True)
             _sync(spec.device)
             prefill_s = time.perf_counter() - t0
-            memory.reset()
-            clock = StepClock()
+            peak.reset()
+            progress(f"hf generate: batch {batch}: timed run")
+            clock = StepClock(f"hf generate: batch {batch}: timed run")
             t0 = time.perf_counter()
             generate(ids, spec.new_tokens, clock)
             _sync(spec.device)
@@ -250,28 +289,40 @@ def _run_hf(model, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, 
                 prefill_s=prefill_s,
                 decode_s=max(total_s - prefill_s, 1e-9),
                 median_step_s=statistics.median_high(steps) if steps else None,
-                peak_gb=memory.peak_gb(),
+                peak_gb=peak.peak_gb(),
             )
         )
     return out
 
 
-def _run_reference(engine, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, Any]]:
+def _run_reference(engine, spec, shape, bandwidth, spec_bw, progress, tick) -> list[dict[str, Any]]:
     import torch
 
-    memory = _Memory(spec.device)
+    peak = _Memory(spec.device)
     out = []
     for batch in spec.batches:
         ids = _prompt(shape.vocab_size, batch, spec.prompt_len, spec.seed, spec.device)
         gen = torch.Generator(device=spec.device).manual_seed(spec.seed)
         kwargs = {"temperature": spec.temperature, "top_p": spec.top_p, "generator": gen}
-        progress(f"reference: batch {batch}: warm-up (captures the decode graphs)")
-        engine.generate(ids, spec.new_tokens, **kwargs)
+        warm, timed = (
+            f"reference: batch {batch}: {p}"
+            for p in ("warm-up (captures the decode graphs)" if engine.use_graphs else "warm-up", "timed run")
+        )
+        progress(warm)
+        engine.generate(
+            ids,
+            spec.new_tokens,
+            on_token=lambda n, w=warm: tick(f"{w}: token {n}/{spec.new_tokens}"),
+            **kwargs,
+        )
         _sync(spec.device)
-        memory.reset()
-        progress(f"reference: batch {batch}: timed run")
+        peak.reset()
+        progress(timed)
         t0 = time.perf_counter()
-        result = engine.generate(ids, spec.new_tokens, timed=True, **kwargs)
+        result = engine.generate(
+            ids, spec.new_tokens, timed=True, on_token=lambda n, t=timed: tick(f"{t}: token {n}/{spec.new_tokens}"),
+            **kwargs,
+        )  # fmt: skip
         _sync(spec.device)
         wall_s = time.perf_counter() - t0
         decode_s = sum(result.step_seconds)
@@ -287,7 +338,7 @@ def _run_reference(engine, spec, shape, bandwidth, spec_bw, progress) -> list[di
                 prefill_s=result.prefill_seconds,
                 decode_s=decode_s,
                 median_step_s=statistics.median_high(result.step_seconds) if result.step_seconds else None,
-                peak_gb=memory.peak_gb(),
+                peak_gb=peak.peak_gb(),
                 extra={
                     "wall_s": wall_s,
                     "graphs": engine.use_graphs,
@@ -365,7 +416,23 @@ def _versions() -> dict[str, str | None]:
     }
 
 
-def run_rollout(spec: RolloutSpec, progress: Progress = lambda msg: None) -> dict[str, Any]:
+def _every(progress: Progress, seconds: float) -> Progress:
+    """progress, passed on at most once per `seconds` (per-token messages)."""
+    last = [-math.inf]
+
+    def tick(msg: str) -> None:
+        now = time.monotonic()
+        if now - last[0] >= seconds:
+            last[0] = now
+            progress(msg)
+
+    return tick
+
+
+def run_rollout(
+    spec: RolloutSpec, progress: Progress = lambda msg: None, *, tick_s: float = 5.0
+) -> dict[str, Any]:
+    """Run the bench; `progress` gets each phase and, every `tick_s` seconds, the token reached."""
     import torch
 
     from rocmstack.gpu.engine import ReferenceEngine
@@ -389,7 +456,7 @@ def run_rollout(spec: RolloutSpec, progress: Progress = lambda msg: None) -> dic
     if "hf" in spec.engines:
         progress("building the transformers model (random weights)")
         hf_model = _hf_model(spec)
-        results += _run_hf(hf_model, spec, shape, bandwidth, spec_bw, progress)
+        results += _run_hf(hf_model, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s))
     if "reference" in spec.engines:
         progress("building the reference engine")
         engine = ReferenceEngine(
@@ -408,7 +475,7 @@ def run_rollout(spec: RolloutSpec, progress: Progress = lambda msg: None) -> dic
         hf_model = None  # the engine holds the weights now: free transformers' copy before timing
         if spec.device == "cuda":
             torch.cuda.empty_cache()
-        results += _run_reference(engine, spec, shape, bandwidth, spec_bw, progress)
+        results += _run_reference(engine, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s))
         del engine
         if spec.device == "cuda":
             torch.cuda.empty_cache()

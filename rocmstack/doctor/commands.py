@@ -91,6 +91,10 @@ def register(app: typer.Typer) -> None:
             raise InputError(
                 "--fast and --deep both given", fix="--deep initialises torch's runtime; drop one"
             )
+        if junit is not None:
+            from rocmstack.output import check_output_file
+
+            check_output_file(junit, "--junit")  # before the checks, not after them
         opts = DoctorOptions(
             fast=fast,
             deep=deep,

@@ -29,10 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from rocmstack.errors import InputError
+from rocmstack.gpu.memory import KV_BUCKET
 from rocmstack.gpu.shapes import ModelShape, shape_from_config
-
-# Attention in a captured decode step covers the cache up to the next multiple of this many tokens.
-KV_BUCKET = 64
 
 
 @dataclass(frozen=True)
@@ -474,8 +472,11 @@ class ReferenceEngine:
         top_p: float = 1.0,
         generator: torch.Generator | None = None,
         timed: bool = False,
+        on_token: Callable[[int], None] | None = None,
     ) -> GenerateOutput:
-        """Sample exactly max_new_tokens per sequence (no EOS stop: RL rollouts mask after EOS themselves)."""
+        """Sample exactly max_new_tokens per sequence (no EOS stop: RL rollouts mask after EOS themselves).
+
+        on_token(n) is called on the host after the n-th token is queued (progress; it never syncs)."""
         if max_new_tokens <= 0:
             raise InputError(f"max_new_tokens={max_new_tokens} must be positive")
         if not 0.0 < top_p <= 1.0:
@@ -491,12 +492,16 @@ class ReferenceEngine:
         logits = self._prefill(input_ids, all_logits=False)
         tokens[:, 0], logprobs[:, 0] = sample(logits, temperature, top_p, generator)
         events.mark()
+        if on_token is not None:
+            on_token(1)
         for i in range(1, max_new_tokens):
             self._tokens[:b].copy_(tokens[:, i - 1])
             self._pos.fill_(p + i - 1)
             logits = self._step_logits(b, p + i - 1)
             tokens[:, i], logprobs[:, i] = sample(logits, temperature, top_p, generator)
             events.mark()
+            if on_token is not None:
+                on_token(i + 1)
         times = events.seconds()
         return GenerateOutput(
             tokens=tokens,

@@ -50,6 +50,12 @@ def register(app: typer.Typer) -> None:
             shape=shape,
             seed=seed,
         ).validated()
+        from rocmstack.smoke.verdict import settings_warning
+
+        if (why := settings_warning(opts.steps, opts.inject)) is not None:
+            from rocmstack.output import warn
+
+            warn(why)
         summary = _run_with_progress(opts)
         if json_out:
             from rocmstack.output import print_json

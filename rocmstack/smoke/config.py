@@ -109,6 +109,10 @@ class SmokeOptions:
             raise InputError("SmokeOptions.top_p must be in (0, 1] and temperature > 0")
         if self.lr <= 0.0 or self.eps_low <= 0.0 or self.eps_high <= 0.0 or self.kl_coef < 0.0:
             raise InputError("SmokeOptions.lr, eps_low, eps_high must be > 0 and kl_coef >= 0")
+        if self.report_dir is not None:
+            from rocmstack.output import check_output_dir
+
+            check_output_dir(self.report_dir, "--report")  # before minutes of training, not after
         return self
 
     def to_dict(self) -> dict[str, Any]:

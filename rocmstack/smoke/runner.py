@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from rocmstack.errors import CheckFailed
+from rocmstack.errors import CheckFailed, Interrupted
 from rocmstack.smoke.config import INJECT_EXPECTS, SmokeOptions, model_config
 from rocmstack.smoke.verdict import as_dicts, decide, reward_window
 
@@ -150,10 +150,9 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
     """
     opts = options.validated()
     t0 = time.perf_counter()
-    import ray
-    import torch
+    import ray  # noqa: F401  (here, so startup_s counts the imports)
 
-    from rocmstack.smoke import grpo, task
+    from rocmstack.smoke import task
 
     device = _resolve_device(opts.device)
     dtype = "bfloat16" if device == "cuda" else "float32"
@@ -165,98 +164,156 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
     metrics: list[dict[str, Any]] = []
     canary: list[dict[str, Any]] = []
     startup_s = time.perf_counter() - t0  # driver imports (torch alone takes seconds on a cold machine)
-    with _ray_session() as ray_info:
-        t_init = time.perf_counter()
-        trainer, rollout, pg = _spawn(opts, device, dtype, cfg)
-        try:
-            t_info, r_info = _get([trainer.info.remote(), rollout.info.remote()])
-            if opts.placement == "split":
-                layout = _get(trainer.layout.remote())
-                address = f"tcp://{t_info['ip']}:{_get(trainer.free_port.remote())}"
-                _get([trainer.init_group.remote(address, 0), rollout.init_group.remote(address, 1, layout)])
-            first_sync = _sync(opts, trainer, rollout)  # the rollout starts from the trainer's weights
-            model_init_s = time.perf_counter() - t_init
-            prev_trainer = _get(trainer.probe_logprobs.remote())
-            prev_rollout = _get(rollout.probe_logprobs.remote())
-            noise_floor = _max_abs(prev_rollout, prev_trainer)
-            gen = torch.Generator().manual_seed(opts.seed)
-            for step in range(opts.steps):
-                t_step = time.perf_counter()
-                prompts = task.make_prompts(opts.prompts_per_step, opts.num_digits, gen)
-                prompts = prompts.repeat_interleave(opts.group_size, dim=0)
-                out = _get(rollout.generate.remote(prompts))
-                responses = out["tokens"]
-                mask = task.response_mask(responses)
-                rewards = task.rewards(prompts, responses)
-                if opts.inject == "zero-reward":
-                    rewards = torch.zeros_like(rewards)
-                advantages = grpo.group_advantages(rewards, opts.group_size)
-                seqs = torch.cat([prompts, responses], dim=1)
-                lp = _get(trainer.compute_logprobs.remote(seqs, prompt_len, mask))
-                diff = (lp["old_logp"] - out["logprobs"]).abs()
-                batch = {
-                    "seqs": seqs,
-                    "mask": mask,
-                    "advantages": advantages,
-                    "old_logp": lp["old_logp"],
-                    "ref_logp": lp["ref_logp"],
-                }
-                tr = _get(trainer.train.remote(batch, prompt_len, opts.inject))
-                if opts.inject == "skip-sync":
-                    sync = {"nbytes": 0, "seconds": 0.0, "version": first_sync["version"]}
-                else:
-                    sync = _sync(opts, trainer, rollout)
-                now_trainer, now_rollout = _get(
-                    [trainer.probe_logprobs.remote(), rollout.probe_logprobs.remote()]
-                )
-                canary.append(
-                    {
-                        "step": step,
-                        "trainer_change": _max_abs(now_trainer, prev_trainer),
-                        "rollout_change": _max_abs(now_rollout, prev_rollout),
-                        "rollout_vs_trainer": _max_abs(now_rollout, now_trainer),
-                        "rollout_vs_prev_trainer": _max_abs(now_rollout, prev_trainer),
-                        "noise_floor": noise_floor,
-                    }
-                )
-                prev_trainer, prev_rollout = now_trainer, now_rollout
-                resp_tokens = float(mask.sum())
-                row = {
+    where: dict[str, Any] = {"step": 0, "phase": "starting Ray"}  # what Ctrl-C interrupted
+    try:
+        with _ray_session() as ray_info:
+            where["phase"] = "placing the actors"
+            summary = _train(opts, device, dtype, shape, cfg, prompt_len, metrics, canary, where, t0, on_step)
+    except KeyboardInterrupt:
+        raise _interrupted(opts, device, dtype, shape, metrics, canary, where) from None
+    summary.update(startup_s=startup_s, ray_init_s=ray_info["init_s"])
+    if opts.report_dir is not None:
+        from rocmstack.smoke.report import write_report
+
+        write_report(opts.report_dir, metrics, summary)
+    return summary
+
+
+def _interrupted(opts, device, dtype, shape, metrics, canary, where) -> Interrupted:
+    """Ctrl-C: keep the steps that finished (report marked interrupted) and say where the job stopped."""
+    criteria = decide(metrics, canary, dtype=dtype)
+    summary = {
+        "passed": False,
+        "failed": ["interrupted"],
+        "interrupted": {"step": where["step"], "steps": opts.steps, "phase": where["phase"]},
+        "criteria": as_dicts(criteria),
+        "inject": opts.inject,
+        "device": device,
+        "dtype": dtype,
+        "shape": shape,
+        "placement": opts.placement,
+        "steps": len(metrics),
+        "final": _final(metrics),
+        "options": opts.to_dict(),
+    }
+    kept = ""
+    if opts.report_dir is not None:
+        from rocmstack.smoke.report import write_report
+
+        write_report(opts.report_dir, metrics, summary)
+        kept = f"; {len(metrics)} finished step(s) in {opts.report_dir} (marked interrupted)"
+    at = f"step {where['step']}/{opts.steps}, " if where["step"] else ""
+    return Interrupted(f"smoke interrupted at {at}{where['phase']}{kept}")
+
+
+def _train(
+    opts, device, dtype, shape, cfg, prompt_len, metrics, canary, where, t0, on_step
+) -> dict[str, Any]:
+    """Place the actors, run the steps (appending to metrics and canary), decide; the summary."""
+    import ray
+    import torch
+
+    from rocmstack.smoke import grpo, task
+
+    t_init = time.perf_counter()
+    trainer, rollout, pg = _spawn(opts, device, dtype, cfg)
+    try:
+        t_info, r_info = _get([trainer.info.remote(), rollout.info.remote()])
+        if opts.placement == "split":
+            layout = _get(trainer.layout.remote())
+            address = f"tcp://{t_info['ip']}:{_get(trainer.free_port.remote())}"
+            _get([trainer.init_group.remote(address, 0), rollout.init_group.remote(address, 1, layout)])
+        where["phase"] = "first weight sync"
+        first_sync = _sync(opts, trainer, rollout)  # the rollout starts from the trainer's weights
+        model_init_s = time.perf_counter() - t_init
+        prev_trainer = _get(trainer.probe_logprobs.remote())
+        prev_rollout = _get(rollout.probe_logprobs.remote())
+        noise_floor = _max_abs(prev_rollout, prev_trainer)
+        gen = torch.Generator().manual_seed(opts.seed)
+        for step in range(opts.steps):
+            where.update(step=step + 1, phase="rollout")
+            t_step = time.perf_counter()
+            prompts = task.make_prompts(opts.prompts_per_step, opts.num_digits, gen)
+            prompts = prompts.repeat_interleave(opts.group_size, dim=0)
+            out = _get(rollout.generate.remote(prompts))
+            responses = out["tokens"]
+            mask = task.response_mask(responses)
+            rewards = task.rewards(prompts, responses)
+            if opts.inject == "zero-reward":
+                rewards = torch.zeros_like(rewards)
+            advantages = grpo.group_advantages(rewards, opts.group_size)
+            seqs = torch.cat([prompts, responses], dim=1)
+            where["phase"] = "trainer log-probs"
+            lp = _get(trainer.compute_logprobs.remote(seqs, prompt_len, mask))
+            diff = (lp["old_logp"] - out["logprobs"]).abs()
+            batch = {
+                "seqs": seqs,
+                "mask": mask,
+                "advantages": advantages,
+                "old_logp": lp["old_logp"],
+                "ref_logp": lp["ref_logp"],
+            }
+            where["phase"] = "policy update"
+            tr = _get(trainer.train.remote(batch, prompt_len, opts.inject))
+            where["phase"] = "weight sync"
+            if opts.inject == "skip-sync":
+                sync = {"nbytes": 0, "seconds": 0.0, "version": first_sync["version"]}
+            else:
+                sync = _sync(opts, trainer, rollout)
+            where["phase"] = "sync canary"
+            now_trainer, now_rollout = _get(
+                [trainer.probe_logprobs.remote(), rollout.probe_logprobs.remote()]
+            )
+            canary.append(
+                {
                     "step": step,
-                    "raw_reward_mean": float(rewards.mean()),
-                    "raw_reward_std": float(rewards.std()),
-                    "zero_std_group_frac": grpo.zero_std_fraction(rewards, opts.group_size),
-                    "response_length_mean": float(mask.sum(dim=1).mean()),
-                    "entropy": lp["entropy"],
-                    "kl": lp["kl"],
-                    "loss": tr["loss"],
-                    "grad_norm": tr["grad_norm"],
-                    "clip_frac": tr["clip_frac"],
-                    "skipped_updates": tr["skipped_updates"],
-                    "train_rollout_logprob_abs_diff_mean": float(grpo.masked_mean(diff, mask)),
-                    "train_rollout_logprob_abs_diff_max": float((diff * mask).max()),
-                    "tokens_per_gpu_per_sec": resp_tokens / out["time_s"],  # the rollout runs on one GPU
-                    "time_rollout_s": out["time_s"],
-                    "time_logprobs_s": lp["time_s"],
-                    "time_train_s": tr["time_s"],
-                    "time_sync_s": sync["seconds"],
-                    "sync_bytes": sync["nbytes"],
-                    "sync_gb_per_s": sync["nbytes"] / sync["seconds"] / 1e9 if sync["seconds"] > 0 else 0.0,
-                    "weight_version": sync["version"],
-                    **{f"canary_{k}": v for k, v in canary[-1].items() if k not in ("step", "noise_floor")},
+                    "trainer_change": _max_abs(now_trainer, prev_trainer),
+                    "rollout_change": _max_abs(now_rollout, prev_rollout),
+                    "rollout_vs_trainer": _max_abs(now_rollout, now_trainer),
+                    "rollout_vs_prev_trainer": _max_abs(now_rollout, prev_trainer),
+                    "noise_floor": noise_floor,
                 }
-                row["time_step_s"] = time.perf_counter() - t_step
-                metrics.append(row)
-                if on_step is not None:
-                    on_step(row)
-            criteria = decide(metrics, canary, dtype=dtype)
-            time_to_verdict = time.perf_counter() - t0
-        finally:
-            for actor in (trainer, rollout):
-                with suppress(Exception):
-                    ray.get(actor.shutdown.remote(), timeout=30)
-                ray.kill(actor)
-            ray.util.remove_placement_group(pg)
+            )
+            prev_trainer, prev_rollout = now_trainer, now_rollout
+            resp_tokens = float(mask.sum())
+            row = {
+                "step": step,
+                "raw_reward_mean": float(rewards.mean()),
+                "raw_reward_std": float(rewards.std()),
+                "zero_std_group_frac": grpo.zero_std_fraction(rewards, opts.group_size),
+                "response_length_mean": float(mask.sum(dim=1).mean()),
+                "entropy": lp["entropy"],
+                "kl": lp["kl"],
+                "loss": tr["loss"],
+                "grad_norm": tr["grad_norm"],
+                "clip_frac": tr["clip_frac"],
+                "skipped_updates": tr["skipped_updates"],
+                "train_rollout_logprob_abs_diff_mean": float(grpo.masked_mean(diff, mask)),
+                "train_rollout_logprob_abs_diff_max": float((diff * mask).max()),
+                "tokens_per_gpu_per_sec": resp_tokens / out["time_s"],  # the rollout runs on one GPU
+                "time_rollout_s": out["time_s"],
+                "time_logprobs_s": lp["time_s"],
+                "time_train_s": tr["time_s"],
+                "time_sync_s": sync["seconds"],
+                "sync_bytes": sync["nbytes"],
+                "sync_gb_per_s": sync["nbytes"] / sync["seconds"] / 1e9 if sync["seconds"] > 0 else 0.0,
+                "weight_version": sync["version"],
+                **{f"canary_{k}": v for k, v in canary[-1].items() if k not in ("step", "noise_floor")},
+            }
+            row["time_step_s"] = time.perf_counter() - t_step
+            metrics.append(row)
+            if on_step is not None:
+                on_step(row)
+        where.update(phase="verdict")
+        criteria = decide(metrics, canary, dtype=dtype)
+        time_to_verdict = time.perf_counter() - t0
+    finally:
+        where["phase"] += " (stopping the actors)"
+        for actor in (trainer, rollout):
+            with suppress(Exception):
+                ray.get(actor.shutdown.remote(), timeout=30)
+            ray.kill(actor)
+        ray.util.remove_placement_group(pg)
     passed = all(c.passed for c in criteria)
     failed = [c.name for c in criteria if not c.passed]
     summary = {
@@ -276,19 +333,14 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
         "rollout_visible_devices": r_info["visible"],
         "same_device": t_info["uuid"] == r_info["uuid"],
         "steps": opts.steps,
+        "interrupted": None,
         "time_to_verdict_s": time_to_verdict,
-        "startup_s": startup_s,
-        "ray_init_s": ray_info["init_s"],
         "model_init_s": model_init_s,
         "first_sync_s": first_sync["seconds"],
         "canary_noise_floor": noise_floor,
         "final": _final(metrics),
         "options": opts.to_dict(),
     }
-    if opts.report_dir is not None:
-        from rocmstack.smoke.report import write_report
-
-        write_report(opts.report_dir, metrics, summary)
     return summary
 
 

@@ -29,6 +29,9 @@ KL_STEP0_TOL = 1e-4
 LOGPROB_DIFF_BOUND = {"float32": 1e-3, "bfloat16": 0.05}
 CANARY_TOL = {"float32": 1e-3, "bfloat16": 0.25}
 NOISE_FACTOR = 4.0
+# Fewer steps rarely rise by REWARD_MARGIN at the defaults: the CPU calibration's seed-0 curve
+# (docs/evidence/smoke-calibration-cpu.jsonl) rises +0.20 over 16 steps and +0.35 over 20.
+CALIBRATED_STEPS = 20
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,24 @@ class Criterion:
 def reward_window(steps: int) -> int:
     """W: the steps averaged at each end of the run."""
     return max(1, min(10, steps // 2))
+
+
+def settings_warning(steps: int, inject: str | None) -> str | None:
+    """Why a run with these settings cannot (or will hardly) pass, said before it starts; None if it can."""
+    if inject == "zero-reward":
+        return None  # rewards_rise is meant to fail there
+    if steps < 2:
+        return (
+            f"--steps {steps} cannot pass rewards_rise: it compares the mean reward of the first and the "
+            f"last {reward_window(steps)} step(s), the same step (use --steps {CALIBRATED_STEPS} or more; "
+            "the default is 30)"
+        )
+    if steps < CALIBRATED_STEPS:
+        return (
+            f"--steps {steps} will hardly pass rewards_rise: calibrated runs need about {CALIBRATED_STEPS} "
+            f"steps to rise by {REWARD_MARGIN} (the default is 30)"
+        )
+    return None
 
 
 def rewards_rise(rewards: list[float], margin: float = REWARD_MARGIN) -> Criterion:

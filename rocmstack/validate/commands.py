@@ -73,16 +73,21 @@ def register(app: typer.Typer) -> None:
                 raise InputError(
                     f"{flag} is about the engine command; --in-place runs none", fix="drop one of them"
                 )
-            result = _in_place(opts.validated())
+            result = _in_place(opts.validated())  # clears the folder's earlier results itself
         else:
             if not image:
                 raise InputError(
                     "IMAGE missing", fix="rocmstack validate IMAGE [--engine buildah], or --in-place"
                 )
+            opts = opts.validated()
+            if not dry_run:
+                from rocmstack.validate.pipeline import prepare_report_dir
+
+                prepare_report_dir(opts.report_dir)  # a skipped stage leaves no earlier run's folder behind
             result = _in_container(
                 image,
                 engine,
-                opts.validated(),
+                opts,
                 dry_run=dry_run,
                 json_out=json_out,
                 seccomp_unconfined=seccomp_unconfined,

@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import socket
 import time
 import traceback
@@ -20,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack import __version__
-from rocmstack.errors import InputError, RocmstackError
+from rocmstack.errors import InputError, Interrupted, RocmstackError, quoted
+from rocmstack.output import check_output_dir
 
 SCHEMA = "rocmstack.validate/1"  # bump the suffix on any incompatible change of report.json
 DEVICES = ("auto", "cpu")
@@ -94,6 +96,7 @@ class ValidateOptions:
             from rocmstack.doctor import select_checks
 
             select_checks((), self.doctor_skip)  # InputError naming an unknown id, before any work
+        check_output_dir(self.report_dir, "--report")
         if self.baseline is not None and not self.baseline.is_file():
             raise InputError(
                 f"--baseline {self.baseline}: no such file",
@@ -110,6 +113,28 @@ class ValidateOptions:
 
     def root(self) -> Path:
         return self.image_root or Path(os.environ.get("ROCMSTACK_ROOT") or "/opt/rocmstack")
+
+
+def prepare_report_dir(directory: Path) -> None:
+    """Make DIR hold only this run's results: remove what an earlier validate wrote there (its report
+    files and stage folders), and refuse a non-empty folder that is not a validate report."""
+    from rocmstack.validate.container import STAGE
+    from rocmstack.validate.report import REPORT_HTML, REPORT_JSON, REPORT_MD
+
+    if not directory.is_dir():
+        return
+    ours = (REPORT_JSON, REPORT_MD, REPORT_HTML, SMOKE_DIR, BENCH_DIR, STAGE)
+    present = [directory / name for name in ours if (directory / name).exists()]
+    if not (directory / REPORT_JSON).is_file() and any(directory.iterdir()):
+        raise InputError(
+            f"--report {quoted(directory)}: a folder that holds no earlier validate report is not empty",
+            fix="pass a new or empty folder, or one an earlier `rocmstack validate` wrote",
+        )
+    for path in present:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def stage(name: str, status: str, seconds: float, summary: str, **extra: Any) -> dict[str, Any]:
@@ -182,6 +207,7 @@ def run_smoke_stage(
     opts: ValidateOptions, progress: Progress
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     from rocmstack.smoke import SmokeOptions, run_grpo_smoke
+    from rocmstack.smoke.verdict import settings_warning
 
     t0 = time.monotonic()
     kwargs: dict[str, Any] = {"device": opts.device, "report_dir": opts.report_dir / SMOKE_DIR}  # auto | cpu
@@ -193,7 +219,12 @@ def run_smoke_stage(
         def on_step(row: dict[str, Any]) -> None:
             progress(f"smoke step {row['step'] + 1}/{smoke_opts.steps}: reward {row['raw_reward_mean']:.2f}")
 
+        why = settings_warning(smoke_opts.steps, smoke_opts.inject)
+        if why is not None:
+            progress(f"smoke: warning: {why.replace('--steps', '--smoke-steps')}")
         summary = run_grpo_smoke(smoke_opts, on_step=on_step)
+    except Interrupted:
+        raise  # Ctrl-C stops validate too; the smoke already said where and kept its steps
     except Exception as exc:
         return _crash("smoke", exc, t0), None
     f = summary["final"]
@@ -262,7 +293,8 @@ def run_bench_stage(
     t0 = time.monotonic()
     try:
         from rocmstack.bench.plot import plot_reports
-        from rocmstack.bench.rollout import run_rollout
+        from rocmstack.bench.rollout import memory_phases, run_rollout
+        from rocmstack.gpu import memory
 
         base = None
         if opts.baseline is not None:
@@ -270,6 +302,10 @@ def run_bench_stage(
 
             base = load_baseline(opts.baseline)
         spec = bench_spec(_torch_device(opts.device))
+        available, source = memory.available_bytes(spec.device)
+        memory.check_fits(
+            memory_phases(spec), available, source, fix="free memory on this node, or --skip-bench"
+        )
         report = run_rollout(spec, progress=lambda msg: progress(f"bench: {msg}"))
         if base is not None:
             from rocmstack.bench.baseline import compare
@@ -312,6 +348,7 @@ def single_arch(archs: list[str]) -> str | None:
 def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None) -> dict[str, Any]:
     """Run every stage here and return the report dict (``report["passed"]`` is the verdict)."""
     opts = options.validated()
+    prepare_report_dir(opts.report_dir)
     opts.report_dir.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()

@@ -234,7 +234,7 @@ def doctor(*args: str, **kw) -> subprocess.Popen:
 
 
 def test_every_node_reports(cluster):
-    proc = doctor("--ray-address", cluster.address, "--fast", "--json")
+    proc = doctor("--ray-address", cluster.address, "--fast", "--json", "--expect-gpus", "0")  # CPU nodes
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err
     report = json.loads(out)
@@ -271,7 +271,9 @@ def test_a_node_dying_mid_run_is_reported(cluster, tmp_path):
         },
     )
     t0 = time.monotonic()
-    proc = doctor("--ray-address", cluster.address, "--fast", "--json", "--cluster-timeout", "150")
+    proc = doctor(
+        "--ray-address", cluster.address, "--fast", "--json", "--expect-gpus", "0", "--cluster-timeout", "150"
+    )
     try:
         deadline = time.monotonic() + 150
         while not started.exists():  # the doomed node's checks are now inside the hanging tool

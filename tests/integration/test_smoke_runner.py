@@ -111,3 +111,42 @@ def test_a_placement_group_that_never_gets_ready_is_removed(ray_cluster, monkeyp
         assert mine and all(pg["state"] == "REMOVED" for pg in mine), mine
     finally:
         remove_placement_group(hog)
+
+
+def test_ctrl_c_says_where_and_keeps_a_partial_report(ray_cluster, tmp_path):
+    import os
+    import signal
+    import threading
+
+    from rocmstack.errors import ExitCode, Interrupted
+
+    def on_step(row: dict) -> None:
+        if row["step"] == 1:  # the second step finished: a real SIGINT lands during the third
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    with pytest.raises(Interrupted) as exc:
+        run_grpo_smoke(SmokeOptions(device="cpu", report_dir=tmp_path), on_step=on_step)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    rows = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    where = summary["interrupted"]
+    assert not summary["passed"] and summary["failed"] == ["interrupted"]
+    assert where["step"] == len(rows) + 1 >= 3 and where["steps"] == 30 and summary["steps"] == len(rows)
+    assert exc.value.exit_code == ExitCode.INTERRUPTED
+    assert exc.value.one_line() == (
+        f"smoke interrupted at step {where['step']}/30, {where['phase']}; {len(rows)} finished step(s) in "
+        f"{tmp_path} (marked interrupted)"
+    )
+    assert (tmp_path / "reward.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.timeout(300)
+def test_one_step_warns_before_it_starts(ray_cluster, capsys):
+    from rocmstack.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["smoke", "grpo", "--device", "cpu", "--steps", "1", "--json"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 1
+    assert err.startswith(
+        "warning: --steps 1 cannot pass rewards_rise: it compares the mean reward of the first"
+    )

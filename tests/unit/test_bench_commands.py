@@ -31,7 +31,7 @@ def shape(tmp_path):
 
 def test_json_report_has_every_field(capsys, shape, tmp_path):
     code, out, err = cli(
-        capsys, *RUN, "--shape", shape, "--engine", "reference,hf,sglang", "--json",
+        capsys, *RUN, "--shape", shape, "--engine", "reference,hf", "--json",
         "-o", str(tmp_path / "r.json"), "--save-baseline", str(tmp_path / "b.json"),
     )  # fmt: skip
     assert code == 0, err
@@ -53,10 +53,54 @@ def test_json_report_has_every_field(capsys, shape, tmp_path):
             assert r[field] > 0, field
         assert r["mbu_spec"] is None
         assert r["mbu"] == pytest.approx(r["decode_tokens_per_s"] * r["bytes_per_step"] / r["batch"] / bw)
-    skipped = [r for r in report["results"] if r["engine"] == "sglang"]
-    assert [r["status"] for r in skipped] == ["skip", "skip"] and "not installed" in skipped[0]["reason"]
     assert report["weight_sync"] == []
     assert len(json.loads((tmp_path / "b.json").read_text())["entries"]) == 4
+
+
+def test_an_engine_asked_for_that_cannot_run_is_exit_1(capsys, shape, tmp_path):
+    code, _, err = cli(
+        capsys, *RUN, "--shape", shape, "--engine", "reference,sglang", "--json", "-o", str(tmp_path / "r.json")
+    )  # fmt: skip
+    assert code == 1
+    last = err.strip().splitlines()[-1]
+    assert (
+        last.startswith("rocmstack: error: --engine sglang could not run (skip): ")
+        and "not installed" in last
+    )
+    report = json.loads((tmp_path / "r.json").read_text())  # the measurements are kept
+    assert [r["status"] for r in report["results"] if r["engine"] == "sglang"] == ["skip", "skip"]
+    assert [r["status"] for r in report["results"] if r["engine"] == "reference"] == ["ok", "ok"]
+
+
+def test_progress_reaches_a_log_without_a_terminal(capsys, shape):
+    code, _, err = cli(capsys, *RUN, "--shape", shape)
+    assert code == 0, err
+    lines = err.splitlines()
+    assert lines[0] == "bench rollout: " + shape + ", batch 1,3, prompt 6, 5 new tokens, bfloat16 on cpu"
+    assert "bench rollout: reference: batch 3: timed run" in lines
+
+
+def test_a_run_that_cannot_fit_is_refused_before_allocating(capsys, shape):
+    code, out, err = cli(capsys, *RUN[:4], "--batch", "100000000", "--shape", shape)
+    assert code == 2 and out == ""
+    assert err.startswith("rocmstack: error: this run needs about ") and err.count("\n") == 1
+    assert "for the reference engine at batch 100000000" in err and "KV cache" in err
+    assert "GB MemAvailable in /proc/meminfo" in err and "--batch" in err
+
+
+def test_cpu_defaults_are_a_small_shape_that_fits(monkeypatch):
+    from rocmstack.bench.commands import plan
+    from rocmstack.bench.rollout import RolloutSpec, memory_phases
+
+    name, config, batches, prompt_len, new_tokens = plan("cpu", None, None, None, None)
+    assert (name, batches, prompt_len, new_tokens) == ("qwen3-0.6b", (1, 8), 64, 32)
+    spec = RolloutSpec(
+        shape_name=name, config=config, batches=batches, prompt_len=prompt_len, new_tokens=new_tokens,
+        engines=("reference",), device="cpu",
+    )  # fmt: skip
+    assert max(p.total for p in memory_phases(spec)) < 2.5e9  # a laptop has that free
+    assert plan("cuda", None, None, None, None)[0] == "qwen3-8b"
+    assert plan("cpu", "qwen3-8b", "2", 7, None)[2:] == ((2,), 7, 32)  # what the user names wins
 
 
 def test_baseline_gate_exits_1_on_a_regression(capsys, shape, tmp_path):
@@ -69,10 +113,9 @@ def test_baseline_gate_exits_1_on_a_regression(capsys, shape, tmp_path):
     base.write_text(json.dumps(data))
     code, out, err = cli(capsys, *RUN, "--shape", shape, "--baseline", str(base))
     assert code == 1
-    assert (
-        err.startswith("rocmstack: error: rollout regression: 2 config(s) below baseline")
-        and err.count("\n") == 1
-    )
+    errors = [line for line in err.splitlines() if line.startswith("rocmstack: error: ")]  # after progress
+    assert errors == [err.splitlines()[-1]]
+    assert errors[0].startswith("rocmstack: error: rollout regression: 2 config(s) below baseline")
     assert "REGRESSION" in out
 
 
@@ -81,11 +124,18 @@ def test_baseline_gate_exits_1_on_a_regression(capsys, shape, tmp_path):
     [
         (["--batch", "1,x"], "--batch '1,x': expected positive integers"),
         (["--batch", "0"], "--batch '0'"),
+        (["--batch", "2,2"], "--batch '2,2': 2 is listed twice"),
+        (["--engine", "hf,hf"], "--engine 'hf,hf': hf is listed twice"),
         (["--engine", "reference,trt"], "--engine 'reference,trt': unknown engine 'trt'"),
         (["--dtype", "int4"], "--dtype 'int4'"),
         (["--top-p", "0"], "--top-p 0.0: must be in (0, 1]"),
         (["--shape", "llama-70b"], "--shape 'llama-70b': not a built-in shape"),
         (["--baseline", "/nonexistent/b.json"], "--baseline /nonexistent/b.json: no such file"),
+        (
+            ["-o", "/nonexistent/r.json"],
+            "--output '/nonexistent/r.json': '/nonexistent' is not a writable folder",
+        ),
+        (["--save-baseline", "/"], "--save-baseline '/': is a folder"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(capsys, args, message):

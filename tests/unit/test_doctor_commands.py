@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from tests.conftest import run_cli
 
 
@@ -29,10 +31,20 @@ def test_list_checks_json():
 
 def test_fast_json_exit_zero_and_junit(tmp_path):
     junit = tmp_path / "doctor.xml"
-    result = run_cli("doctor", "--fast", "--json", "--junit", str(junit))
+    result = run_cli("doctor", "--fast", "--json", "--junit", str(junit), "--expect-gpus", "0")
     assert result.code == 0, result.err
     assert json.loads(result.out)["schema"] == "rocmstack.doctor/1"
     assert ET.parse(junit).getroot().tag == "testsuites"
+
+
+def test_a_node_without_a_gpu_is_not_ready_unless_none_is_expected():
+    import os
+
+    if any(os.path.exists(p) for p in ("/dev/kfd", "/dev/nvidia0", "/dev/dri/renderD128")):
+        pytest.skip("this machine has GPU device nodes")
+    result = run_cli("doctor", "--fast", "--only", "gpu-count")
+    assert result.code == 1 and "NOT READY: gpu-count" in result.out
+    assert run_cli("doctor", "--fast", "--only", "gpu-count", "--expect-gpus", "0").code == 0
 
 
 def test_failure_exits_one():
@@ -53,6 +65,12 @@ def test_usage_errors_exit_two_without_traceback():
         result = run_cli("doctor", *args)
         assert result.code == 2, (args, result)
         assert "Traceback" not in result.err and result.err.startswith("rocmstack: error:")
+
+
+def test_an_unwritable_junit_path_is_refused_before_the_checks():
+    result = run_cli("doctor", "--junit", "/nonexistent/doctor.xml")
+    assert result.code == 2 and result.err.count("\n") == 1
+    assert result.err.startswith("rocmstack: error: --junit '/nonexistent/doctor.xml': '/nonexistent' is not")
 
 
 def test_only_accepts_commas_and_repeats():

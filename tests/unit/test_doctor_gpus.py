@@ -61,9 +61,13 @@ def test_deep_runtime_disagrees_with_device_count():
     assert "initialised runtime 0" in gpu_count(snap, OPTS).summary
 
 
-def test_no_gpu_is_a_skip_unless_expected():
-    assert gpu_count(make_snapshot(), OPTS).status == Status.SKIP
-    assert gpu_count(make_snapshot(), DoctorOptions(expect_gpus=1)).status == Status.FAIL
+def test_no_gpu_fails_unless_none_is_expected():
+    result = gpu_count(make_snapshot(), OPTS)
+    assert result.status == Status.FAIL and result.summary == "no source finds a GPU"
+    assert "--expect-gpus 0" in result.fix
+    assert gpu_count(make_snapshot(), DoctorOptions(expect_gpus=0)).status == Status.PASS
+    result = gpu_count(make_snapshot(), DoctorOptions(expect_gpus=1))
+    assert result.status == Status.FAIL and result.summary.startswith("--expect-gpus 1, but 0 visible")
 
 
 def test_ray_would_register_the_gpu():

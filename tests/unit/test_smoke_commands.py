@@ -25,6 +25,17 @@ def test_bad_input_is_one_line_and_exit_2(capsys):
     assert "Traceback" not in err
 
 
+def test_a_report_path_that_is_a_file_is_refused_before_the_job(capsys, tmp_path):
+    target = tmp_path / "report"
+    target.write_text("not a folder\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["smoke", "grpo", "--device", "cpu", "--report", str(target)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"rocmstack: error: --report '{target}': exists and is not a folder")
+    assert target.read_text() == "not a folder\n"
+
+
 def test_the_command_module_imports_no_heavy_dependency():
     import subprocess
     import sys

@@ -103,3 +103,25 @@ def test_canary_skips_steps_where_the_trainer_did_not_move_but_needs_one():
     assert verdict.sync_canary(rows, 1e-3).passed
     crit = verdict.sync_canary([_canary(0, trainer_change=0.0, rollout_change=0.0)], 1e-3)
     assert not crit.passed and "never moved" in crit.detail
+
+
+def test_settings_that_cannot_pass_are_named_before_the_run():
+    assert "cannot pass rewards_rise" in verdict.settings_warning(1, None)
+    assert not verdict.rewards_rise([0.0]).passed and not verdict.rewards_rise([1.0]).passed  # any 1 step
+    assert "will hardly pass" in verdict.settings_warning(verdict.CALIBRATED_STEPS - 1, None)
+    assert verdict.settings_warning(verdict.CALIBRATED_STEPS, None) is None
+    assert verdict.settings_warning(30, None) is None
+    assert verdict.settings_warning(1, "zero-reward") is None  # meant to fail rewards_rise
+
+
+def test_calibrated_steps_follow_the_calibration_curve():
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "smoke-calibration-cpu.jsonl"
+    seed0 = next(
+        r for r in map(json.loads, path.read_text().splitlines()) if r["seed"] == 0 and not r["overrides"]
+    )
+    curve = seed0["curve"]
+    assert verdict.rewards_rise(curve[: verdict.CALIBRATED_STEPS]).passed
+    assert not verdict.rewards_rise(curve[:16]).passed

@@ -23,7 +23,9 @@ def test_bad_values_are_one_line_exit_2(cli, tmp_path):
         (["--device", "gpu"], "--device 'gpu' is not one of auto, cpu"),
         (["--baseline", str(tmp_path / "none.json")], "no such file"),
         (["--doctor-skip", "no-such-check"], "unknown check id 'no-such-check'"),
+        (["--report", str(tmp_path / "file.txt")], "file.txt': exists and is not a folder"),
     ):
+        (tmp_path / "file.txt").write_text("a file where the report folder would go\n")
         r = cli("validate", "localhost/x:1", "--dry-run", "--report", str(tmp_path), *args)
         assert r.code == 2 and text in r.err and len(r.err.strip().splitlines()) == 1, r.err
 

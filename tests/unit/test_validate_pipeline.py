@@ -105,6 +105,37 @@ def test_missing_baseline_file_is_input_error(tmp_path):
         ValidateOptions(report_dir=tmp_path, baseline=tmp_path / "nope.json").validated()
 
 
+def test_report_folder_is_checked_before_any_work(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError, match=r"--report '.*file': exists and is not a folder"):
+        ValidateOptions(report_dir=tmp_path / "file").validated()
+    with pytest.raises(InputError, match=r"is not a writable folder"):
+        ValidateOptions(report_dir=tmp_path / "file" / "sub").validated()
+    mine = tmp_path / "mine"
+    (mine / "smoke").mkdir(parents=True)
+    (mine / "notes.txt").write_text("the user's")
+    with pytest.raises(InputError, match=r"holds no earlier validate report is not empty"):
+        pipeline.prepare_report_dir(mine)
+    assert (mine / "notes.txt").is_file() and (mine / "smoke").is_dir()  # nothing removed
+
+
+def test_bench_stage_that_cannot_fit_is_an_error_before_it_allocates(tmp_path, monkeypatch):
+    from rocmstack.gpu import memory
+
+    meminfo = tmp_path / "meminfo"  # /proc/meminfo's format, on a node with 1 MB left
+    meminfo.write_text(
+        "MemTotal:       24000000 kB\nMemFree:            900 kB\nMemAvailable:       1000 kB\n"
+    )
+    monkeypatch.setattr(memory, "MEMINFO", meminfo)
+    result, report = pipeline.run_bench_stage(ValidateOptions(report_dir=tmp_path / "r", device="cpu"), print)
+    assert report is None and result["status"] == "error"
+    assert (
+        result["summary"].startswith("this run needs about ")
+        and "more than the 1 MB MemAvailable" in result["summary"]
+    )
+    assert not (tmp_path / "r").exists()
+
+
 def test_image_info_reads_the_lock_and_patch_markers(tmp_path):
     assert image_info(tmp_path)["render_hash"] is None
     (tmp_path / "lock.json").write_text(json.dumps({"schema": 1, "render_hash": "ab" * 32}))
@@ -118,7 +149,14 @@ def test_image_info_reads_the_lock_and_patch_markers(tmp_path):
 
 @pytest.mark.timeout(180)
 def test_doctor_only_run_on_this_cpu_node(tmp_path):
-    """A real doctor run: 0 GPUs expected passes here; 1 expected fails, and the report says so."""
+    """A real doctor run: 0 GPUs expected passes here; 1 expected fails, and the report says so.
+
+    The folder held an earlier full run: its smoke/ and bench/ results must not sit beside a report that
+    says they were skipped."""
+    earlier = tmp_path / "a"
+    for name in ("smoke/summary.json", "bench/rollout.json", "report.json", "report.html"):
+        (earlier / name).parent.mkdir(parents=True, exist_ok=True)
+        (earlier / name).write_text("{}")
     ok = run_in_place(
         ValidateOptions(
             report_dir=tmp_path / "a", expect_gpus=0, skip_smoke=True, skip_bench=True, image_root=tmp_path
@@ -127,6 +165,7 @@ def test_doctor_only_run_on_this_cpu_node(tmp_path):
     assert ok["schema"] == pipeline.SCHEMA and ok["mode"] == "in-place"
     assert ok["passed"] and ok["verdict"] == "PASS: doctor (smoke, bench skipped)"
     assert ok["doctor"]["report"]["ok"] and ok["smoke"]["summary"] is None
+    assert sorted(p.name for p in earlier.iterdir()) == []  # write_all adds this run's report.*
     bad = run_in_place(
         ValidateOptions(
             report_dir=tmp_path / "b", expect_gpus=1, skip_smoke=True, skip_bench=True, image_root=tmp_path

@@ -89,13 +89,15 @@ def gpu_count(snap: Snapshot, opts: DoctorOptions) -> Result:
             )
         return failed("; ".join(problems), *details, fix=fix)
     if n_physical == 0 and torch.count in (None, 0):
-        if expect:
-            return failed(
-                f"--expect-gpus {expect}, but no source finds a GPU",
-                *details,
-                fix="Run on a GPU node with the devices passed into the container",
-            )
-        return skipped("no GPU on this node (no source reports one)", *details)
+        # A bring-up validator that finds no GPU has found a problem, unless none was expected.
+        if expect == 0:
+            return passed("no GPU on this node, as --expect-gpus 0 says", *details)
+        return failed(
+            "no source finds a GPU",
+            *details,
+            fix="Run on a GPU node with the devices passed into the container (--device /dev/kfd "
+            "--device /dev/dri, or --gpus all), or pass --expect-gpus 0 where no GPU is expected",
+        )
     agreeing = [s for s in sources if s.count is not None]
     return passed(
         f"{len(agreeing)} sources agree: {n_physical} GPU(s), {expected_visible} visible ({_fmt(agreeing)})",
