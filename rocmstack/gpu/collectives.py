@@ -11,10 +11,10 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-import torch.distributed as dist
+if TYPE_CHECKING:  # torch is imported where a collective runs: parsing logs and formulas need none
+    import torch
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 MIB = 1 << 20
@@ -87,6 +87,8 @@ class Measurement:
 def _buffers(
     op: str, nbytes: int, ranks: int, dtype: torch.dtype, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+    import torch
+
     elem = torch.empty((), dtype=dtype).element_size()
     count = max(ranks, (nbytes // elem) // ranks * ranks)  # divisible by the rank count
     big = torch.ones(count, dtype=dtype, device=device)
@@ -103,6 +105,8 @@ def _buffers(
 
 
 def _launch(op: str, a: torch.Tensor, b: torch.Tensor | None, group: Any, src: int) -> None:
+    import torch.distributed as dist
+
     if op == "all_reduce":
         dist.all_reduce(a, group=group)
     elif op == "broadcast":
@@ -116,6 +120,8 @@ def _launch(op: str, a: torch.Tensor, b: torch.Tensor | None, group: Any, src: i
 
 
 def _sync(device: torch.device) -> None:
+    import torch
+
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -132,6 +138,9 @@ def measure(
 ) -> Measurement:
     """Warm up, then time ``iters`` back-to-back launches between two device synchronisations (the loop a
     user would write); every rank reports the slowest rank's time."""
+    import torch
+    import torch.distributed as dist
+
     if warmup < 0 or iters < 1:
         raise ValueError(f"warmup {warmup} must be >= 0 and iters {iters} >= 1")
     ranks = dist.get_world_size(group)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocmstack.doctor.checks import amdsmi, gpus, image, packages, runtime, system, visibility
+from rocmstack.doctor.checks import amdsmi, fabric, gpus, image, packages, runtime, system, visibility
 from rocmstack.doctor.model import Check
 
 ALL_CHECKS: tuple[Check, ...] = (
@@ -13,6 +13,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *packages.CHECKS,
     *runtime.CHECKS,
     *image.CHECKS,
+    *fabric.CHECKS,
 )
 BY_ID = {c.id: c for c in ALL_CHECKS}
 assert len(BY_ID) == len(ALL_CHECKS), "duplicate check id"
