@@ -12,3 +12,4 @@ NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 python3 -m rocmstack doctor --level 2 --on
 s=$EPOCHREALTIME
 CUDA_VISIBLE_DEVICES=0 python3 -m rocmstack doctor --level 2 --json > $OUT/level2-one-gpu.json 2> $OUT/level2-one-gpu.stderr; rc=$?; echo "exit $rc seconds $(python3 -c "print(round($EPOCHREALTIME - $s, 1))")" >> $OUT/level2-one-gpu.stderr
 tail -n 3 $OUT/*.stderr; cat $OUT/plain-loop.txt
+cd $OUT && tar czf evidence.tgz --remove-files hardware.txt plain-loop.* baseline.json level2-*
