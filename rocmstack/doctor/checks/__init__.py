@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from rocmstack.doctor.checks import amdsmi, fabric, gpus, image, packages, runtime, system, visibility
+from rocmstack.doctor.checks import (
+    amdsmi,
+    fabric,
+    gpus,
+    image,
+    network,
+    packages,
+    runtime,
+    system,
+    visibility,
+)
 from rocmstack.doctor.model import Check
 
 ALL_CHECKS: tuple[Check, ...] = (
@@ -10,6 +20,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *amdsmi.CHECKS,
     *visibility.CHECKS,
     *system.CHECKS,
+    *network.CHECKS,
     *packages.CHECKS,
     *runtime.CHECKS,
     *image.CHECKS,
