@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rocmstack.doctor.checks import (
     amdsmi,
+    envlint,
     fabric,
     gpus,
     host,
@@ -23,6 +24,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *system.CHECKS,
     *network.CHECKS,
     *host.CHECKS,
+    *envlint.CHECKS,
     *packages.CHECKS,
     *runtime.CHECKS,
     *image.CHECKS,
