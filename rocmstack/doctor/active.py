@@ -86,6 +86,7 @@ class RankWorker:
 
     def __init__(self, log_dir: str | None) -> None:
         if log_dir:
+            os.makedirs(log_dir, exist_ok=True)  # on another node the driver's directory does not exist
             os.environ.update(debug_env(log_dir))
         self.log_dir = log_dir
         self.device = _device()

@@ -26,6 +26,7 @@ class CollectiveBar:
     nbytes: int
     min_busbw: float
     source: str
+    nodes: int = 1  # ranks spread over this many nodes (1: one node's GPUs; level 3: one rank per node)
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,11 @@ class Bars:
     health: tuple[HealthBar, ...]
 
     def for_collectives(self, gpu_name: str, gpus: int) -> list[CollectiveBar]:
-        return [b for b in self.collectives if b.gpu.lower() in gpu_name.lower() and b.gpus == gpus]
+        return [
+            b
+            for b in self.collectives
+            if b.gpu.lower() in gpu_name.lower() and b.gpus == gpus and b.nodes == 1
+        ]
 
     def for_health(self, gpu_name: str) -> HealthBar | None:
         return next((b for b in self.health if b.gpu.lower() in gpu_name.lower()), None)
@@ -90,6 +95,7 @@ def load_bars(path: Path | None = None) -> Bars:
                 nbytes,
                 _field(path, where, row, "min_busbw", float),
                 _field(path, where, row, "source", str),
+                _field(path, where, row, "nodes", int) if "nodes" in row else 1,
             )
         )
     health = []

@@ -93,6 +93,9 @@ def register(app: typer.Typer) -> None:
         cpu_ranks: int = typer.Option(
             2, "--cpu-ranks", metavar="N", help="gloo ranks on a node without GPUs."
         ),
+        culprit_budget: float = typer.Option(
+            120.0, "--culprit-budget", metavar="S", help="Level 3: seconds the culprit search may take."
+        ),
         sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
         dev_root: Path = typer.Option(Path("/dev"), "--dev-root", hidden=True),
         proc_root: Path = typer.Option(Path("/proc"), "--proc-root", hidden=True),
@@ -150,6 +153,14 @@ def register(app: typer.Typer) -> None:
                 raise InputError(f"{name} {num} must be >= 1", fix=f"e.g. {name} 2")
         if bars is not None:
             load_bars(bars)  # a bad file fails here, before any work
+        if level == 3 and not ray_address:
+            raise InputError(
+                "--level 3 runs across a Ray cluster", fix="add --ray-address HOST:PORT (or auto)"
+            )
+        if culprit_budget <= 0:
+            raise InputError(
+                f"--culprit-budget {culprit_budget} must be positive", fix="e.g. --culprit-budget 120"
+            )
         opts = DoctorOptions(
             level=level,
             collectives=ops,
@@ -162,6 +173,7 @@ def register(app: typer.Typer) -> None:
             sync_repeats=sync_repeats,
             sync_bytes=sync,
             cpu_ranks=cpu_ranks,
+            culprit_budget=culprit_budget,
             fast=fast,
             deep=deep,
             expect_gpus=expect_gpus,

@@ -77,6 +77,7 @@ class Check:
         frozenset()
     )  # probes ("torch", "ray", "vllm", "amdsmi", "nvml"), "tools"/"partition", active probes (level 2)
     level: int = 1  # the least --level that runs it: 1 static, 2 active on this node, 3 across the cluster
+    scope: str = "node"  # "cluster": run once by the cluster driver over every node's report (level 3)
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class DoctorOptions:
     hbm_bytes: int = 1 << 30
     gemm_n: int = 8192
     active_timeout: float = 300.0
+    culprit_budget: float = 120.0  # level 3: seconds the culprit search may take
 
     def environ(self) -> dict[str, str]:
         return dict(self.env if self.env is not None else os.environ)

@@ -74,6 +74,16 @@ def render_cluster_table(report: dict, console: Console) -> None:
         ]
         table.add_row(node["label"], Text(node["state"], style=NODE_STYLE.get(node["state"], "")), *cells)
     console.print(table)
+    if report.get("cluster_checks"):
+        cluster = Table(title="Across the cluster", title_justify="left", show_edge=False, pad_edge=False)
+        for col in ("check", "status", "result"):
+            cluster.add_column(col, overflow="fold")
+        for c in report["cluster_checks"]:
+            result = "\n".join([c["summary"], *c.get("details", [])[:12]])
+            if c.get("fix") and c["status"] != "pass":
+                result += f"\nfix: {c['fix']}"
+            cluster.add_row(c["id"], Text(MARK[c["status"]], style=STYLE[c["status"]]), result)
+        console.print(cluster)
     for node in report["nodes"]:
         if node["state"] != "ok":
             console.print(
@@ -112,6 +122,13 @@ def render_markdown(report: dict) -> str:
                 + " | ".join(icon.get(st.get(c, ""), "-") for c in ids)
                 + " |"
             )
+        if report.get("cluster_checks"):
+            lines += ["", "| across the cluster | status | result | fix |", "|---|---|---|---|"]
+            for c in report["cluster_checks"]:
+                lines.append(
+                    f"| `{c['id']}` | {icon[c['status']]} {c['status']} | {_md(c['summary'])} | "
+                    f"{_md(c.get('fix') or '') if c['status'] != 'pass' else ''} |"
+                )
         return "\n".join(lines) + "\n"
     plat = report.get("platform", {})
     lines += [
@@ -195,6 +212,8 @@ def render_junit(report: dict) -> str:
                 ET.SubElement(case, "error", message=f"node {node['state']}", type=node["state"]).text = (
                     node.get("error") or ""
                 )
+        if report.get("cluster_checks"):
+            root.append(_suite("doctor.cluster", {"checks": report["cluster_checks"]}))
     else:
         root.append(_suite(f"doctor.{report['host']}", report))
     ET.indent(root)

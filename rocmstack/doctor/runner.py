@@ -9,6 +9,7 @@ import datetime as dt
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from rocmstack import __version__
 from rocmstack.doctor.active import ACTIVE_PROBES
@@ -58,7 +59,7 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
         raise InputError(
             f"--expect-gpus {opts.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8"
         )
-    checks = [c for c in select_checks(opts.only, opts.skip, opts.level) if c.level <= 2]
+    checks = [c for c in select_checks(opts.only, opts.skip, opts.level) if c.scope == "node"]
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
     needs = frozenset().union(*(c.needs for c in checks))
@@ -149,7 +150,40 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
     }
     if snap.active:
         report["active"] = snap.active
+    report["facts"] = node_facts(opts)
     return scrub(report, secret_values(env))  # type: ignore[return-value]
+
+
+def _first_line(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[0][:200]
+    except (OSError, IndexError):
+        return None
+
+
+def node_facts(opts: DoctorOptions) -> dict:
+    """What must be identical on every node of a cluster (compared at level 3)."""
+    from rocmstack.platform import rdma
+
+    root = opts.sysfs_root.parent
+    env = opts.environ()
+    ports = rdma.ports(opts.sysfs_root)
+    return {
+        "rocm_version": _first_line(root / "opt" / "rocm" / ".info" / "version"),
+        "amdgpu_driver": _first_line(opts.sysfs_root / "module" / "amdgpu" / "version"),
+        "nvidia_driver": _first_line(opts.proc_root / "driver" / "nvidia" / "version"),
+        "NCCL_IB_GID_INDEX": env.get("NCCL_IB_GID_INDEX"),
+        "roce_v2_gid_index": sorted({g.index for p in ports for g in p.roce_v2_ipv4()}) or None,
+        "rdma_devices": rdma.devices(opts.sysfs_root),
+        "gpu_vbios": sorted(
+            {
+                v
+                for p in (opts.sysfs_root / "class" / "drm").glob("card*/device/vbios_version")
+                if (v := _first_line(p))
+            }
+        )
+        or None,
+    }
 
 
 def verdict_line(counts: dict[str, int], failing: list[str]) -> str:

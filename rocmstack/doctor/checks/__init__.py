@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rocmstack.doctor.checks import (
     amdsmi,
+    cluster,
     envlint,
     fabric,
     gpus,
@@ -29,6 +30,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *runtime.CHECKS,
     *image.CHECKS,
     *fabric.CHECKS,
+    *cluster.CHECKS,
 )
 BY_ID = {c.id: c for c in ALL_CHECKS}
 assert len(BY_ID) == len(ALL_CHECKS), "duplicate check id"
