@@ -11,5 +11,7 @@ s=$EPOCHREALTIME
 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 python3 -m rocmstack doctor --level 2 --only collective-bandwidth,collective-transport --collective all_reduce,broadcast --sizes 1M..64M --iters 5 --json > $OUT/level2-socket.json 2> $OUT/level2-socket.stderr; rc=$?; echo "exit $rc seconds $(python3 -c "print(round($EPOCHREALTIME - $s, 1))")" >> $OUT/level2-socket.stderr
 s=$EPOCHREALTIME
 CUDA_VISIBLE_DEVICES=0 python3 -m rocmstack doctor --level 2 --json > $OUT/level2-one-gpu.json 2> $OUT/level2-one-gpu.stderr; rc=$?; echo "exit $rc seconds $(python3 -c "print(round($EPOCHREALTIME - $s, 1))")" >> $OUT/level2-one-gpu.stderr
+s=$EPOCHREALTIME
+python3 -m rocmstack doctor --json > $OUT/level1.json 2> $OUT/level1.stderr; rc=$?; echo "exit $rc seconds $(python3 -c "print(round($EPOCHREALTIME - $s, 1))")" >> $OUT/level1.stderr
 tail -n 3 $OUT/*.stderr; cat $OUT/plain-loop.txt
-cd $OUT && tar czf evidence.tgz --remove-files hardware.txt plain-loop.* baseline.json level2-*
+cd $OUT && tar czf evidence.tgz --remove-files hardware.txt plain-loop.* baseline.json level1.* level2-*
