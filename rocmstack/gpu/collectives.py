@@ -68,9 +68,10 @@ def size_sweep(lo: int = DEFAULT_MIN_BYTES, hi: int = DEFAULT_MAX_BYTES, factor:
 
 @dataclass(frozen=True)
 class Measurement:
-    """One collective at one size. ``nbytes`` is nccl-tests' "size": the whole buffer (all_reduce,
-    broadcast: the tensor; all_gather: the gathered output; reduce_scatter: the input; all_to_all: what one
-    rank sends). ``seconds`` is per iteration, the slowest rank's. GB/s are 1e9 bytes/s."""
+    """One collective at one size. ``nbytes`` is nccl-tests' "size" as asked for: the whole buffer
+    (all_reduce, broadcast: the tensor; all_gather: the gathered output; reduce_scatter: the input; all_to_all:
+    what one rank sends); the buffer is rounded down to a multiple of the rank count, and algbw uses what was
+    really moved. ``seconds`` is per iteration, the slowest rank's. GB/s are 1e9 bytes/s."""
 
     op: str
     nbytes: int
@@ -162,7 +163,7 @@ def measure(
     algbw = size / seconds / 1e9
     del a, b
     return Measurement(
-        op, size, ranks, seconds, algbw, algbw * bus_factor(op, ranks), str(dtype).removeprefix("torch.")
+        op, nbytes, ranks, seconds, algbw, algbw * bus_factor(op, ranks), str(dtype).removeprefix("torch.")
     )
 
 
