@@ -27,6 +27,11 @@ OWNERS = {
     "sglang": ("SGLANG_",),
     "torch": ("TORCH_", "PYTORCH_"),
 }
+# Read by builds that cannot be installed here (the torch scanned is the CPU wheel), cited instead.
+CITED = {
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "https://github.com/pytorch/pytorch/tree/main/torch/csrc/distributed/c10d/symm_mem"
+    " (CUDA builds of torch only; seen read by torch 2.11.0+cu130, docs/evidence/doctor-levels-h200x2-2026-11-30)",
+}
 PREFIXES = ("NCCL_", "RCCL_", "HSA_", "HIP_", "RAY_", "VLLM_", "SGLANG_", "AITER_", "TORCH_", "PYTORCH_")
 NAME = re.compile(
     rb"(?<![A-Za-z0-9_])((?:" + b"|".join(p.encode() for p in PREFIXES) + rb")[A-Za-z0-9_]*[A-Za-z0-9])"

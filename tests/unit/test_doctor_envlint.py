@@ -23,6 +23,7 @@ def test_real_names_pass():
     env = {
         "NCCL_IB_GID_INDEX": "3",
         "NCCL_NVLS_ENABLE": "0",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",  # cited: CUDA builds only
         "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES": "1",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
         "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",

@@ -27,7 +27,8 @@ IMAGE_METADATA = frozenset(
 @cache
 def known() -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]:
     data = json.loads(KNOWN.read_text(encoding="utf-8"))
-    return frozenset(data["names"]), tuple(data["prefixes_judged"]), tuple(data["sources"])
+    names = frozenset(data["names"]) | frozenset(data.get("cited", {}))
+    return names, tuple(data["prefixes_judged"]), tuple(data["sources"])
 
 
 def unknown_vars(env: dict[str, str]) -> list[tuple[str, str | None]]:
