@@ -17,7 +17,7 @@ from rocmstack.doctor.model import DoctorOptions
 from rocmstack.gpu.collectives import OPS
 
 PAIRS_UP_TO = 8  # up to 8 nodes every pair (28); above, halves first
-STANDS_OUT = 0.85  # a node whose pairs reach < 85 % of the others' is the culprit
+STANDS_OUT = 0.85  # a node whose pairs reach < 85 % of the pairs without it is the culprit
 
 
 def find_culprit(
@@ -59,18 +59,21 @@ def find_culprit(
         return out
     link = min(pair_bw, key=lambda k: pair_bw[k])
     out["link"] = {"nodes": list(link), "busbw": pair_bw[link]}
-    scores = {
-        n: statistics.median([v for k, v in pair_bw.items() if n in k])
-        for n in candidates
-        if any(n in k for k in pair_bw)
-    }
+    # A node's pairs against the pairs it is not in: a slow node drags every pair it joins, a slow link one.
+    scores, without = {}, {}
+    for n in candidates:
+        mine = [v for k, v in pair_bw.items() if n in k]
+        rest = [v for k, v in pair_bw.items() if n not in k]
+        if mine:
+            scores[n] = statistics.median(mine)
+            without[n] = statistics.median(rest) if rest else None
     out["scores"] = scores
-    worst = min(scores, key=lambda n: scores[n])
-    others = [v for n, v in scores.items() if n != worst]
-    if others and scores[worst] < STANDS_OUT * statistics.median(others):
-        out["node"] = worst
-    elif len(candidates) == 2 and len(nodes) > 2:
-        out["node"] = None  # a slow half of two: the link between them
+    out["without"] = without
+    ratios = {n: scores[n] / w for n, w in without.items() if w}
+    if ratios:
+        worst = min(ratios, key=lambda n: ratios[n])
+        if ratios[worst] < STANDS_OUT:
+            out["node"] = worst
     return out
 
 

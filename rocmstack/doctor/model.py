@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rocmstack.platform.snapshot import Snapshot
@@ -71,7 +71,7 @@ class Check:
     id: str
     group: str
     title: str
-    run: Callable[[Snapshot, DoctorOptions], Result]
+    run: Callable[[Any, DoctorOptions], Result]  # a Snapshot (scope "node") or the cluster data ("cluster")
     source: str  # where the failure mode is documented
     needs: frozenset[str] = (
         frozenset()

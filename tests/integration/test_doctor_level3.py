@@ -4,7 +4,7 @@ cross-node all_reduce misses its bar, and the culprit search must name that node
 
 from __future__ import annotations
 
-import contextlib
+import os
 import json
 import shutil
 import subprocess
@@ -52,7 +52,7 @@ def starved():
         proc, port = c.add_labelled("slow", 3)
         for healthy in (head, w1):
             c.pin(healthy, core=1)
-        c.pin(proc, core=0, nice=10)  # the starved node shares core 0 with a busy loop, at a lower priority
+        c.pin(proc, core=0, nice=19)  # the starved node shares core 0 with a busy loop, at a lower priority
         hog = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
         yield c, port
     finally:
@@ -68,7 +68,7 @@ def test_the_starved_node_is_named(starved, tmp_path):
     bars = tmp_path / "bars.yaml"
     bars.write_text(
         "collectives:\n"
-        "  - gpu: cpu\n    gpus: 3\n    nodes: 3\n    op: all_reduce\n    bytes: 4MiB\n    min_busbw: 1000\n"
+        "  - gpu: cpu\n    gpus: 3\n    nodes: 3\n    op: all_reduce\n    bytes: 32MiB\n    min_busbw: 1000\n"
         "    source: a bar no CPU reaches, so that the culprit search runs\n"
     )
     junit = tmp_path / "doctor.xml"
@@ -101,7 +101,7 @@ def test_the_starved_node_is_named(starved, tmp_path):
     render_cluster_table(report, console)
     text = console.export_text()
     out = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "doctor-level3-cpu-cluster"
-    with contextlib.suppress(OSError):  # the docs page quotes this run
+    if os.environ.get("ROCMSTACK_RECORD_EVIDENCE") == "1":  # docs/doctor-levels.md quotes a recorded run
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.txt").write_text(text + f"\n({time.monotonic() - t0:.0f} s wall)\n")
         (out / "report.json").write_text(proc.stdout)

@@ -19,8 +19,11 @@ FACTS = (
 
 
 def consistency(data: dict, opts: DoctorOptions) -> Result:
-    reports = {n["label"]: (n.get("report") or {}).get("facts") for n in data["nodes"]}
-    reports = {k: v for k, v in reports.items() if v is not None}
+    reports: dict[str, dict] = {}
+    for n in data["nodes"]:
+        facts = (n.get("report") or {}).get("facts")
+        if facts is not None:
+            reports[n["label"]] = facts
     if len(reports) < 2:
         return skipped(f"{len(reports)} node report(s): nothing to compare")
     diffs = []
@@ -58,11 +61,10 @@ def culprit_line(cn: dict) -> str | None:
     if not c:
         return None
     if c.get("node"):
-        score = c["scores"][c["node"]]
-        others = [v for k, v in c["scores"].items() if k != c["node"]]
+        node = c["node"]
         return (
-            f"culprit: node {c['node']} (its pairs reach {score:.2f} GB/s busbw, the others "
-            f"{min(others):.2f}-{max(others):.2f})"
+            f"culprit: node {node} (pairs with it reach {c['scores'][node]:.2f} GB/s busbw, pairs without it "
+            f"{c['without'][node]:.2f})"
         )
     if c.get("link"):
         link = c["link"]
