@@ -4,8 +4,8 @@ cross-node all_reduce misses its bar, and the culprit search must name that node
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import shutil
 import subprocess
 import sys
