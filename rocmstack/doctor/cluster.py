@@ -186,6 +186,7 @@ def _run_cluster_checks(checks: list, data: dict, opts: DoctorOptions) -> list[d
                 "details": list(result.details),
                 "fix": result.fix,
                 "source": check.source,
+                "seconds": 0.0,
             }
         )
     return out

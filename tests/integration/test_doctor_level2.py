@@ -7,9 +7,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import jsonschema
 import pytest
 
+SCHEMA = Path(__file__).resolve().parents[2] / "rocmstack" / "doctor" / "schema.json"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
 LEVEL2 = "collective-bandwidth,collective-transport,weight-sync-ipc,weight-sync-broadcast,gpu-hbm-bandwidth,gpu-gemm"
@@ -34,6 +37,7 @@ def test_level2_on_cpu(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
+    jsonschema.validate(report, json.loads(SCHEMA.read_text()))  # the published report schema
     status = {c["id"]: c["status"] for c in report["checks"]}
     assert status == {
         "collective-bandwidth": "pass",

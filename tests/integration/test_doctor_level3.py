@@ -13,11 +13,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 from test_doctor_cluster import RAY_ENV, Cluster, descendants
 
 from rocmstack.doctor.report import render_cluster_table, render_junit, render_markdown
 
+SCHEMA = Path(__file__).resolve().parents[2] / "rocmstack" / "doctor" / "schema.json"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
@@ -84,6 +86,7 @@ def test_the_starved_node_is_named(starved, tmp_path):
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
+    jsonschema.validate(report, json.loads(SCHEMA.read_text()))  # the published report schema
     assert "culprit" in (report["crossnode"] or {}), (report["crossnode"], report["cluster_checks"])
     checks = {c["id"]: c for c in report["cluster_checks"]}
     assert checks["cluster-consistency"]["status"] == "pass"
