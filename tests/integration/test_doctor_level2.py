@@ -71,3 +71,16 @@ def test_a_level2_check_needs_level2():
 def test_bad_sizes_is_one_line():
     proc = doctor("--level", "2", "--sizes", "1M-1G")
     assert proc.returncode == 2 and "--sizes" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_level3_needs_a_cluster_and_a_bad_bars_file_is_one_line(tmp_path):
+    proc = doctor("--level", "3")
+    assert proc.returncode == 2 and "--ray-address" in proc.stderr and "Traceback" not in proc.stderr
+    bad = tmp_path / "bars.yaml"
+    bad.write_text("collectives:\n  - {gpu: X, gpus: 2, op: allreduce, bytes: 1G, min_busbw: 1, source: s}\n")
+    proc = doctor("--level", "2", "--bars", str(bad))
+    assert (
+        proc.returncode == 2
+        and "op = 'allreduce' is unknown" in proc.stderr
+        and "Traceback" not in proc.stderr
+    )
