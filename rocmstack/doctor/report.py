@@ -62,17 +62,19 @@ def render_cluster_table(report: dict, console: Console) -> None:
         f"({report['seconds']:.1f} s)"
     )
     ids = report.get("check_ids", [])
+    # one row per check, one column per node: a level-1 run has ~30 checks, more than fit across a terminal
     table = Table(show_edge=False, pad_edge=False)
-    table.add_column("node")
-    table.add_column("state")
-    for cid in ids:
-        table.add_column(cid, justify="center", overflow="fold")
+    table.add_column("check")
     for node in report["nodes"]:
-        statuses = {c["id"]: c["status"] for c in (node.get("report") or {}).get("checks", [])}
-        cells = [
-            Text(MARK[statuses[c]], style=STYLE[statuses[c]]) if c in statuses else Text("-") for c in ids
-        ]
-        table.add_row(node["label"], Text(node["state"], style=NODE_STYLE.get(node["state"], "")), *cells)
+        table.add_column(node["label"], justify="center", overflow="fold")
+    table.add_row("state", *(Text(n["state"], style=NODE_STYLE.get(n["state"], "")) for n in report["nodes"]))
+    statuses = [
+        {c["id"]: c["status"] for c in (n.get("report") or {}).get("checks", [])} for n in report["nodes"]
+    ]
+    for cid in ids:
+        table.add_row(
+            cid, *(Text(MARK[st[cid]], style=STYLE[st[cid]]) if cid in st else Text("-") for st in statuses)
+        )
     console.print(table)
     if report.get("cluster_checks"):
         cluster = Table(title="Across the cluster", title_justify="left", show_edge=False, pad_edge=False)
