@@ -20,9 +20,13 @@ PORTABLE = ("fast", "deep", "expect_gpus", "only", "skip", "tensor_parallel", "p
 
 def _node_doctor(payload: dict) -> dict:
     """Runs on the node (a Ray task): the node's own environment, sysfs and tools."""
-    from rocmstack.doctor.runner import run_doctor
+    from rocmstack.doctor.runner import node_facts, run_doctor
 
+    payload = dict(payload)
+    facts_only = payload.pop("facts_only", False)
     opts = DoctorOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in payload.items()})
+    if facts_only:  # --only named cluster checks alone: the node contributes its facts
+        return {"ok": True, "checks": [], "facts": node_facts(opts), "node_hostname": socket.gethostname()}
     report = run_doctor(opts)
     report["node_hostname"] = socket.gethostname()
     return report
@@ -46,9 +50,18 @@ def run_cluster(
         raise EngineError(
             f"--ray-address needs Ray in this environment ({exc})", fix="pip install 'ray[default]'"
         ) from None
+    from rocmstack.doctor.checks import BY_ID
+    from rocmstack.doctor.runner import select_checks
+
     t0 = time.monotonic()
     _reachable(address)
+    cluster_checks = [c for c in select_checks(opts.only, opts.skip, opts.level) if c.scope == "cluster"]
     payload = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k in PORTABLE}
+    # every node runs its level-1 checks; the cluster checks run once, here
+    payload["only"] = [i for i in payload["only"] if BY_ID[i].scope == "node" and BY_ID[i].level == 1]
+    payload["skip"] = [i for i in payload["skip"] if BY_ID[i].scope == "node" and BY_ID[i].level == 1]
+    if opts.only and not payload["only"]:
+        payload["facts_only"] = True
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except Exception as exc:  # ConnectionError, ValueError on a bad address, ...
@@ -111,21 +124,32 @@ def run_cluster(
         for nid in pending.values():
             nodes[nid]["state"] = "timeout"
             nodes[nid]["error"] = f"no answer within {timeout:.0f} s"
+        crossnode = None
+        if any("collectives" in c.needs for c in cluster_checks):
+            from rocmstack.doctor.crossnode import run_crossnode
+
+            labels = {nid: n["label"] for nid, n in nodes.items() if n["state"] in ("ok", "failed")}
+            crossnode = run_crossnode(opts, labels, progress)
     finally:
         ray.shutdown()
     ordered = sorted(nodes.values(), key=lambda n: n["label"])
+    cluster_results = _run_cluster_checks(cluster_checks, {"nodes": ordered, "crossnode": crossnode}, opts)
     ids = []
     for n in ordered:
         for c in (n["report"] or {}).get("checks", []):
             if c["id"] not in ids:
                 ids.append(c["id"])
     bad = [n for n in ordered if n["state"] != "ok"]
-    ok = bool(ordered) and not bad
+    bad_checks = [r for r in cluster_results if r["status"] in ("fail", "error")]
+    ok = bool(ordered) and not bad and not bad_checks
+    problems = [f"{r['id']}: {r['summary']}" for r in bad_checks] + [
+        f"{n['label']} {n['state']}" for n in bad
+    ]
     verdict = (
         f"READY: {len(ordered)} node(s) pass"
         if ok
-        else "NOT READY: " + ", ".join(f"{n['label']} {n['state']}" for n in bad)
-        if bad
+        else "NOT READY: " + "; ".join(problems)  # the cluster checks first: they name the culprit
+        if problems
         else "NOT READY: no alive node"
     )
     return {
@@ -135,10 +159,37 @@ def run_cluster(
         "seconds": round(time.monotonic() - t0, 3),
         "check_ids": ids,
         "nodes": ordered,
+        "cluster_checks": cluster_results,
+        "crossnode": crossnode,
         "ok": ok,
         "verdict": verdict,
         "options": payload,
     }
+
+
+def _run_cluster_checks(checks: list, data: dict, opts: DoctorOptions) -> list[dict]:
+    from rocmstack.doctor.model import errored
+
+    out = []
+    for check in checks:
+        try:
+            result = check.run(data, opts)
+        except Exception as exc:  # a check bug must not hide the other findings
+            result = errored(f"check crashed: {type(exc).__name__}: {exc}")
+        out.append(
+            {
+                "id": check.id,
+                "group": check.group,
+                "title": check.title,
+                "status": result.status.value,
+                "summary": result.summary,
+                "details": list(result.details),
+                "fix": result.fix,
+                "source": check.source,
+                "seconds": 0.0,
+            }
+        )
+    return out
 
 
 def _reachable(address: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from rocmstack.errors import ExitCode, InputError
+from rocmstack.errors import ExitCode, InputError, quoted
 
 
 def split_ids(values: list[str]) -> tuple[str, ...]:
@@ -64,6 +64,38 @@ def register(app: typer.Typer) -> None:
         cluster_timeout: float = typer.Option(
             180.0, "--cluster-timeout", metavar="S", help="Time limit of a cluster run (s)."
         ),
+        level: int = typer.Option(
+            1,
+            "--level",
+            metavar="1|2|3",
+            help="1 static checks, 2 active probes on this node, 3 the cluster.",
+        ),
+        collectives: list[str] = typer.Option(
+            [], "--collective", metavar="OP", help="Level 2/3: only these collectives (repeat or a,b)."
+        ),
+        sizes: str | None = typer.Option(
+            None, "--sizes", metavar="MIN..MAX", help="Level 2/3 sweep, e.g. 1M..1G (default; 16M on CPU)."
+        ),
+        iters: int | None = typer.Option(None, "--iters", metavar="N", help="Timed iterations per size."),
+        bars: Path | None = typer.Option(
+            None, "--bars", metavar="FILE", help="Bars YAML (default: built in)."
+        ),
+        baseline: Path | None = typer.Option(
+            None, "--baseline", metavar="FILE", help="Saved baseline (default: ~/.cache/rocmstack/...)."
+        ),
+        save_baseline: bool = typer.Option(
+            False, "--save-baseline", help="Level 2: save this run's busbw as the baseline."
+        ),
+        sync_repeats: int = typer.Option(5, "--sync-repeats", metavar="N", help="Weight-sync start-ups."),
+        sync_bytes: str = typer.Option(
+            "1G", "--sync-bytes", metavar="SIZE", help="Split weight-sync bucket."
+        ),
+        cpu_ranks: int = typer.Option(
+            2, "--cpu-ranks", metavar="N", help="gloo ranks on a node without GPUs."
+        ),
+        culprit_budget: float = typer.Option(
+            120.0, "--culprit-budget", metavar="S", help="Level 3: seconds the culprit search may take."
+        ),
         sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
         dev_root: Path = typer.Option(Path("/dev"), "--dev-root", hidden=True),
         proc_root: Path = typer.Option(Path("/proc"), "--proc-root", hidden=True),
@@ -91,11 +123,61 @@ def register(app: typer.Typer) -> None:
             raise InputError(
                 "--fast and --deep both given", fix="--deep initialises torch's runtime; drop one"
             )
+        from rocmstack.doctor.bars import default_baseline_path, load_bars
+        from rocmstack.gpu.collectives import OPS, parse_size
+
+        ops = split_ids(collectives)
+        for op in ops:
+            if op not in OPS:
+                raise InputError(f"--collective {quoted(op)} is unknown", fix=f"one of {', '.join(OPS)}")
+        lo = hi = None
+        try:
+            if sizes is not None:
+                first, sep, last = sizes.partition("..")
+                if not sep:
+                    raise ValueError("no '..'")
+                lo, hi = parse_size(first), parse_size(last)
+                if hi < lo:
+                    raise ValueError("MAX below MIN")
+            sync = parse_size(sync_bytes)
+        except ValueError as exc:
+            raise InputError(
+                f"bad size {quoted(sizes if sizes else sync_bytes)}: {exc}", fix="e.g. --sizes 1M..1G"
+            ) from None
+        for name, num in (
+            ("--sync-repeats", sync_repeats),
+            ("--cpu-ranks", cpu_ranks),
+            ("--iters", iters or 1),
+        ):
+            if num < 1:
+                raise InputError(f"{name} {num} must be >= 1", fix=f"e.g. {name} 2")
+        if bars is not None:
+            load_bars(bars)  # a bad file fails here, before any work
+        if level == 3 and not ray_address:
+            raise InputError(
+                "--level 3 runs across a Ray cluster", fix="add --ray-address HOST:PORT (or auto)"
+            )
+        if culprit_budget <= 0:
+            raise InputError(
+                f"--culprit-budget {culprit_budget} must be positive", fix="e.g. --culprit-budget 120"
+            )
         if junit is not None:
             from rocmstack.output import check_output_file
 
             check_output_file(junit, "--junit")  # before the checks, not after them
         opts = DoctorOptions(
+            level=level,
+            collectives=ops,
+            min_bytes=lo,
+            max_bytes=hi,
+            iters=iters,
+            bars_file=bars,
+            baseline_file=baseline or default_baseline_path(),
+            save_baseline=save_baseline,
+            sync_repeats=sync_repeats,
+            sync_bytes=sync,
+            cpu_ranks=cpu_ranks,
+            culprit_budget=culprit_budget,
             fast=fast,
             deep=deep,
             expect_gpus=expect_gpus,
@@ -107,7 +189,8 @@ def register(app: typer.Typer) -> None:
             dev_root=dev_root,
             proc_root=proc_root,
         )
-        checks = select_checks(opts.only, opts.skip)  # every check when neither is given; validates ids
+        # every check of the level when neither is given; validates ids (--list-checks: every level)
+        checks = select_checks(opts.only, opts.skip, None if list_checks else level)
         if list_checks:
             if json_out:
                 print_json(
@@ -117,6 +200,7 @@ def register(app: typer.Typer) -> None:
                             "group": c.group,
                             "title": c.title,
                             "needs": sorted(c.needs),
+                            "level": c.level,
                             "source": c.source,
                         }
                         for c in checks
@@ -142,11 +226,13 @@ def register(app: typer.Typer) -> None:
             from rocmstack.doctor.runner import run_doctor
 
             interactive = not (json_out or markdown) and sys.stderr.isatty()
-            if interactive:
+            progress = (lambda msg: err.print(f"[dim]doctor:[/dim] {msg}")) if level > 1 else None
+            if interactive and level == 1:
                 with err.status(f"running {len(checks)} checks..."):
                     report = run_doctor(opts)
             else:
-                report = run_doctor(opts)
+                with _stdout_to_stderr():  # Ray and NCCL may print on stdout; keep it for the report
+                    report = run_doctor(opts, progress=progress)
         if junit is not None:
             try:
                 junit.write_text(render_junit(report), encoding="utf-8")

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rocmstack.platform.snapshot import Snapshot
@@ -71,11 +71,13 @@ class Check:
     id: str
     group: str
     title: str
-    run: Callable[[Snapshot, DoctorOptions], Result]
+    run: Callable[[Any, DoctorOptions], Result]  # a Snapshot (scope "node") or the cluster data ("cluster")
     source: str  # where the failure mode is documented
     needs: frozenset[str] = (
         frozenset()
-    )  # probes ("torch", "ray", "vllm", "amdsmi", "nvml") and "tools"/"partition"
+    )  # probes ("torch", "ray", "vllm", "amdsmi", "nvml"), "tools"/"partition", active probes (level 2)
+    level: int = 1  # the least --level that runs it: 1 static, 2 active on this node, 3 across the cluster
+    scope: str = "node"  # "cluster": run once by the cluster driver over every node's report (level 3)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,25 @@ class DoctorOptions:
     dev_root: Path = Path("/dev")
     proc_root: Path = Path("/proc")
     image_root: Path | None = None  # default: $ROCMSTACK_ROOT or /opt/rocmstack
+    # --level 2/3 (active probes through Ray)
+    level: int = 1
+    ray_address: str | None = None  # level 2: None starts a private local Ray instance
+    collectives: tuple[str, ...] = ()  # default: every collective
+    min_bytes: int | None = None  # sweep from (default 1 MiB)
+    max_bytes: int | None = None  # sweep to (default 1 GiB on GPUs, 16 MiB with gloo on CPU)
+    warmup: int | None = None
+    iters: int | None = None
+    bars_file: Path | None = None  # default: rocmstack/doctor/bars.yaml
+    baseline_file: Path | None = None
+    save_baseline: bool = False
+    sync_repeats: int = 5
+    sync_bytes: int = 1 << 30  # split weight-sync broadcast
+    ipc_bytes: int = 256 << 20  # colocated weight-sync IPC bucket
+    cpu_ranks: int = 2  # ranks of the gloo probes on a node without GPUs
+    hbm_bytes: int = 1 << 30
+    gemm_n: int = 8192
+    active_timeout: float = 300.0
+    culprit_budget: float = 120.0  # level 3: seconds the culprit search may take
 
     def environ(self) -> dict[str, str]:
         return dict(self.env if self.env is not None else os.environ)

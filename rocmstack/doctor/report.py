@@ -64,18 +64,30 @@ def render_cluster_table(report: dict, console: Console) -> None:
         f"({report['seconds']:.1f} s)"
     )
     ids = report.get("check_ids", [])
+    # one row per check, one column per node: a level-1 run has ~30 checks, more than fit across a terminal
     table = Table(show_edge=False, pad_edge=False)
-    table.add_column("node", no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    for cid in ids:
-        table.add_column(cid, justify="center", overflow="fold")
+    table.add_column("check")
     for node in report["nodes"]:
-        statuses = {c["id"]: c["status"] for c in (node.get("report") or {}).get("checks", [])}
-        cells = [
-            Text(MARK[statuses[c]], style=STYLE[statuses[c]]) if c in statuses else Text("-") for c in ids
-        ]
-        table.add_row(node["label"], Text(node["state"], style=NODE_STYLE.get(node["state"], "")), *cells)
+        table.add_column(node["label"], justify="center", overflow="fold")
+    table.add_row("state", *(Text(n["state"], style=NODE_STYLE.get(n["state"], "")) for n in report["nodes"]))
+    statuses = [
+        {c["id"]: c["status"] for c in (n.get("report") or {}).get("checks", [])} for n in report["nodes"]
+    ]
+    for cid in ids:
+        table.add_row(
+            cid, *(Text(MARK[st[cid]], style=STYLE[st[cid]]) if cid in st else Text("-") for st in statuses)
+        )
     print_table(table, console)
+    if report.get("cluster_checks"):
+        cluster = Table(title="Across the cluster", title_justify="left", show_edge=False, pad_edge=False)
+        for col in ("check", "status", "result"):
+            cluster.add_column(col, overflow="fold")
+        for c in report["cluster_checks"]:
+            result = "\n".join([c["summary"], *c.get("details", [])[:12]])
+            if c.get("fix") and c["status"] != "pass":
+                result += f"\nfix: {c['fix']}"
+            cluster.add_row(c["id"], Text(MARK[c["status"]], style=STYLE[c["status"]]), result)
+        console.print(cluster)
     for node in report["nodes"]:
         if node["state"] != "ok":
             console.print(
@@ -114,6 +126,13 @@ def render_markdown(report: dict) -> str:
                 + " | ".join(icon.get(st.get(c, ""), "-") for c in ids)
                 + " |"
             )
+        if report.get("cluster_checks"):
+            lines += ["", "| across the cluster | status | result | fix |", "|---|---|---|---|"]
+            for c in report["cluster_checks"]:
+                lines.append(
+                    f"| `{c['id']}` | {icon[c['status']]} {c['status']} | {_md(c['summary'])} | "
+                    f"{_md(c.get('fix') or '') if c['status'] != 'pass' else ''} |"
+                )
         return "\n".join(lines) + "\n"
     plat = report.get("platform", {})
     lines += [
@@ -197,6 +216,8 @@ def render_junit(report: dict) -> str:
                 ET.SubElement(case, "error", message=f"node {node['state']}", type=node["state"]).text = (
                     node.get("error") or ""
                 )
+        if report.get("cluster_checks"):
+            root.append(_suite("doctor.cluster", {"checks": report["cluster_checks"]}))
     else:
         root.append(_suite(f"doctor.{report['host']}", report))
     ET.indent(root)

@@ -4,11 +4,15 @@ for an unknown check id."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import socket
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 from rocmstack import __version__
+from rocmstack.doctor.active import ACTIVE_PROBES
 from rocmstack.doctor.checks import ALL_CHECKS, BY_ID
 from rocmstack.doctor.model import FAILING, SCHEMA, Check, DoctorOptions, Status, errored
 from rocmstack.doctor.redact import env_dump, scrub, secret_values
@@ -20,23 +24,42 @@ PROBES = frozenset({"torch", "ray", "vllm", "amdsmi", "nvml"})
 VENDOR_TOOLS = frozenset({"rocm-smi", "amd-smi", "rocminfo", "nvidia-smi"})
 
 
-def select_checks(only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> list[Check]:
+LEVELS = (1, 2, 3)
+
+
+def select_checks(
+    only: tuple[str, ...] = (), skip: tuple[str, ...] = (), level: int | None = None
+) -> list[Check]:
+    """The checks to run; ``level`` None keeps every level (listing, validating ids)."""
     for given in (*only, *skip):
         if given not in BY_ID:
             raise InputError(f"unknown check id {given!r}", fix="see `rocmstack doctor --list-checks`")
-    chosen = [c for c in ALL_CHECKS if (not only or c.id in only) and c.id not in skip]
+    if level is not None and level not in LEVELS:
+        raise InputError(f"--level {level} is not 1, 2 or 3", fix="e.g. --level 2")
+    if level is not None:
+        for given in only:
+            if BY_ID[given].level > level:
+                raise InputError(
+                    f"check {given!r} runs at --level {BY_ID[given].level}",
+                    fix=f"add --level {BY_ID[given].level}",
+                )
+    chosen = [
+        c
+        for c in ALL_CHECKS
+        if (not only or c.id in only) and c.id not in skip and (level is None or c.level <= level)
+    ]
     if not chosen:
         raise InputError("--only/--skip leave no check to run", fix="see `rocmstack doctor --list-checks`")
     return chosen
 
 
-def run_doctor(options: DoctorOptions | None = None) -> dict:
+def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], None] | None = None) -> dict:
     opts = options or DoctorOptions()
     if opts.expect_gpus is not None and opts.expect_gpus < 0:
         raise InputError(
             f"--expect-gpus {opts.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8"
         )
-    checks = select_checks(opts.only, opts.skip)
+    checks = [c for c in select_checks(opts.only, opts.skip, opts.level) if c.scope == "node"]
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
     needs = frozenset().union(*(c.needs for c in checks))
@@ -59,6 +82,13 @@ def run_doctor(options: DoctorOptions | None = None) -> dict:
             proc_root=opts.proc_root,
         )
     )
+    active_needs = needs & ACTIVE_PROBES
+    if active_needs:
+        from rocmstack.doctor.active import run_active
+
+        a0 = time.monotonic()
+        snap = dataclasses.replace(snap, active=run_active(opts, active_needs, progress or (lambda _m: None)))
+        snap.timings["active"] = time.monotonic() - a0
     results = []
     for check in checks:
         c0 = time.monotonic()
@@ -108,6 +138,7 @@ def run_doctor(options: DoctorOptions | None = None) -> dict:
             "only": list(opts.only),
             "skip": list(opts.skip),
             "tensor_parallel": opts.tensor_parallel,
+            "level": opts.level,
         },
         "platform": platform,
         "sources": sources,
@@ -119,7 +150,42 @@ def run_doctor(options: DoctorOptions | None = None) -> dict:
         "timings": {k: round(v, 3) for k, v in snap.timings.items()},
         "not_run": dict(snap.not_run),
     }
+    if snap.active:
+        report["active"] = snap.active
+    report["facts"] = node_facts(opts)
     return scrub(report, secret_values(env))  # type: ignore[return-value]
+
+
+def _first_line(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[0][:200]
+    except (OSError, IndexError):
+        return None
+
+
+def node_facts(opts: DoctorOptions) -> dict:
+    """What must be identical on every node of a cluster (compared at level 3)."""
+    from rocmstack.platform import rdma
+
+    root = opts.sysfs_root.parent
+    env = opts.environ()
+    ports = rdma.ports(opts.sysfs_root)
+    return {
+        "rocm_version": _first_line(root / "opt" / "rocm" / ".info" / "version"),
+        "amdgpu_driver": _first_line(opts.sysfs_root / "module" / "amdgpu" / "version"),
+        "nvidia_driver": _first_line(opts.proc_root / "driver" / "nvidia" / "version"),
+        "NCCL_IB_GID_INDEX": env.get("NCCL_IB_GID_INDEX"),
+        "roce_v2_gid_index": sorted({g.index for p in ports for g in p.roce_v2_ipv4()}) or None,
+        "rdma_devices": rdma.devices(opts.sysfs_root),
+        "gpu_vbios": sorted(
+            {
+                v
+                for p in (opts.sysfs_root / "class" / "drm").glob("card*/device/vbios_version")
+                if (v := _first_line(p))
+            }
+        )
+        or None,
+    }
 
 
 def verdict_line(counts: dict[str, int], failing: list[str]) -> str:

@@ -186,8 +186,11 @@ def run_doctor_stage(opts: ValidateOptions) -> tuple[dict[str, Any], dict[str, A
 
     t0 = time.monotonic()
     try:
+        level = 2 if _torch_device(opts.device) == "cuda" else 1  # active probes where there are GPUs
         report = run_doctor(
-            DoctorOptions(expect_gpus=opts.expect_gpus, skip=opts.doctor_skip, image_root=opts.image_root)
+            DoctorOptions(
+                expect_gpus=opts.expect_gpus, skip=opts.doctor_skip, image_root=opts.image_root, level=level
+            )
         )
     except Exception as exc:
         return _crash("doctor", exc, t0), None

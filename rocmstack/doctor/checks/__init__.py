@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from rocmstack.doctor.checks import amdsmi, gpus, image, packages, runtime, system, visibility
+from rocmstack.doctor.checks import (
+    amdsmi,
+    cluster,
+    envlint,
+    fabric,
+    gpus,
+    host,
+    image,
+    network,
+    packages,
+    runtime,
+    system,
+    visibility,
+)
 from rocmstack.doctor.model import Check
 
 ALL_CHECKS: tuple[Check, ...] = (
@@ -10,9 +23,14 @@ ALL_CHECKS: tuple[Check, ...] = (
     *amdsmi.CHECKS,
     *visibility.CHECKS,
     *system.CHECKS,
+    *network.CHECKS,
+    *host.CHECKS,
+    *envlint.CHECKS,
     *packages.CHECKS,
     *runtime.CHECKS,
     *image.CHECKS,
+    *fabric.CHECKS,
+    *cluster.CHECKS,
 )
 BY_ID = {c.id: c for c in ALL_CHECKS}
 assert len(BY_ID) == len(ALL_CHECKS), "duplicate check id"

@@ -1,0 +1,532 @@
+"""Level 2: active probes on this node through Ray, the way an RL job uses the node.
+
+One actor per GPU in a STRICT_PACK placement group (on a node without GPUs: ``cpu_ranks`` CPU actors and
+gloo), so every actor gets the device mask Ray gives a real trainer or rollout worker. Three probes:
+
+- collectives: a size sweep of every collective (rocmstack.gpu.collectives), plus each bar's size; NCCL/RCCL
+  write their INIT/NET log to a private directory, which says which transport they chose.
+- gpu-health: HBM copy bandwidth and bf16 GEMM rate on every GPU at once (rocmstack.gpu.health).
+- weight-sync: a trainer and a rollout actor per GPU (half a GPU each: colocated, Ray gives both the same
+  mask) exchange a CUDA/HIP IPC handle; a trainer and a rollout on two different GPUs (split) broadcast a
+  bucket over a two-rank group; both check a checksum. Repeated ``sync_repeats`` times from fresh processes,
+  since the start-up is where masks go wrong.
+
+Results are plain dicts (``snapshot.active``); rocmstack.doctor.checks.fabric judges them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import os
+import shutil
+import socket
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rocmstack.doctor.bars import Bars, baseline_key, load_bars, load_baseline, save_baseline
+from rocmstack.doctor.model import DoctorOptions
+from rocmstack.gpu.collectives import OPS, debug_env, size_sweep  # torch-free part
+
+if TYPE_CHECKING:
+    import torch
+
+ACTIVE_PROBES = frozenset({"collectives", "gpu-health", "weight-sync"})
+MASK_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+CHUNK = 1 << 20
+
+
+def _masks() -> dict[str, str]:
+    return {k: os.environ[k] for k in MASK_VARS if k in os.environ}
+
+
+def _device() -> torch.device:
+    import torch
+
+    return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def _device_id(device) -> str:  # type: ignore[no-untyped-def]
+    from rocmstack.gpu.weight_sync import device_uuid
+
+    return device_uuid(device)
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:400]
+
+
+def pattern(nbytes: int, device):  # type: ignore[no-untyped-def]
+    """A uint8 bucket of ``nbytes`` (rounded up to whole MiB) whose every MiB block differs, so a dropped,
+    zeroed or reordered block changes the checksum."""
+    import torch
+
+    blocks = max(1, -(-nbytes // CHUNK))
+    base = (torch.arange(CHUNK, dtype=torch.int32, device=device) % 251).to(torch.uint8)
+    out = base.repeat(blocks).view(blocks, CHUNK)
+    out.add_((torch.arange(blocks, device=device) % 256).to(torch.uint8).unsqueeze(1))
+    return out.view(-1)
+
+
+def checksum(t) -> int:  # type: ignore[no-untyped-def]
+    import torch
+
+    blocks = t.view(-1, CHUNK)
+    weights = torch.arange(1, blocks.shape[0] + 1, device=t.device, dtype=torch.int64)
+    return int(t.sum(dtype=torch.int64).item()) * 1_000_003 + int(
+        (blocks[:, 7].to(torch.int64) * weights).sum().item()
+    )
+
+
+class RankWorker:
+    """One rank of the collective probes (a Ray actor)."""
+
+    def __init__(self, log_dir: str | None) -> None:
+        if log_dir:
+            os.makedirs(log_dir, exist_ok=True)  # on another node the driver's directory does not exist
+            os.environ.update(debug_env(log_dir))
+        self.log_dir = log_dir
+        self.device = _device()
+
+    def info(self) -> dict:
+        import ray
+        import torch
+
+        name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
+        return {
+            "host": socket.gethostname(),
+            "ip": ray.util.get_node_ip_address(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "pid": os.getpid(),
+            "device": _device_id(self.device),
+            "name": name,
+            "masks": _masks(),
+        }
+
+    def free_port(self) -> int:
+        from rocmstack.gpu.weight_sync import free_port
+
+        return free_port()
+
+    def init_group(self, rank: int, world: int, addr: str, port: int, timeout_s: float) -> None:
+        import torch
+        import torch.distributed as dist
+
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        kwargs: dict[str, Any] = {}
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+            kwargs["device_id"] = self.device
+        dist.init_process_group(
+            backend,
+            init_method=f"tcp://{addr}:{port}",
+            rank=rank,
+            world_size=world,
+            timeout=dt.timedelta(seconds=timeout_s),
+            **kwargs,
+        )
+
+    def dtype_name(self) -> str:
+        return "bfloat16" if self.device.type == "cuda" else "float32"
+
+    def sweep(self, ops: list[str], sizes: list[int], warmup: int, iters: int) -> list[dict]:
+        import torch
+
+        from rocmstack.gpu.collectives import sweep
+
+        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        return [
+            m.as_dict()
+            for m in sweep(ops, sizes, device=self.device, dtype=dtype, warmup=warmup, iters=iters)
+        ]
+
+    def subset(self, members: list[int], op: str, nbytes: int, warmup: int, iters: int) -> dict:
+        """The collective among ``members`` only (global ranks); only members are called."""
+        import torch
+        import torch.distributed as dist
+
+        from rocmstack.gpu.collectives import measure
+
+        group = dist.new_group(members, use_local_synchronization=True)
+        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+        try:
+            return measure(
+                op, nbytes, device=self.device, dtype=dtype, warmup=warmup, iters=iters, group=group
+            ).as_dict()
+        finally:
+            dist.destroy_process_group(group)
+
+    def transport(self) -> dict:
+        from rocmstack.gpu.collectives import parse_transport
+
+        if not self.log_dir:
+            return parse_transport("").as_dict()
+        text = ""
+        for path in glob.glob(os.path.join(self.log_dir, f"nccl.*.{os.getpid()}.log")):
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text += fh.read()
+        return parse_transport(text).as_dict()
+
+    def health(self, hbm_bytes: int, gemm_n: int) -> dict:
+        from rocmstack.gpu.health import measure_health
+
+        out = measure_health(self.device, hbm_bytes, gemm_n).as_dict()
+        out["uuid"] = _device_id(self.device)
+        return out
+
+    def close(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class SyncPeer:
+    """A trainer or rollout process of the weight-sync probe (a Ray actor)."""
+
+    def __init__(self) -> None:
+        from rocmstack.gpu.weight_sync import use_file_system_sharing
+
+        self.device = _device()
+        if self.device.type == "cpu":
+            use_file_system_sharing()
+        self._keep: Any = None
+
+    def info(self) -> dict:
+        import ray
+
+        return {
+            "pid": os.getpid(),
+            "device": _device_id(self.device),
+            "masks": _masks(),
+            "ray_gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "ip": ray.util.get_node_ip_address(),
+        }
+
+    def export(self, nbytes: int) -> dict:
+        from rocmstack.gpu.weight_sync import share_tensor
+
+        try:
+            self._keep = pattern(nbytes, self.device)
+            return {"handle": share_tensor(self._keep), "checksum": checksum(self._keep), **self.info()}
+        except Exception as exc:
+            return {"error": _error(exc), **self.info()}
+
+    def import_(self, handle: bytes, expected: int) -> dict:
+        from rocmstack.gpu.weight_sync import open_shared_tensor
+
+        try:
+            t = open_shared_tensor(handle)
+            got = checksum(t)
+            where = _device_id(t.device)
+            del t
+            return {"ok": got == expected, "checksum": got, "tensor_device": where, **self.info()}
+        except Exception as exc:
+            return {"ok": False, "error": _error(exc), **self.info()}
+
+    def free_port(self) -> int:
+        from rocmstack.gpu.weight_sync import free_port
+
+        return free_port()
+
+    def broadcast(self, rank: int, addr: str, port: int, nbytes: int, timeout_s: float) -> dict:
+        import torch
+        import torch.distributed as dist
+
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        try:
+            if self.device.type == "cuda":
+                torch.cuda.set_device(self.device)
+            dist.init_process_group(
+                backend,
+                init_method=f"tcp://{addr}:{port}",
+                rank=rank,
+                world_size=2,
+                timeout=dt.timedelta(seconds=timeout_s),
+            )
+            t = pattern(nbytes, self.device)
+            expected = checksum(t)
+            if rank == 1:
+                t.zero_()
+            dist.barrier()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            t0 = time.perf_counter()
+            dist.broadcast(t, src=0)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            seconds = time.perf_counter() - t0
+            got = checksum(t)
+            return {
+                "ok": got == expected,
+                "seconds": seconds,
+                "gbs": t.numel() / seconds / 1e9,
+                "nbytes": t.numel(),
+                **self.info(),
+            }
+        except Exception as exc:
+            return {"ok": False, "error": _error(exc), **self.info()}
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+
+def _start_ray(address: str | None, cpus: int) -> bool:
+    """Connect (or start a private local instance); True when this call started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(address="local", include_dashboard=False, num_cpus=cpus, **kwargs)
+    return True
+
+
+def sweep_sizes(opts: DoctorOptions, gpu: bool) -> list[int]:
+    lo = opts.min_bytes or (1 << 20)
+    hi = opts.max_bytes or ((1 << 30) if gpu else (16 << 20))
+    return size_sweep(lo, hi)
+
+
+def run_active(
+    opts: DoctorOptions, wanted: frozenset[str], progress: Callable[[str], None] = lambda _m: None
+) -> dict:
+    """Run the wanted probes; never raises for what it finds (an error lands in the result)."""
+    try:
+        import ray
+    except ImportError as exc:
+        return {
+            "error": f"level 2 needs Ray in this environment ({exc})",
+            "fix": "pip install 'ray[default]'",
+        }
+    bars = load_bars(opts.bars_file)
+    out: dict[str, Any] = {"wanted": sorted(wanted)}
+    t0 = time.monotonic()
+    started = False
+    try:
+        started = _start_ray(opts.ray_address, max(os.cpu_count() or 1, opts.cpu_ranks + 2))
+        out.update(_run(opts, wanted, bars, progress))
+    except Exception as exc:  # the probes' own failures are caught inside; this is Ray itself failing
+        out["error"] = _error(exc)
+        out["traceback"] = traceback.format_exc()[-2000:]
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+    out["seconds"] = round(time.monotonic() - t0, 2)
+    return out
+
+
+def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Callable[[str], None]) -> dict:
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    node_gpus = int(ray.available_resources().get("GPU", 0))
+    gpu = node_gpus > 0
+    ranks = node_gpus if gpu else opts.cpu_ranks
+    bundles = [{"GPU": 1.0, "CPU": 0.01} if gpu else {"CPU": 0.01} for _ in range(ranks)]
+    pg = placement_group(bundles, strategy="STRICT_PACK")
+    ray.get(pg.ready(), timeout=opts.active_timeout)
+    out: dict[str, Any] = {"mode": "gpu" if gpu else "cpu", "ranks": ranks}
+
+    def where(i: int) -> PlacementGroupSchedulingStrategy:
+        return PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)
+
+    log_dir = tempfile.mkdtemp(prefix="rocmstack-nccl-") if gpu else None
+    try:
+        if wanted & {"collectives", "gpu-health"}:
+            rank_cls = ray.remote(RankWorker)
+            actors = [
+                rank_cls.options(
+                    num_gpus=1 if gpu else 0, num_cpus=0, max_restarts=0, scheduling_strategy=where(i)
+                ).remote(log_dir)
+                for i in range(ranks)
+            ]
+            try:
+                infos = ray.get([a.info.remote() for a in actors], timeout=opts.active_timeout)
+                out["ranks_info"] = infos
+                name = infos[0]["name"]
+                out["gpu_name"] = name
+                if gpu and "gpu-health" in wanted:
+                    progress(f"level 2: HBM copy and bf16 GEMM on {ranks} GPU(s)")
+                    out["health"] = _guard(
+                        lambda: ray.get(
+                            [a.health.remote(opts.hbm_bytes, opts.gemm_n) for a in actors],
+                            timeout=opts.active_timeout,
+                        )
+                    )
+                    hb = bars.for_health(name)
+                    out["health_bar"] = None if hb is None else vars(hb)
+                if "collectives" in wanted:
+                    if ranks < 2:
+                        out["collectives"] = {
+                            "skipped": f"{ranks} GPU on this node: no peer to run a collective with"
+                        }
+                    else:
+                        out["collectives"] = _guard(
+                            lambda: _collectives(opts, bars, actors, infos, gpu, progress)
+                        )
+            finally:
+                for a in actors:
+                    ray.kill(a)
+        if "weight-sync" in wanted:
+            out["weight_sync"] = _guard(lambda: _weight_sync(opts, ranks, gpu, where, progress))
+    finally:
+        remove_placement_group(pg)
+        if log_dir:
+            shutil.rmtree(log_dir, ignore_errors=True)
+    return out
+
+
+def _guard(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        return {"error": _error(exc)}
+
+
+def _collectives(
+    opts: DoctorOptions,
+    bars: Bars,
+    actors: list,
+    infos: list[dict],
+    gpu: bool,
+    progress: Callable[[str], None],
+) -> dict:
+    import ray
+
+    ranks = len(actors)
+    name = infos[0]["name"]
+    port = ray.get(actors[0].free_port.remote())
+    progress(f"level 2: {'NCCL/RCCL' if gpu else 'gloo'} group of {ranks} ranks")
+    ray.get(
+        [
+            a.init_group.remote(i, ranks, infos[0]["ip"], port, opts.active_timeout)
+            for i, a in enumerate(actors)
+        ],
+        timeout=opts.active_timeout,
+    )
+    ops = list(opts.collectives or OPS)
+    sizes = sweep_sizes(opts, gpu)
+    warmup = opts.warmup if opts.warmup is not None else (5 if gpu else 1)
+    iters = opts.iters if opts.iters is not None else (20 if gpu else 3)
+    progress(f"level 2: {len(ops)} collective(s) x {len(sizes)} size(s)")
+    rows = ray.get([a.sweep.remote(ops, sizes, warmup, iters) for a in actors], timeout=opts.active_timeout)[
+        0
+    ]
+    applicable = bars.for_collectives(name, ranks)
+    for bar in applicable:
+        if not any(r["op"] == bar.op and r["nbytes"] == bar.nbytes for r in rows):
+            rows += ray.get(
+                [a.sweep.remote([bar.op], [bar.nbytes], warmup, iters) for a in actors],
+                timeout=opts.active_timeout,
+            )[0]
+    transports = ray.get([a.transport.remote() for a in actors], timeout=opts.active_timeout) if gpu else []
+    ray.get([a.close.remote() for a in actors], timeout=opts.active_timeout)
+    baseline_path = opts.baseline_file
+    prior = load_baseline(baseline_path) if baseline_path else {}
+    current = {baseline_key(r["op"], r["nbytes"], ranks, name): r["busbw"] for r in rows}
+    if opts.save_baseline and baseline_path:
+        save_baseline(
+            baseline_path,
+            current,
+            {"gpu": name, "ranks": ranks, "saved_at": dt.datetime.now(dt.UTC).isoformat()},
+        )
+    return {
+        "gpu": name,
+        "ranks": ranks,
+        "backend": "nccl" if gpu else "gloo",
+        "warmup": warmup,
+        "iters": iters,
+        "rows": rows,
+        "bars": [vars(b) for b in applicable],
+        "transports": transports,
+        "baseline": {k: prior[k] for k in current if k in prior},
+        "baseline_file": str(baseline_path) if baseline_path else None,
+        "baseline_saved": bool(opts.save_baseline and baseline_path),
+    }
+
+
+def _weight_sync(
+    opts: DoctorOptions, ranks: int, gpu: bool, where: Callable[[int], Any], progress: Callable[[str], None]
+) -> dict:
+    import ray
+
+    peer = ray.remote(SyncPeer)
+    half = {"num_gpus": 0.5} if gpu else {}
+    rounds = []
+    for r in range(opts.sync_repeats):
+        progress(f"level 2: weight sync start-up {r + 1}/{opts.sync_repeats}")
+        round_: dict[str, Any] = {"colocated": [], "split": None}
+        made = []
+        try:
+            pairs = []
+            for i in range(ranks):
+                trainer = peer.options(
+                    num_cpus=0, max_restarts=0, scheduling_strategy=where(i), **half
+                ).remote()
+                rollout = peer.options(
+                    num_cpus=0, max_restarts=0, scheduling_strategy=where(i), **half
+                ).remote()
+                made += [trainer, rollout]
+                pairs.append((i, trainer, rollout))
+            for i, trainer, rollout in pairs:
+                exp = ray.get(trainer.export.remote(opts.ipc_bytes), timeout=opts.active_timeout)
+                entry: dict[str, Any] = {
+                    "bundle": i,
+                    "trainer": {k: v for k, v in exp.items() if k != "handle"},
+                }
+                if "error" in exp:
+                    entry.update(ok=False, error=f"export: {exp['error']}")
+                else:
+                    imp = ray.get(
+                        rollout.import_.remote(exp["handle"], exp["checksum"]), timeout=opts.active_timeout
+                    )
+                    entry["rollout"] = imp
+                    entry["ok"] = bool(imp.get("ok")) and imp.get("tensor_device") == exp["device"]
+                    if "error" in imp:
+                        entry["error"] = f"import: {imp['error']}"
+                    elif not imp.get("ok"):
+                        entry["error"] = "checksum differs after import"
+                    elif imp.get("tensor_device") != exp["device"]:
+                        entry["error"] = (
+                            f"imported on {imp.get('tensor_device')}, exported on {exp['device']}"
+                        )
+                round_["colocated"].append(entry)
+            if ranks >= 2:
+                (_, trainer, _), (_, _, rollout) = pairs[0], pairs[1]
+                port = ray.get(trainer.free_port.remote())
+                ip = ray.get(trainer.info.remote())["ip"]
+                res = ray.get(
+                    [
+                        trainer.broadcast.remote(0, ip, port, opts.sync_bytes, opts.active_timeout),
+                        rollout.broadcast.remote(1, ip, port, opts.sync_bytes, opts.active_timeout),
+                    ],
+                    timeout=opts.active_timeout,
+                )
+                round_["split"] = {
+                    "trainer": res[0],
+                    "rollout": res[1],
+                    "ok": bool(res[0].get("ok") and res[1].get("ok")),
+                }
+        except Exception as exc:
+            round_["error"] = _error(exc)
+        finally:
+            for a in made:
+                ray.kill(a)
+        rounds.append(round_)
+    return {
+        "rounds": rounds,
+        "repeats": opts.sync_repeats,
+        "ipc_bytes": opts.ipc_bytes,
+        "sync_bytes": opts.sync_bytes,
+        "ranks": ranks,
+    }

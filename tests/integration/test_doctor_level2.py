@@ -1,0 +1,86 @@
+"""doctor --level 2 on a node without GPUs: real Ray (a private local instance), real gloo collectives, real
+weight-sync actors in a placement group, through the CLI with --only/--json/--junit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+SCHEMA = Path(__file__).resolve().parents[2] / "rocmstack" / "doctor" / "schema.json"
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+LEVEL2 = "collective-bandwidth,collective-transport,weight-sync-ipc,weight-sync-broadcast,gpu-hbm-bandwidth,gpu-gemm"
+
+
+def doctor(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rocmstack", "doctor", *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=380,
+    )
+
+
+def test_level2_on_cpu(tmp_path):
+    baseline = tmp_path / "baseline.json"
+    junit = tmp_path / "doctor.xml"
+    proc = doctor(
+        "--level", "2", "--only", LEVEL2, "--sizes", "1M..2M", "--sync-repeats", "1", "--sync-bytes", "16M",
+        "--baseline", str(baseline), "--save-baseline", "--json", "--junit", str(junit),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    jsonschema.validate(report, json.loads(SCHEMA.read_text()))  # the published report schema
+    status = {c["id"]: c["status"] for c in report["checks"]}
+    assert status == {
+        "collective-bandwidth": "pass",
+        "collective-transport": "skip",
+        "weight-sync-ipc": "pass",
+        "weight-sync-broadcast": "pass",
+        "gpu-hbm-bandwidth": "skip",
+        "gpu-gemm": "skip",
+    }
+    coll = report["active"]["collectives"]
+    assert coll["backend"] == "gloo" and coll["ranks"] == 2
+    assert {(r["op"], r["nbytes"]) for r in coll["rows"]} == {
+        (op, n)
+        for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
+        for n in (1 << 20, 2 << 20)
+    }
+    assert all(r["busbw"] > 0 for r in coll["rows"])
+    sync = report["active"]["weight_sync"]["rounds"][0]
+    assert [e["ok"] for e in sync["colocated"]] == [True, True] and sync["split"]["ok"]
+    assert sync["split"]["rollout"]["nbytes"] == 16 << 20
+    saved = json.loads(baseline.read_text())["busbw"]
+    assert len(saved) == 10
+    assert junit.read_text().count("<testcase ") == 6
+
+
+def test_a_level2_check_needs_level2():
+    proc = doctor("--only", "gpu-gemm")
+    assert proc.returncode == 2 and "runs at --level 2" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bad_sizes_is_one_line():
+    proc = doctor("--level", "2", "--sizes", "1M-1G")
+    assert proc.returncode == 2 and "--sizes" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_level3_needs_a_cluster_and_a_bad_bars_file_is_one_line(tmp_path):
+    proc = doctor("--level", "3")
+    assert proc.returncode == 2 and "--ray-address" in proc.stderr and "Traceback" not in proc.stderr
+    bad = tmp_path / "bars.yaml"
+    bad.write_text("collectives:\n  - {gpu: X, gpus: 2, op: allreduce, bytes: 1G, min_busbw: 1, source: s}\n")
+    proc = doctor("--level", "2", "--bars", str(bad))
+    assert (
+        proc.returncode == 2
+        and "op = 'allreduce' is unknown" in proc.stderr
+        and "Traceback" not in proc.stderr
+    )
