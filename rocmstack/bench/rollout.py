@@ -108,7 +108,7 @@ def measure_copy_bandwidth(device: str, *, nbytes: int | None = None, repeats: i
         if i >= 3:
             times.append(elapsed)
     times.sort()
-    return 2 * nbytes / times[len(times) // 2]
+    return float(2 * nbytes / times[len(times) // 2])
 
 
 class _Memory:
@@ -128,7 +128,7 @@ class _Memory:
         if self.cuda:
             import torch
 
-            return torch.cuda.max_memory_allocated() / 1e9
+            return float(torch.cuda.max_memory_allocated() / 1e9)
         import resource
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
@@ -141,7 +141,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _prompt(vocab: int, batch: int, prompt_len: int, seed: int, device: str):
+def _prompt(vocab: int, batch: int, prompt_len: int, seed: int, device: str) -> Any:
     import torch
 
     gen = torch.Generator().manual_seed(seed + batch)
@@ -213,7 +213,7 @@ def _record(
     return out
 
 
-def _hf_model(spec: RolloutSpec):
+def _hf_model(spec: RolloutSpec) -> Any:
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -227,7 +227,15 @@ def _hf_model(spec: RolloutSpec):
     return model.eval()
 
 
-def _run_hf(model, spec, shape, bandwidth, spec_bw, progress, tick) -> list[dict[str, Any]]:
+def _run_hf(
+    model: Any,
+    spec: RolloutSpec,
+    shape: ModelShape,
+    bandwidth: float,
+    spec_bw: float | None,
+    progress: Any,
+    tick: Any,
+) -> list[dict[str, Any]]:
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
 
@@ -295,7 +303,15 @@ def _run_hf(model, spec, shape, bandwidth, spec_bw, progress, tick) -> list[dict
     return out
 
 
-def _run_reference(engine, spec, shape, bandwidth, spec_bw, progress, tick) -> list[dict[str, Any]]:
+def _run_reference(
+    engine: Any,
+    spec: RolloutSpec,
+    shape: ModelShape,
+    bandwidth: float,
+    spec_bw: float | None,
+    progress: Any,
+    tick: Any,
+) -> list[dict[str, Any]]:
     import torch
 
     peak = _Memory(spec.device)
@@ -351,7 +367,14 @@ def _run_reference(engine, spec, shape, bandwidth, spec_bw, progress, tick) -> l
     return out
 
 
-def _run_external(name, spec, shape, bandwidth, spec_bw, progress) -> list[dict[str, Any]]:
+def _run_external(
+    name: str,
+    spec: RolloutSpec,
+    shape: ModelShape,
+    bandwidth: float,
+    spec_bw: float | None,
+    progress: Any,
+) -> list[dict[str, Any]]:
     from rocmstack.bench.adapters import run_engine
 
     out = []

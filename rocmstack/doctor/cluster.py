@@ -10,6 +10,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from typing import Any
 
 from rocmstack.doctor.model import SCHEMA, DoctorOptions
 from rocmstack.errors import EngineError
@@ -24,7 +25,8 @@ def _node_doctor(payload: dict) -> dict:
 
     payload = dict(payload)
     facts_only = payload.pop("facts_only", False)
-    opts = DoctorOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in payload.items()})
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in payload.items()}
+    opts = DoctorOptions(**fields)
     if facts_only:  # --only named cluster checks alone: the node contributes its facts
         return {"ok": True, "checks": [], "facts": node_facts(opts), "node_hostname": socket.gethostname()}
     report = run_doctor(opts)
@@ -206,7 +208,7 @@ def _reachable(address: str) -> None:
         ) from None
 
 
-def _dead_within(ray, node_id: str, seconds: float) -> bool:
+def _dead_within(ray: Any, node_id: str, seconds: float) -> bool:
     end = time.monotonic() + seconds
     while True:
         alive_ids = _alive_ids(ray)
@@ -217,7 +219,7 @@ def _dead_within(ray, node_id: str, seconds: float) -> bool:
         time.sleep(0.5)
 
 
-def _alive_ids(ray) -> set[str] | None:
+def _alive_ids(ray: Any) -> set[str] | None:
     """Ids of alive nodes, or None when the GCS cannot say (then nobody is declared dead)."""
     try:
         return {n["NodeID"] for n in ray.nodes() if n.get("Alive")}

@@ -4,12 +4,17 @@ JSON is the report dict itself (rocmstack.output.print_json)."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from rocmstack.output import print_table
+
+if TYPE_CHECKING:
+    from rocmstack.doctor.model import Check
 
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold magenta", "skip": "dim"}
 MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "error": "ERROR", "skip": "skip"}
@@ -224,7 +229,7 @@ def render_junit(report: dict) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def list_checks_table(checks, console: Console) -> None:
+def list_checks_table(checks: Iterable[Check], console: Console) -> None:
     table = Table(show_edge=False, pad_edge=False)
     for col in ("id", "group", "checks that", "needs", "source"):
         table.add_column(col, overflow="fold", no_wrap=col in ("id", "source"))

@@ -123,7 +123,7 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
     except Exception as exc:  # same rule as a check: report, never crash
         platform, sources = {"error": f"{type(exc).__name__}: {exc}"}, []
     counts = {s.value: sum(r["status"] == s.value for r in results) for s in Status}
-    failing = [r["id"] for r in results if r["status"] in {s.value for s in FAILING}]
+    failing = [str(r["id"]) for r in results if r["status"] in {s.value for s in FAILING}]
     report = {
         "schema": SCHEMA,
         "rocmstack_version": __version__,
@@ -153,7 +153,8 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
     if snap.active:
         report["active"] = snap.active
     report["facts"] = node_facts(opts)
-    return scrub(report, secret_values(env))  # type: ignore[return-value]
+    scrubbed: dict = scrub(report, secret_values(env))
+    return scrubbed
 
 
 def _first_line(path: Path) -> str | None:

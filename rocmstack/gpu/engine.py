@@ -19,6 +19,7 @@ captured graphs stay valid after a weight sync. All sequences in a batch share o
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections.abc import Callable, Mapping
@@ -346,13 +347,13 @@ class ReferenceEngine:
         for name, weights in groups.items():
             x = torch.randn(1, weights[0].shape[1], device=self.device, dtype=self.dtype)
             expected = [F.linear(x, w).float() for w in weights[:2]]
-            best_ms = cublas_ms = timed(lambda x=x, weights=weights: [F.linear(x, w) for w in weights])
+            best_ms = cublas_ms = timed(functools.partial(_linear_all, x, weights))
             choice = None
             for config in k.GEMV_CONFIGS:
                 got = [k.gemv(x, w, config).float() for w in weights[:2]]
                 if any((g - e).norm() > 1e-2 * e.norm() for g, e in zip(got, expected, strict=True)):
                     continue
-                ms = timed(lambda c=config, x=x, ws=weights: [k.gemv(x, w, c) for w in ws])
+                ms = timed(functools.partial(_gemv_all, k, x, weights, config))
                 if ms < best_ms:
                     best_ms, choice = ms, config
             self._gemv[name] = choice
@@ -534,6 +535,14 @@ def sample(
         else:
             token = (logp - noise.log()).argmax(dim=-1)
     return token, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+
+
+def _linear_all(x: torch.Tensor, weights: list[torch.Tensor]) -> list[torch.Tensor]:
+    return [F.linear(x, w) for w in weights]
+
+
+def _gemv_all(k: Any, x: torch.Tensor, weights: list[torch.Tensor], config: Any) -> list[torch.Tensor]:
+    return [k.gemv(x, w, config) for w in weights]
 
 
 def _kernel_failure(exc: BaseException) -> str | None:

@@ -179,7 +179,15 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
     return summary
 
 
-def _interrupted(opts, device, dtype, shape, metrics, canary, where) -> Interrupted:
+def _interrupted(
+    opts: SmokeOptions,
+    device: str,
+    dtype: str,
+    shape: str,
+    metrics: list[dict[str, Any]],
+    canary: list[Any],
+    where: dict[str, Any],
+) -> Interrupted:
     """Ctrl-C: keep the steps that finished (report marked interrupted) and say where the job stopped."""
     criteria = decide(metrics, canary, dtype=dtype)
     summary = {
@@ -207,7 +215,17 @@ def _interrupted(opts, device, dtype, shape, metrics, canary, where) -> Interrup
 
 
 def _train(
-    opts, device, dtype, shape, cfg, prompt_len, metrics, canary, where, t0, on_step
+    opts: SmokeOptions,
+    device: str,
+    dtype: str,
+    shape: str,
+    cfg: dict[str, Any],
+    prompt_len: int,
+    metrics: list[dict[str, Any]],
+    canary: list[Any],
+    where: dict[str, Any],
+    t0: float,
+    on_step: Any,
 ) -> dict[str, Any]:
     """Place the actors, run the steps (appending to metrics and canary), decide; the summary."""
     import ray

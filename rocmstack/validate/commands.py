@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
 from rocmstack.errors import ExitCode, InputError, printable
+
+if TYPE_CHECKING:
+    from rocmstack.validate.pipeline import ValidateOptions
 
 DEFAULT_REPORT = Path("validate-report")
 
@@ -84,7 +88,7 @@ def register(app: typer.Typer) -> None:
                 from rocmstack.validate.pipeline import prepare_report_dir
 
                 prepare_report_dir(opts.report_dir)  # a skipped stage leaves no earlier run's folder behind
-            result = _in_container(
+            ran = _in_container(
                 image,
                 engine,
                 opts,
@@ -92,8 +96,9 @@ def register(app: typer.Typer) -> None:
                 json_out=json_out,
                 seccomp_unconfined=seccomp_unconfined,
             )
-            if result is None:
+            if ran is None:
                 return
+            result = ran
         _finish(result, report, json_out)
 
     @app.command("publish")
@@ -161,7 +166,7 @@ def _progress():
     return lambda msg: err.print(f"[dim]validate:[/dim] {escape(msg)}", highlight=False)
 
 
-def _in_place(opts) -> dict:
+def _in_place(opts: ValidateOptions) -> dict:
     from rocmstack.validate.pipeline import run_in_place
     from rocmstack.validate.report import write_all
 
@@ -171,7 +176,13 @@ def _in_place(opts) -> dict:
 
 
 def _in_container(
-    image: str, engine: str, opts, *, dry_run: bool, json_out: bool, seccomp_unconfined: bool = False
+    image: str,
+    engine: str,
+    opts: ValidateOptions,
+    *,
+    dry_run: bool,
+    json_out: bool,
+    seccomp_unconfined: bool = False,
 ) -> dict | None:
     from rocmstack.validate import container
 

@@ -18,11 +18,14 @@ import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocmstack import __version__
 from rocmstack.errors import InputError, Interrupted, RocmstackError, quoted
 from rocmstack.output import check_output_dir
+
+if TYPE_CHECKING:
+    from rocmstack.bench.rollout import RolloutSpec
 
 SCHEMA = "rocmstack.validate/1"  # bump the suffix on any incompatible change of report.json
 DEVICES = ("auto", "cpu")
@@ -32,15 +35,19 @@ BENCH_DIR = "bench"
 ROOFLINE_PNG = "roofline.png"
 BENCH_JSON = "rollout.json"
 
+
 # The bench's settings per device. GPU: a real model shape (Qwen3-0.6B, random weights) at the rollout
 # batch sizes that matter; CPU: a small Qwen3 shape that proves the engine runs in seconds.
-GPU_BENCH = {
-    "shape": "qwen3-0.6b",
-    "batches": (1, 64),
-    "prompt_len": 128,
-    "new_tokens": 128,
-    "dtype": "bfloat16",
-}
+@dataclass(frozen=True)
+class BenchPreset:
+    shape: str
+    batches: tuple[int, ...]
+    prompt_len: int
+    new_tokens: int
+    dtype: str
+
+
+GPU_BENCH = BenchPreset("qwen3-0.6b", (1, 64), prompt_len=128, new_tokens=128, dtype="bfloat16")
 CPU_BENCH_CONFIG = {
     "model_type": "qwen3",
     "vocab_size": 512,
@@ -57,13 +64,7 @@ CPU_BENCH_CONFIG = {
     "tie_word_embeddings": False,
     "attention_bias": False,
 }
-CPU_BENCH = {
-    "shape": "qwen3-cpu-check",
-    "batches": (1, 4),
-    "prompt_len": 16,
-    "new_tokens": 16,
-    "dtype": "float32",
-}
+CPU_BENCH = BenchPreset("qwen3-cpu-check", (1, 4), prompt_len=16, new_tokens=16, dtype="float32")
 
 Progress = Callable[[str], None]
 
@@ -239,24 +240,24 @@ def run_smoke_stage(
     return stage("smoke", PASS if summary["passed"] else FAIL, time.monotonic() - t0, text), summary
 
 
-def bench_spec(device: str):
+def bench_spec(device: str) -> RolloutSpec:
     from rocmstack.bench.rollout import RolloutSpec
     from rocmstack.gpu.shapes import load_config
 
     if device == "cuda":
-        name, config = load_config(GPU_BENCH["shape"])
+        name, config = load_config(GPU_BENCH.shape)
         s = GPU_BENCH
     else:
-        name, config, s = CPU_BENCH["shape"], dict(CPU_BENCH_CONFIG), CPU_BENCH
+        name, config, s = CPU_BENCH.shape, dict(CPU_BENCH_CONFIG), CPU_BENCH
     return RolloutSpec(
         shape_name=name,
         config=config,
-        batches=tuple(s["batches"]),
-        prompt_len=s["prompt_len"],
-        new_tokens=s["new_tokens"],
+        batches=s.batches,
+        prompt_len=s.prompt_len,
+        new_tokens=s.new_tokens,
         engines=("reference",),
         device=device,
-        dtype=s["dtype"],
+        dtype=s.dtype,
         use_graphs=device == "cuda",
     )
 

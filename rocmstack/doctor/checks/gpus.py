@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rocmstack.doctor.checks.amdsmi import SDK_INSTALL
 from rocmstack.doctor.model import (
     Check,
@@ -14,10 +16,10 @@ from rocmstack.doctor.model import (
     warned,
 )
 from rocmstack.platform.rocm import PARTITION_FACTORS, parse_amd_smi_partition
-from rocmstack.platform.snapshot import Snapshot
+from rocmstack.platform.snapshot import GpuSource, Snapshot
 
 
-def _fmt(sources) -> str:
+def _fmt(sources: Iterable[GpuSource]) -> str:
     return ", ".join(f"{s.name}={s.count}" for s in sources)
 
 
@@ -27,7 +29,7 @@ def gpu_count(snap: Snapshot, opts: DoctorOptions) -> Result:
     physical = [s for s in sources if s.scope == "physical" and s.count is not None]
     masks = snap.masks()
     details = [f"{s.name} ({s.scope}): {'-' if s.count is None else s.count}  {s.detail}" for s in sources]
-    counts = {s.count for s in physical}
+    counts = {s.count for s in physical if s.count is not None}
     if len(counts) > 1:
         low = [s for s in physical if s.count == min(counts)]
         fix = "Compare the sources below: the one that sees fewer devices names the broken layer."
@@ -109,7 +111,7 @@ def ray_gpus(snap: Snapshot, opts: DoctorOptions) -> Result:
     fix = "Run the probe by hand to see its traceback: python -c 'import ray._private.accelerators'"
     if problem := probe_problem(snap, "ray", "Ray", fix=fix):
         return problem
-    data = snap.probe("ray")
+    data = snap.probe("ray") or {}
     if "import_error" in data:
         if data["import_error"].startswith("ModuleNotFoundError"):
             return skipped("Ray is not installed")
