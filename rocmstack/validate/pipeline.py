@@ -119,12 +119,12 @@ class ValidateOptions:
 def prepare_report_dir(directory: Path) -> None:
     """Make DIR hold only this run's results: remove what an earlier validate wrote there (its report
     files and stage folders), and refuse a non-empty folder that is not a validate report."""
-    from rocmstack.validate.container import STAGE
+    from rocmstack.validate.container import SBOM_FILE, STAGE
     from rocmstack.validate.report import REPORT_HTML, REPORT_JSON, REPORT_MD
 
     if not directory.is_dir():
         return
-    ours = (REPORT_JSON, REPORT_MD, REPORT_HTML, SMOKE_DIR, BENCH_DIR, STAGE)
+    ours = (REPORT_JSON, REPORT_MD, REPORT_HTML, SMOKE_DIR, BENCH_DIR, STAGE, SBOM_FILE)
     present = [directory / name for name in ours if (directory / name).exists()]
     if not (directory / REPORT_JSON).is_file() and any(directory.iterdir()):
         raise InputError(
