@@ -49,7 +49,7 @@ def _device() -> torch.device:
     return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
 
 
-def _device_id(device) -> str:  # type: ignore[no-untyped-def]
+def _device_id(device: Any) -> str:
     from rocmstack.gpu.weight_sync import device_uuid
 
     return device_uuid(device)
@@ -59,7 +59,7 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:400]
 
 
-def pattern(nbytes: int, device):  # type: ignore[no-untyped-def]
+def pattern(nbytes: int, device: Any) -> Any:
     """A uint8 bucket of ``nbytes`` (rounded up to whole MiB) whose every MiB block differs, so a dropped,
     zeroed or reordered block changes the checksum."""
     import torch
@@ -71,7 +71,7 @@ def pattern(nbytes: int, device):  # type: ignore[no-untyped-def]
     return out.view(-1)
 
 
-def checksum(t) -> int:  # type: ignore[no-untyped-def]
+def checksum(t: Any) -> int:
     import torch
 
     blocks = t.view(-1, CHUNK)

@@ -4,6 +4,7 @@ timed repetitions after a warm-up (a throttled, mis-clocked or failing GPU shows
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,7 @@ class Health:
         return asdict(self)
 
 
-def _timed(fn, device: torch.device, warmup: int, reps: int) -> float:  # type: ignore[no-untyped-def]
+def _timed(fn: Callable[[], object], device: torch.device, warmup: int, reps: int) -> float:
     import torch
 
     for _ in range(warmup):

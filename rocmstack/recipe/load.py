@@ -25,7 +25,7 @@ MAX_EXTENDS_DEPTH = 8
 _FILE_IDENTITY = ("name", "extends", "schema")
 
 
-class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # base picked at import
     """A safe loader (libyaml's where available: recipe checks stay well under a second) that refuses a
     key given twice in one mapping; plain YAML keeps the last one and silently drops the first."""
 

@@ -320,6 +320,6 @@ def enforce(
             f"{resolved.recipe.name}: rule {first.id} failed: {first.reason}{more}",
             fix=f"{first.fix}; or --ignore-rule {first.id}",
         )
-        exc.results = results  # type: ignore[attr-defined]
+        exc.results = results  # type: ignore[attr-defined]  # the caller reports every result of the gate
         raise exc
     return results

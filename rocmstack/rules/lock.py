@@ -30,7 +30,7 @@ from rocmstack.output import dumps
 from rocmstack.recipe.load import load_recipe
 from rocmstack.recipe.model import Recipe
 from rocmstack.recipe.resolve import Resolved, resolve
-from rocmstack.rules.engine import Result, enforce
+from rocmstack.rules.engine import Result, Status, enforce
 
 LOCK_FILE_SCHEMA = 1
 
@@ -317,8 +317,8 @@ def resolver_result(
     entry = ((data or {}).get("entries") or {}).get(arch_key(resolved.gpu_archs))
     full = closure_of(entry) is not None and not resolved.overrides
 
-    def row(status: str, reason: str, fix: str = "") -> Result:
-        return Result(id="resolver", status=status, reason=reason, fix=fix, source=RESOLVER_SOURCE)  # type: ignore[arg-type]
+    def row(status: Status, reason: str, fix: str = "") -> Result:
+        return Result(id="resolver", status=status, reason=reason, fix=fix, source=RESOLVER_SOURCE)
 
     relock = f"rocmstack lock {name} --gpu-arch '{resolved.arch_list}'"
     if offline:

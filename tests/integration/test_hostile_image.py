@@ -143,7 +143,7 @@ def test_validate_runs_the_inspected_image_by_id(hostile, podman_env):
     assert report["image"]["digest"], report["image"]
 
 
-def test_publish_keeps_the_gate_shut_and_the_registry_empty(hostile, registry):  # noqa: F811
+def test_publish_keeps_the_gate_shut_and_the_registry_empty(hostile, registry):  # noqa: F811  (a fixture)
     env = registry["env"]
     manifest = hostile["manifest"]
     repo = f"{registry['host']}/hostile/tiny"
@@ -159,7 +159,7 @@ def test_publish_keeps_the_gate_shut_and_the_registry_empty(hostile, registry): 
         assert seen.returncode != 0, ref  # nothing reached the registry
 
 
-def test_the_guard_tells_two_builds_of_one_render_apart(hostile, registry, podman_env, monkeypatch):  # noqa: F811
+def test_the_guard_tells_two_builds_of_one_render_apart(hostile, registry, podman_env, monkeypatch):  # noqa: F811  (fixtures)
     """The hostile image carries the first build's render-hash label: a registry tag holding it must not
     count as 'already pushed' for the real build (the tags would split between two builds)."""
     env = registry["env"]

@@ -26,7 +26,7 @@ def _variants() -> list[tuple[str, bool]]:
     if torch.cuda.is_available():
         out.append(("cuda", False))
         try:
-            import triton  # noqa: F401
+            import triton  # noqa: F401  (whether it imports is the question)
 
             out.append(("cuda", True))
         except ImportError:

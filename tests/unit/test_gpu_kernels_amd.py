@@ -15,7 +15,7 @@ import pytest
 triton = pytest.importorskip("triton")
 
 from rocmstack.gpu import kernels  # noqa: E402  (after the importorskip)
-from rocmstack.gpu.shapes import BUILTIN_SHAPES, shape_from_config  # noqa: E402
+from rocmstack.gpu.shapes import BUILTIN_SHAPES, shape_from_config  # noqa: E402  (after the importorskip)
 
 # Per target: compute units (they set the attention splits) and LDS bytes per workgroup.
 # Source: AMD ROCm docs, "GPU hardware specifications" table (MI300X: 304 CUs, 64 KiB LDS;

@@ -90,8 +90,7 @@ def pcie_link(snap: Snapshot, opts: DoctorOptions) -> Result:
             details.append(f"{kind} {addr}: link attributes not exposed")
             continue
         details.append(f"{kind} {addr}: {cur_s} x{cur_w} (max {max_s} x{max_w})")
-        speed = lambda s: float(s.split()[0]) if s and s.split()[0].replace(".", "").isdigit() else 0.0  # noqa: E731
-        if speed(cur_s) < speed(max_s) or int(cur_w or 0) < int(max_w or 0):
+        if _link_speed(cur_s) < _link_speed(max_s) or int(cur_w or 0) < int(max_w or 0):
             slow.append(f"{kind} {addr} runs at {cur_s} x{cur_w}, below its {max_s} x{max_w}")
     if slow:
         return warned(
@@ -135,8 +134,7 @@ def parse_nvidia_ecc(text: str) -> list[tuple[str, int | None, int | None]]:
         cols = [c.strip() for c in line.split(",")]
         if len(cols) != 3:
             continue
-        num = lambda s: int(s) if s.isdigit() else None  # noqa: E731
-        out.append((cols[0], num(cols[1]), num(cols[2])))
+        out.append((cols[0], _int_or_none(cols[1]), _int_or_none(cols[2])))
     return out
 
 
@@ -251,3 +249,13 @@ CHECKS = (
         "https://docs.nvidia.com/deploy/xid-errors/index.html",
     ),
 )
+
+
+def _link_speed(text: str | None) -> float:
+    """GT/s of a sysfs link speed (``16.0 GT/s PCIe``); 0 when unreadable."""
+    first = text.split()[0] if text else ""
+    return float(first) if first.replace(".", "").isdigit() else 0.0
+
+
+def _int_or_none(text: str) -> int | None:
+    return int(text) if text.isdigit() else None

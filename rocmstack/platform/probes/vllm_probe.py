@@ -14,7 +14,7 @@ try:
 except BaseException as exc:
     out["metadata_error"] = error_text(exc)
 try:
-    import vllm._C  # noqa: F401
+    import vllm._C  # noqa: F401  (loading the compiled extension is the probe)
 
     out["ext_ok"] = True
 except BaseException as exc:
