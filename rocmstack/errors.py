@@ -6,26 +6,16 @@ what was wrong and how to fix it.
 
 from __future__ import annotations
 
-import unicodedata
 from enum import IntEnum
 
-# Control, format and line/paragraph-separator characters: anything that could break or hide part of a line.
-_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-
-
 def printable(text: object) -> str:
-    """``text`` with every character that could break or disguise a terminal line escaped (``\\n``,
-    ``\\x1b``, ``\\u2028``), the rest unchanged. Use it wherever a message quotes user input."""
+    """``text`` with every character Python does not call printable escaped (``\\n``, ``\\x1b``, ``\\xa0``,
+    ``\\u2028``): nothing can break, hide or disguise part of the line. Use it wherever a message quotes
+    user input."""
     s = str(text)
     if s.isprintable():
         return s
-    out = []
-    for ch in s:
-        if ch == " " or unicodedata.category(ch) not in _UNSAFE_CATEGORIES:
-            out.append(ch)
-        else:
-            out.append(ch.encode("unicode_escape").decode("ascii"))
-    return "".join(out)
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in s)
 
 
 def quoted(text: object) -> str:

@@ -450,6 +450,7 @@ _values = st.recursive(
     ),
     value=_values,
 )
+@example(path=["base"], value={"\xa0": None})  # found by `make fuzz`: an invisible key printed as is
 def test_fuzzed_recipes_fail_only_with_recipe_errors(tmp_path, path, value):
     data = json.loads(json.dumps(BASE))
     node = data
@@ -474,6 +475,7 @@ def test_fuzzed_recipes_fail_only_with_recipe_errors(tmp_path, path, value):
 @pytest.mark.property
 @given(st.text(max_size=60))
 @example("\n=")  # found by chance in CI: the key went into the message unescaped
+@example("\xa0=")  # found by `make fuzz`: a no-break space passed as printable
 @example("base.\u2028=1")
 def test_fuzzed_overrides_fail_only_with_recipe_errors(text):
     try:

@@ -1,0 +1,38 @@
+"""Every error prints as one line, whatever user text it quotes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from rocmstack.errors import ExitCode, RecipeError, printable, quoted
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain name", "plain name"),
+        ("a\nb", "a\\nb"),
+        ("\x1b[31mred", "\\x1b[31mred"),
+        ("no\xa0break", "no\\xa0break"),
+        ("line\u2028sep", "line\\u2028sep"),
+        ("zero\u200bwidth", "zero\\u200bwidth"),
+        ("gfx950 é 中", "gfx950 é 中"),
+    ],
+)
+def test_printable_escapes_only_what_could_break_or_hide_a_line(text, shown):
+    assert printable(text) == shown
+
+
+def test_quoted_shows_empty_and_padded_values():
+    assert quoted("") == "''" and quoted(" x ") == "' x '" and quoted("it's") == "'it\\'s'"
+
+
+@pytest.mark.property
+@given(st.text(), st.one_of(st.none(), st.text()))
+@example("key\n", "fix\r\n")
+def test_one_line_is_one_printable_line(message, fix):
+    line = RecipeError(message, fix=fix).one_line()
+    assert line.isprintable() and "\n" not in line
+    assert RecipeError(message).exit_code == ExitCode.USAGE
