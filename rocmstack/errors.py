@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+
 def printable(text: object) -> str:
     """``text`` with every character Python does not call printable escaped (``\\n``, ``\\x1b``, ``\\xa0``,
     ``\\u2028``): nothing can break, hide or disguise part of the line. Use it wherever a message quotes
