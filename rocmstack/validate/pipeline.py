@@ -187,7 +187,7 @@ def run_doctor_stage(opts: ValidateOptions) -> tuple[dict[str, Any], dict[str, A
 
     t0 = time.monotonic()
     try:
-        level = 2 if _torch_device(opts.device) == "cuda" else 1  # active probes where there are GPUs
+        level = _doctor_level(opts.device)
         report = run_doctor(
             DoctorOptions(
                 expect_gpus=opts.expect_gpus, skip=opts.doctor_skip, image_root=opts.image_root, level=level
@@ -197,6 +197,15 @@ def run_doctor_stage(opts: ValidateOptions) -> tuple[dict[str, Any], dict[str, A
         return _crash("doctor", exc, t0), None
     status = PASS if report.get("ok") else FAIL
     return stage("doctor", status, time.monotonic() - t0, report.get("verdict", "")), report
+
+
+def _doctor_level(choice: str) -> int:
+    """Level 2 (active probes) where torch sees a GPU; level 1 elsewhere, also where torch is missing (the
+    doctor's own checks say so: the stage must not crash on it)."""
+    try:
+        return 2 if _torch_device(choice) == "cuda" else 1
+    except ImportError:
+        return 1
 
 
 def _torch_device(choice: str) -> str:

@@ -112,9 +112,11 @@ def test_validate_gets_nothing_out_of_a_hostile_image(hostile):
         "bench/roofline.png (not a regular file)",
     ):
         assert refused in collect["summary"]
-    # Nothing of the host came back: only the host's three report files, none holding the secret.
+    # Nothing of the host came back: only the host's three report files and the image's SBOM (which the
+    # host reads from the image itself, not from the run), none holding the secret.
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
-    assert files == ["report.html", "report.json", "report.md"]
+    assert files == ["report.html", "report.json", "report.md", "sbom.cdx.json"]
+    assert report["sbom"]["path"] == "/opt/rocmstack/sbom.cdx.json"
     for p in out.rglob("*"):
         assert SECRET not in p.read_text(errors="replace") and "root:x:0:0" not in p.read_text(
             errors="replace"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -174,3 +175,13 @@ def test_doctor_only_run_on_this_cpu_node(tmp_path):
     )
     assert not bad["passed"] and bad["verdict"].startswith("FAIL: doctor fail")
     assert "gpu-count" in bad["stages"][0]["summary"]
+
+
+def test_doctor_level_without_torch_is_level_one(monkeypatch):
+    """An image without torch (the build test's image) runs the doctor at level 1; the stage must not crash
+    on the missing module (the doctor's own checks report it)."""
+    from rocmstack.validate import pipeline
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    assert pipeline._doctor_level("auto") == 1
+    assert pipeline._doctor_level("cpu") == 1
