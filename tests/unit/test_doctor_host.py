@@ -50,7 +50,7 @@ def test_iommu_pt_on_amd(tmp_path):
 
 
 def pci(root: Path, addr: str, cls: str, vendor: str, cur: str, mx: str, cw: str, mw: str) -> Path:
-    d = root / "sys/bus/pci/devices" / addr
+    d = root / "sys/bus/pci" / "devices" / addr
     for name, value in (
         ("class", cls),
         ("vendor", vendor),
