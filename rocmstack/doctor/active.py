@@ -25,6 +25,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rocmstack.doctor.bars import Bars, baseline_key, load_bars, load_baseline, save_baseline
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 ACTIVE_PROBES = frozenset({"collectives", "gpu-health", "weight-sync"})
 MASK_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 CHUNK = 1 << 20
+NODE_ID_LABEL = "ray.io/node-id"  # the label Ray gives every node: its id
 
 
 def _masks() -> dict[str, str]:
@@ -294,6 +296,51 @@ def sweep_sizes(opts: DoctorOptions, gpu: bool) -> list[int]:
     return size_sweep(lo, hi)
 
 
+def this_node(ray: Any) -> tuple[str, int]:
+    """This process's Ray node and its GPUs (the node's own, not the cluster's)."""
+    node_id = ray.get_runtime_context().get_node_id()
+    node: dict = next((n for n in ray.nodes() if n.get("NodeID") == node_id), {})
+    return node_id, int(node.get("Resources", {}).get("GPU", 0))
+
+
+@dataclass(frozen=True)
+class Swept:
+    rows: list[dict]
+    warmup: int
+    iters: int
+
+
+def group_sweep(opts: DoctorOptions, actors: list, infos: list[dict], gpu: bool, applicable: list) -> Swept:
+    """One process group over ``actors`` (rank 0 hosts the rendezvous), the size sweep of every collective,
+    and each applicable bar's own size when the sweep missed it. Level 2 and level 3 both measure this way."""
+    import ray
+
+    ranks = len(actors)
+    port = ray.get(actors[0].free_port.remote())
+    ray.get(
+        [
+            a.init_group.remote(i, ranks, infos[0]["ip"], port, opts.active_timeout)
+            for i, a in enumerate(actors)
+        ],
+        timeout=opts.active_timeout,
+    )
+    ops = list(opts.collectives or OPS)
+    warmup = opts.warmup if opts.warmup is not None else (5 if gpu else 1)
+    iters = opts.iters if opts.iters is not None else (20 if gpu else 3)
+
+    def sweep(ops: list[str], sizes: list[int]) -> list[dict]:
+        rows: list[dict] = ray.get(
+            [a.sweep.remote(ops, sizes, warmup, iters) for a in actors], timeout=opts.active_timeout
+        )[0]
+        return rows
+
+    rows = sweep(ops, sweep_sizes(opts, gpu))
+    for bar in applicable:
+        if not any(r["op"] == bar.op and r["nbytes"] == bar.nbytes for r in rows):
+            rows += sweep([bar.op], [bar.nbytes])
+    return Swept(rows, warmup, iters)
+
+
 def run_active(
     opts: DoctorOptions, wanted: frozenset[str], progress: Callable[[str], None] = lambda _m: None
 ) -> dict:
@@ -329,13 +376,21 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    node_gpus = int(ray.available_resources().get("GPU", 0))
+    node_id, node_gpus = this_node(ray)
     gpu = node_gpus > 0
     ranks = node_gpus if gpu else opts.cpu_ranks
     bundles = [{"GPU": 1.0, "CPU": 0.01} if gpu else {"CPU": 0.01} for _ in range(ranks)]
-    pg = placement_group(bundles, strategy="STRICT_PACK")
-    ray.get(pg.ready(), timeout=opts.active_timeout)
-    out: dict[str, Any] = {"mode": "gpu" if gpu else "cpu", "ranks": ranks}
+    # Pinned to this node: on a cluster (--ray-address, or level 3 running level 2 on every node) STRICT_PACK
+    # alone may pack the ranks onto any node with room.
+    pg = placement_group(
+        bundles, strategy="STRICT_PACK", bundle_label_selector=[{NODE_ID_LABEL: node_id} for _ in bundles]
+    )
+    try:
+        ray.get(pg.ready(), timeout=opts.active_timeout)
+    except Exception:
+        remove_placement_group(pg)
+        raise
+    out: dict[str, Any] = {"mode": "gpu" if gpu else "cpu", "ranks": ranks, "node_id": node_id}
 
     def where(i: int) -> PlacementGroupSchedulingStrategy:
         return PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)
@@ -405,30 +460,13 @@ def _collectives(
 
     ranks = len(actors)
     name = infos[0]["name"]
-    port = ray.get(actors[0].free_port.remote())
-    progress(f"level 2: {'NCCL/RCCL' if gpu else 'gloo'} group of {ranks} ranks")
-    ray.get(
-        [
-            a.init_group.remote(i, ranks, infos[0]["ip"], port, opts.active_timeout)
-            for i, a in enumerate(actors)
-        ],
-        timeout=opts.active_timeout,
+    progress(
+        f"level 2: {'NCCL/RCCL' if gpu else 'gloo'} group of {ranks} ranks,"
+        f" {len(opts.collectives or OPS)} collective(s) x {len(sweep_sizes(opts, gpu))} size(s)"
     )
-    ops = list(opts.collectives or OPS)
-    sizes = sweep_sizes(opts, gpu)
-    warmup = opts.warmup if opts.warmup is not None else (5 if gpu else 1)
-    iters = opts.iters if opts.iters is not None else (20 if gpu else 3)
-    progress(f"level 2: {len(ops)} collective(s) x {len(sizes)} size(s)")
-    rows = ray.get([a.sweep.remote(ops, sizes, warmup, iters) for a in actors], timeout=opts.active_timeout)[
-        0
-    ]
     applicable = bars.for_collectives(name, ranks)
-    for bar in applicable:
-        if not any(r["op"] == bar.op and r["nbytes"] == bar.nbytes for r in rows):
-            rows += ray.get(
-                [a.sweep.remote([bar.op], [bar.nbytes], warmup, iters) for a in actors],
-                timeout=opts.active_timeout,
-            )[0]
+    swept = group_sweep(opts, actors, infos, gpu, applicable)
+    rows, warmup, iters = swept.rows, swept.warmup, swept.iters
     transports = ray.get([a.transport.remote() for a in actors], timeout=opts.active_timeout) if gpu else []
     ray.get([a.close.remote() for a in actors], timeout=opts.active_timeout)
     baseline_path = opts.baseline_file

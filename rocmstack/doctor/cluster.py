@@ -7,16 +7,23 @@ polled: a node that dies mid-run is reported as died at once instead of being wa
 from __future__ import annotations
 
 import socket
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from rocmstack.doctor.model import SCHEMA, DoctorOptions
 from rocmstack.errors import EngineError
 
 DEATH_GRACE_S = 15.0
-PORTABLE = ("fast", "deep", "expect_gpus", "only", "skip", "tensor_parallel", "probe_timeout", "tool_timeout")
+PORTABLE = (
+    "fast", "deep", "expect_gpus", "only", "skip", "tensor_parallel", "probe_timeout", "tool_timeout",
+    # level 2 on every node (--level 2 and 3)
+    "level", "collectives", "min_bytes", "max_bytes", "warmup", "iters", "sync_repeats", "sync_bytes",
+    "ipc_bytes", "cpu_ranks", "hbm_bytes", "gemm_n", "active_timeout",
+)  # fmt: skip
 
 
 def _node_doctor(payload: dict) -> dict:
@@ -25,11 +32,16 @@ def _node_doctor(payload: dict) -> dict:
 
     payload = dict(payload)
     facts_only = payload.pop("facts_only", False)
+    bars_text = payload.pop("bars_text", None)
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in payload.items()}
-    opts = DoctorOptions(**fields)
     if facts_only:  # --only named cluster checks alone: the node contributes its facts
+        opts = DoctorOptions(**fields)
         return {"ok": True, "checks": [], "facts": node_facts(opts), "node_hostname": socket.gethostname()}
-    report = run_doctor(opts)
+    with tempfile.TemporaryDirectory(prefix="rocmstack-doctor-") as tmp:
+        if bars_text is not None:  # the driver's --bars file, which this node may not have
+            fields["bars_file"] = Path(tmp) / "bars.yaml"
+            fields["bars_file"].write_text(bars_text, encoding="utf-8")
+        report = run_doctor(DoctorOptions(**fields))
     report["node_hostname"] = socket.gethostname()
     return report
 
@@ -53,17 +65,22 @@ def run_cluster(
             f"--ray-address needs Ray in this environment ({exc})", fix="pip install 'ray[default]'"
         ) from None
     from rocmstack.doctor.checks import BY_ID
-    from rocmstack.doctor.runner import select_checks
+    from rocmstack.doctor.runner import run_check, select_checks
 
     t0 = time.monotonic()
     _reachable(address)
     cluster_checks = [c for c in select_checks(opts.only, opts.skip, opts.level) if c.scope == "cluster"]
     payload = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k in PORTABLE}
-    # every node runs its level-1 checks; the cluster checks run once, here
-    payload["only"] = [i for i in payload["only"] if BY_ID[i].scope == "node" and BY_ID[i].level == 1]
-    payload["skip"] = [i for i in payload["skip"] if BY_ID[i].scope == "node" and BY_ID[i].level == 1]
+    # Every node runs its own checks up to level 2 (level 3 is level 2 on every node plus what runs across
+    # them); the cluster checks run once, here.
+    payload["level"] = node_level = min(opts.level, 2)
+    for key in ("only", "skip"):
+        payload[key] = [i for i in payload[key] if BY_ID[i].scope == "node" and BY_ID[i].level <= node_level]
     if opts.only and not payload["only"]:
         payload["facts_only"] = True
+    sent = dict(payload)
+    if opts.bars_file is not None and node_level > 1:
+        sent["bars_text"] = opts.bars_file.read_text(encoding="utf-8")  # checked readable by the CLI
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except Exception as exc:  # ConnectionError, ValueError on a bad address, ...
@@ -88,7 +105,7 @@ def run_cluster(
             }
             ref = task.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
-            ).remote(payload)
+            ).remote(sent)
             pending[ref] = node_id
         progress(f"dispatched to {len(alive)} node(s)")
         deadline = t0 + timeout
@@ -135,7 +152,8 @@ def run_cluster(
     finally:
         ray.shutdown()
     ordered = sorted(nodes.values(), key=lambda n: n["label"])
-    cluster_results = _run_cluster_checks(cluster_checks, {"nodes": ordered, "crossnode": crossnode}, opts)
+    data = {"nodes": ordered, "crossnode": crossnode}
+    cluster_results = [run_check(c, data, opts) for c in cluster_checks]
     ids = []
     for n in ordered:
         for c in (n["report"] or {}).get("checks", []):
@@ -167,31 +185,6 @@ def run_cluster(
         "verdict": verdict,
         "options": payload,
     }
-
-
-def _run_cluster_checks(checks: list, data: dict, opts: DoctorOptions) -> list[dict]:
-    from rocmstack.doctor.model import errored
-
-    out = []
-    for check in checks:
-        try:
-            result = check.run(data, opts)
-        except Exception as exc:  # a check bug must not hide the other findings
-            result = errored(f"check crashed: {type(exc).__name__}: {exc}")
-        out.append(
-            {
-                "id": check.id,
-                "group": check.group,
-                "title": check.title,
-                "status": result.status.value,
-                "summary": result.summary,
-                "details": list(result.details),
-                "fix": result.fix,
-                "source": check.source,
-                "seconds": 0.0,
-            }
-        )
-    return out
 
 
 def _reachable(address: str) -> None:

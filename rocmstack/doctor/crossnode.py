@@ -11,10 +11,9 @@ from collections.abc import Callable
 from itertools import combinations
 from typing import Any
 
-from rocmstack.doctor.active import RankWorker, _error, sweep_sizes
+from rocmstack.doctor.active import RankWorker, _error, group_sweep
 from rocmstack.doctor.bars import Bars, load_bars
 from rocmstack.doctor.model import DoctorOptions
-from rocmstack.gpu.collectives import OPS
 
 PAIRS_UP_TO = 8  # up to 8 nodes every pair (28); above, halves first
 STANDS_OUT = 0.85  # a node whose pairs reach < 85 % of the pairs without it is the culprit
@@ -118,29 +117,10 @@ def run_crossnode(opts: DoctorOptions, labels: dict[str, str], progress: Callabl
         for info in infos:
             info["label"] = labels.get(info["node_id"], info["node_id"][:12])
         name = infos[0]["name"]
-        port = ray.get(actors[0].free_port.remote())
         progress(f"level 3: {'NCCL/RCCL' if gpu else 'gloo'} group of {n} ranks, one per node")
-        ray.get(
-            [
-                a.init_group.remote(i, n, infos[0]["ip"], port, opts.active_timeout)
-                for i, a in enumerate(actors)
-            ],
-            timeout=opts.active_timeout,
-        )
-        ops = list(opts.collectives or OPS)
-        sizes = sweep_sizes(opts, gpu)
-        warmup = opts.warmup if opts.warmup is not None else (5 if gpu else 1)
-        iters = opts.iters if opts.iters is not None else (20 if gpu else 3)
-        rows = ray.get(
-            [a.sweep.remote(ops, sizes, warmup, iters) for a in actors], timeout=opts.active_timeout
-        )[0]
         applicable = _bars_for(bars, name, n)
-        for bar in applicable:
-            if not any(r["op"] == bar.op and r["nbytes"] == bar.nbytes for r in rows):
-                rows += ray.get(
-                    [a.sweep.remote([bar.op], [bar.nbytes], warmup, iters) for a in actors],
-                    timeout=opts.active_timeout,
-                )[0]
+        swept = group_sweep(opts, actors, infos, gpu, applicable)
+        rows, warmup, iters = swept.rows, swept.warmup, swept.iters
         misses = []
         for bar in applicable:
             row = next(r for r in rows if r["op"] == bar.op and r["nbytes"] == bar.nbytes)

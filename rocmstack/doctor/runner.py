@@ -53,6 +53,26 @@ def select_checks(
     return chosen
 
 
+def run_check(check: Check, data: object, opts: DoctorOptions) -> dict:
+    """One check's result as the report writes it; a check that crashes is an error, never an exception."""
+    c0 = time.monotonic()
+    try:
+        result = check.run(data, opts)
+    except Exception as exc:  # a check bug must not hide the other findings
+        result = errored(f"check crashed: {type(exc).__name__}: {exc}")
+    return {
+        "id": check.id,
+        "group": check.group,
+        "title": check.title,
+        "status": result.status.value,
+        "summary": result.summary,
+        "details": list(result.details),
+        "fix": result.fix,
+        "source": check.source,
+        "seconds": round(time.monotonic() - c0, 4),
+    }
+
+
 def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], None] | None = None) -> dict:
     opts = options or DoctorOptions()
     if opts.expect_gpus is not None and opts.expect_gpus < 0:
@@ -89,26 +109,7 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
         a0 = time.monotonic()
         snap = dataclasses.replace(snap, active=run_active(opts, active_needs, progress or (lambda _m: None)))
         snap.timings["active"] = time.monotonic() - a0
-    results = []
-    for check in checks:
-        c0 = time.monotonic()
-        try:
-            result = check.run(snap, opts)
-        except Exception as exc:  # a check bug must not hide the other findings
-            result = errored(f"check crashed: {type(exc).__name__}: {exc}")
-        results.append(
-            {
-                "id": check.id,
-                "group": check.group,
-                "title": check.title,
-                "status": result.status.value,
-                "summary": result.summary,
-                "details": list(result.details),
-                "fix": result.fix,
-                "source": check.source,
-                "seconds": round(time.monotonic() - c0, 4),
-            }
-        )
+    results = [run_check(check, snap, opts) for check in checks]
     try:
         platform = {
             "vendor": snap.vendor(),

@@ -115,3 +115,48 @@ def test_the_starved_node_is_named(starved, tmp_path):
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.txt").write_text(text + f"\n({time.monotonic() - t0:.0f} s wall)\n")
         (out / "report.json").write_text(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    root = Path(tempfile.mkdtemp(prefix="rd2", dir="/tmp"))  # short: Ray's unix socket paths must fit
+    c = Cluster(root)
+    try:
+        c.start("head", head=True)
+        c.wait_alive(1)
+        c.add_node("w1", 2)
+        yield c
+    finally:
+        c.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_level3_runs_level2_on_every_node(pair):
+    """Each node's collectives and weight-sync actors run on that node (pinned by its node id), then the
+    collectives across nodes: one command, one report."""
+    level2 = "collective-bandwidth,weight-sync-ipc,weight-sync-broadcast"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "rocmstack", "doctor", "--ray-address", pair.address, "--level", "3",
+            "--only", f"{level2},cluster-collectives,cluster-consistency", "--collective", "all_reduce",
+            "--sizes", "1M..1M", "--iters", "3", "--sync-repeats", "1", "--sync-bytes", "16M", "--json",
+            "--cluster-timeout", "400",
+        ],
+        capture_output=True, text=True, env=RAY_ENV, timeout=800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    report = json.loads(proc.stdout)
+    jsonschema.validate(report, json.loads(SCHEMA.read_text()))
+    assert len(report["nodes"]) == 2
+    for node in report["nodes"]:
+        status = {c["id"]: c["status"] for c in node["report"]["checks"]}
+        assert status == dict.fromkeys(level2.split(","), "pass"), (node["label"], node["report"]["checks"])
+        active = node["report"]["active"]
+        assert active["node_id"] == node["node_id"]
+        assert {r["node_id"] for r in active["ranks_info"]} == {node["node_id"]}  # not packed elsewhere
+        assert active["collectives"]["ranks"] == 2 and active["collectives"]["backend"] == "gloo"
+        assert active["weight_sync"]["rounds"][0]["split"]["ok"]
+    checks = {c["id"]: c["status"] for c in report["cluster_checks"]}
+    assert checks == {"cluster-collectives": "pass", "cluster-consistency": "pass"}
+    assert report["crossnode"]["ranks"] == 2 and report["crossnode"]["rows"]
+    assert report["verdict"].startswith("READY: 2 node(s) pass")
