@@ -218,10 +218,14 @@ def _dist_worker(
     from rocmstack.gpu.engine import ReferenceEngine
 
     try:
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
         device = torch.device(f"cuda:{rank}") if device_kind == "cuda" else torch.device("cpu")
+        bind: dict[str, Any] = {}
         if device.type == "cuda":
             torch.cuda.set_device(device)
+            bind["device_id"] = device  # NCCL otherwise guesses the rank's GPU (and warns it may hang)
+        dist.init_process_group(
+            backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, **bind
+        )
         dtype = getattr(torch, dtype_name)
         shape = shape_from_config(config)
         engine: ReferenceEngine | None = None  # the receiving rank's rollout engine
