@@ -1,6 +1,7 @@
-"""Level 1 environment lint: variables with a stack prefix (NCCL_, RAY_, VLLM_, ...) that no scanned package
-reads, with the nearest real name. The names are data (known_env.json, made by ci/gen_known_env.py from the
-real packages); a prefix whose owner could not be scanned (HSA_, HIP_, RCCL_, AITER_) is not judged."""
+"""Level 1 environment lint: variables with a stack prefix (NCCL_, HSA_, HIP_, RAY_, VLLM_, ...) that no scanned
+package reads, with the nearest real name. The names are data (known_env.json, made by ci/gen_known_env.py from
+the real packages and, for the ROCm projects outside PyPI, from their source trees); a prefix is judged only
+where the data says its owner was scanned."""
 
 from __future__ import annotations
 
@@ -31,6 +32,13 @@ def known() -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]:
     return names, tuple(data["prefixes_judged"]), tuple(data["sources"])
 
 
+@cache
+def made_names() -> re.Pattern[str]:
+    """Names built at run time (ROCr reads HSA_OVERRIDE_GFX_VERSION_<node>), as one expression."""
+    patterns = json.loads(KNOWN.read_text(encoding="utf-8")).get("name_patterns", [])
+    return re.compile("|".join(f"(?:{p})" for p in patterns) or "(?!)")
+
+
 def unknown_vars(env: dict[str, str]) -> list[tuple[str, str | None]]:
     names, judged, _ = known()
     out = []
@@ -42,6 +50,7 @@ def unknown_vars(env: dict[str, str]) -> list[tuple[str, str | None]]:
             or var in names
             or var in IMAGE_METADATA
             or RAY_CPP_CONFIG.match(var)
+            or made_names().fullmatch(var)
         ):
             continue
         same = sorted(n for n in names if n.startswith(prefix))
