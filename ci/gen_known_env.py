@@ -7,10 +7,11 @@ Each argument is one of:
 - an installed package name (its directory is scanned: ray, torch) or a wheel file (unzipped in memory:
   nvidia_nccl_cu12-*.whl, vllm-*.whl, sglang-*.whl). Compiled code cannot be parsed, so these are grepped for
   every prefixed token (Python sources for string literals, shared libraries for their embedded strings).
-- git:PATH=URL, a git clone of URL at PATH (a bare one will do): the files at its HEAD are parsed for the names
-  that are actually read (see reads_in_c / reads_in_python / reads_in_cmake), so enum constants and macros that
-  share a prefix are left out. Used for the ROCm projects that ship outside PyPI (rccl, clr, ROCR-Runtime,
-  aiter): re-run against clones at the commits recorded in "sources".
+- git:PATH[@REF]=URL, a git clone of URL at PATH (a bare one will do): the files at REF (default HEAD; hipcc's
+  sources live on the `develop` branch of ROCm/HIPCC, whose default branch is now only a README) are parsed for
+  the names that are actually read (see reads_in_c / reads_in_python / reads_in_cmake), so enum constants and
+  macros that share a prefix are left out. Used for the ROCm projects that ship outside PyPI (rccl, clr,
+  ROCR-Runtime, aiter, HIPCC): re-run against clones at the commits recorded in "sources".
 
 The output records what was scanned: versions, and for trees the URL, full commit and commit date.
 """
@@ -98,7 +99,7 @@ C_STRINGS = re.compile(r'^(?:\s*"((?:[^"\\\n]|\\.)*)")+\s*$')
 C_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 # static const char* mscclAlgoDirEnv = "MSCCL_ALGO_DIR"; / #define ENV_NAME "X": names passed by a constant
 C_CONSTANT = re.compile(
-    r'(?:#define[ \t]+(\w+)[ \t]+|\b(\w+)\s*(?:\[\s*\])?\s*=\s*)((?:"(?:[^"\\\n]|\\.)*"\s*)+)'
+    r'(?:#[ \t]*define[ \t]+(\w+)[ \t]+|\b(\w+)\s*(?:\[\s*\])?\s*=\s*)((?:"(?:[^"\\\n]|\\.)*"\s*)+)'
 )
 # ROCR-Runtime libhsakmt/src/topology.c: snprintf(buf, n, "HSA_OVERRIDE_GFX_VERSION_%d", node); getenv(buf)
 C_FORMAT = re.compile(r"\bs(?:n)?printf\s*\(\s*(\w+)\s*,")
@@ -313,10 +314,10 @@ def git(path: str, *args: str, data: bytes | None = None) -> bytes:
     return subprocess.run(["git", "-C", path, *args], input=data, capture_output=True, check=True).stdout
 
 
-def tree_files(path: str) -> Iterator[tuple[str, bytes]]:
-    """(path, content) of the C/C++/Python/CMake files at HEAD."""
+def tree_files(path: str, ref: str = "HEAD") -> Iterator[tuple[str, bytes]]:
+    """(path, content) of the C/C++/Python/CMake files at ``ref``."""
     wanted = []
-    for entry in git(path, "ls-tree", "-r", "-z", "HEAD").split(b"\0"):
+    for entry in git(path, "ls-tree", "-r", "-z", ref).split(b"\0"):
         if not entry:
             continue
         meta, name = entry.decode("utf-8", "replace").split("\t", 1)
@@ -338,13 +339,14 @@ def tree_files(path: str) -> Iterator[tuple[str, bytes]]:
 
 
 def scan_tree(spec: str) -> tuple[str, str, set[str], set[str]]:
-    path, _, url = spec.partition("=")
-    commit = git(path, "rev-parse", "HEAD").decode().strip()
-    date = git(path, "log", "-1", "--format=%cI", "HEAD").decode().strip()
+    where, _, url = spec.partition("=")
+    path, _, ref = where.rpartition("@") if "@" in where else (where, "", "HEAD")
+    commit = git(path, "rev-parse", f"{ref}^{{commit}}").decode().strip()
+    date = git(path, "log", "-1", "--format=%cI", commit).decode().strip()
     found: set[str] = set()
     patterns: set[str] = set()
     python = []
-    for name, data in tree_files(path):
+    for name, data in tree_files(path, commit):
         text = data.decode("utf-8", "replace")
         if name.endswith(".py"):
             try:
@@ -359,7 +361,8 @@ def scan_tree(spec: str) -> tuple[str, str, set[str], set[str]]:
             patterns |= made
     found |= reads_in_python(python)
     repo = url.rstrip("/").rsplit("/", 1)[-1]
-    return repo, f"{url} at {commit} ({date}) (source tree, reads parsed)", found, patterns
+    branch = f", {ref}" if ref != "HEAD" else ""
+    return repo, f"{url} at {commit} ({date}{branch}) (source tree, reads parsed)", found, patterns
 
 
 def main(args: list[str]) -> None:

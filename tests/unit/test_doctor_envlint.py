@@ -232,3 +232,34 @@ def test_generator_reads_the_names_a_git_tree_reads(tmp_path):
 
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_generator_reads_a_named_branch_not_head(tmp_path):
+    """hipcc's sources live on ROCm/HIPCC's `develop` branch; its default branch holds only a README."""
+    repo = tmp_path / "HIPCC"
+    git(tmp_path, "init", "-q", "-b", "deprecated", str(repo))
+    (repo / "README.md").write_text("moved\n", encoding="utf-8")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "moved")
+    git(repo, "checkout", "-q", "-b", "develop")
+    (repo / "src").mkdir()
+    (repo / "src" / "hipBin_base.h").write_text(
+        '# define HIP_CLANG_PATH "HIP_CLANG_PATH"\nauto p = std::getenv(HIP_CLANG_PATH);\n', encoding="utf-8"
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "sources")
+    develop = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "deprecated")
+
+    def run(spec: str) -> dict:
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "ci" / "gen_known_env.py"), f"{spec}=https://github.com/ROCm/HIPCC"],
+            capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        return json.loads(out.stdout)
+
+    assert run(f"git:{repo}")["names"] == []
+    data = run(f"git:{repo}@develop")
+    assert data["names"] == ["HIP_CLANG_PATH"]
+    assert data["sources"][0].startswith(f"https://github.com/ROCm/HIPCC at {develop} (")
+    assert data["sources"][0].endswith(", develop) (source tree, reads parsed)")
