@@ -1,4 +1,4 @@
-"""Locations of the data directories (recipes, templates, patches).
+"""Locations of the data directories (recipes, templates, patches), and rocmstack's own requirements.
 
 In a source checkout they sit at the repository top level; in an installed wheel (the copy inside an
 image) they are packaged under ``rocmstack/_data``.
@@ -32,3 +32,11 @@ def templates_dir() -> Path:
 
 def patches_dir() -> Path:
     return data_dir("patches")
+
+
+def self_requirements() -> list[str]:
+    """rocmstack's own runtime requirements (from its installed metadata): every image carries rocmstack, so
+    they are a pip layer of every image (locked with the others, see rocmstack.resolver.closure)."""
+    from importlib.metadata import requires
+
+    return sorted(r for r in requires("rocmstack") or [] if "extra ==" not in r)

@@ -131,6 +131,9 @@ class Layer(StrEnum):
 
 
 LAYER_ORDER: tuple[Layer, ...] = tuple(Layer)
+# rocmstack's own runtime requirements: a pip layer of every image, after every recipe layer
+# (fragments/rocmstack.j2); no component can name it.
+SELF_LAYER = "rocmstack"
 
 
 class _Strict(BaseModel):

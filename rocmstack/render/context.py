@@ -26,9 +26,9 @@ import jinja2
 from rocmstack import __version__
 from rocmstack.errors import InputError, printable
 from rocmstack.patches import Patch, load_patches, select
-from rocmstack.recipe.model import LAYER_ORDER
+from rocmstack.recipe.model import LAYER_ORDER, SELF_LAYER
 from rocmstack.recipe.resolve import Resolved
-from rocmstack.resources import templates_dir
+from rocmstack.resources import self_requirements, templates_dir
 
 PACKAGE = Path(__file__).resolve().parent.parent
 INCONTEXT = PACKAGE / "incontext"
@@ -177,6 +177,27 @@ def _layers(resolved: Resolved, patches: list[Patch]) -> list[dict]:
     return layers
 
 
+def _self_layer(resolved: Resolved, requirements: list[str]) -> dict:
+    """rocmstack's own pip layer: from the lock (hashes required) when the build installs one, else ranges."""
+    locked = resolved.locked
+    if not locked:
+        return {"name": SELF_LAYER, "locked": False, "requirements": None, "ranges": requirements}
+    if "rocmstack_requirements" not in locked or set(locked["rocmstack_requirements"]) != set(requirements):
+        # Never left to pip's resolver: the gate reports this as lock drift first (rules.lock.verify).
+        raise InputError(
+            f"{resolved.recipe.name}: the lock does not cover rocmstack's own layer "
+            "(locked before it was, or for other requirements)",
+            fix="run `rocmstack lock` for this recipe",
+        )
+    pinned = any(p["layer"] == SELF_LAYER for p in locked.get("packages", ()))
+    return {
+        "name": SELF_LAYER,
+        "locked": True,
+        "requirements": f"rocmstack/requirements/{SELF_LAYER}.txt" if pinned else None,
+        "ranges": requirements,
+    }
+
+
 def locked_requirements(resolved: Resolved) -> dict[str, str]:
     """layer -> a pip requirements file of exact pins with hashes (installed with --require-hashes)."""
     out: dict[str, list[str]] = {}
@@ -206,13 +227,6 @@ def _labels(resolved: Resolved, digest: str, ignored_rules: tuple[str, ...]) -> 
     if ignored_rules:
         labels[f"{LABEL_NS}.ignored-rules"] = ",".join(sorted(ignored_rules))
     return labels
-
-
-def self_requirements() -> list[str]:
-    """rocmstack's own runtime requirements (from its installed metadata), for the in-image copy."""
-    from importlib.metadata import requires
-
-    return sorted(r for r in requires("rocmstack") or [] if "extra ==" not in r)
 
 
 def self_source() -> dict[str, bytes]:
@@ -258,7 +272,7 @@ def _context_files(
         "labels": _labels(resolved, digest, ignored_rules),
         "render_hash": digest,
         "version": __version__,
-        "self_requirements": self_requirements(),
+        "self_layer": _self_layer(resolved, self_requirements()),
     }
     dockerfile = re.sub(r"\n{3,}", "\n\n", _environment().get_template("Dockerfile.j2").render(context))
     files: dict[str, bytes] = {"Dockerfile": dockerfile.encode()}

@@ -1,5 +1,10 @@
 """A recipe's full closure: every git component at a commit and every Python package of every pip layer.
 
+The pip layers are the recipe's layers in build order and, last, rocmstack's own runtime requirements
+(``SELF_LAYER``: every image carries rocmstack). All are resolved together, so rocmstack's layer installs
+only what no earlier layer does and moves no version an earlier layer installed. The closure records the
+requirements its rocmstack layer was resolved for: a lock without them (or with others) is stale.
+
 ``closure(resolved, previous=...)`` keeps what the previous lock entry says wherever it still fits (git
 commits of unchanged refs, package versions uv can keep) and moves only what ``refresh`` names, so a
 floating ref or range never moves silently.
@@ -14,9 +19,10 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from rocmstack.errors import NetworkError
-from rocmstack.recipe.model import LAYER_ORDER, Component
+from rocmstack.recipe.model import LAYER_ORDER, SELF_LAYER, Component
 from rocmstack.recipe.resolve import Resolved
 from rocmstack.resolver import git, uv
+from rocmstack.resources import self_requirements
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,9 +34,14 @@ class Closure:
     requirements_unlocked: tuple[
         str, ...
     ] = ()  # git components whose requirements file pip resolves at build
+    rocmstack_requirements: tuple[str, ...] = ()  # what the SELF_LAYER was resolved for
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"packages": [p.to_json() for p in self.packages], "git": self.git}
+        doc: dict[str, Any] = {
+            "packages": [p.to_json() for p in self.packages],
+            "git": self.git,
+            "rocmstack_requirements": list(self.rocmstack_requirements),
+        }
         if self.unresolved:
             doc["unresolved"] = list(self.unresolved)
         if self.requirements_unlocked:
@@ -129,6 +140,7 @@ def inputs(
             else:
                 no_emit.add(canonicalize_name(comp.package or name))
         layers.append((layer.value, tuple(lines)))
+    layers.append((SELF_LAYER, tuple(self_requirements())))
     overrides = []
     for conflict in recipe.accepted_conflicts:
         target = recipe.components.get(conflict.requires)
@@ -193,8 +205,23 @@ def closure(
         if comp.requirements and any(n.startswith(f"{name}: {comp.requirements} not locked") for n in notes)
     )
     return Closure(
-        packages=tuple(packages), git=commits, unresolved=tuple(notes), requirements_unlocked=unlocked
+        packages=tuple(packages),
+        git=commits,
+        unresolved=tuple(notes),
+        requirements_unlocked=unlocked,
+        rocmstack_requirements=dict(spec.layers).get(SELF_LAYER, ()),
     )
+
+
+def self_layer_drift(entry: Mapping[str, Any], now: Iterable[str]) -> str | None:
+    """How a full lock entry's rocmstack layer differs from rocmstack's requirements NOW (None: it fits)."""
+    if "rocmstack_requirements" not in entry:
+        return "rocmstack's own layer is not locked (a lock from before it was)"
+    old, new = set(entry["rocmstack_requirements"] or ()), set(now)
+    if old == new:
+        return None
+    moved = [f"-{r}" for r in sorted(old - new)] + [f"+{r}" for r in sorted(new - old)]
+    return f"rocmstack's own requirements changed ({', '.join(moved)})"
 
 
 def package_drift(entry: Mapping[str, Any], now: Closure) -> list[str]:
@@ -215,4 +242,5 @@ def package_drift(entry: Mapping[str, Any], now: Closure) -> list[str]:
     for n, g in sorted(now.git.items()):
         if (old_git.get(n) or {}).get("commit") != g.get("commit"):
             out.append(f"{n} commit {(old_git.get(n) or {}).get('commit')}->{g.get('commit')}")
-    return out
+    own = self_layer_drift(entry, now.rocmstack_requirements)
+    return [own, *out] if own else out  # first: it explains the packages it adds

@@ -208,6 +208,8 @@ def closure_of(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
     for key in ("unresolved", "requirements_unlocked"):
         if entry.get(key):
             out[key] = entry[key]
+    if "rocmstack_requirements" in entry:  # absent: a lock from before rocmstack's own layer was locked
+        out["rocmstack_requirements"] = entry["rocmstack_requirements"]
     return out
 
 
@@ -251,6 +253,17 @@ def verify(
             f"{name}: recipe drifted from {path.name} [{key}]: {shown}",
             fix=f"run `rocmstack lock {arg} --gpu-arch '{key}'` to accept the change, or pass --relock",
         )
+    if closure_of(entry) is not None:
+        from rocmstack.resolver.closure import self_layer_drift
+        from rocmstack.resources import self_requirements
+
+        # A stale rocmstack layer is refused, never left to pip's resolver at build time.
+        stale = self_layer_drift(entry, self_requirements())
+        if stale:
+            raise LockDrift(
+                f"{name}: {path.name} [{key}] is out of date: {stale}",
+                fix=f"run `rocmstack lock {arg} --gpu-arch '{key}'`, or pass --relock",
+            )
     notes = []
     locked = dataclasses.replace(resolved, locked=closure_of(entry))
     if _render_hash(locked, tuple(entry.get("ignored_rules", ())), patches_dir) != entry.get("render_hash"):

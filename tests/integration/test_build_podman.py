@@ -5,8 +5,8 @@ applier, labels and lock; its base is a Debian bookworm made here with debootstr
 (no registry). The root filesystem tarball is cached in ~/.cache/rocmstack-test/ (ROCMSTACK_TEST_CACHE);
 the image store is fresh per run, so cache hits and misses are those of this run alone.
 
-Pip inside the build reaches PyPI for three tiny wheels (iniconfig, tomli) and rocmstack's own runtime
-requirements (the image carries rocmstack).
+Pip inside the build reaches PyPI for two tiny wheels (iniconfig, tomli) and rocmstack's own runtime
+requirements (the image carries rocmstack), every one at the version and hashes of the committed lock.
 """
 
 from __future__ import annotations
@@ -270,10 +270,20 @@ def test_build_labels_lock_tags_and_patch(podman_env, first_build):
         "tomli",
     }
     dockerfile = next(Path(first_build["out"]).rglob("Dockerfile")).read_text()
-    assert dockerfile.count("pip install --no-deps --require-hashes -r /opt/rocmstack/requirements/") == 2
-    assert "guard.py pip-check" in dockerfile
+    # ray, verl and rocmstack's own layer (its runtime requirements, the image carries rocmstack): all three
+    # from the lock, and pip check after the last of them.
+    installs = "pip install --no-deps --require-hashes -r /opt/rocmstack/requirements/"
+    assert dockerfile.count(installs) == 3
+    assert dockerfile.index(f"{installs}rocmstack.txt") < dockerfile.index("guard.py pip-check")
+    assert not [r for r in committed["rocmstack_requirements"] if f'"{r}"' in dockerfile]  # no range
     pins = image_file(podman_env, tags["refs"][0], "/opt/rocmstack/requirements/ray.txt")
     assert pins.startswith("iniconfig==2.0.0 \\\n    --hash=sha256:")
+    own = image_file(podman_env, tags["refs"][0], "/opt/rocmstack/requirements/rocmstack.txt")
+    assert (
+        {p["name"] for p in committed["packages"] if p["layer"] == "rocmstack"}
+        == {line.split("==")[0] for line in own.splitlines() if "==" in line}
+        >= {"pydantic", "typer", "uv"}
+    )
     log = Path(m["log"]).read_text()
     assert "rocmstack guard: pip check passed" in log
     # diff reads the image's own lock through the engine: same packages and commits as the committed lock.

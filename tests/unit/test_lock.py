@@ -181,3 +181,36 @@ def test_committed_locks_are_full_with_hashes_and_commits(name):
             assert (g["commit"] and len(g["commit"]) == 40) or any(
                 u.startswith(f"{comp}: ") for u in entry.get("unresolved", ())
             ), (key, comp)
+
+
+def _committed_lock_beside(copy: Path, requirements: list[str] | None) -> None:
+    """The shipped lock of NAME next to COPY, its rocmstack layer recorded for REQUIREMENTS (None: a lock from
+    before that layer was locked)."""
+    data = read_lock(lock_path(find_recipe(NAME)))
+    for entry in data["entries"].values():
+        entry.pop("rocmstack_requirements", None)
+        if requirements is not None:
+            entry["rocmstack_requirements"] = requirements
+    lock_path(copy).write_text(json.dumps(data))
+
+
+def test_a_lock_without_rocmstacks_own_layer_is_drift(recipe_copy, monkeypatch):
+    from rocmstack import resources
+
+    _committed_lock_beside(recipe_copy, resources.self_requirements())
+    assert verify(_resolved(recipe_copy)).status == "locked"
+    _committed_lock_beside(recipe_copy, None)
+    with pytest.raises(LockDrift) as err:
+        verify(_resolved(recipe_copy))
+    assert err.value.message == (
+        f"{NAME}: {NAME}.lock.json [gfx942;gfx950] is out of date: "
+        "rocmstack's own layer is not locked (a lock from before it was)"
+    )
+    assert int(err.value.exit_code) == 2
+    assert err.value.fix == f"run `rocmstack lock {recipe_copy} --gpu-arch 'gfx942;gfx950'`, or pass --relock"
+    # rocmstack's own requirements moved since the lock: the same, naming what moved.
+    _committed_lock_beside(recipe_copy, resources.self_requirements())
+    now = resources.self_requirements()
+    monkeypatch.setattr(resources, "self_requirements", lambda: [*now, "tomli>=2"])
+    with pytest.raises(LockDrift, match=r"rocmstack's own requirements changed \(\+tomli>=2\)"):
+        verify(_resolved(recipe_copy))

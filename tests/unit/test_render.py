@@ -18,6 +18,7 @@ from rocmstack.errors import InputError
 from rocmstack.recipe.load import load_recipe, recipe_files
 from rocmstack.recipe.resolve import resolve
 from rocmstack.render.context import render, write_context
+from rocmstack.resources import self_requirements
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
@@ -388,3 +389,39 @@ def test_a_locked_recipe_installs_its_lock():
     assert text.rstrip().count("guard.py pip-check --accept verl:transformers") == 1
     assert "transformers>=5.12" not in text  # ranges are resolved at lock time, not at build time
     assert json.loads(out.files["rocmstack/lock.json"])["packages"] == entry["packages"]
+    # rocmstack's own layer too: what no earlier layer installs (pydantic comes with ray), after the recipe's
+    # layers and before pip check; none of rocmstack's ranges reaches the build.
+    layer_of = {p["name"]: p["layer"] for p in entry["packages"]}
+    assert layer_of["uv"] == "rocmstack" and layer_of["pydantic"] == "ray"
+    own = text.index("--require-hashes -r /opt/rocmstack/requirements/rocmstack.txt")
+    assert text.index("/opt/rocmstack/requirements/verl.txt") < own < text.index("guard.py pip-check")
+    assert own < text.index("COPY rocmstack/src/ /opt/rocmstack/src/")
+    assert not [r for r in self_requirements() if f'"{r}"' in text]
+
+
+def test_rocmstacks_own_layer_comes_from_the_lock_or_is_refused():
+    """A lock entry that does not record rocmstack's own layer is refused (the gate reports it as drift
+    first); one whose earlier layers already install all of it adds no pip step of its own."""
+    from dataclasses import replace
+
+    from rocmstack.rules.lock import closure_of, lock_path, read_lock
+
+    resolved = resolve(*load_recipe("verl-0.9.0-rocm10"), "gfx950")
+    entry = read_lock(lock_path(resolved.source))["entries"]["gfx950"]
+    closure = closure_of(entry)
+    old = {k: v for k, v in closure.items() if k != "rocmstack_requirements"}
+    with pytest.raises(InputError, match=r"the lock does not cover rocmstack's own layer") as err:
+        render(replace(resolved, locked=old), revision=FIXED_REVISION)
+    assert "run `rocmstack lock`" in err.value.one_line()
+    covered = {
+        **closure,
+        "packages": [{**p, "layer": "ray"} for p in closure["packages"]],
+        "rocmstack_requirements": self_requirements(),
+    }
+    text = render(replace(resolved, locked=covered), revision=FIXED_REVISION).dockerfile
+    assert "/opt/rocmstack/requirements/rocmstack.txt" not in text
+    assert "# Its requirements (from the lock) are all installed by the layers above." in text
+    assert not [r for r in self_requirements() if f'"{r}"' in text]
+    # Unlocked (no lock entry, or --set on top of one): every layer, rocmstack's too, installs its ranges.
+    unlocked = render(resolved, revision=FIXED_REVISION).dockerfile
+    assert all(f'"{r}"' in unlocked for r in self_requirements())

@@ -12,6 +12,7 @@ import pytest
 
 from rocmstack import cli as cli_module
 from rocmstack.resolver import closure as closure_module
+from rocmstack.resources import self_requirements
 from tests.conftest import ROOT
 from tests.unit.test_resolver_git import _git, commit
 
@@ -69,7 +70,12 @@ def test_lock_records_every_package_and_commit_and_moves_only_on_refresh(cli, tm
     assert entry["git"] == {"helper": {"url": UPSTREAM, "ref": "main", "commit": first}}
     packages = {p["name"]: p for p in entry["packages"]}
     assert packages["iniconfig"]["layer"] == "ray" and packages["tomli"]["layer"] == "verl"
+    # rocmstack's own requirements (the image carries rocmstack) resolve with the rest, in their own last
+    # layer: it installs what no earlier layer does and moves nothing an earlier layer pinned (packaging
+    # stays at the app layer's 24.1, though rocmstack alone would take a newer one).
     assert packages["packaging"] == {**packages["packaging"], "version": "24.1", "layer": "app"}
+    assert entry["rocmstack_requirements"] == self_requirements()
+    assert packages["pydantic"]["layer"] == "rocmstack" and packages["uv"]["layer"] == "rocmstack"
     assert all(p["hashes"] and p["hashes"][0].startswith("sha256:") for p in entry["packages"])
     assert "revision" not in entry["rocmstack"]
     before = lock.read_bytes()
@@ -100,6 +106,41 @@ def test_check_reports_a_lock_that_no_longer_matches_as_drift(cli, tmp_path, env
     res = cli("check", str(recipe), env=env)
     assert res.code == 1 and "rule resolver failed: lock out of date: +tomli==2.0.1" in res.err
     assert cli("check", str(recipe), "--offline", env=env).code == 0  # --offline trusts the lock
+
+
+@pytest.mark.network
+def test_a_lock_without_rocmstacks_own_layer_is_drift_never_a_build_time_resolve(cli, tmp_path, env):
+    """A lock written before rocmstack's own layer was locked: check and render say to relock; render
+    never falls back to installing rocmstack's requirements with pip's resolver."""
+    recipe = _recipe(tmp_path)
+    assert cli("lock", str(recipe), env=env).code == 0
+    lock = tmp_path / "tiny.lock.json"
+    doc = json.loads(lock.read_text())
+    entry = next(iter(doc["entries"].values()))
+    entry["packages"] = [p for p in entry["packages"] if p["layer"] != "rocmstack"]
+    del entry["rocmstack_requirements"]
+    lock.write_text(json.dumps(doc))
+    res = cli("check", str(recipe), env=env)
+    stale = "rule resolver failed: lock out of date: rocmstack's own layer is not locked (a lock from before it was), +"
+    assert res.code == 1 and stale in res.err, res.err  # and the packages it would add
+    out = tmp_path / "ctx"
+    res = cli("render", str(recipe), "-o", str(out), env=env)
+    assert res.code == 2 and res.err.count("\n") == 1 and not out.exists(), res.err
+    assert "is out of date: rocmstack's own layer is not locked" in res.err
+    assert f"run `rocmstack lock {recipe} --gpu-arch 'gfx942'`, or pass --relock" in res.err
+    res = cli("render", str(recipe), "-o", str(out), "--relock", env=env)
+    assert res.code == 0, res.err
+    relocked = _entry(lock)
+    assert relocked["rocmstack_requirements"] == self_requirements()
+    pins = (out / "rocmstack" / "requirements" / "rocmstack.txt").read_text()
+    assert {p["name"] for p in relocked["packages"] if p["layer"] == "rocmstack"} == {
+        line.split("==")[0] for line in pins.splitlines() if "==" in line
+    }
+    dockerfile = (out / "Dockerfile").read_text()
+    own = dockerfile.index("--require-hashes -r /opt/rocmstack/requirements/rocmstack.txt")
+    assert dockerfile.index("--require-hashes -r /opt/rocmstack/requirements/verl.txt") < own
+    assert own < dockerfile.index("guard.py pip-check")
+    assert not [r for r in self_requirements() if f'"{r}"' in dockerfile]  # no range reaches the build
 
 
 @pytest.mark.network
@@ -138,7 +179,7 @@ def test_ctrl_c_during_lock_all_leaves_every_previous_lock(tmp_path, monkeypatch
         calls.append(resolved.recipe.name)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return closure_module.Closure(packages=(), git={})
+        return closure_module.Closure(packages=(), git={}, rocmstack_requirements=tuple(self_requirements()))
 
     monkeypatch.setattr(closure_module, "closure", fake_closure)
     with pytest.raises(SystemExit) as exc:
@@ -196,7 +237,8 @@ def test_an_unreachable_remote_is_left_unlocked_on_request_and_locked_once_it_an
     assert res.code == 0, res.err
     entry = _entry(tmp_path / "tiny.lock.json")
     assert entry["git"]["helper"]["commit"] is None and entry["requirements_unlocked"] == ["helper"]
-    assert "packaging" not in {p["name"] for p in entry["packages"]}
+    # Only rocmstack's own layer asks for packaging now (helper's requirements file is not locked).
+    assert {p["name"]: p["layer"] for p in entry["packages"]}["packaging"] == "rocmstack"
     check = cli("check", str(recipe), "--json", env=gone)  # takes the lock as it is: no remote asked
     row = next(r for r in json.loads(check.out)[0]["results"] if r["id"] == "resolver")
     assert (
