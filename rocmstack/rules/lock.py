@@ -325,7 +325,6 @@ def resolver_result(
     from rocmstack.resolver.closure import closure, package_drift
     from rocmstack.resolver.uv import ResolutionError
 
-    name = resolved.recipe.name
     data = read_lock(lock_path(resolved.source))
     entry = ((data or {}).get("entries") or {}).get(arch_key(resolved.gpu_archs))
     full = closure_of(entry) is not None and not resolved.overrides
@@ -333,11 +332,19 @@ def resolver_result(
     def row(status: Status, reason: str, fix: str = "") -> Result:
         return Result(id="resolver", status=status, reason=reason, fix=fix, source=RESOLVER_SOURCE)
 
-    relock = f"rocmstack lock {name} --gpu-arch '{resolved.arch_list}'"
+    def unlocked(notes: Iterable[str]) -> str:
+        return "not locked (built from the ref): " + ", ".join(sorted({u.split(":", 1)[0] for u in notes}))
+
+    relock = f"rocmstack lock {recipe_arg(resolved)} --gpu-arch '{resolved.arch_list}'"
+    reachable = f"run `{relock}` where their git remotes are reachable"
     if offline:
         if not full:
             return row("warn", "offline: no full lock entry to check against", f"run `{relock}`"), None
         count = len(entry["packages"]) if entry else 0
+        if entry and entry.get("unresolved"):  # the lock says so itself: no need to ask a remote
+            return row(
+                "warn", f"offline: {count} locked packages; {unlocked(entry['unresolved'])}", reachable
+            ), None
         return row("pass", f"offline: {count} locked packages (not re-resolved)"), None
     try:
         now = closure(resolved, previous=entry if full else None, as_locked=True)
@@ -353,11 +360,9 @@ def resolver_result(
         shown = ", ".join(moved[:6]) + (f" (+{len(moved) - 6} more)" if len(moved) > 6 else "")
         return row("fail", f"lock out of date: {shown}", f"run `{relock}` to accept it"), None
     if now.unresolved:
-        names = sorted({u.split(":", 1)[0] for u in now.unresolved})
         return row(
             "warn",
-            f"{len(now.packages)} packages resolve exactly as locked; not locked (built from the ref): "
-            + ", ".join(names),
-            f"run `{relock}` where their git remotes are reachable",
+            f"{len(now.packages)} packages resolve exactly as locked; {unlocked(now.unresolved)}",
+            reachable,
         ), None
     return row("pass", f"{len(now.packages)} packages resolve exactly as locked"), None

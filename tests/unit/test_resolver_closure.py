@@ -250,3 +250,20 @@ def test_an_unreachable_remote_is_left_unlocked_on_request_and_locked_once_it_an
     entry = _entry(tmp_path / "tiny.lock.json")
     assert entry["git"]["helper"]["commit"] and "requirements_unlocked" not in entry
     assert {p["name"]: p["version"] for p in entry["packages"]}["packaging"] == "24.1"
+
+
+def test_offline_check_says_which_git_components_the_lock_left_unlocked(cli):
+    """The shipped verl-0.9.0 lock records commits it could not reach; --offline must not call that a pass."""
+    res = cli("check", "verl-0.9.0-rocm10", "--offline", "--json")
+    assert res.code == 0, res.err
+    row = next(r for r in json.loads(res.out)[0]["results"] if r["id"] == "resolver")
+    assert row["status"] == "warn", row
+    assert row["reason"].endswith("not locked (built from the ref): verl, vllm"), row
+    assert "where their git remotes are reachable" in row["fix"]
+
+
+def test_a_relock_hint_names_a_recipe_off_the_search_path_by_its_path(cli, tmp_path):
+    recipe = _recipe(tmp_path, "nowhere-else")
+    res = cli("check", str(recipe), "--offline", "--json", cwd=tmp_path)
+    row = next(r for r in json.loads(res.out)[0]["results"] if r["id"] == "resolver")
+    assert row["status"] == "warn" and f"rocmstack lock {recipe} --gpu-arch" in row["fix"], row
