@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import zipfile
@@ -23,6 +24,16 @@ settings.register_profile(
 )
 settings.register_profile("explore", max_examples=3000, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_configure(config):
+    # A suite started as a background job of a non-interactive shell inherits SIGINT ignored (POSIX), and Python
+    # then never raises KeyboardInterrupt, here or in the children it starts: the Ctrl-C tests would fail on
+    # how the suite was launched. Ctrl-C is taken back for this process; children start with the default.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 CACHE = Path(os.environ.get("ROCMSTACK_TEST_CACHE", Path.home() / ".cache" / "rocmstack-test"))
 
 

@@ -2,7 +2,9 @@
 
 Each task asks for no CPU and no GPU (so it runs even on a full cluster and never changes what the node's
 GPUs look like), is never retried, and is waited for with one deadline. While waiting, node liveness is
-polled: a node that dies mid-run is reported as died at once instead of being waited on."""
+polled: a node that dies mid-run is reported as died at once instead of being waited on. At --level 2 and 3
+the task runs the node's level-2 probes too: their actors ask for the node's GPUs and are placed on that node
+(rocmstack.doctor.active pins them by node id), all nodes at once."""
 
 from __future__ import annotations
 
@@ -107,7 +109,7 @@ def run_cluster(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
             ).remote(sent)
             pending[ref] = node_id
-        progress(f"dispatched to {len(alive)} node(s)")
+        progress(f"dispatched to {len(alive)} node(s)" + (": level 2 on each" if node_level > 1 else ""))
         deadline = t0 + timeout
         last_poll = 0.0
         while pending and time.monotonic() < deadline:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -207,19 +208,26 @@ class Cluster:
             self.kill_tree(proc)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    root = Path(tempfile.mkdtemp(prefix="rdc", dir="/tmp"))  # short: Ray's unix socket paths must fit
+@contextlib.contextmanager
+def running_cluster(prefix: str, workers: int) -> Iterator[Cluster]:
+    """A head and ``workers`` worker nodes, alive; every process and file gone afterwards."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))  # short: Ray's unix socket paths must fit
     c = Cluster(root)
     try:
         c.start("head", head=True)
         c.wait_alive(1)
-        c.add_node("w1", 2)
-        c.add_node("w2", 3)
+        for i in range(1, workers + 1):
+            c.add_node(f"w{i}", i + 1)
         yield c
     finally:
         c.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with running_cluster("rdc", 2) as c:
+        yield c
 
 
 def doctor(*args: str, **kw) -> subprocess.Popen:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from test_doctor_cluster import RAY_ENV, Cluster, descendants
+from test_doctor_cluster import RAY_ENV, Cluster, descendants, running_cluster
 
 from rocmstack.doctor.report import render_cluster_table, render_junit, render_markdown
 
@@ -119,16 +119,8 @@ def test_the_starved_node_is_named(starved, tmp_path):
 
 @pytest.fixture(scope="module")
 def pair():
-    root = Path(tempfile.mkdtemp(prefix="rd2", dir="/tmp"))  # short: Ray's unix socket paths must fit
-    c = Cluster(root)
-    try:
-        c.start("head", head=True)
-        c.wait_alive(1)
-        c.add_node("w1", 2)
+    with running_cluster("rd2", 1) as c:
         yield c
-    finally:
-        c.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_level3_runs_level2_on_every_node(pair):
