@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 ACTIVE_PROBES = frozenset({"collectives", "gpu-health", "weight-sync"})
 MASK_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 CHUNK = 1 << 20
-NODE_ID_LABEL = "ray.io/node-id"  # the label Ray gives every node: its id
 
 
 def _masks() -> dict[str, str]:
@@ -373,7 +372,9 @@ def run_active(
 
 def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Callable[[str], None]) -> dict:
     import ray
-    from ray.util.placement_group import placement_group, remove_placement_group
+
+    # NODE_ID_LABEL_KEY: the label Ray gives every node, its id (Ray >= 2.58, the recipes' pin, has it)
+    from ray.util.placement_group import NODE_ID_LABEL_KEY, placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     node_id, node_gpus = this_node(ray)
@@ -383,7 +384,7 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
     # Pinned to this node: on a cluster (--ray-address, or level 3 running level 2 on every node) STRICT_PACK
     # alone may pack the ranks onto any node with room.
     pg = placement_group(
-        bundles, strategy="STRICT_PACK", bundle_label_selector=[{NODE_ID_LABEL: node_id} for _ in bundles]
+        bundles, strategy="STRICT_PACK", bundle_label_selector=[{NODE_ID_LABEL_KEY: node_id} for _ in bundles]
     )
     try:
         ray.get(pg.ready(), timeout=opts.active_timeout)

@@ -42,11 +42,11 @@ class Bars:
     collectives: tuple[CollectiveBar, ...]
     health: tuple[HealthBar, ...]
 
-    def for_collectives(self, gpu_name: str, gpus: int) -> list[CollectiveBar]:
+    def for_collectives(self, gpu_name: str, gpus: int, nodes: int = 1) -> list[CollectiveBar]:
         return [
             b
             for b in self.collectives
-            if b.gpu.lower() in gpu_name.lower() and b.gpus == gpus and b.nodes == 1
+            if b.gpu.lower() in gpu_name.lower() and b.gpus == gpus and b.nodes == nodes
         ]
 
     def for_health(self, gpu_name: str) -> HealthBar | None:

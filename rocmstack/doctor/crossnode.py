@@ -12,7 +12,7 @@ from itertools import combinations
 from typing import Any
 
 from rocmstack.doctor.active import RankWorker, _error, group_sweep
-from rocmstack.doctor.bars import Bars, load_bars
+from rocmstack.doctor.bars import load_bars
 from rocmstack.doctor.model import DoctorOptions
 
 PAIRS_UP_TO = 8  # up to 8 nodes every pair (28); above, halves first
@@ -76,12 +76,6 @@ def find_culprit(
     return out
 
 
-def _bars_for(bars: Bars, name: str, ranks: int) -> list:
-    return [
-        b for b in bars.collectives if b.gpu.lower() in name.lower() and b.gpus == ranks and b.nodes == ranks
-    ]
-
-
 def run_crossnode(opts: DoctorOptions, labels: dict[str, str], progress: Callable[[str], None]) -> dict:
     """On a connected Ray driver: one rank per alive node. ``labels``: node id -> label."""
     import ray
@@ -118,7 +112,7 @@ def run_crossnode(opts: DoctorOptions, labels: dict[str, str], progress: Callabl
             info["label"] = labels.get(info["node_id"], info["node_id"][:12])
         name = infos[0]["name"]
         progress(f"level 3: {'NCCL/RCCL' if gpu else 'gloo'} group of {n} ranks, one per node")
-        applicable = _bars_for(bars, name, n)
+        applicable = bars.for_collectives(name, n, nodes=n)
         swept = group_sweep(opts, actors, infos, gpu, applicable)
         rows, warmup, iters = swept.rows, swept.warmup, swept.iters
         misses = []

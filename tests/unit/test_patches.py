@@ -220,6 +220,21 @@ def test_missing_module_is_named(tmp_path):
     assert proc.returncode == 3 and "[sglang-rmsnorm] python module 'sglang' is not installed" in proc.stderr
 
 
+def _sglang_component(version: str | None, ref: str | None) -> Component:
+    """An sglang component at a version (from PyPI) or a git ref."""
+    return Component.model_validate_json(
+        json.dumps(
+            {
+                "source": "git" if ref else "pypi",
+                "layer": "sglang",
+                "version": version,
+                "ref": ref,
+                "url": "https://github.com/x/y" if ref else None,
+            }
+        )
+    )
+
+
 @pytest.mark.parametrize(
     ("pid", "version", "ref", "status"),
     [
@@ -232,17 +247,7 @@ def test_missing_module_is_named(tmp_path):
     ],
 )
 def test_applicability(pid, version, ref, status):
-    component = Component.model_validate_json(
-        json.dumps(
-            {
-                "source": "git" if ref else "pypi",
-                "layer": "sglang",
-                "version": version,
-                "ref": ref,
-                "url": "https://github.com/x/y" if ref else None,
-            }
-        )
-    )
+    component = _sglang_component(version, ref)
     assert applicability(PATCHES[pid], component)[0] == status
 
 
@@ -265,17 +270,7 @@ def test_a_patch_for_other_refs_is_not_applicable_by_default(version, ref, versi
             )
         }
     )
-    component = Component.model_validate_json(
-        json.dumps(
-            {
-                "source": "git" if ref else "pypi",
-                "layer": "sglang",
-                "version": version,
-                "ref": ref,
-                "url": "https://github.com/x/y" if ref else None,
-            }
-        )
-    )
+    component = _sglang_component(version, ref)
     assert applicability(patch, component)[0] == status
 
 

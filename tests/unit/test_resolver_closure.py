@@ -4,8 +4,10 @@ mirror would be), the real CLI in a subprocess."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,14 @@ def _entry(lock: Path) -> dict:
     return next(iter(json.loads(lock.read_text())["entries"].values()))
 
 
+@contextlib.contextmanager
+def _edited_entry(lock: Path) -> Iterator[dict]:
+    """The lock's (only) entry, to change in place; written back on leaving."""
+    doc = json.loads(lock.read_text())
+    yield next(iter(doc["entries"].values()))
+    lock.write_text(json.dumps(doc))
+
+
 @pytest.mark.network
 def test_lock_records_every_package_and_commit_and_moves_only_on_refresh(cli, tmp_path, env):
     recipe = _recipe(tmp_path)
@@ -99,10 +109,8 @@ def test_check_reports_a_lock_that_no_longer_matches_as_drift(cli, tmp_path, env
     recipe = _recipe(tmp_path)
     assert cli("lock", str(recipe), env=env).code == 0
     lock = tmp_path / "tiny.lock.json"
-    doc = json.loads(lock.read_text())
-    entry = next(iter(doc["entries"].values()))
-    entry["packages"] = [p for p in entry["packages"] if p["name"] != "tomli"]
-    lock.write_text(json.dumps(doc))
+    with _edited_entry(lock) as entry:
+        entry["packages"] = [p for p in entry["packages"] if p["name"] != "tomli"]
     res = cli("check", str(recipe), env=env)
     assert res.code == 1 and "rule resolver failed: lock out of date: +tomli==2.0.1" in res.err
     assert cli("check", str(recipe), "--offline", env=env).code == 0  # --offline trusts the lock
@@ -115,11 +123,9 @@ def test_a_lock_without_rocmstacks_own_layer_is_drift_never_a_build_time_resolve
     recipe = _recipe(tmp_path)
     assert cli("lock", str(recipe), env=env).code == 0
     lock = tmp_path / "tiny.lock.json"
-    doc = json.loads(lock.read_text())
-    entry = next(iter(doc["entries"].values()))
-    entry["packages"] = [p for p in entry["packages"] if p["layer"] != "rocmstack"]
-    del entry["rocmstack_requirements"]
-    lock.write_text(json.dumps(doc))
+    with _edited_entry(lock) as entry:
+        entry["packages"] = [p for p in entry["packages"] if p["layer"] != "rocmstack"]
+        del entry["rocmstack_requirements"]
     res = cli("check", str(recipe), env=env)
     stale = "rule resolver failed: lock out of date: rocmstack's own layer is not locked (a lock from before it was), +"
     assert res.code == 1 and stale in res.err, res.err  # and the packages it would add

@@ -26,8 +26,14 @@ IMAGE_METADATA = frozenset(
 
 
 @cache
+def _data() -> dict:
+    data: dict = json.loads(KNOWN.read_text(encoding="utf-8"))
+    return data
+
+
+@cache
 def known() -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]:
-    data = json.loads(KNOWN.read_text(encoding="utf-8"))
+    data = _data()
     names = frozenset(data["names"]) | frozenset(data.get("cited", {}))
     return names, tuple(data["prefixes_judged"]), tuple(data["sources"])
 
@@ -35,7 +41,7 @@ def known() -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]:
 @cache
 def made_names() -> re.Pattern[str]:
     """Names built at run time (ROCr reads HSA_OVERRIDE_GFX_VERSION_<node>), as one expression."""
-    patterns = json.loads(KNOWN.read_text(encoding="utf-8")).get("name_patterns", [])
+    patterns = _data().get("name_patterns", [])
     return re.compile("|".join(f"(?:{p})" for p in patterns) or "(?!)")
 
 
