@@ -45,6 +45,7 @@ class LockState:
     path: Path
     key: str
     notes: tuple[str, ...] = ()
+    entry: Mapping[str, Any] | None = None  # the lock entry compared (written, when relocked)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,7 +235,9 @@ def verify(
             closure = resolve_closure(resolved, previous=previous).to_json()
         entry = lock_resolved(resolved, ignore=ignore, closure=closure, patches_dir=patches_dir)
         write_lock(path, name, {key: entry})
-        return LockState(status="relocked", path=path, key=key, notes=(f"relocked {path.name} [{key}]",))
+        return LockState(
+            status="relocked", path=path, key=key, notes=(f"relocked {path.name} [{key}]",), entry=entry
+        )
     data = read_lock(path)
     entry = (data or {}).get("entries", {}).get(key)
     if entry is None:
@@ -271,7 +274,7 @@ def verify(
             f"render hash moved since {path.name} [{key}] (templates, patches or rocmstack changed); "
             f"`rocmstack lock {arg}` refreshes it"
         )
-    return LockState(status="locked", path=path, key=key, notes=tuple(notes))
+    return LockState(status="locked", path=path, key=key, notes=tuple(notes), entry=entry)
 
 
 def gate(
@@ -295,8 +298,7 @@ def gate(
         plain, _ = load_recipe(recipe)
         base = resolve(plain, path, gpu_arch)
     state = verify(base, relock=relock, ignore=ignored if relock else (), patches_dir=patches_dir)
-    entry = ((read_lock(state.path) or {}).get("entries") or {}).get(state.key)
-    closure = closure_of(entry)
+    closure = closure_of(state.entry)
     if closure is not None and not overrides:
         resolved = dataclasses.replace(resolved, locked=closure)
     results = enforce(resolved, ignored)
