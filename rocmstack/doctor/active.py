@@ -208,13 +208,23 @@ class SyncPeer:
         }
 
     def export(self, nbytes: int) -> dict:
-        from rocmstack.gpu.weight_sync import share_tensor
+        from rocmstack.gpu.weight_sync import share_tensor, shared_file
 
         try:
             self._keep = pattern(nbytes, self.device)
-            return {"handle": share_tensor(self._keep), "checksum": checksum(self._keep), **self.info()}
+            handle = share_tensor(self._keep)
+            return {
+                "handle": handle,
+                "checksum": checksum(self._keep),
+                "shm_file": shared_file(self._keep),
+                **self.info(),
+            }
         except Exception as exc:
             return {"error": _error(exc), **self.info()}
+
+    def release(self) -> None:
+        """Let go of the exported tensor: with the importer done, torch frees it (on CPU: unlinks its file)."""
+        self._keep = None
 
     def import_(self, handle: bytes, expected: int) -> dict:
         from rocmstack.gpu.weight_sync import open_shared_tensor
@@ -499,6 +509,8 @@ def _weight_sync(
 ) -> dict:
     import ray
 
+    from rocmstack.gpu.weight_sync import remove_shared_file
+
     peer = ray.remote(SyncPeer)
     half = {"num_gpus": 0.5} if gpu else {}
     rounds = []
@@ -506,6 +518,7 @@ def _weight_sync(
         progress(f"level 2: weight sync start-up {r + 1}/{opts.sync_repeats}")
         round_: dict[str, Any] = {"colocated": [], "split": None}
         made = []
+        files = []  # CPU: the shared-memory files behind the exports, removed once their holders are gone
         try:
             pairs = []
             for i in range(ranks):
@@ -519,9 +532,11 @@ def _weight_sync(
                 pairs.append((i, trainer, rollout))
             for i, trainer, rollout in pairs:
                 exp = ray.get(trainer.export.remote(opts.ipc_bytes), timeout=opts.active_timeout)
+                if exp.get("shm_file"):
+                    files.append(exp["shm_file"])
                 entry: dict[str, Any] = {
                     "bundle": i,
-                    "trainer": {k: v for k, v in exp.items() if k != "handle"},
+                    "trainer": {k: v for k, v in exp.items() if k not in ("handle", "shm_file")},
                 }
                 if "error" in exp:
                     entry.update(ok=False, error=f"export: {exp['error']}")
@@ -539,6 +554,7 @@ def _weight_sync(
                         entry["error"] = (
                             f"imported on {imp.get('tensor_device')}, exported on {exp['device']}"
                         )
+                    ray.get(trainer.release.remote(), timeout=opts.active_timeout)
                 round_["colocated"].append(entry)
             if ranks >= 2:
                 (_, trainer, _), (_, _, rollout) = pairs[0], pairs[1]
@@ -561,6 +577,8 @@ def _weight_sync(
         finally:
             for a in made:
                 ray.kill(a)
+            for path in files:  # the actors ran on this node (pinned), so their files are here
+                remove_shared_file(path)
         rounds.append(round_)
     return {
         "rounds": rounds,

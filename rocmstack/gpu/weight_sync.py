@@ -15,8 +15,11 @@ import io
 import pickle
 import socket
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where used: a driver that only removes files or picks a port needs none
+    import torch
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,8 @@ def pack_state_dict(
     state_dict: dict[str, torch.Tensor], dtype: torch.dtype
 ) -> tuple[torch.Tensor, list[TensorSpec]]:
     """Copy every tensor, cast to ``dtype``, into one contiguous flat buffer; return it and its layout."""
+    import torch
+
     specs, offset = [], 0
     for name, tensor in state_dict.items():
         specs.append(TensorSpec(name, tuple(tensor.shape), offset, tensor.numel()))
@@ -72,8 +77,27 @@ def use_file_system_sharing() -> None:
     mp.set_sharing_strategy("file_system")
 
 
+def shared_file(tensor: torch.Tensor) -> str | None:
+    """The /dev/shm file behind a CPU tensor shared by file name, else None. torch unlinks it when the last
+    holder lets go, but a holder killed first (Ray kills an actor and its torch_shm_manager) leaves it, in
+    RAM, until reboot: whoever kills the holders removes it."""
+    if tensor.device.type != "cpu" or not tensor.is_shared():
+        return None
+    _, name, _ = tensor.untyped_storage()._share_filename_cpu_()  # the name it is already shared under
+    return "/dev/shm/" + bytes(name).decode().lstrip("/")
+
+
+def remove_shared_file(path: str) -> None:
+    """Remove a file named by ``shared_file``; mappings still open keep their pages until unmapped."""
+    if Path(path).parent != Path("/dev/shm") or not Path(path).name.startswith("torch_"):
+        raise ValueError(f"not a torch shared-memory file: {path}")
+    Path(path).unlink(missing_ok=True)
+
+
 def device_uuid(device: torch.device) -> str:
     """Which physical device a process sees: the GPU's UUID, or the host for CPU."""
+    import torch
+
     if device.type == "cuda":
         return str(torch.cuda.get_device_properties(device).uuid)
     return f"cpu:{socket.gethostname()}"

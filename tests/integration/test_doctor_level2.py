@@ -58,6 +58,9 @@ def test_level2_on_cpu(tmp_path):
     sync = report["active"]["weight_sync"]["rounds"][0]
     assert [e["ok"] for e in sync["colocated"]] == [True, True] and sync["split"]["ok"]
     assert sync["split"]["rollout"]["nbytes"] == 16 << 20
+    # The exports' shared-memory files (RAM) are gone with the probe's actors: they were left behind once.
+    trainers = {e["trainer"]["pid"] for e in sync["colocated"]}
+    assert not [p for pid in trainers for p in Path("/dev/shm").glob(f"torch_{pid}_*")]
     saved = json.loads(baseline.read_text())["busbw"]
     assert len(saved) == 10
     assert junit.read_text().count("<testcase ") == 6

@@ -123,6 +123,16 @@ def pair():
         yield c
 
 
+def _why(proc: subprocess.CompletedProcess) -> str:
+    """Each node's state and error first: the full report is long and its tail never holds them."""
+    try:
+        nodes = json.loads(proc.stdout)["nodes"]
+    except (ValueError, KeyError):
+        return proc.stderr[-3000:] + proc.stdout[-3000:]
+    states = [f"{n['label']}: {n['state']} {n['error'] or ''}" for n in nodes]
+    return "\n".join([*states, proc.stderr[-3000:]])
+
+
 def test_level3_runs_level2_on_every_node(pair):
     """Each node's collectives and weight-sync actors run on that node (pinned by its node id), then the
     collectives across nodes: one command, one report."""
@@ -136,7 +146,7 @@ def test_level3_runs_level2_on_every_node(pair):
         ],
         capture_output=True, text=True, env=RAY_ENV, timeout=800,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    assert proc.returncode == 0, _why(proc)
     report = json.loads(proc.stdout)
     jsonschema.validate(report, json.loads(SCHEMA.read_text()))
     assert len(report["nodes"]) == 2

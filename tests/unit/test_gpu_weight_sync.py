@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,7 +11,9 @@ from rocmstack.gpu.weight_sync import (
     device_uuid,
     open_shared_tensor,
     pack_state_dict,
+    remove_shared_file,
     share_tensor,
+    shared_file,
     unpack_state_dict,
     use_file_system_sharing,
 )
@@ -64,6 +68,32 @@ def test_shared_handle_maps_the_same_memory_in_another_process():
     proc.join(timeout=30)
     assert proc.exitcode == 0
     torch.testing.assert_close(tensor, torch.arange(1 << 20, dtype=torch.float32) * 2)
+
+
+def test_a_shared_file_outlives_its_holder_until_removed():
+    """A CPU tensor shared by name but never opened stays in /dev/shm (RAM) after its holder lets go: the
+    file a killed probe leaves behind. Its path is known while shared, and removing it frees it."""
+    use_file_system_sharing()
+    tensor = torch.ones(1 << 16)
+    assert shared_file(tensor) is None  # not shared yet
+    share_tensor(tensor)
+    path = shared_file(tensor)
+    assert path is not None and path.startswith("/dev/shm/torch_") and Path(path).stat().st_size >= 1 << 18
+    del tensor
+    gc.collect()
+    assert Path(path).exists()
+    remove_shared_file(path)
+    assert not Path(path).exists()
+    remove_shared_file(path)  # already gone: nothing to do
+
+
+def test_remove_shared_file_touches_only_torch_files(tmp_path):
+    other = tmp_path / "torch_1_2_3"
+    other.write_text("x")
+    for path in (str(other), "/dev/shm/libpod_lock"):
+        with pytest.raises(ValueError, match="not a torch shared-memory file"):
+            remove_shared_file(path)
+    assert other.exists()
 
 
 def test_device_uuid_cpu_names_the_host():
