@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocmstack.doctor.bars import Bars, baseline_key, load_bars, load_baseline, save_baseline
 from rocmstack.doctor.model import DoctorOptions
+from rocmstack.gpu.actors import stop_actors
 from rocmstack.gpu.collectives import OPS, debug_env, size_sweep  # torch-free part
 
 if TYPE_CHECKING:
@@ -441,8 +442,7 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
                             lambda: _collectives(opts, bars, actors, infos, gpu, progress)
                         )
             finally:
-                for a in actors:
-                    ray.kill(a)
+                stop_actors(actors)
         if "weight-sync" in wanted:
             out["weight_sync"] = _guard(lambda: _weight_sync(opts, ranks, gpu, where, progress))
     finally:
@@ -575,9 +575,8 @@ def _weight_sync(
         except Exception as exc:
             round_["error"] = _error(exc)
         finally:
-            for a in made:
-                ray.kill(a)
-            for path in files:  # the actors ran on this node (pinned), so their files are here
+            stop_actors(made)
+            for path in files:  # left only if the rollout never opened it; the actors ran here (pinned)
                 remove_shared_file(path)
         rounds.append(round_)
     return {

@@ -14,6 +14,7 @@ from typing import Any
 from rocmstack.doctor.active import RankWorker, _error, group_sweep
 from rocmstack.doctor.bars import load_bars
 from rocmstack.doctor.model import DoctorOptions
+from rocmstack.gpu.actors import stop_actors
 
 PAIRS_UP_TO = 8  # up to 8 nodes every pair (28); above, halves first
 STANDS_OUT = 0.85  # a node whose pairs reach < 85 % of the pairs without it is the culprit
@@ -155,6 +156,5 @@ def run_crossnode(opts: DoctorOptions, labels: dict[str, str], progress: Callabl
     except Exception as exc:
         return {"error": _error(exc)}
     finally:
-        for a in actors:
-            ray.kill(a)
+        stop_actors(actors)
         remove_placement_group(pg)

@@ -17,6 +17,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from rocmstack.errors import CheckFailed, Interrupted
+from rocmstack.gpu.actors import stop_actors
 from rocmstack.smoke.config import INJECT_EXPECTS, SmokeOptions, model_config
 from rocmstack.smoke.verdict import as_dicts, decide, reward_window
 
@@ -330,7 +331,7 @@ def _train(
         for actor in (trainer, rollout):
             with suppress(Exception):
                 ray.get(actor.shutdown.remote(), timeout=30)
-            ray.kill(actor)
+        stop_actors([trainer, rollout])
         ray.util.remove_placement_group(pg)
     passed = all(c.passed for c in criteria)
     failed = [c.name for c in criteria if not c.passed]
