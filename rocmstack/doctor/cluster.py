@@ -39,11 +39,13 @@ def _node_doctor(payload: dict) -> dict:
     if facts_only:  # --only named cluster checks alone: the node contributes its facts
         opts = DoctorOptions(**fields)
         return {"ok": True, "checks": [], "facts": node_facts(opts), "node_hostname": socket.gethostname()}
-    with tempfile.TemporaryDirectory(prefix="rocmstack-doctor-") as tmp:
-        if bars_text is not None:  # the driver's --bars file, which this node may not have
+    if bars_text is None:
+        report = run_doctor(DoctorOptions(**fields))
+    else:  # the driver's --bars file, which this node may not have
+        with tempfile.TemporaryDirectory(prefix="rocmstack-doctor-") as tmp:
             fields["bars_file"] = Path(tmp) / "bars.yaml"
             fields["bars_file"].write_text(bars_text, encoding="utf-8")
-        report = run_doctor(DoctorOptions(**fields))
+            report = run_doctor(DoctorOptions(**fields))
     report["node_hostname"] = socket.gethostname()
     return report
 

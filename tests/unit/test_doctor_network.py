@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -186,6 +187,54 @@ def test_dev_shm(tmp_path, line, status):
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc/mounts").write_text(f"proc /proc proc rw 0 0\n{line}\n")
     assert network.dev_shm(SNAP, opts(tmp_path / "sys")).status == status
+
+
+def _shm_mount(tmp_path: Path, size: str = "1126400k") -> DoctorOptions:
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/mounts").write_text(f"tmpfs /dev/shm tmpfs rw,relatime,size={size} 0 0\n")
+    (tmp_path / "dev/shm").mkdir(parents=True)
+    return opts(tmp_path / "sys")
+
+
+def test_dev_shm_names_what_dead_processes_left(tmp_path):
+    """A /dev/shm file naming a process that is gone is RAM nobody frees (a holder killed before it let go).
+    Names as torch and the CUDA driver write them (seen on an H200 host: a process of pid 7307 that exported
+    one CUDA IPC handle left cuda.shm.0.1c8b.1, 80 KiB, after a normal exit)."""
+    o = _shm_mount(tmp_path)
+    shm = o.dev_root / "shm"
+    (shm / "torch_4242_1520728233_0").write_bytes(b"\1" * (120 << 20))  # process 4242 is not running
+    (shm / "torch_77_3930081117_0").write_bytes(b"\1" * (8 << 20))
+    (o.proc_root / "77").mkdir()  # process 77 is: its file is in use
+    (shm / "cuda.shm.0.1c8b.1").write_bytes(b"\1" * 81920)  # the CUDA driver's, of process 0x1c8b = 7307
+    (shm / "cuda.shm.0.4d.1").write_bytes(b"\1" * 81920)  # of process 0x4d = 77: running
+    (shm / "psm_1f2e3d4c").write_bytes(b"\1" * (8 << 20))  # no pid in the name: not judged
+    result = network.dev_shm(SNAP, o)
+    assert result.status == Status.WARN, result.summary
+    assert "2 file(s) of processes not running here hold 120 MiB" in result.summary
+    assert "/dev/shm/torch_<pid>_*" in result.fix
+    (shm / "torch_4242_1520728233_0").unlink()
+    result = network.dev_shm(SNAP, o)
+    assert result.status == Status.PASS and "1 file(s) of processes not running here" in result.summary
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs")
+@pytest.mark.parametrize("fill_mib,status", [(16, Status.PASS), (200, Status.WARN), (900, Status.FAIL)])
+def test_dev_shm_free_space_on_a_real_tmpfs(tmp_path, fill_mib, status):
+    """1100 MiB of tmpfs: 1 GiB free or less warns, less than 256 MiB fails (it is RAM, and full)."""
+    o = _shm_mount(tmp_path)
+    shm = o.dev_root / "shm"
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1100m", "tmpfs", str(shm)], capture_output=True, text=True
+    )
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.strip()}")
+    try:
+        (shm / "data").write_bytes(b"\1" * (fill_mib << 20))
+        result = network.dev_shm(SNAP, o)
+        assert result.status == status, result.summary
+        assert f"{1100 - fill_mib} MiB free" in result.summary
+    finally:
+        subprocess.run(["umount", str(shm)], check=True)
 
 
 def test_uverbs_not_openable(tmp_path):

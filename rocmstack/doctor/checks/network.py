@@ -15,6 +15,14 @@ from rocmstack.platform.tools import run_tool
 
 SHM_FAIL = 256 << 20  # Docker's default is 64 MiB; NCCL's SHM transport needs far more for 8 GPUs
 SHM_WARN = 1 << 30
+STALE_WARN = 0.10  # files of dead processes holding a tenth of /dev/shm: RAM the next job does not get
+# /dev/shm files that carry their creator's pid (pattern, base of the pid): a process killed before it let go
+# leaves them, and they pile up until /dev/shm is full and the next job dies of SIGBUS at start-up
+# (sgl-project/sglang#30591: torch_*, cuda.shm.*, 124k files on one runner).
+SHM_PID_NAMES = (
+    (re.compile(r"torch_(\d+)_\d+_\d+"), 10),  # torch: CPU tensors shared by file name, IPC ref counts
+    (re.compile(r"cuda\.shm\.\d+\.([0-9a-f]+)\.\d+"), 16),  # CUDA driver, per IPC-exporting process
+)
 LIB_DIRS = ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib", "lib/x86_64-linux-gnu", "lib64")
 
 
@@ -253,6 +261,41 @@ def _shm_size(opts: DoctorOptions) -> int | None:
     return st.f_blocks * st.f_frsize
 
 
+def _shm_free(opts: DoctorOptions) -> int | None:
+    try:
+        st = os.statvfs(opts.dev_root / "shm")
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _creator_pid(name: str) -> int | None:
+    for pattern, base in SHM_PID_NAMES:
+        m = pattern.fullmatch(name)
+        if m is not None:
+            return int(m.group(1), base)
+    return None
+
+
+def _stale_shm_files(opts: DoctorOptions) -> tuple[int, int]:
+    """Files in /dev/shm that name a process not running here, and the RAM they hold."""
+    count = held = 0
+    try:
+        entries = list((opts.dev_root / "shm").iterdir())
+    except OSError:
+        return 0, 0
+    for path in entries:
+        pid = _creator_pid(path.name)
+        if pid is None or (opts.proc_root / str(pid)).exists():
+            continue
+        try:
+            held += path.stat().st_blocks * 512
+        except OSError:  # removed meanwhile
+            continue
+        count += 1
+    return count, held
+
+
 def dev_shm(snap: Snapshot, opts: DoctorOptions) -> Result:
     size = _shm_size(opts)
     if size is None:
@@ -265,6 +308,20 @@ def dev_shm(snap: Snapshot, opts: DoctorOptions) -> Result:
         )
     if size < SHM_WARN:
         return warned(f"{text}: below 1 GiB", fix=fix)
+    free = _shm_free(opts)
+    if free is not None:
+        text += f", {free / (1 << 20):.0f} MiB free"
+    stale, held = _stale_shm_files(opts)
+    if stale:
+        text += f"; {stale} file(s) of processes not running here hold {held / (1 << 20):.0f} MiB"
+    clean = (
+        "Remove what dead processes left: /dev/shm/torch_<pid>_* and cuda.shm.*.<pid in hex>.* where no "
+        "such process runs (with --ipc host, on the host too), or restart the container"
+    )
+    if free is not None and free < SHM_FAIL:
+        return failed(f"{text}: it is RAM, and NCCL/RCCL and Ray's object store need room in it", fix=clean)
+    if (free is not None and free < SHM_WARN) or held >= size * STALE_WARN:
+        return warned(text, fix=clean if stale else "Free /dev/shm (it is RAM) before the job starts")
     return passed(text)
 
 
@@ -314,7 +371,7 @@ CHECKS = (
     Check(
         "dev-shm",
         "network",
-        "/dev/shm size",
+        "/dev/shm size, free space, files of dead processes",
         dev_shm,
         "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#sharing-data",
     ),
