@@ -175,6 +175,16 @@ def test_memlock_must_be_unlimited_with_rdma(tmp_path):
     assert network.memlock(SNAP, o).status == Status.PASS
 
 
+def test_dev_shm_the_last_mount_counts(tmp_path):
+    """Two tmpfs mounted on /dev/shm, as recorded on an H200 host (the later one, 256 GiB, is in use)."""
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/mounts").write_text(
+        "tmpfs /dev/shm tmpfs rw,relatime,size=263998500k 0 0\n"
+        "tmpfs /dev/shm tmpfs rw,relatime,size=268435456k 0 0\n"
+    )
+    assert network.dev_shm(SNAP, opts(tmp_path / "sys")).summary.startswith("/dev/shm is 262144 MiB")
+
+
 @pytest.mark.parametrize(
     "line,status",
     [
@@ -205,16 +215,23 @@ def test_dev_shm_names_what_dead_processes_left(tmp_path):
     (shm / "torch_4242_1520728233_0").write_bytes(b"\1" * (120 << 20))  # process 4242 is not running
     (shm / "torch_77_3930081117_0").write_bytes(b"\1" * (8 << 20))
     (o.proc_root / "77").mkdir()  # process 77 is: its file is in use
+    (o.proc_root / "77/status").write_text("Name:\tpython3\nTgid:\t77\nPid:\t77\n")
+    (shm / "torch_78_1_0").write_bytes(b"\1" * 4096)  # /proc/78 is a thread of 77, not a process 78
+    (o.proc_root / "78").mkdir()
+    (o.proc_root / "78/status").write_text("Name:\tpython3\nTgid:\t77\nPid:\t78\n")
     (shm / "cuda.shm.0.1c8b.1").write_bytes(b"\1" * 81920)  # the CUDA driver's, of process 0x1c8b = 7307
     (shm / "cuda.shm.0.4d.1").write_bytes(b"\1" * 81920)  # of process 0x4d = 77: running
     (shm / "psm_1f2e3d4c").write_bytes(b"\1" * (8 << 20))  # no pid in the name: not judged
     result = network.dev_shm(SNAP, o)
     assert result.status == Status.WARN, result.summary
-    assert "2 file(s) of processes not running here hold 120 MiB" in result.summary
+    assert "3 file(s) of processes not running here hold 120 MiB" in result.summary
     assert "/dev/shm/torch_<pid>_*" in result.fix
     (shm / "torch_4242_1520728233_0").unlink()
     result = network.dev_shm(SNAP, o)
-    assert result.status == Status.PASS and "1 file(s) of processes not running here" in result.summary
+    assert (
+        result.status == Status.PASS
+        and "2 file(s) of processes not running here hold 84 KiB" in result.summary
+    )
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs")

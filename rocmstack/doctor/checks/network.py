@@ -248,12 +248,13 @@ def _shm_size(opts: DoctorOptions) -> int | None:
         mounts = (opts.proc_root / "mounts").read_text()
     except OSError:
         mounts = ""
-    for line in mounts.splitlines():
+    for line in reversed(mounts.splitlines()):  # the last mount on /dev/shm is the one in use
         parts = line.split()
         if len(parts) > 3 and parts[1] == "/dev/shm":
             m = re.search(r"size=(\d+)([kmg]?)", parts[3])
             if m:
                 return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2)]
+            break
     try:
         st = os.statvfs(opts.dev_root / "shm")
     except OSError:
@@ -277,6 +278,18 @@ def _creator_pid(name: str) -> int | None:
     return None
 
 
+def _process_runs(opts: DoctorOptions, pid: int) -> bool:
+    """/proc/<n> also answers for a thread id n of another process: a process is one that leads its group."""
+    try:
+        status = (opts.proc_root / str(pid) / "status").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # there, but unreadable: assume it runs
+    m = re.search(r"^Tgid:\s*(\d+)", status, re.M)
+    return m is None or int(m.group(1)) == pid
+
+
 def _stale_shm_files(opts: DoctorOptions) -> tuple[int, int]:
     """Files in /dev/shm that name a process not running here, and the RAM they hold."""
     count = held = 0
@@ -286,7 +299,7 @@ def _stale_shm_files(opts: DoctorOptions) -> tuple[int, int]:
         return 0, 0
     for path in entries:
         pid = _creator_pid(path.name)
-        if pid is None or (opts.proc_root / str(pid)).exists():
+        if pid is None or _process_runs(opts, pid):
             continue
         try:
             held += path.stat().st_blocks * 512
@@ -313,7 +326,8 @@ def dev_shm(snap: Snapshot, opts: DoctorOptions) -> Result:
         text += f", {free / (1 << 20):.0f} MiB free"
     stale, held = _stale_shm_files(opts)
     if stale:
-        text += f"; {stale} file(s) of processes not running here hold {held / (1 << 20):.0f} MiB"
+        amount = f"{held / (1 << 20):.0f} MiB" if held >= 1 << 20 else f"{held >> 10} KiB"
+        text += f"; {stale} file(s) of processes not running here hold {amount}"
     clean = (
         "Remove what dead processes left: /dev/shm/torch_<pid>_* and cuda.shm.*.<pid in hex>.* where no "
         "such process runs (with --ipc host, on the host too), or restart the container"
