@@ -51,11 +51,18 @@ def _holder(marker: Path):
     return actor
 
 
-def _dead(actor) -> bool:
-    try:
-        ray.get(actor.ping.remote(), timeout=30)
-    except ray.exceptions.RayActorError:
-        return True
+def _dead(actor, within: float = 30.0) -> bool:
+    """Whether the actor is gone within ``within`` seconds: ray.kill only sends the request, and a call
+    made right after it may still be answered."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.ping.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return True
+        except ray.exceptions.GetTimeoutError:
+            pass
+        time.sleep(0.1)
     return False
 
 
