@@ -28,6 +28,7 @@ from rocmstack.errors import InputError, printable
 from rocmstack.patches import Patch, load_patches, select
 from rocmstack.recipe.model import LAYER_ORDER, SELF_LAYER
 from rocmstack.recipe.resolve import Resolved
+from rocmstack.resolver.closure import self_layer_drift
 from rocmstack.resources import self_requirements, templates_dir
 
 PACKAGE = Path(__file__).resolve().parent.parent
@@ -182,11 +183,10 @@ def _self_layer(resolved: Resolved, requirements: list[str]) -> dict:
     locked = resolved.locked
     if not locked:
         return {"name": SELF_LAYER, "locked": False, "requirements": None, "ranges": requirements}
-    if "rocmstack_requirements" not in locked or set(locked["rocmstack_requirements"]) != set(requirements):
-        # Never left to pip's resolver: the gate reports this as lock drift first (rules.lock.verify).
+    drift = self_layer_drift(locked, requirements)
+    if drift:  # never left to pip's resolver: the gate reports this as lock drift first (rules.lock.verify)
         raise InputError(
-            f"{resolved.recipe.name}: the lock does not cover rocmstack's own layer "
-            "(locked before it was, or for other requirements)",
+            f"{resolved.recipe.name}: the lock does not cover rocmstack's own layer: {drift}",
             fix="run `rocmstack lock` for this recipe",
         )
     pinned = any(p["layer"] == SELF_LAYER for p in locked.get("packages", ()))

@@ -256,7 +256,8 @@ def verify(
             f"{name}: recipe drifted from {path.name} [{key}]: {shown}",
             fix=f"run `rocmstack lock {arg} --gpu-arch '{key}'` to accept the change, or pass --relock",
         )
-    if closure_of(entry) is not None:
+    closure = closure_of(entry)
+    if closure is not None:
         from rocmstack.resolver.closure import self_layer_drift
         from rocmstack.resources import self_requirements
 
@@ -268,7 +269,7 @@ def verify(
                 fix=f"run `rocmstack lock {arg} --gpu-arch '{key}'`, or pass --relock",
             )
     notes = []
-    locked = dataclasses.replace(resolved, locked=closure_of(entry))
+    locked = dataclasses.replace(resolved, locked=closure)
     if _render_hash(locked, tuple(entry.get("ignored_rules", ())), patches_dir) != entry.get("render_hash"):
         notes.append(
             f"render hash moved since {path.name} [{key}] (templates, patches or rocmstack changed); "

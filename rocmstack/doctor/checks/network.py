@@ -243,7 +243,7 @@ def memlock(snap: Snapshot, opts: DoctorOptions) -> Result:
     return passed("locked-memory limit unlimited")
 
 
-def _shm_size(opts: DoctorOptions) -> int | None:
+def _shm_size(opts: DoctorOptions, st: os.statvfs_result | None) -> int | None:
     try:
         mounts = (opts.proc_root / "mounts").read_text()
     except OSError:
@@ -255,19 +255,14 @@ def _shm_size(opts: DoctorOptions) -> int | None:
             if m:
                 return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2)]
             break
-    try:
-        st = os.statvfs(opts.dev_root / "shm")
-    except OSError:
-        return None
-    return st.f_blocks * st.f_frsize
+    return None if st is None else st.f_blocks * st.f_frsize
 
 
-def _shm_free(opts: DoctorOptions) -> int | None:
+def _statvfs(path: Path) -> os.statvfs_result | None:
     try:
-        st = os.statvfs(opts.dev_root / "shm")
+        return os.statvfs(path)
     except OSError:
         return None
-    return st.f_bavail * st.f_frsize
 
 
 def _creator_pid(name: str) -> int | None:
@@ -310,7 +305,8 @@ def _stale_shm_files(opts: DoctorOptions) -> tuple[int, int]:
 
 
 def dev_shm(snap: Snapshot, opts: DoctorOptions) -> Result:
-    size = _shm_size(opts)
+    st = _statvfs(opts.dev_root / "shm")
+    size = _shm_size(opts, st)
     if size is None:
         return failed("/dev/shm is missing", fix="Mount a tmpfs at /dev/shm (docker run --shm-size 16g)")
     text = f"/dev/shm is {size / (1 << 20):.0f} MiB"
@@ -321,7 +317,7 @@ def dev_shm(snap: Snapshot, opts: DoctorOptions) -> Result:
         )
     if size < SHM_WARN:
         return warned(f"{text}: below 1 GiB", fix=fix)
-    free = _shm_free(opts)
+    free = None if st is None else st.f_bavail * st.f_frsize
     if free is not None:
         text += f", {free / (1 << 20):.0f} MiB free"
     stale, held = _stale_shm_files(opts)
