@@ -30,6 +30,9 @@ from rocmstack.resources import RECIPES_PATH_ENV
 # One module per concern; each exposes ``register(app)``.
 COMMAND_MODULES = (
     "rocmstack.recipe.commands",
+    "rocmstack.render.commands",
+    "rocmstack.rules.commands",
+    "rocmstack.resolver.commands",
     "rocmstack.build.commands",
     "rocmstack.doctor.commands",
     "rocmstack.bench.commands",

@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
         from rocmstack.build.tags import tag_set
         from rocmstack.errors import EngineError, InputError
         from rocmstack.output import print_json, stderr, warn
-        from rocmstack.recipe.commands import gate_and_render
+        from rocmstack.render.commands import gate_and_render
         from rocmstack.render.context import write_context
 
         if push_tags not in ("all", "content"):
@@ -174,7 +174,7 @@ def register(app: typer.Typer) -> None:
         """Print the tags a build would get: descriptive (immutable), content r-<hash> (immutable), aliases."""
         from rocmstack.build.tags import tag_set
         from rocmstack.output import print_json, stderr
-        from rocmstack.recipe.commands import gate_and_render
+        from rocmstack.render.commands import gate_and_render
 
         checked, rendered, _, _ = gate_and_render(
             recipe, gpu_arch, overrides, ignore=ignore_rules, relock=False, patches_dir=patches_dir

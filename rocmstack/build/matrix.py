@@ -143,7 +143,7 @@ def expand(
     from rocmstack.build.tags import tag_set
     from rocmstack.recipe.load import load_recipe, recipe_files
     from rocmstack.render.context import render
-    from rocmstack.rules.lock import gate
+    from rocmstack.rules.gate import gate
 
     if expect_gpus < 1:
         raise InputError(

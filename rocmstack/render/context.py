@@ -24,11 +24,12 @@ from pathlib import Path
 import jinja2
 
 from rocmstack import __version__
-from rocmstack.errors import InputError, printable
+from rocmstack.errors import InputError, printable, quoted
+from rocmstack.lock.drift import self_layer_drift
+from rocmstack.lock.schema import checked
 from rocmstack.patches import Patch, load_patches, select
 from rocmstack.recipe.model import LAYER_ORDER, SELF_LAYER
 from rocmstack.recipe.resolve import Resolved
-from rocmstack.resolver.closure import self_layer_drift
 from rocmstack.resources import self_requirements, templates_dir
 
 PACKAGE = Path(__file__).resolve().parent.parent
@@ -94,6 +95,7 @@ def _environment() -> jinja2.Environment:
         extensions=["jinja2.ext.do"],
     )
     env.filters["dq"] = _double_quoted
+    env.filters["locked"] = lambda value, kind: checked(kind, value)  # a lock value: the loader's filter
     return env
 
 
@@ -184,7 +186,7 @@ def _self_layer(resolved: Resolved, requirements: list[str]) -> dict:
     if not locked:
         return {"name": SELF_LAYER, "locked": False, "requirements": None, "ranges": requirements}
     drift = self_layer_drift(locked, requirements)
-    if drift:  # never left to pip's resolver: the gate reports this as lock drift first (rules.lock.verify)
+    if drift:  # never left to pip's resolver: the gate reports this as lock drift first (rules.gate.verify)
         raise InputError(
             f"{resolved.recipe.name}: the lock does not cover rocmstack's own layer: {drift}",
             fix="run `rocmstack lock` for this recipe",
@@ -202,8 +204,10 @@ def locked_requirements(resolved: Resolved) -> dict[str, str]:
     """layer -> a pip requirements file of exact pins with hashes (installed with --require-hashes)."""
     out: dict[str, list[str]] = {}
     for pkg in (resolved.locked or {}).get("packages", ()):
-        hashes = "".join(f" \\\n    --hash={h}" for h in pkg["hashes"])
-        out.setdefault(pkg["layer"], []).append(f"{pkg['name']}=={pkg['version']}{hashes}\n")
+        # Each value again through the lock loader's filter: nothing but a pin and its hashes is a line here.
+        hashes = "".join(f" \\\n    --hash={checked('hash', h)}" for h in pkg["hashes"])
+        name, version = checked("name", pkg["name"]), checked("version", pkg["version"])
+        out.setdefault(checked("layer", pkg["layer"]), []).append(f"{name}=={version}{hashes}\n")
     return {layer: "".join(lines) for layer, lines in out.items()}
 
 
@@ -352,6 +356,17 @@ def _not_rendered(out: Path) -> list[str]:
     return foreign
 
 
+def _inside(files: dict[str, bytes]) -> None:
+    """Refuse a context path that would land outside the render folder (absolute, ``..``, empty parts)."""
+    for rel in files:
+        parts = rel.split("/")
+        if rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in rel:
+            raise InputError(
+                f"refusing to write {quoted(rel)}: the path leaves the render folder",
+                fix="check the lock file the context was rendered from",
+            )
+
+
 def write_context(rendered: Rendered, out: Path) -> None:
     """Write the context atomically: a complete new folder replaces the old one, or nothing changes."""
     out = out.resolve()
@@ -375,6 +390,7 @@ def write_context(rendered: Rendered, out: Path) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"-o {out}: cannot create its parent folder: {exc.strerror}") from None
+    _inside(rendered.files)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         for rel, data in sorted(rendered.files.items()):

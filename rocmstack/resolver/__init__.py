@@ -2,8 +2,10 @@
 
 uv.py        the pip layers' closure for the image's platform, resolved by uv (cached)
 git.py       git refs to commits (ls-remote) and requirement files at a commit
-closure.py   a recipe's closure: commits + packages, moved only on --refresh; drift against a lock
+closure.py   a recipe's closure: commits + packages, moved only on --refresh
 diff.py      what changed between two locks, recipes or images
-outdated.py  newest upstream release per pin and what check says with it
 freeze.py    base.provides read from a real image through the container engine
+
+The lock file itself (format, validation, drift) is rocmstack.lock; ``outdated`` (which asks the rules
+what a bump would do) is rocmstack.rules.outdated.
 """

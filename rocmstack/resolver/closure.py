@@ -7,7 +7,7 @@ requirements its rocmstack layer was resolved for: a lock without them (or with 
 
 ``closure(resolved, previous=...)`` keeps what the previous lock entry says wherever it still fits (git
 commits of unchanged refs, package versions uv can keep) and moves only what ``refresh`` names, so a
-floating ref or range never moves silently.
+floating ref or range never moves silently. How a lock entry differs from a closure is rocmstack.lock.drift's.
 """
 
 from __future__ import annotations
@@ -211,36 +211,3 @@ def closure(
         requirements_unlocked=unlocked,
         rocmstack_requirements=dict(spec.layers).get(SELF_LAYER, ()),
     )
-
-
-def self_layer_drift(entry: Mapping[str, Any], now: Iterable[str]) -> str | None:
-    """How a full lock entry's rocmstack layer differs from rocmstack's requirements NOW (None: it fits)."""
-    if "rocmstack_requirements" not in entry:
-        return "rocmstack's own layer is not locked (a lock from before it was)"
-    old, new = set(entry["rocmstack_requirements"] or ()), set(now)
-    if old == new:
-        return None
-    moved = [f"-{r}" for r in sorted(old - new)] + [f"+{r}" for r in sorted(new - old)]
-    return f"rocmstack's own requirements changed ({', '.join(moved)})"
-
-
-def package_drift(entry: Mapping[str, Any], now: Closure) -> list[str]:
-    """How the lock entry's packages and commits differ from what the resolver gives now (empty: none)."""
-    locked = {p["name"]: p for p in entry.get("packages") or ()}
-    fresh = {p.name: p for p in now.packages}
-    out = [f"+{n}=={fresh[n].version}" for n in sorted(set(fresh) - set(locked))]
-    out += [f"-{n}=={locked[n]['version']}" for n in sorted(set(locked) - set(fresh))]
-    for n in sorted(set(locked) & set(fresh)):
-        old, new = locked[n], fresh[n]
-        if old["version"] != new.version:
-            out.append(f"{n} {old['version']}->{new.version}")
-        elif old.get("layer") != new.layer:
-            out.append(f"{n} layer {old.get('layer')}->{new.layer}")
-        elif sorted(old.get("hashes") or ()) != sorted(new.hashes):
-            out.append(f"{n} hashes changed")
-    old_git = entry.get("git") or {}
-    for n, g in sorted(now.git.items()):
-        if (old_git.get(n) or {}).get("commit") != g.get("commit"):
-            out.append(f"{n} commit {(old_git.get(n) or {}).get('commit')}->{g.get('commit')}")
-    own = self_layer_drift(entry, now.rocmstack_requirements)
-    return [own, *out] if own else out  # first: it explains the packages it adds

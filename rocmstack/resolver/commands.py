@@ -1,4 +1,4 @@
-"""CLI: ``rocmstack diff``, ``rocmstack outdated``, ``rocmstack base-freeze`` (registered by rules.commands)."""
+"""CLI: ``rocmstack diff`` and ``rocmstack base-freeze``."""
 
 from __future__ import annotations
 
@@ -60,56 +60,6 @@ def register(app: typer.Typer) -> None:
         out.print(table)
         for note in result.notes:
             out.print(escape(note), style="dim")
-
-    @app.command("outdated")
-    def outdated_cmd(
-        recipe: str = typer.Argument(
-            ..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml"
-        ),
-        gpu_arch: str | None = typer.Option(None, "--gpu-arch", help="Lock entry to compare with"),
-        no_resolve: bool = typer.Option(
-            False, "--no-resolve", help="Judge a bump by the rules only (skip the resolver)"
-        ),
-        json_out: bool = JSON_OPT,
-    ) -> None:
-        """Newest upstream release of every pin (index JSON API; git tags where reachable) and what check
-        would say with the pin bumped to it (rules, then the resolver on the bumped set)."""
-        from rich.markup import escape
-        from rich.table import Table
-
-        from rocmstack.output import print_json, stderr
-        from rocmstack.recipe.load import load_recipe
-        from rocmstack.recipe.resolve import resolve
-        from rocmstack.resolver.outdated import outdated
-        from rocmstack.rules.lock import arch_key, lock_path, read_lock
-
-        model, path = load_recipe(recipe)
-        resolved = resolve(model, path, gpu_arch)
-        entry = ((read_lock(lock_path(path)) or {}).get("entries") or {}).get(arch_key(resolved.gpu_archs))
-        if not json_out:
-            stderr().print(
-                escape(f"asking the index about {len(model.components)} pins of {model.name} ..."),
-                style="dim",
-            )
-        rows = outdated(resolved, entry, resolve=not no_resolve)
-        if json_out:
-            print_json([r.to_json() for r in rows])
-            return
-        table = Table(title=escape(f"{model.name} [{resolved.arch_list}]"), title_justify="left")
-        for column in ("component", "source", "pinned", "locked", "latest", "status", "if bumped"):
-            table.add_column(column, overflow="fold")
-        style = {"outdated": "yellow", "in-range": "cyan", "current": "green"}
-        for r in rows:
-            table.add_row(
-                r.name,
-                r.source,
-                escape(r.pinned),
-                escape(r.locked or ""),
-                escape(r.latest or ""),
-                f"[{style.get(r.status, 'dim')}]{r.status}[/]",
-                escape(r.verdict),
-            )
-        _console().print(table)
 
     @app.command("base-freeze")
     def base_freeze_cmd(

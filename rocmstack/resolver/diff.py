@@ -17,6 +17,8 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from rocmstack.errors import InputError, printable, quoted
+from rocmstack.lock.file import read_lock
+from rocmstack.lock.schema import check_entry
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,7 +143,11 @@ def side_from_image(ref: str, engine: str | None) -> Side:
     raw = engines.read_file(found, ref, LOCK_PATH)
     if not raw:
         raise InputError(f"{printable(ref)}: {LOCK_PATH} is missing: not a rocmstack image")
-    side = side_from_lock(json.loads(raw), ref, kind="image")
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise InputError(f"{printable(ref)}: {LOCK_PATH} is not JSON") from None
+    side = side_from_lock(check_entry(doc, f"{printable(ref)}: {LOCK_PATH}"), ref, kind="image")
     digest = info["labels"].get("org.opencontainers.image.base.digest") or side.base.get("digest")
     return Side(**{**side.__dict__, "base": {**side.base, "digest": digest}})
 
@@ -154,10 +160,11 @@ def load_side(spec: str, *, gpu_arch: str | None = None, engine: str | None = No
             raise InputError(f"{quoted(spec)}: no such lock file")
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise InputError(f"{quoted(spec)}: unreadable lock file: {exc}") from None
-        entry = _pick_entry(doc, spec, gpu_arch) if "entries" in doc else doc  # an image's lock.json
-        return side_from_lock(entry, spec)
+        if isinstance(doc, dict) and "entries" in doc:  # a lock file: read (and validated) as every lock is
+            return side_from_lock(_pick_entry(read_lock(path) or {}, spec, gpu_arch), spec)
+        return side_from_lock(check_entry(doc, spec), spec)  # an image's lock.json
     if spec.endswith((".yaml", ".yml")):
         return side_from_recipe(spec)
     from rocmstack.recipe.load import recipe_files

@@ -1,4 +1,4 @@
-"""CLI: ``rocmstack check`` and ``rocmstack lock`` (registered through rocmstack.recipe.commands)."""
+"""CLI: ``rocmstack check``, ``rocmstack lock`` and ``rocmstack outdated``."""
 
 from __future__ import annotations
 
@@ -43,9 +43,9 @@ def _one_or_all(recipe: str | None, every: bool, command: str) -> None:
 def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: list[str]) -> list[Resolved]:
     """[(resolved)] for one recipe (one arch set) or all shipped recipes (their default arch sets)."""
     from rocmstack.errors import InputError
+    from rocmstack.lock.file import arch_key, default_arch_sets
     from rocmstack.recipe.load import load_recipe, recipe_files
     from rocmstack.recipe.resolve import resolve
-    from rocmstack.rules.lock import arch_key, default_arch_sets
 
     _one_or_all(recipe, every, "check")
     if every and (gpu_arch or overrides):
@@ -73,10 +73,6 @@ def check_all_shipped() -> list[tuple[str, str, list]]:
 
 
 def register(app: typer.Typer) -> None:
-    from rocmstack.resolver import commands as resolver_commands
-
-    resolver_commands.register(app)
-
     @app.command("check")
     def check_cmd(
         recipe: str | None = RECIPE_ARG,
@@ -102,7 +98,7 @@ def register(app: typer.Typer) -> None:
         from rocmstack.output import print_json, print_table
         from rocmstack.patches import load_patches
         from rocmstack.rules.engine import evaluate_rules, load_rules
-        from rocmstack.rules.lock import resolver_result
+        from rocmstack.rules.gate import resolver_result
 
         rules, patches = load_rules(), load_patches()
         runs = []
@@ -210,18 +206,12 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from rocmstack.errors import InputError
+        from rocmstack.lock.file import arch_key, default_arch_sets, lock_path, read_lock, write_lock
         from rocmstack.output import print_json, print_table, stderr, table, warn
         from rocmstack.recipe.load import load_recipe, recipe_files
         from rocmstack.recipe.resolve import resolve
         from rocmstack.resolver.closure import closure
-        from rocmstack.rules.lock import (
-            arch_key,
-            default_arch_sets,
-            lock_path,
-            lock_resolved,
-            read_lock,
-            write_lock,
-        )
+        from rocmstack.rules.gate import lock_resolved
 
         _one_or_all(recipe, every, "lock")
         if names and not refresh:
@@ -312,3 +302,55 @@ def register(app: typer.Typer) -> None:
                 row["lock"],
             )
         print_table(tab)
+
+    @app.command("outdated")
+    def outdated_cmd(
+        recipe: str = typer.Argument(
+            ..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml"
+        ),
+        gpu_arch: str | None = typer.Option(None, "--gpu-arch", help="Lock entry to compare with"),
+        no_resolve: bool = typer.Option(
+            False, "--no-resolve", help="Judge a bump by the rules only (skip the resolver)"
+        ),
+        json_out: bool = JSON_OPT,
+    ) -> None:
+        """Newest upstream release of every pin (index JSON API; git tags where reachable) and what check
+        would say with the pin bumped to it (rules, then the resolver on the bumped set)."""
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+
+        from rocmstack.lock.file import arch_key, entry_of, lock_path
+        from rocmstack.output import print_json, stderr
+        from rocmstack.recipe.load import load_recipe
+        from rocmstack.recipe.resolve import resolve
+        from rocmstack.rules.outdated import outdated
+
+        model, path = load_recipe(recipe)
+        resolved = resolve(model, path, gpu_arch)
+        entry = entry_of(lock_path(path), arch_key(resolved.gpu_archs))
+        if not json_out:
+            stderr().print(
+                escape(f"asking the index about {len(model.components)} pins of {model.name} ..."),
+                style="dim",
+            )
+        rows = outdated(resolved, entry, resolve=not no_resolve)
+        if json_out:
+            print_json([r.to_json() for r in rows])
+            return
+        table = Table(title=escape(f"{model.name} [{resolved.arch_list}]"), title_justify="left")
+        for column in ("component", "source", "pinned", "locked", "latest", "status", "if bumped"):
+            table.add_column(column, overflow="fold")
+        style = {"outdated": "yellow", "in-range": "cyan", "current": "green"}
+        for r in rows:
+            table.add_row(
+                r.name,
+                r.source,
+                escape(r.pinned),
+                escape(r.locked or ""),
+                escape(r.latest or ""),
+                f"[{style.get(r.status, 'dim')}]{r.status}[/]",
+                escape(r.verdict),
+            )
+        # Piped output gets a wide table: names and commits are never cut.
+        Console(highlight=False, width=None if sys.stdout.isatty() else 200).print(table)

@@ -88,7 +88,7 @@ def test_files_the_user_gives_with_bad_bytes_are_one_line_not_a_traceback(tmp_pa
     from rocmstack.bench.baseline import load_baseline
     from rocmstack.errors import RocmstackError
     from rocmstack.gpu.shapes import load_config
-    from rocmstack.rules.lock import read_lock
+    from rocmstack.lock.file import read_lock
     from rocmstack.validate.report import load
 
     bad = tmp_path / "bad.json"

@@ -118,7 +118,7 @@ def test_pin_bump_changes_only_its_layer_and_later():
 
 
 def test_render_is_byte_identical_across_runs_and_processes(tmp_path):
-    from rocmstack.rules.lock import gate
+    from rocmstack.rules.gate import gate
 
     first, second = tmp_path / "a", tmp_path / "b"
     # Through the gate, as `render` does: the committed lock's pins are part of the context.
@@ -365,7 +365,8 @@ def test_render_never_replaces_a_folder_holding_what_build_wrote(tmp_path, cli):
 def test_a_locked_recipe_installs_its_lock():
     """Through the gate (as render/build): each pip layer installs its exact pins with hashes, git components
     at their locked commits (verified), pip check last with only the accepted conflict."""
-    from rocmstack.rules.lock import gate, lock_path, read_lock
+    from rocmstack.lock.file import lock_path, read_lock
+    from rocmstack.rules.gate import gate
 
     checked = gate("verl-0.9.0-rocm10", "gfx950")
     out = render(checked.resolved, revision=FIXED_REVISION)
@@ -379,7 +380,8 @@ def test_a_locked_recipe_installs_its_lock():
             f"{p['name']}=={p['version']} \\" in pins for p in entry["packages"] if p["layer"] == layer
         )
     mbridge = entry["git"]["mbridge"]["commit"]
-    assert f'test "$(git -C /opt/src/mbridge rev-parse HEAD)" = {mbridge}' in text
+    assert f'test "$(git -C /opt/src/mbridge rev-parse HEAD)" = "{mbridge}"' in text
+    assert f'fetch -q --depth 1 origin "{mbridge}"' in text
     assert "python3 -m pip install --no-deps --no-build-isolation /opt/src/mbridge" in text
     # vllm could not be pinned when locking (see the entry's `unresolved`): built from its ref, as before.
     assert (
@@ -404,7 +406,7 @@ def test_rocmstacks_own_layer_comes_from_the_lock_or_is_refused():
     first); one whose earlier layers already install all of it adds no pip step of its own."""
     from dataclasses import replace
 
-    from rocmstack.rules.lock import closure_of, lock_path, read_lock
+    from rocmstack.lock.file import closure_of, lock_path, read_lock
 
     resolved = resolve(*load_recipe("verl-0.9.0-rocm10"), "gfx950")
     entry = read_lock(lock_path(resolved.source))["entries"]["gfx950"]

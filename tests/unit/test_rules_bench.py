@@ -18,7 +18,7 @@ def test_check_with_the_resolver_warm_cache(benchmark):
     The first (warm-up) round fills the cache; it reaches the package index once."""
     from rocmstack.recipe.load import load_recipe
     from rocmstack.recipe.resolve import resolve
-    from rocmstack.rules.lock import resolver_result
+    from rocmstack.rules.gate import resolver_result
 
     recipe, path = load_recipe("verl-0.9.0-rocm10")
     resolved = resolve(recipe, path, None)

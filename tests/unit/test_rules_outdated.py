@@ -10,7 +10,7 @@ import pytest
 from rocmstack.errors import ExitCode, NetworkError
 from rocmstack.recipe.load import load_recipe
 from rocmstack.recipe.resolve import resolve
-from rocmstack.resolver import outdated as O
+from rocmstack.rules import outdated as O
 from tests.unit.test_resolver_closure import UPSTREAM, _recipe
 from tests.unit.test_resolver_closure import env as env
 from tests.unit.test_resolver_git import _git, commit

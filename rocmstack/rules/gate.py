@@ -1,38 +1,25 @@
-"""Lock files: ``recipes/<name>.lock.json`` next to each recipe, one entry per GPU arch set.
+"""The gate every render/build runs first: the recipe against its lock entry (drift is exit 2 unless
+``--relock``), then the rules (exit 1); and ``check``'s resolver row.
 
-An entry records what a build of that arch set is: the fully resolved pins (the same document the image
-carries as /opt/rocmstack/lock.json), the base digest if the recipe gives one, the rule results, the render
-hash, and the whole recipe as validated. ``render``/``build`` compare the recipe (without ``--set``
-overrides, which are explicit per-run changes) against its entry and refuse on drift unless ``--relock``.
-
-Drift is judged on the recipe fields only; a render hash that moved while the recipe did not (templates,
-patches or rocmstack changed) is reported as a note, not an error. The lock holds no source revision of
-rocmstack (a committed lock must be reproducible from any clean checkout); the image labels carry it.
-
-A full lock (``rocmstack lock``, resolved by uv) adds per entry ``packages`` (every Python package of every
-pip layer: name, version, hashes, layer) and ``git`` (component -> url, ref, commit); ``render``/``build``
-then install exactly those (see rocmstack.resolver).
+``render``/``build`` compare the recipe (without ``--set`` overrides, which are explicit per-run changes)
+against its entry. The lock's format, validation and drift are rocmstack.lock's; this module decides what
+they mean for a build and writes the entry a relock makes (rules results included).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rocmstack.errors import InputError, RecipeError
-from rocmstack.output import dumps
+from rocmstack.errors import InputError
+from rocmstack.lock.drift import drift, package_drift, recipe_fields, self_layer_drift
+from rocmstack.lock.file import arch_key, closure_of, entry_of, lock_path, write_lock
 from rocmstack.recipe.load import load_recipe
-from rocmstack.recipe.model import Recipe
 from rocmstack.recipe.resolve import Resolved, resolve
 from rocmstack.rules.engine import Result, Status, enforce
-
-LOCK_FILE_SCHEMA = 1
 
 
 class LockDrift(InputError):
@@ -57,34 +44,6 @@ class Gate:
     lock: LockState
     ignored: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-def lock_path(source: Path) -> Path:
-    return source.with_name(f"{source.stem}.lock.json")
-
-
-def arch_key(archs: Iterable[str]) -> str:
-    return ";".join(sorted(archs))
-
-
-def default_arch_sets(recipe: Recipe) -> list[tuple[str, ...]]:
-    """The recipe's default arch set, then each arch it supports on its own."""
-    supported = sorted(set(recipe.gpu_archs) & set(recipe.base.torch_archs))
-    sets = [tuple(sorted(recipe.default_gpu_archs))] + [(a,) for a in supported]
-    return list(dict.fromkeys(sets))
-
-
-def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, Mapping) and node:
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: node}
-
-
-def _recipe_fields(resolved: Resolved) -> dict[str, Any]:
-    return resolved.recipe.model_dump(mode="json", by_alias=True)
 
 
 def _render_hash(resolved: Resolved, ignored: tuple[str, ...], patches_dir: Path | None = None) -> str:
@@ -121,54 +80,8 @@ def make_entry(
         {"id": r.id, "status": r.status, **({"reason": r.reason} if r.status != "pass" else {})}
         for r in results
     ]
-    entry["recipe_fields"] = _recipe_fields(resolved)
+    entry["recipe_fields"] = recipe_fields(resolved)
     return entry
-
-
-def read_lock(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
-        raise RecipeError(
-            f"{path}: unreadable lock file: {exc}", fix="delete it and run `rocmstack lock`"
-        ) from None
-    if (
-        not isinstance(data, dict)
-        or data.get("schema") != LOCK_FILE_SCHEMA
-        or not isinstance(data.get("entries"), dict)
-    ):
-        raise RecipeError(
-            f"{path}: not a rocmstack lock file (schema {LOCK_FILE_SCHEMA})",
-            fix="run `rocmstack lock` to rewrite it",
-        )
-    return data
-
-
-def write_lock(path: Path, recipe_name: str, entries: Mapping[str, Any], *, replace: bool = False) -> None:
-    """Merge ``entries`` into the lock file (or replace all entries), atomically."""
-    current = None if replace else read_lock(path)
-    merged = dict(current["entries"]) if current else {}
-    merged.update(entries)
-    doc = {"schema": LOCK_FILE_SCHEMA, "recipe": recipe_name, "entries": dict(sorted(merged.items()))}
-    text = dumps(doc)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a lock file is an ordinary committed file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def drift(entry: Mapping[str, Any], resolved: Resolved) -> list[str]:
-    """Dotted recipe fields whose value differs between the lock entry and the recipe now."""
-    locked = flatten(entry.get("recipe_fields", {}))
-    now = flatten(_recipe_fields(resolved))
-    return sorted(k for k in set(locked) | set(now) if locked.get(k, "<absent>") != now.get(k, "<absent>"))
 
 
 def lock_resolved(
@@ -201,19 +114,6 @@ def recipe_arg(resolved: Resolved) -> str:
     return shlex.quote(str(resolved.source))
 
 
-def closure_of(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The locked closure of an entry (None for an entry without resolved packages)."""
-    if not entry or "packages" not in entry:
-        return None
-    out = {"packages": entry["packages"], "git": entry.get("git", {})}
-    for key in ("unresolved", "requirements_unlocked"):
-        if entry.get(key):
-            out[key] = entry[key]
-    if "rocmstack_requirements" in entry:  # absent: a lock from before rocmstack's own layer was locked
-        out["rocmstack_requirements"] = entry["rocmstack_requirements"]
-    return out
-
-
 def verify(
     resolved: Resolved,
     *,
@@ -227,7 +127,7 @@ def verify(
     name = resolved.recipe.name
     arg = recipe_arg(resolved)
     if relock:
-        previous = ((read_lock(path) or {}).get("entries") or {}).get(key)
+        previous = entry_of(path, key)
         closure = None
         if closure_of(previous) is not None:
             from rocmstack.resolver.closure import closure as resolve_closure
@@ -238,8 +138,7 @@ def verify(
         return LockState(
             status="relocked", path=path, key=key, notes=(f"relocked {path.name} [{key}]",), entry=entry
         )
-    data = read_lock(path)
-    entry = (data or {}).get("entries", {}).get(key)
+    entry = entry_of(path, key)
     if entry is None:
         return LockState(
             status="unlocked",
@@ -258,7 +157,6 @@ def verify(
         )
     closure = closure_of(entry)
     if closure is not None:
-        from rocmstack.resolver.closure import self_layer_drift
         from rocmstack.resources import self_requirements
 
         # A stale rocmstack layer is refused, never left to pip's resolver at build time.
@@ -325,11 +223,10 @@ def resolver_result(
     Online: the pip layers are resolved (cached) starting from the lock entry (its commits and versions
     are preferred) and compared with it: unsatisfiable -> fail, a lock that no longer matches -> fail
     (drift). ``offline``: the lock entry only. NetworkError (exit 4) when the index is out of reach."""
-    from rocmstack.resolver.closure import closure, package_drift
+    from rocmstack.resolver.closure import closure
     from rocmstack.resolver.uv import ResolutionError
 
-    data = read_lock(lock_path(resolved.source))
-    entry = ((data or {}).get("entries") or {}).get(arch_key(resolved.gpu_archs))
+    entry = entry_of(lock_path(resolved.source), arch_key(resolved.gpu_archs))
     full = closure_of(entry) is not None and not resolved.overrides
 
     def row(status: Status, reason: str, fix: str = "") -> Result:
@@ -358,7 +255,7 @@ def resolver_result(
     if not full:
         why = "--set overrides: not compared with the lock" if resolved.overrides else "no full lock entry"
         return row("warn", f"{len(now.packages)} packages resolve ({why})", f"run `{relock}`"), None
-    moved = package_drift(entry or {}, now)
+    moved = package_drift(entry or {}, now.to_json())
     if moved:
         shown = ", ".join(moved[:6]) + (f" (+{len(moved) - 6} more)" if len(moved) > 6 else "")
         return row("fail", f"lock out of date: {shown}", f"run `{relock}` to accept it"), None

@@ -1,4 +1,4 @@
-"""Lock files: written next to the recipe per arch set; drift between recipe and lock is an error (exit 2)
+"""The gate: lock files written next to the recipe per arch set; drift between recipe and lock is an error (exit 2)
 naming the fields, unless --relock; the committed locks of the shipped recipes are current."""
 
 from __future__ import annotations
@@ -12,18 +12,8 @@ import pytest
 from rocmstack.errors import RuleFailure
 from rocmstack.recipe.load import find_recipe, load_recipe, recipe_files
 from rocmstack.recipe.resolve import resolve
-from rocmstack.rules.lock import (
-    LockDrift,
-    arch_key,
-    default_arch_sets,
-    gate,
-    lock_path,
-    lock_resolved,
-    read_lock,
-    recipe_arg,
-    verify,
-    write_lock,
-)
+from rocmstack.lock.file import arch_key, default_arch_sets, lock_path, read_lock, write_lock
+from rocmstack.rules.gate import LockDrift, gate, lock_resolved, recipe_arg, verify
 
 NAME = "verl-0.9.0-rocm10"
 
