@@ -276,20 +276,21 @@ def check_entry(entry: object, origin: object, key: str | None = None) -> dict[s
 
 def check_document(data: object, path: Path) -> dict[str, Any]:
     """A whole lock file: its header, then every entry (keyed by its arch set)."""
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if type(schema) is not int or schema != LOCK_FILE_SCHEMA or not isinstance(data.get("entries"), dict):
+    doc: dict[str, Any] = data if isinstance(data, dict) else {}
+    schema = doc.get("schema")  # bool is an int to isinstance: `true` is not schema 1
+    if type(schema) is not int or schema != LOCK_FILE_SCHEMA or not isinstance(doc.get("entries"), dict):
         raise RecipeError(
             f"{path}: not a rocmstack lock file (schema {LOCK_FILE_SCHEMA})",
             fix="run `rocmstack lock` to rewrite it",
         )
     try:
-        _keys("", data, {"schema", "recipe", "entries"})
-        _text("recipe", data.get("recipe"), none=True)
+        _keys("", doc, {"schema", "recipe", "entries"})
+        _text("recipe", doc.get("recipe"), none=True)
     except _Bad as bad:
         raise _fail(path, "", bad) from None
-    entries: Mapping[str, Any] = data["entries"]
+    entries: Mapping[str, Any] = doc["entries"]
     for key, entry in entries.items():
         if not all(_ARCH.fullmatch(a) for a in key.split(";")):
             raise _fail(path, "", _Bad("entries", key, "not an arch set key (gfx942;gfx950)"))
         check_entry(entry, path, key)
-    return data
+    return doc

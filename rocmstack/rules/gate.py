@@ -138,8 +138,8 @@ def verify(
         return LockState(
             status="relocked", path=path, key=key, notes=(f"relocked {path.name} [{key}]",), entry=entry
         )
-    entry = entry_of(path, key)
-    if entry is None:
+    found = entry_of(path, key)
+    if found is None:
         return LockState(
             status="unlocked",
             path=path,
@@ -148,6 +148,7 @@ def verify(
                 f"{name} [{key}] has no lock entry in {path.name}: run `rocmstack lock {arg} --gpu-arch '{key}'`",
             ),
         )
+    entry = found
     drifted = drift(entry, resolved)
     if drifted:
         shown = ", ".join(drifted[:8]) + (f" (+{len(drifted) - 8} more)" if len(drifted) > 8 else "")

@@ -427,3 +427,14 @@ def test_rocmstacks_own_layer_comes_from_the_lock_or_is_refused():
     # Unlocked (no lock entry, or --set on top of one): every layer, rocmstack's too, installs its ranges.
     unlocked = render(resolved, revision=FIXED_REVISION).dockerfile
     assert all(f'"{r}"' in unlocked for r in self_requirements())
+
+
+def test_a_context_path_outside_the_render_folder_is_refused(tmp_path):
+    from rocmstack.errors import InputError
+    from rocmstack.render.context import Rendered, write_context
+
+    for rel in ("rocmstack/requirements/../../../pwned.txt", "/etc/x", "a//b"):
+        rendered = Rendered(files={"Dockerfile": b"FROM x\n", rel: b"x"}, render_hash="0" * 64)
+        with pytest.raises(InputError, match="leaves the render folder"):
+            write_context(rendered, tmp_path / "out")
+        assert sorted(p.name for p in tmp_path.iterdir()) == []

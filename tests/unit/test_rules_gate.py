@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from rocmstack.errors import RuleFailure
+from rocmstack.lock.file import arch_key, default_arch_sets, lock_path, read_lock, write_lock
 from rocmstack.recipe.load import find_recipe, load_recipe, recipe_files
 from rocmstack.recipe.resolve import resolve
-from rocmstack.lock.file import arch_key, default_arch_sets, lock_path, read_lock, write_lock
 from rocmstack.rules.gate import LockDrift, gate, lock_resolved, recipe_arg, verify
 
 NAME = "verl-0.9.0-rocm10"
@@ -134,7 +134,7 @@ def test_gate_compares_the_recipe_without_overrides(recipe_copy):
     )
 
 
-def test_unreadable_lock_is_a_one_line_error(recipe_copy):
+def test_an_unreadable_lock_stops_the_gate(recipe_copy):
     lock_path(recipe_copy).write_text("{not json")
     with pytest.raises(Exception, match="unreadable lock file"):
         verify(_resolved(recipe_copy))
