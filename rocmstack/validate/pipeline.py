@@ -416,12 +416,14 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
         progress("bench: rollout decode against the roofline")
         bench_stage, bench = run_bench_stage(opts, progress)
         stages.append(bench_stage)
-    framework = None
+    framework, framework_note = None, "--skip-framework"
     if opts.skip_framework:
-        stages.append(stage("framework", SKIPPED, 0.0, "--skip-framework"))
+        stages.append(stage("framework", SKIPPED, 0.0, framework_note))
     else:
         framework_stage, framework = run_framework_stage(opts, image, progress)
-        stages.append(framework_stage)
+        framework_note = framework_stage["summary"]
+        if framework_stage["status"] != SKIPPED:  # a recipe without a declaration has no such stage
+            stages.append(framework_stage)
     passed, line = verdict(stages)
     archs = device_archs(doctor)
     return {
@@ -443,5 +445,9 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
         "doctor": {"report": doctor},
         "smoke": {"summary": smoke, "dir": SMOKE_DIR if smoke is not None else None},
         "bench": {"report": bench, "dir": BENCH_DIR if bench is not None else None},
-        "framework": {"summary": framework, "dir": FRAMEWORK_DIR if framework is not None else None},
+        "framework": {
+            "summary": framework,
+            "dir": FRAMEWORK_DIR if framework is not None else None,
+            "note": framework_note,
+        },
     }

@@ -157,6 +157,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_framework_past_its_time_limit_is_killed_whole_and_fails(tmp_path):
+    pytest.importorskip("pyarrow", reason="the smoke's parquet is written with pyarrow (test extra)")
     # A parent that starts a child (as a framework starts Ray, engine and trainer processes), both asleep.
     script = (
         "import subprocess, sys, time; "
