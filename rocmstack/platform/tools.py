@@ -7,6 +7,7 @@ group, helpers included), and comes back as a plain value: never an exception, n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -72,9 +73,17 @@ class Pending:
     """A started process, drained by its own thread (a chatty tool never blocks on a full pipe while we wait
     on another); ``result()`` waits until the process's own deadline and never raises."""
 
-    def __init__(self, argv: list[str], timeout: float, env: Mapping[str, str] | None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        timeout: float,
+        env: Mapping[str, str] | None,
+        log: Path | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.argv = tuple(argv)
         self.timeout = timeout
+        self.log = log
         self._done: ToolRun | None = None
         self._thread: threading.Thread | None = None
         path = (env or os.environ).get("PATH", os.defpath)
@@ -83,20 +92,27 @@ class Pending:
             self._done = ToolRun(self.argv, None, "", "", 0.0, missing=True)
             return
         start = time.monotonic()
+        # With ``log``, stdout and stderr stream into that file as the tool writes them (a long job can be
+        # followed with tail -f, and nothing piles up in memory); ToolRun.stdout is then the file's text.
+        sink = log.open("w") if log is not None else None
         try:
             proc = subprocess.Popen(
                 [exe, *argv[1:]],
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stdout=sink if sink is not None else subprocess.PIPE,
+                stderr=subprocess.STDOUT if sink is not None else subprocess.PIPE,
                 text=True,
                 errors="replace",
                 env=dict(env) if env is not None else None,
+                cwd=cwd,
                 start_new_session=True,  # own process group: a timeout kills helpers too
             )
         except OSError as exc:
             self._done = ToolRun(self.argv, None, "", "", 0.0, error=str(exc))
             return
+        finally:
+            if sink is not None:
+                sink.close()  # the child holds its own copy
         self._thread = threading.Thread(target=self._wait, args=(proc, start), daemon=True)
         self._thread.start()
 
@@ -113,6 +129,9 @@ class Pending:
             self._done = ToolRun(
                 self.argv, None, out or "", err or "", time.monotonic() - start, timed_out=True
             )
+        if self.log is not None and self._done is not None:
+            text = self.log.read_text(errors="replace")
+            self._done = dataclasses.replace(self._done, stdout=text, stderr="")
 
     def result(self) -> ToolRun:
         if self._thread is not None:
@@ -133,8 +152,16 @@ def start_tool(argv: list[str], *, timeout: float, env: Mapping[str, str] | None
     return Pending(argv, timeout, env)
 
 
-def run_tool(argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None) -> ToolRun:
-    return start_tool(argv, timeout=timeout, env=env).result()
+def run_tool(
+    argv: list[str],
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    log: Path | None = None,
+    cwd: Path | None = None,
+) -> ToolRun:
+    """``log``: stream stdout and stderr, interleaved, into this file; ``cwd``: the tool's working folder."""
+    return Pending(argv, timeout, env, log, cwd).result()
 
 
 @dataclass(frozen=True)

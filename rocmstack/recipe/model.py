@@ -10,6 +10,7 @@ inject an instruction (newline, quote, backslash, ``$(``, backtick).
 
 from __future__ import annotations
 
+import math
 import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -292,6 +293,112 @@ class ValidatedSet(_Strict):
     note: Text | None = None
 
 
+# ``smoke framework``: the values rocmstack fills into a framework's command, {name} in an argument.
+FRAMEWORK_PLACEHOLDERS = (
+    "python",
+    "model_dir",
+    "tokenizer_dir",
+    "train_parquet",
+    "val_parquet",
+    "data_dir",
+    "reward_py",
+    "reward_module",
+    "reward_fn",
+    "steps",
+    "work_dir",
+)
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+# One argument of a command run as an argument list (never through a shell): printable, no newline.
+_ARG = re.compile(r"^[^\n\r\x00]{1,1000}$")
+_METRIC = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@:-]{0,199}$")
+
+
+def _command_arg(value: str) -> str:
+    if not _ARG.fullmatch(value):
+        raise ValueError(f"{value!r} is not one command argument (1-1000 characters, no newline)")
+    unknown = [n for n in _PLACEHOLDER.findall(value) if n not in FRAMEWORK_PLACEHOLDERS]
+    if unknown:
+        raise ValueError(
+            f"{value!r} names unknown placeholder(s) {', '.join('{' + n + '}' for n in unknown)}; "
+            f"known: {', '.join('{' + n + '}' for n in FRAMEWORK_PLACEHOLDERS)}"
+        )
+    return value
+
+
+CommandArg = Annotated[str, AfterValidator(_command_arg)]
+MetricName = Annotated[str, _matching(_METRIC, "metric name (letters, digits, _./@:-)")]
+
+
+class MetricsSource(_Strict):
+    """Where a framework's per-step metrics land and how they are written."""
+
+    format: Literal["kv-console", "dict-lines", "jsonl"] = Field(
+        description="kv-console: verl's `step:N - key:value - ...` lines (anywhere in a line, after a Ray "
+        "prefix too); dict-lines: one Python dict literal per logging step (transformers/TRL console); "
+        "jsonl: one JSON object per line"
+    )
+    file: CommandArg | None = Field(
+        default=None, description="a file (placeholders allowed); null: the command's own output"
+    )
+    step_key: MetricName | None = Field(
+        default=None, description="dict-lines/jsonl: the key holding the step; null: rows are steps 1, 2, ..."
+    )
+    row_key: MetricName | None = Field(
+        default=None, description="dict-lines/jsonl: only rows with this key are steps (skips summaries)"
+    )
+
+    @model_validator(mode="after")
+    def _fits(self) -> MetricsSource:
+        if self.format == "kv-console" and (self.step_key or self.row_key):
+            raise ValueError("kv-console lines carry their own step: step_key/row_key do not apply")
+        return self
+
+
+class MetricCheck(_Strict):
+    """One judgment of a logged metric: `<metric> <op> <value>` at every/any/the first/the last step;
+    `finite` and `present` need no value."""
+
+    metric: MetricName
+    op: Literal["<=", "<", ">=", ">", "finite", "present"]
+    value: float | None = None
+    at: Literal["every", "any", "first", "last"] = "every"
+
+    @model_validator(mode="after")
+    def _value(self) -> MetricCheck:
+        needs = self.op not in ("finite", "present")
+        if needs and (self.value is None or not math.isfinite(self.value)):
+            raise ValueError(f"{self.metric} {self.op} needs a finite value")
+        if not needs and self.value is not None:
+            raise ValueError(f"{self.metric} {self.op} takes no value")
+        return self
+
+
+class FrameworkSmoke(_Strict):
+    """`rocmstack smoke framework`: the image's RL framework runs its own short loop; rocmstack makes the
+    model, tokenizer, data and reward file, runs `command` under `timeout_s`, and judges what it logged."""
+
+    framework: Name = Field(description="the framework's name, as reports show it (verl, trl, ...)")
+    command: tuple[CommandArg, ...] = Field(
+        min_length=1, description="argument list (no shell); {placeholders} are filled by rocmstack"
+    )
+    env: dict[EnvName, CommandArg] = Field(
+        default_factory=dict, description="added to the environment ({placeholders} allowed)"
+    )
+    steps: int = Field(default=2, ge=1, le=100, description="training steps; fills {steps}")
+    timeout_s: int = Field(ge=10, le=7200, description="the whole run is killed after this many seconds")
+    metrics: MetricsSource
+    checks: tuple[MetricCheck, ...] = Field(min_length=1)
+    train_rows: int = Field(default=32, ge=1, le=100000)
+    val_rows: int = Field(default=8, ge=1, le=100000)
+
+    @model_validator(mode="after")
+    def _env(self) -> FrameworkSmoke:
+        for name in self.env:
+            if is_secret_name(name):
+                raise ValueError(f"{name}: a smoke command's env is part of the recipe; no secrets in it")
+        return self
+
+
 class Recipe(_Strict):
     schema_: Literal[1] = Field(default=1, alias="schema")
     name: Name
@@ -319,6 +426,9 @@ class Recipe(_Strict):
     unverified: tuple[
         Annotated[str, _matching(re.compile(r"^[a-z_]+(\.[A-Za-z0-9_.-]+)*$"), "field path")], ...
     ] = ()
+    framework_smoke: FrameworkSmoke | None = Field(
+        default=None, description="the image's RL framework's own short loop, run by `smoke framework`"
+    )
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
 

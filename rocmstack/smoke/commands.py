@@ -65,6 +65,29 @@ def register(app: typer.Typer) -> None:
             _print_verdict(summary)
         raise typer.Exit(int(ExitCode.OK if summary["passed"] else ExitCode.FAILED))
 
+    @smoke.command("framework")
+    def framework_cmd(
+        recipe: str = typer.Argument(..., help="Recipe name or path; it must declare framework_smoke."),
+        steps: int | None = typer.Option(None, min=1, help="Steps (default: the recipe's)."),
+        timeout: float | None = typer.Option(None, min=1, help="Time limit in s (default: the recipe's)."),
+        work_dir: Path | None = typer.Option(
+            None, "--report", help="Folder for the inputs, framework.log, metrics.jsonl, summary.json."
+        ),
+        overrides: list[str] = typer.Option([], "--set", help="Override a recipe field (docs/recipes.md)."),
+        json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    ) -> None:
+        """Run the image's RL framework's own short loop as the recipe declares; exit 0 on a passing verdict."""
+        from rocmstack.smoke import framework
+
+        summary = framework.run_command(recipe, overrides, work_dir, steps=steps, timeout_s=timeout)
+        if json_out:
+            from rocmstack.output import print_json
+
+            print_json(framework.json_safe(summary))
+        else:
+            framework.print_summary(summary)
+        raise typer.Exit(int(ExitCode.OK if summary["passed"] else ExitCode.FAILED))
+
     app.add_typer(smoke, name="smoke")
 
 

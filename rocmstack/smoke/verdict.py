@@ -175,5 +175,64 @@ def decide(metrics: list[dict[str, Any]], canary: list[dict[str, Any]], *, dtype
     ]
 
 
+# ``smoke framework``: criteria over what an RL framework's own loop logged (rows ``{"step": N, key: float}``).
+_OPS = {
+    "<=": lambda a, b: a <= b,
+    "<": lambda a, b: a < b,
+    ">=": lambda a, b: a >= b,
+    ">": lambda a, b: a > b,
+}
+
+
+def exit_clean(returncode: int | None, *, timed_out: bool, seconds: float, limit: float) -> Criterion:
+    if timed_out:
+        detail = f"killed at the time limit: still running after {seconds:.0f} s (limit {limit:.0f} s)"
+    elif returncode is None:
+        detail = "the command could not start"
+    else:
+        detail = f"exit {returncode} after {seconds:.1f} s (limit {limit:.0f} s)"
+    return Criterion("exit_clean", returncode == 0 and not timed_out, detail, seconds, limit)
+
+
+def steps_seen(steps: list[int], want: int) -> Criterion:
+    seen = len(set(steps))
+    return Criterion(
+        "steps_seen", seen >= want, f"{seen} step(s) logged (need {want})", float(seen), float(want)
+    )
+
+
+def metric_check(rows: list[dict[str, Any]], metric: str, op: str, value: float | None, at: str) -> Criterion:
+    """``metric op value`` at every/any/the first/the last logged step; ``finite``/``present`` need no value.
+    A metric no step logged fails, naming it."""
+    target = f" {value:g}" if value is not None else ""
+    name = f"{metric} {op}{target}" + ("" if at == "every" else f" ({at})")
+    logged = [(r["step"], r[metric]) for r in rows if metric in r]
+    if not logged:
+        where = "no step was logged" if not rows else f"none of {len(rows)} logged step(s) has it"
+        return Criterion(name, False, f"{metric} missing: {where}", None, value)
+    missing = [r["step"] for r in rows if metric not in r]
+    if at == "first":
+        logged = logged[:1]
+    elif at == "last":
+        logged = logged[-1:]
+
+    def ok(x: float) -> bool:
+        if op == "present":
+            return True
+        if op == "finite" or value is None:
+            return math.isfinite(x)
+        return math.isfinite(x) and bool(_OPS[op](x, value))
+
+    bad = [(s, x) for s, x in logged if not ok(x)]
+    shown = ", ".join(f"step {s}: {x:.4g}" for s, x in logged[:6])
+    if at == "every" and missing:
+        return Criterion(
+            name, False, f"{metric} missing at step(s) {missing[:5]}; logged {shown}", None, value
+        )
+    passed = bool(logged) and (not bad if at != "any" else len(bad) < len(logged))
+    worst = bad[0][1] if bad else logged[-1][1]
+    return Criterion(name, passed, shown, worst, value)
+
+
 def as_dicts(criteria: list[Criterion]) -> list[dict[str, Any]]:
     return [asdict(c) for c in criteria]

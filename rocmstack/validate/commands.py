@@ -34,6 +34,9 @@ def register(app: typer.Typer) -> None:
         ),
         skip_smoke: bool = typer.Option(False, "--skip-smoke", help="Leave out the GRPO smoke job."),
         skip_bench: bool = typer.Option(False, "--skip-bench", help="Leave out the rollout bench."),
+        skip_framework: bool = typer.Option(
+            False, "--skip-framework", help="Leave out the RL framework's own loop (smoke framework)."
+        ),
         baseline: Path | None = typer.Option(
             None, "--baseline", metavar="FILE", help="Bench baseline: a regression fails."
         ),
@@ -61,6 +64,7 @@ def register(app: typer.Typer) -> None:
             expect_gpus=expect_gpus,
             skip_smoke=skip_smoke,
             skip_bench=skip_bench,
+            skip_framework=skip_framework,
             baseline=baseline,
             device=device,
             smoke_steps=smoke_steps,

@@ -34,6 +34,7 @@ SMOKE_DIR = "smoke"
 BENCH_DIR = "bench"
 ROOFLINE_PNG = "roofline.png"
 BENCH_JSON = "rollout.json"
+FRAMEWORK_DIR = "framework"
 
 
 # The bench's settings per device. GPU: a real model shape (Qwen3-0.6B, random weights) at the rollout
@@ -80,6 +81,8 @@ class ValidateOptions:
     smoke_steps: int | None = None
     doctor_skip: tuple[str, ...] = ()  # doctor check ids left out (recorded in the doctor's report)
     image_root: Path | None = None  # default: $ROCMSTACK_ROOT or /opt/rocmstack
+    skip_framework: bool = False
+    recipe: str | None = None  # whose framework_smoke runs; default: the image's lock.json names it
 
     def validated(self) -> ValidateOptions:
         if self.device not in DEVICES:
@@ -124,7 +127,7 @@ def prepare_report_dir(directory: Path) -> None:
 
     if not directory.is_dir():
         return
-    ours = (REPORT_JSON, REPORT_MD, REPORT_HTML, SMOKE_DIR, BENCH_DIR, STAGE, SBOM_FILE)
+    ours = (REPORT_JSON, REPORT_MD, REPORT_HTML, SMOKE_DIR, BENCH_DIR, FRAMEWORK_DIR, STAGE, SBOM_FILE)
     present = [directory / name for name in ours if (directory / name).exists()]
     if not (directory / REPORT_JSON).is_file() and any(directory.iterdir()):
         raise InputError(
@@ -335,6 +338,35 @@ def run_bench_stage(
     return stage("bench", status, time.monotonic() - t0, text), report
 
 
+def run_framework_stage(
+    opts: ValidateOptions, image: dict[str, Any], progress: Progress
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The image's RL framework's own loop, as its recipe declares (``smoke framework``); skipped when the
+    recipe declares none or no recipe is known (not a rocmstack image and no ``recipe`` given)."""
+    t0 = time.monotonic()
+    lock = image.get("lock")
+    name = opts.recipe or (lock.get("recipe") if isinstance(lock, dict) else None)
+    if not name:
+        return stage("framework", SKIPPED, 0.0, "no recipe: not a rocmstack image"), None
+    try:
+        from rocmstack.recipe.load import load_recipe
+        from rocmstack.smoke.framework import run_framework_smoke
+
+        recipe, _ = load_recipe(name)
+        if recipe.framework_smoke is None:
+            return stage("framework", SKIPPED, 0.0, f"recipe {name} declares no framework smoke"), None
+        progress(f"framework: {recipe.framework_smoke.framework}'s own loop")
+        summary = run_framework_smoke(
+            recipe.framework_smoke, opts.report_dir / FRAMEWORK_DIR, recipe=recipe.name
+        )
+    except Exception as exc:
+        return _crash("framework", exc, t0), None
+    text = f"{summary['framework']}: {summary['steps_seen']}/{summary['steps']} steps" + (
+        "" if summary["passed"] else "; failed: " + ", ".join(summary["failed"])
+    )
+    return stage("framework", PASS if summary["passed"] else FAIL, time.monotonic() - t0, text), summary
+
+
 def verdict(stages: list[dict[str, Any]]) -> tuple[bool, str]:
     ran = [s for s in stages if s["status"] != SKIPPED]
     bad = [s for s in ran if s["status"] in (FAIL, ERROR)]
@@ -384,6 +416,14 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
         progress("bench: rollout decode against the roofline")
         bench_stage, bench = run_bench_stage(opts, progress)
         stages.append(bench_stage)
+    framework, framework_note = None, "--skip-framework"
+    if opts.skip_framework:
+        stages.append(stage("framework", SKIPPED, 0.0, framework_note))
+    else:
+        framework_stage, framework = run_framework_stage(opts, image, progress)
+        framework_note = framework_stage["summary"]
+        if framework_stage["status"] != SKIPPED:  # a recipe without a declaration has no such stage
+            stages.append(framework_stage)
     passed, line = verdict(stages)
     archs = device_archs(doctor)
     return {
@@ -405,4 +445,9 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
         "doctor": {"report": doctor},
         "smoke": {"summary": smoke, "dir": SMOKE_DIR if smoke is not None else None},
         "bench": {"report": bench, "dir": BENCH_DIR if bench is not None else None},
+        "framework": {
+            "summary": framework,
+            "dir": FRAMEWORK_DIR if framework is not None else None,
+            "note": framework_note,
+        },
     }

@@ -185,3 +185,38 @@ def test_doctor_level_without_torch_is_level_one(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
     assert pipeline._doctor_level("auto") == 1
     assert pipeline._doctor_level("cpu") == 1
+
+
+def test_framework_stage_runs_the_recipe_declaration_or_says_why_not(tmp_path):
+    from pathlib import Path
+
+    fixtures = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "recipes"
+    (tmp_path / "tiny-pip.yaml").write_text((fixtures / "tiny-pip.yaml").read_text())
+    recipe = tmp_path / "fw.yaml"
+    recipe.write_text(
+        "name: fw\nextends: tiny-pip\ndescription: test\n"
+        "publish: {repository: localhost/t/fw, tag: 'fw_{arch}', aliases: []}\n"
+        "framework_smoke:\n"
+        "  framework: echo\n"
+        "  command: ['{python}', '-c', \"print('step:1 - r:0.5'); print('step:2 - r:0.7')\"]\n"
+        "  timeout_s: 60\n"
+        "  metrics: {format: kv-console}\n"
+        "  checks: [{metric: r, op: '>', value: 0.6, at: last}]\n"
+    )
+    opts = pipeline.ValidateOptions(report_dir=tmp_path / "report")
+    no_lock = pipeline.run_framework_stage(opts, {"lock": None}, lambda msg: None)
+    assert no_lock == (
+        pipeline.stage("framework", pipeline.SKIPPED, 0.0, "no recipe: not a rocmstack image"),
+        None,
+    )
+    undeclared = pipeline.run_framework_stage(
+        opts, {"lock": {"recipe": str(fixtures / "tiny-pip.yaml")}}, lambda msg: None
+    )
+    assert (
+        undeclared[0]["status"] == pipeline.SKIPPED
+        and "declares no framework smoke" in undeclared[0]["summary"]
+    )
+    pytest.importorskip("pyarrow", reason="the smoke's parquet is written with pyarrow (test extra)")
+    ran, summary = pipeline.run_framework_stage(opts, {"lock": {"recipe": str(recipe)}}, lambda msg: None)
+    assert ran["status"] == pipeline.PASS and ran["summary"] == "echo: 2/2 steps", ran
+    assert summary is not None and (tmp_path / "report" / pipeline.FRAMEWORK_DIR / "framework.log").is_file()
