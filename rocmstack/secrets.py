@@ -7,8 +7,9 @@ import re
 
 SECRET_WORDS = ("token", "secret", "key", "password", "passwd", "credential")
 SECRET_NAMES = ("HF_TOKEN", "WANDB_API_KEY", "HUGGING_FACE_HUB_TOKEN")
-# Personal access tokens (GITHUB_PAT, GL_PAT) do not contain any of the words above.
-_PAT = re.compile(r"(^|_)PAT($|_)", re.IGNORECASE)
+# Personal access tokens (GITHUB_PAT, GL_PAT) and credentials named AUTH (NPM_CONFIG__AUTH, DOCKER_AUTH_CONFIG,
+# HTTP_AUTHORIZATION) contain none of the words above.
+_PAT = re.compile(r"(^|_)(PAT|AUTH|AUTHORIZATION)($|_)", re.IGNORECASE)
 
 
 def is_secret_name(name: str) -> bool:

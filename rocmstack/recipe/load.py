@@ -25,9 +25,26 @@ MAX_EXTENDS_DEPTH = 8
 _FILE_IDENTITY = ("name", "extends", "schema")
 
 
-class StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # base picked at import
+_BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+NO_ANCHORS = (
+    "anchors and aliases (&name, *name, <<: *name) are not allowed: an alias can expand a few bytes into "
+    "gigabytes; write each value out in full (or share it through `extends:`)"
+)
+
+
+class StrictLoader(_BASE_LOADER):  # type: ignore[misc,valid-type]  # base picked at import
     """A safe loader (libyaml's where available: recipe checks stay well under a second) that refuses a
-    key given twice in one mapping; plain YAML keeps the last one and silently drops the first."""
+    key given twice in one mapping (plain YAML keeps the last one and silently drops the first) and any
+    anchor or alias (a billion-laughs document expands without bound once something walks it)."""
+
+    def __init__(self, stream: str | bytes) -> None:
+        # One pass over the events first (cheap with libyaml, nothing is built): the first anchor or alias
+        # stops the load at its line, before any node is constructed.
+        for event in yaml.parse(stream, Loader=_BASE_LOADER):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                mark = event.start_mark  # libyaml's Mark: the same line/column as PyYAML's
+                raise yaml.constructor.ConstructorError(None, None, NO_ANCHORS, mark)  # type: ignore[arg-type]
+        super().__init__(stream)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, yaml.Node] = {}

@@ -79,8 +79,9 @@ def _version_or_spec(value: str) -> str:
     return value
 
 
-def _requirement(value: str) -> str:
-    """A PEP 508 requirement without a URL (``numpy>=1.24; python_version >= '3.10'``)."""
+def plain_requirement(value: str) -> str:
+    """A PEP 508 requirement without a URL (``numpy>=1.24; python_version >= '3.10'``): recipe requirements and
+    the lines of a git component's requirements file (ValueError otherwise)."""
     try:
         req = Requirement(value)
     except InvalidRequirement as exc:
@@ -115,7 +116,7 @@ Text = Annotated[str, _matching(_TEXT, "one line of text without quotes, backsla
 ShortVersion = Annotated[str, _matching(_SHORT_VERSION, "version like 3.12 or 10.0")]
 Version_ = Annotated[str, AfterValidator(_version)]
 VersionOrSpec = Annotated[str, AfterValidator(_version_or_spec)]
-RequirementStr = Annotated[str, AfterValidator(_requirement)]
+RequirementStr = Annotated[str, AfterValidator(plain_requirement)]
 
 
 class Layer(StrEnum):

@@ -132,7 +132,7 @@ def inputs(
                         unresolved.append(f"{name}: {comp.requirements} not locked (as in the lock file)")
                 else:
                     try:
-                        lines += git.requirement_lines(comp.url, commit, comp.requirements)
+                        lines += git.requirement_lines(comp.url, commit, comp.requirements, component=name)
                     except NetworkError as exc:
                         if unresolved is None:
                             raise

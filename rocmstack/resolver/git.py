@@ -3,17 +3,24 @@
 A ref that already is a full commit needs no network. A branch or tag is looked up with ``git ls-remote``
 (an annotated tag resolves to the commit it points at). An abbreviated hash cannot be looked up remotely:
 it is expanded from a fetch of the repository.
+
+A component's repository and a lock file are untrusted: every revision argument follows
+``--end-of-options`` (a value starting with ``-`` is never read as an option), a commit read at must be 40
+hex, and a requirements file may hold only plain PEP 508 requirements (no pip option, no URL or path, which
+uv would fetch or build on this machine) and ``-r`` includes that stay inside the repository.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 import re
 import subprocess
 from pathlib import Path
 
-from rocmstack.errors import InputError, NetworkError, printable
+from rocmstack.errors import InputError, NetworkError, printable, quoted
+from rocmstack.recipe.model import plain_requirement
 
 _FULL = re.compile(r"^[0-9a-f]{40}$")
 _SHORT = re.compile(r"^[0-9a-f]{7,39}$")
@@ -45,7 +52,15 @@ def ls_remote(url: str, ref: str) -> str:
         return ref
     if _SHORT.fullmatch(ref):
         return expand_short(url, ref)
-    proc = _git("ls-remote", "--", url, ref, f"refs/heads/{ref}", f"refs/tags/{ref}", f"refs/tags/{ref}^{{}}")
+    proc = _git(
+        "ls-remote",
+        "--end-of-options",
+        url,
+        ref,
+        f"refs/heads/{ref}",
+        f"refs/tags/{ref}",
+        f"refs/tags/{ref}^{{}}",
+    )
     if proc.returncode != 0:
         raise _fail(url, proc)
     found: dict[str, str] = {}
@@ -72,10 +87,19 @@ def _mirror(url: str) -> Path:
 
 def expand_short(url: str, short: str) -> str:
     repo = _mirror(url)
-    proc = _git("fetch", "-q", "--filter=blob:none", url, "+refs/heads/*:refs/heads/*", cwd=repo, timeout=600)
+    proc = _git(
+        "fetch",
+        "-q",
+        "--filter=blob:none",
+        "--end-of-options",
+        url,
+        "+refs/heads/*:refs/heads/*",
+        cwd=repo,
+        timeout=600,
+    )
     if proc.returncode != 0:
         raise _fail(url, proc)
-    out = _git("rev-parse", "--verify", "-q", f"{short}^{{commit}}", cwd=repo)
+    out = _git("rev-parse", "--verify", "-q", "--end-of-options", f"{short}^{{commit}}", cwd=repo)
     if out.returncode != 0:
         raise InputError(f"git ref {short!r} matches no commit at {url}", fix="use a full 40-hex commit")
     return out.stdout.strip()
@@ -83,12 +107,17 @@ def expand_short(url: str, short: str) -> str:
 
 def read_at(url: str, commit: str, path: str) -> str:
     """The text of ``path`` at ``commit`` (fetched once into a cache; only the needed blobs)."""
+    if not _FULL.fullmatch(commit):  # it comes from a lock file: never an option, a range or a ref name
+        raise InputError(
+            f"{url}: commit {quoted(commit)} is not a full 40-hex commit",
+            fix="relock: `rocmstack lock --refresh`",
+        )
     repo = _mirror(url)
-    if _git("cat-file", "-e", f"{commit}^{{commit}}", cwd=repo).returncode != 0:
-        proc = _git("fetch", "-q", "--depth", "1", url, commit, cwd=repo, timeout=600)
+    if _git("cat-file", "-e", "--end-of-options", f"{commit}^{{commit}}", cwd=repo).returncode != 0:
+        proc = _git("fetch", "-q", "--depth", "1", "--end-of-options", url, commit, cwd=repo, timeout=600)
         if proc.returncode != 0:
             raise _fail(url, proc)
-    out = _git("show", f"{commit}:{path}", cwd=repo)
+    out = _git("show", "--end-of-options", f"{commit}:{path}", cwd=repo)
     if out.returncode != 0:
         raise InputError(
             f"{url}@{commit[:12]}: no file {path!r}", fix="check the component's requirements path"
@@ -96,21 +125,42 @@ def read_at(url: str, commit: str, path: str) -> str:
     return out.stdout
 
 
-def requirement_lines(url: str, commit: str, path: str, _depth: int = 0) -> list[str]:
-    """A requirements file at a commit, with ``-r other.txt`` includes inlined and comments dropped."""
+_INCLUDE = re.compile(r"^(?:-r|--requirement)(?:\s+|\s*=\s*)?(\S+)$")
+_COMMENT = re.compile(r"(?:^|\s)#.*$")  # pip's rule: '#' at the start or after whitespace
+
+
+def requirement_lines(url: str, commit: str, path: str, *, component: str, _depth: int = 0) -> list[str]:
+    """A requirements file at a commit, with ``-r other.txt`` includes inlined and comments dropped.
+
+    Only plain PEP 508 requirements pass (the rule recipe requirements follow): an option line
+    (``--index-url``, ``-f``, ``-e``, ``-c`` ...) or a direct reference (``pkg @ file://...``, ``git+...``, a
+    path) is an InputError naming the component, file, line number and line. ``-r`` may include another
+    file of the same repository, never one outside it."""
     if _depth > 8:
-        raise InputError(f"{url}: {path}: requirement files include each other too deeply")
+        raise InputError(f"component {component}: {path}: requirement files include each other too deeply")
     out: list[str] = []
-    base = Path(path).parent
-    for raw in read_at(url, commit, path).splitlines():
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
+    for number, raw in enumerate(read_at(url, commit, path).splitlines(), start=1):
+        line = _COMMENT.sub("", raw).strip()
+        if not line:
             continue
-        m = re.match(r"^(?:-r|--requirement)\s*=?\s*(\S+)$", line)
+        where = f"component {component}: {path} line {number}: {quoted(raw.strip())}"
+        m = _INCLUDE.match(line)
         if m:
-            out += requirement_lines(url, commit, (base / m.group(1)).as_posix(), _depth + 1)
-        elif line.startswith(("-c", "--constraint", "-e", "--editable")):
-            continue  # paths inside that repository: meaningless outside a checkout of it
-        else:
-            out.append(line)
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), m.group(1)))
+            if m.group(1).startswith("/") or target == ".." or target.startswith("../"):
+                raise InputError(
+                    f"{where} includes a file outside the repository",
+                    fix="include only files of the component's own repository",
+                )
+            out += requirement_lines(url, commit, target, component=component, _depth=_depth + 1)
+            continue
+        try:
+            out.append(plain_requirement(line))
+        except ValueError:
+            raise InputError(
+                f"{where} is not a plain requirement",
+                fix="a git component's requirements file may hold only PEP 508 names, extras, versions and "
+                "markers (no pip option, URL or path) and -r includes; point `requirements:` at such a "
+                "file, or list the packages as recipe components",
+            ) from None
     return out

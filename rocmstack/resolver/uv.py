@@ -171,9 +171,13 @@ def _write_inputs(work: Path, inputs: Inputs) -> list[str]:
 def compile_argv(inputs: Inputs, files: Sequence[str]) -> list[str]:
     argv = [
         uv_bin(),
+        # No configuration but ours (a uv.toml or pyproject.toml around could add indexes or sources), and
+        # no source distribution is ever built while locking: building one runs its setup code here.
+        "--no-config",
         "pip",
         "compile",
         *files,
+        "--no-build",
         "--config-file",
         "uv.toml",
         "--constraint",

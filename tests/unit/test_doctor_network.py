@@ -234,6 +234,23 @@ def test_dev_shm_names_what_dead_processes_left(tmp_path):
     )
 
 
+def test_dev_shm_counts_only_regular_files_never_what_a_link_points_at(tmp_path):
+    """Anyone can put a link in /dev/shm: named like a dead process's file and pointing at a big file
+    elsewhere (or at a folder, a FIFO), it must not be sized, counted or reported."""
+    o = _shm_mount(tmp_path)
+    shm = o.dev_root / "shm"
+    big = tmp_path / "elsewhere.bin"
+    big.write_bytes(b"\1" * (64 << 20))
+    (shm / "torch_4242_1_0").symlink_to(big)  # process 4242 is not running
+    (shm / "torch_4243_1_0").symlink_to(tmp_path)
+    (shm / "cuda.shm.0.1c8b.1").symlink_to(tmp_path / "gone")  # dangling
+    os.mkfifo(shm / "torch_4244_1_0")
+    (shm / "torch_4245_1_0").write_bytes(b"\1" * 81920)  # the one real file of a dead process
+    result = network.dev_shm(SNAP, o)
+    assert result.status == Status.PASS, result.summary
+    assert "1 file(s) of processes not running here hold 80 KiB" in result.summary
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs")
 @pytest.mark.parametrize("fill_mib,status", [(16, Status.PASS), (200, Status.WARN), (900, Status.FAIL)])
 def test_dev_shm_free_space_on_a_real_tmpfs(tmp_path, fill_mib, status):

@@ -44,3 +44,58 @@ def test_scrub_nested_values():
 
 def test_short_values_are_not_scrubbed_everywhere():
     assert secret_values({"API_KEY": "1"}) == []
+
+
+def test_auth_names_are_secrets():
+    """Credentials named AUTH hold none of the other words: npm's _auth, GitLab CI's DOCKER_AUTH_CONFIG
+    (registry credentials as JSON), an HTTP Authorization header passed on."""
+    for name in (
+        "NPM_CONFIG__AUTH",
+        "REGISTRY_AUTH",
+        "DOCKER_AUTH_CONFIG",
+        "HTTP_AUTHORIZATION",
+        "hf_hub_auth",
+    ):
+        assert is_secret_name(name), name
+    for name in ("AUTHOR", "HSA_AUTHORITY", "OAUTHLIB_INSECURE", "RAY_AUTHOR_NAME"):
+        assert not is_secret_name(name), name
+    dump = env_dump({"HF_HUB_AUTH": "Bearer abcdefgh", "NPM_CONFIG__AUTH": "dXNlcjpwYXNz"})
+    assert dump == {"HF_HUB_AUTH": REDACTED, "NPM_CONFIG__AUTH": REDACTED}
+    assert scrub("npm said dXNlcjpwYXNz", secret_values({"NPM_CONFIG__AUTH": "dXNlcjpwYXNz"})) == (
+        f"npm said {REDACTED}"
+    )
+
+
+def test_credentials_in_urls_are_redacted_wherever_they_appear():
+    env = {
+        "HF_ENDPOINT": "https://mirror-user:mirror-pass-123@hf.example.org/api",
+        "PIP_INDEX_URL": "https://__token__:pypi-AgEIcHlwaS5vcmc@pypi.example.org/simple",
+        "RAY_ADDRESS": "auto",
+    }
+    dump = env_dump(env)
+    assert dump["HF_ENDPOINT"] == f"https://{REDACTED}@hf.example.org/api" and dump["RAY_ADDRESS"] == "auto"
+    report = {
+        "checks": [
+            # in a message, with no variable behind it (a git remote, a proxy)
+            {"summary": "fetch https://oauth2:glpat-xyzxyzxyz@gitlab.example.org/g/r.git failed"},
+            {"details": ["proxy http://bob:s3cret-pw@10.0.0.1:3128 refused", "ssh://git@github.com/o/r"]},
+            # the password alone, echoed by a tool that took it from the variable
+            {"summary": "401 for pypi-AgEIcHlwaS5vcmc and mirror-pass-123"},
+        ],
+        "ok": "https://pypi.org/simple/?q=a@b and user@example.org stay",
+    }
+    clean = scrub(report, secret_values(env))
+    text = repr(clean)
+    for leaked in (
+        "glpat-xyzxyzxyz",
+        "s3cret-pw",
+        "pypi-AgEIcHlwaS5vcmc",
+        "mirror-pass-123",
+        "oauth2",
+        "bob:",
+    ):
+        assert leaked not in text, leaked
+    assert clean["checks"][0]["summary"] == f"fetch https://{REDACTED}@gitlab.example.org/g/r.git failed"
+    assert clean["checks"][1]["details"][1] == f"ssh://{REDACTED}@github.com/o/r"
+    assert clean["ok"] == report["ok"]
+    assert scrub("https://u:p@h", []) == f"https://{REDACTED}@h"  # with no secret-named variable too

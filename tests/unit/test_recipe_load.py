@@ -179,6 +179,57 @@ def test_duplicate_yaml_keys_are_refused(tmp_path):
         load_recipe(str(nested))
 
 
+# The classic "billion laughs": 9 levels of 9 aliases, a few hundred bytes that name 9**9 strings.
+BILLION_LAUGHS = "schema: 1\nname: lol\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+def _limited_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # the bomb would take more than this
+
+
+def test_an_alias_bomb_recipe_is_refused_before_it_expands(tmp_path):
+    """A few hundred bytes of nested aliases took over 1 GB and a minute: anchors and aliases are refused at
+    the line of the first one, nothing is expanded (the CLI runs here under a 1 GiB address-space limit)."""
+    import subprocess
+    import sys
+
+    bomb = tmp_path / "lol.yaml"
+    bomb.write_text(BILLION_LAUGHS)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rocmstack", "check", str(bomb), "--offline"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_limited_memory,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert f"{bomb}: YAML error at line 3, column 4: anchors and aliases" in proc.stderr
+    assert "write each value out in full" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("name: a\nbase: &base {tag: x}\n", 2),  # an anchor nobody uses yet
+        ("name: a\nenv:\n  A: &v '1'\n  B: *v\n", 3),
+        ("name: a\nx: &m {tag: x}\nbase:\n  <<: *m\n", 2),  # a merge key needs an alias
+    ],
+)
+def test_anchors_and_aliases_are_refused_naming_the_line(tmp_path, text, line):
+    path = tmp_path / "a.yaml"
+    path.write_text(text)
+    with pytest.raises(RecipeError) as err:
+        load_recipe(str(path))
+    assert f"a.yaml: YAML error at line {line}, column " in err.value.one_line()
+    assert "anchors and aliases" in err.value.one_line()
+
+
 def test_non_utf8_recipe_is_one_line(tmp_path):
     path = tmp_path / "latin.yaml"
     path.write_bytes("name: latin\ndescription: caf\u00e9\n".encode("latin-1"))

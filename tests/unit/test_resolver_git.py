@@ -72,14 +72,30 @@ def test_requirement_files_are_read_at_the_commit_with_includes(repo):
         repo,
         {
             "requirements/common.txt": "# shared\ntomli==2.0.1  # pinned\n",
-            "requirements/rocm.txt": "-r common.txt\n-c constraints.txt\niniconfig>=2\n",
+            "requirements/rocm.txt": "-r common.txt\niniconfig>=2\t# tabbed comment\n",
+            "requirements/bad.txt": "tomli==2.0.1\n-c constraints.txt\n",
         },
         "one",
     )
     commit(repo, {"requirements/common.txt": "tomli==2.2.1\n"}, "two")
-    assert git.requirement_lines(repo.as_uri(), old, "requirements/rocm.txt") == [
+    assert git.requirement_lines(repo.as_uri(), old, "requirements/rocm.txt", component="c") == [
         "tomli==2.0.1",
         "iniconfig>=2",
     ]
     with pytest.raises(InputError, match=r"no file .requirements/missing\.txt."):
-        git.requirement_lines(repo.as_uri(), old, "requirements/missing.txt")
+        git.requirement_lines(repo.as_uri(), old, "requirements/missing.txt", component="c")
+    # A constraints file used to be skipped without a word: now it is refused like every option line.
+    with pytest.raises(InputError, match=r"component c: requirements/bad.txt line 2: '-c constraints.txt'"):
+        git.requirement_lines(repo.as_uri(), old, "requirements/bad.txt", component="c")
+
+
+def test_a_commit_from_a_lock_is_40_hex_and_never_an_option(repo, tmp_path):
+    """A lock's commit reaches `git fetch`: `--upload-pack=CMD` there runs CMD (for a local or file:// remote)."""
+    good = commit(repo, {"requirements.txt": "tomli==2.0.1\n"}, "one")
+    marker = tmp_path / "upload-pack-ran"
+    for hostile in (f"--upload-pack=touch {marker}", good[:12], good + "\n", "HEAD", "main"):
+        with pytest.raises(InputError, match="is not a full 40-hex commit") as exc:
+            git.read_at(repo.as_uri(), hostile, "requirements.txt")
+        assert exc.value.exit_code == ExitCode.USAGE and "\n" not in exc.value.one_line()
+    assert not marker.exists()
+    assert git.read_at(repo.as_uri(), good, "requirements.txt") == "tomli==2.0.1\n"

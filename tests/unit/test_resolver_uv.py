@@ -125,3 +125,11 @@ def test_unreachable_index_is_one_line_exit_4(monkeypatch):
         uv.resolve(Inputs(layers=(("ray", ("iniconfig==2.0.0",)),)))
     assert exc.value.exit_code == ExitCode.ENGINE and "\n" not in exc.value.one_line()
     assert "package index unreachable" in exc.value.message
+
+
+def test_uv_locks_with_no_build_and_no_configuration_but_ours():
+    """No sdist is built while locking (its setup code would run here) and no uv.toml/pyproject.toml found
+    around the work folder or in the user's config steers the resolution; only the inputs' own uv.toml."""
+    argv = uv.compile_argv(Inputs(layers=(("ray", ("iniconfig==2.0.0",)),)), ["ray.in"])
+    assert argv[1:4] == ["--no-config", "pip", "compile"] and "--no-build" in argv
+    assert argv[argv.index("--config-file") + 1] == "uv.toml"

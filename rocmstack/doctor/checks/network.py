@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 
 from rocmstack.doctor.model import Check, DoctorOptions, Result, failed, passed, skipped, warned
@@ -286,7 +287,7 @@ def _process_runs(opts: DoctorOptions, pid: int) -> bool:
 
 
 def _stale_shm_files(opts: DoctorOptions) -> tuple[int, int]:
-    """Files in /dev/shm that name a process not running here, and the RAM they hold."""
+    """Regular files in /dev/shm that name a process not running here, and the RAM they hold."""
     count = held = 0
     try:
         entries = list((opts.dev_root / "shm").iterdir())
@@ -297,9 +298,12 @@ def _stale_shm_files(opts: DoctorOptions) -> tuple[int, int]:
         if pid is None or _process_runs(opts, pid):
             continue
         try:
-            held += path.stat().st_blocks * 512
+            st = path.lstat()  # never follow a link: it would size (and blame) a file elsewhere
         except OSError:  # removed meanwhile
             continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        held += st.st_blocks * 512
         count += 1
     return count, held
 
