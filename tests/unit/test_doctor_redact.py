@@ -22,6 +22,14 @@ def test_names():
     assert not is_secret_name("HIP_VISIBLE_DEVICES")
 
 
+def test_names_are_judged_by_their_parts():
+    for name in ("GHTOKEN", "MY_APIKEY", "GOOGLE_APPLICATION_CREDENTIALS", "db-password"):
+        assert is_secret_name(name), name
+    # A word inside another word is not a secret: these are settings, and hiding them hides the bug.
+    for name in ("TOKENIZERS_PARALLELISM", "HIP_KEYSPACE"):
+        assert not is_secret_name(name), name
+
+
 def test_dump_masks_and_keeps_relevant():
     dump = env_dump(ENV)
     assert (
