@@ -126,7 +126,7 @@ def _nvml_process_memory(pid: int) -> DeviceMemory:
         import pynvml
 
         pynvml.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 - no driver library: say so, do not pass
+    except Exception as exc:  # no driver library: say so, do not pass
         return DeviceMemory(None, f"NVML unavailable: {exc}")
     try:
         total, seen = 0, False
@@ -148,7 +148,7 @@ def _amdsmi_process_memory(pid: int) -> DeviceMemory:
         import amdsmi
 
         amdsmi.amdsmi_init()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return DeviceMemory(None, f"amdsmi unavailable: {exc}")
     try:
         total, seen = 0, False

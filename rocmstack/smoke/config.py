@@ -43,6 +43,7 @@ def expected_failure(rollout: str, inject: str | None) -> str | None:
         return None
     return (INJECT_EXPECTS if rollout == "reference" else ENGINE_INJECT_EXPECTS)[inject]
 
+
 # Qwen3 shapes (random init). CPU keeps it tiny so two placements fit CI's 2 cores; the GPU shape is
 # larger so the H200 run moves real bytes through the sync and real tokens through the KV cache.
 SHAPES: dict[str, dict[str, int]] = {
