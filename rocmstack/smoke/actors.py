@@ -27,7 +27,7 @@ from rocmstack.gpu.weight_sync import (
 from rocmstack.smoke import grpo, task
 from rocmstack.smoke.rollout_engine import make_engine
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def _sync(device: torch.device) -> None:
@@ -98,6 +98,7 @@ class TrainerWorker:
         self.bucket: torch.Tensor | None = None
         self.stale: dict[str, torch.Tensor] | None = None
         self.probe = task.probe_batch(opts["num_digits"]).to(self.device)
+        self.engine_group: Any = None  # the split placement's group with an engine rollout
 
     def info(self) -> dict[str, Any]:
         return {
@@ -217,13 +218,34 @@ class TrainerWorker:
     def init_group(self, address: str, rank: int) -> None:
         _join_group(self.device, address, rank)
 
+    def init_engine_group(self, host: str, port: int) -> None:
+        """Split with an engine rollout: rank 0 of the engine's weight group (vllm_rollout.weight_group)."""
+        from rocmstack.gpu.vllm_rollout import weight_group
+
+        self.engine_group = weight_group(host, port, 0, self.device.type)
+
+    @torch.no_grad()
+    def perturb_embedding(self, std: float) -> None:
+        """The logprob-mismatch fault: this trainer's embedding moves, the rollout's copy does not."""
+        embed = self.model.get_input_embeddings().weight
+        noise = torch.randn(embed.shape, generator=torch.Generator().manual_seed(self.opts["seed"] + 7))
+        embed.add_(noise.to(embed.device) * std)
+        self.ref.get_input_embeddings().weight.copy_(embed)  # keeps KL(policy || ref) at 0
+
     def broadcast_weights(self) -> dict[str, Any]:
         """Split: broadcast the version, then the bucket, from rank 0 (this trainer) to the rollout worker."""
         import torch.distributed as dist
 
         flat, _ = pack_state_dict(self._ship_state(), self.ship_dtype)
-        dist.broadcast(torch.tensor([self.step], dtype=torch.int64, device=self.device), src=0)
-        dist.broadcast(flat, src=0)
+        version = torch.tensor([self.step], dtype=torch.int64, device=self.device)
+        if self.engine_group is not None:
+            from rocmstack.gpu.vllm_rollout import broadcast
+
+            broadcast(self.engine_group, version)
+            broadcast(self.engine_group, flat)
+        else:
+            dist.broadcast(version, src=0)
+            dist.broadcast(flat, src=0)
         _sync(self.device)
         return {"version": self.step, "nbytes": flat.numel() * flat.element_size()}
 
@@ -232,6 +254,11 @@ class TrainerWorker:
         return _probe_logprobs(self._forward(self.model, self.probe).float(), self.probe)
 
     def shutdown(self) -> None:
+        if self.engine_group is not None:
+            from vllm.distributed.utils import stateless_destroy_torch_distributed_process_group
+
+            stateless_destroy_torch_distributed_process_group(self.engine_group)
+            self.engine_group = None
         _leave_group()
 
 
@@ -246,14 +273,30 @@ class RolloutWorker:
         self.dtype = DTYPES[dtype]
         batch = opts["prompts_per_step"] * opts["group_size"]
         seq = opts["num_digits"] + 2 + opts["max_new_tokens"]
-        self.engine, self.engine_name = make_engine(
-            model_config,
-            device=str(self.device),
-            dtype=self.dtype,
-            max_batch=batch,
-            max_seq_len=seq + 8,
-            prefer=opts["engine"],
-        )
+        self.vllm: Any = None
+        if opts["rollout"] == "vllm":
+            from rocmstack.gpu.vllm_rollout import VLLMRollout
+
+            # Colocated on a GPU the engine sleeps between rollout and training, as in verl/slime.
+            self.vllm = VLLMRollout(
+                model_config,
+                device=self.device,
+                dtype=self.dtype,
+                max_batch=batch,
+                max_seq_len=seq + 8,
+                sleep_mode=opts["placement"] == "colocated",
+                seed=opts["seed"] + 1,
+            )
+            self.engine, self.engine_name = self.vllm, "vllm"
+        else:
+            self.engine, self.engine_name = make_engine(
+                model_config,
+                device=str(self.device),
+                dtype=self.dtype,
+                max_batch=batch,
+                max_seq_len=seq + 8,
+                prefer=opts["engine"],
+            )
         self.generator = torch.Generator(device=self.device).manual_seed(opts["seed"] + 1)
         self.probe = task.probe_batch(opts["num_digits"]).to(self.device)
         self.version = -1
@@ -283,6 +326,32 @@ class RolloutWorker:
             "time_s": time.perf_counter() - start,
         }
 
+    # ---- an engine rollout's memory: sleep between rollout and training, wake to load ----
+    def sleep(self) -> dict[str, Any]:
+        """Put the engine to sleep; what the process held on the device before and after, per the driver."""
+        awake = self.vllm.memory()
+        start = time.perf_counter()
+        self.vllm.sleep()
+        seconds = time.perf_counter() - start
+        asleep = self.vllm.memory()
+        return {
+            "slept": self.vllm.asleep,
+            "baseline": self.vllm.baseline.nbytes,
+            "awake": awake.nbytes,
+            "asleep": asleep.nbytes,
+            "source": awake.source if awake.nbytes is None else asleep.source,
+            "time_s": seconds,
+        }
+
+    def wake(self) -> None:
+        if self.vllm is not None:
+            self.vllm.wake_weights()
+            self.vllm.wake_rest()
+
+    def _skip_load(self) -> bool:
+        # The stale-weights fault with an engine: after the first load, the engine silently keeps its weights.
+        return self.opts["inject"] == "stale-weights" and self.version >= 0
+
     def load_shared(self, payload: dict[str, Any]) -> int:
         """Colocated: map the trainer's bucket by its IPC handle, copy it into the engine, let it go."""
         mine = device_uuid(self.device)
@@ -290,6 +359,13 @@ class RolloutWorker:
             raise RuntimeError(
                 f"colocated sync needs one device; trainer is on {payload['uuid']}, rollout on {mine}"
             )
+        if self.vllm is not None:
+            self.vllm.wake_weights()
+            if not self._skip_load():
+                self.vllm.load_shared(payload["handle"], payload["specs"])
+            self.vllm.wake_rest()
+            self.version = payload["version"]
+            return self.version
         flat = open_shared_tensor(payload["handle"])
         self.engine.load_hf_state_dict(unpack_state_dict(flat, payload["specs"]))
         _sync(self.device)
@@ -298,12 +374,26 @@ class RolloutWorker:
         return self.version
 
     def init_group(self, address: str, rank: int, layout: dict[str, Any]) -> None:
-        _join_group(self.device, address, rank)
         self.specs = layout["specs"]
+        self.layout = layout
+        if self.vllm is not None:  # the engine's worker joins; it receives into its own buffer
+            host, port = address.removeprefix("tcp://").rsplit(":", 1)
+            self.vllm.join_group(host, int(port), rank)
+            return
+        _join_group(self.device, address, rank)
         self.recv = torch.empty(layout["numel"], dtype=DTYPES[layout["dtype"]], device=self.device)
 
     def receive_broadcast(self) -> int:
         import torch.distributed as dist
+
+        if self.vllm is not None:
+            self.vllm.wake_weights()
+            load = not self._skip_load()
+            self.version = self.vllm.receive_broadcast(
+                self.specs, self.layout["numel"], self.layout["dtype"], load=load
+            )
+            self.vllm.wake_rest()
+            return self.version
 
         version = torch.zeros(1, dtype=torch.int64, device=self.device)
         dist.broadcast(version, src=0)
@@ -315,9 +405,13 @@ class RolloutWorker:
 
     @torch.no_grad()
     def probe_logprobs(self) -> torch.Tensor:
+        if self.vllm is not None:
+            return self.vllm.score(self.probe.cpu())  # the engine's prompt log-probs
         return _probe_logprobs(self.engine.forward_logits(self.probe).float(), self.probe)
 
     def shutdown(self) -> None:
+        if self.vllm is not None:
+            self.vllm.shutdown()
         _leave_group()
 
 

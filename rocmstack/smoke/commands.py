@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from rocmstack.errors import ExitCode
-from rocmstack.smoke.config import SmokeOptions
+from rocmstack.smoke.config import LOGPROB_BAR, SmokeOptions
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +24,20 @@ def register(app: typer.Typer) -> None:
         device: str = typer.Option("auto", help="auto, cuda (also HIP) or cpu."),
         steps: int = typer.Option(SmokeOptions.steps, min=1, help="GRPO steps."),
         inject: str | None = typer.Option(
-            None, help="Fault to inject: skip-sync, stale-weights, zero-reward, nan-loss."
+            None,
+            help="Fault to inject: skip-sync, stale-weights, zero-reward, nan-loss, "
+            "logprob-mismatch (engine rollouts).",
+        ),
+        rollout: str = typer.Option(
+            "reference",
+            help="Rollout: reference (rocmstack's engine) or vllm (the image's vLLM: offline LLM, "
+            "collective_rpc weight loads, sleep/wake). sglang is not supported yet.",
+        ),
+        logprob_bar: float = typer.Option(
+            LOGPROB_BAR, help="Engine rollouts: bar on step 0's mean |trainer - rollout| log-prob."
+        ),
+        prompts: int = typer.Option(
+            SmokeOptions.prompts_per_step, min=1, help="Prompts per step (each sampled group-size times)."
         ),
         report: Path | None = typer.Option(
             None, "--report", help="Write metrics.jsonl, summary.json and PNG plots here."
@@ -49,10 +62,13 @@ def register(app: typer.Typer) -> None:
             engine=engine,
             shape=shape,
             seed=seed,
+            rollout=rollout,
+            logprob_bar=logprob_bar,
+            prompts_per_step=prompts,
         ).validated()
         from rocmstack.smoke.verdict import settings_warning
 
-        if (why := settings_warning(opts.steps, opts.inject)) is not None:
+        if opts.rollout == "reference" and (why := settings_warning(opts.steps, opts.inject)) is not None:
             from rocmstack.output import warn
 
             warn(why)
@@ -123,7 +139,8 @@ def _print_verdict(summary: dict[str, Any]) -> None:
     f = summary["final"]
     console.print(
         f"{summary['placement']} on {summary['device']} ({summary['dtype']}, shape {summary['shape']}, "
-        f"{summary['params']:,} params, engine {summary['engine']}), {summary['steps']} steps"
+        f"{summary['params']:,} params, rollout {summary['engine']} in {summary['rollout_dtype']}), "
+        f"{summary['steps']} steps"
     )
     console.print(
         f"reward {f['reward_first_window']:.3f} -> {f['reward_last_window']:.3f}; "
@@ -136,7 +153,8 @@ def _print_verdict(summary: dict[str, Any]) -> None:
     table.add_column("result", no_wrap=True)
     table.add_column("detail", overflow="fold")
     for c in summary["criteria"]:
-        table.add_row(c["name"], "[green]PASS[/green]" if c["passed"] else "[red]FAIL[/red]", c["detail"])
+        result = {True: "[green]PASS[/green]", False: "[red]FAIL[/red]", None: "[yellow]N/A[/yellow]"}
+        table.add_row(c["name"], result[c["passed"]], c["detail"])
     print_table(table, console)
     if summary["inject"]:
         caught = "caught" if summary["inject_caught"] else "NOT caught"

@@ -11,7 +11,10 @@ from rocmstack.errors import InputError
 PLACEMENTS = ("colocated", "split")
 DEVICES = ("auto", "cuda", "cpu")
 ENGINES = ("auto", "reference", "kvcache")
-INJECTS = ("skip-sync", "stale-weights", "zero-reward", "nan-loss")
+# reference: rocmstack's own engine (gpu/engine.py); vllm: the image's vLLM through its offline API
+# (gpu/vllm_rollout.py); sglang: named so that asking for it says plainly that it is not supported yet.
+ROLLOUTS = ("reference", "vllm", "sglang")
+INJECTS = ("skip-sync", "stale-weights", "zero-reward", "nan-loss", "logprob-mismatch")
 # The verdict criterion each injected fault must trip.
 INJECT_EXPECTS = {
     "skip-sync": "sync_canary",
@@ -19,6 +22,27 @@ INJECT_EXPECTS = {
     "zero-reward": "rewards_rise",
     "nan-loss": "all_finite",
 }
+# With an engine as the rollout, the engine's own criteria (verdict.decide_engine) name the faults.
+ENGINE_INJECT_EXPECTS = {
+    **INJECT_EXPECTS,
+    "skip-sync": "engine_weight_version",
+    "stale-weights": "engine_weight_version",  # the engine skips the load
+    "logprob-mismatch": "rollout_logprob_diff",  # rollout in float16, trainer fp32 + perturbed embedding
+}
+# The step-0 bar on mean |trainer - rollout| log-prob of the sampled tokens (slime's --ci-test bound).
+LOGPROB_BAR = 0.1
+# The engine smoke's model starts with larger weights than the reference smoke's (init std 0.05, not
+# 0.02): a random model's logits are then spread enough that a wrong model moves log-probs well past
+# LOGPROB_BAR (measured on the CPU shape: a perturbed embedding moves them by 0.35-0.41; at 0.02, by at
+# most 0.14, too close to the bar to prove anything).
+ENGINE_INIT_STD = 0.05
+
+
+def expected_failure(rollout: str, inject: str | None) -> str | None:
+    if inject is None:
+        return None
+    return (INJECT_EXPECTS if rollout == "reference" else ENGINE_INJECT_EXPECTS)[inject]
+
 
 # Qwen3 shapes (random init). CPU keeps it tiny so two placements fit CI's 2 cores; the GPU shape is
 # larger so the H200 run moves real bytes through the sync and real tokens through the KV cache.
@@ -51,11 +75,15 @@ SHAPES: dict[str, dict[str, int]] = {
 
 
 # Fields the CLI exposes as flags; the rest are set through the Python API (SmokeOptions).
-_CLI_FLAGS = ("steps", "placement", "device", "engine", "shape", "inject", "seed")
+_CLI_FLAGS = {
+    **{n: f"--{n}" for n in ("steps", "placement", "device", "engine", "shape", "inject", "seed", "rollout")},
+    "logprob_bar": "--logprob-bar",
+    "prompts_per_step": "--prompts",
+}
 
 
 def _label(name: str) -> str:
-    return f"--{name}" if name in _CLI_FLAGS else f"SmokeOptions.{name}"
+    return _CLI_FLAGS.get(name, f"SmokeOptions.{name}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +107,8 @@ class SmokeOptions:
     shape: str = "auto"
     engine: str = "auto"
     inject: str | None = None
+    rollout: str = "reference"
+    logprob_bar: float = LOGPROB_BAR
     threads: int = 0  # torch threads per actor; 0 = min(cpu count, 4)
     report_dir: Path | None = None
 
@@ -89,12 +119,30 @@ class SmokeOptions:
             "device": DEVICES,
             "engine": ENGINES,
             "shape": ("auto", *SHAPES),
+            "rollout": ROLLOUTS,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise InputError(f"--{name} {getattr(self, name)!r} is not one of {', '.join(allowed)}")
         if self.inject is not None and self.inject not in INJECTS:
             raise InputError(f"--inject {self.inject!r} is not one of {', '.join(INJECTS)}")
+        if self.rollout == "sglang":
+            raise InputError(
+                "--rollout sglang is not supported yet",
+                fix="use --rollout vllm or --rollout reference",
+            )
+        if self.inject == "logprob-mismatch" and self.rollout == "reference":
+            raise InputError(
+                "--inject logprob-mismatch needs an engine rollout (it runs the engine in float16)",
+                fix="add --rollout vllm",
+            )
+        if self.rollout != "reference" and self.shape == "tiny":
+            raise InputError(
+                "--shape tiny has head_dim 16, which vLLM's CPU attention does not support",
+                fix="use --shape small (the default for --rollout vllm) or medium",
+            )
+        if not self.logprob_bar > 0.0:
+            raise InputError(f"--logprob-bar must be > 0, got {self.logprob_bar}")
         positive = ("steps", "prompts_per_step", "group_size", "num_digits", "max_new_tokens", "minibatches")
         for name in positive:
             if getattr(self, name) < 1:
@@ -121,11 +169,15 @@ class SmokeOptions:
         return out
 
 
-def model_config(shape: str, *, vocab_size: int, max_positions: int) -> dict[str, Any]:
+def model_config(
+    shape: str, *, vocab_size: int, max_positions: int, init_std: float | None = None
+) -> dict[str, Any]:
     """A transformers Qwen3 config dict (random init, untied head so every weight crosses the sync)."""
     from transformers import Qwen3Config
 
+    extra = {} if init_std is None else {"initializer_range": init_std}
     cfg = Qwen3Config(
+        **extra,
         vocab_size=vocab_size,
         max_position_embeddings=max_positions,
         tie_word_embeddings=False,

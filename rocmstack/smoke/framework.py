@@ -190,7 +190,7 @@ def run_framework_smoke(
         timed_out=run.timed_out,
         seconds=run.seconds,
     )
-    failed = [c.name for c in criteria if not c.passed]
+    _, failed = verdict.verdict_of(criteria)
     with (work_dir / "metrics.jsonl").open("w") as fh:
         for row in rows:
             fh.write(json.dumps(row, sort_keys=True) + "\n")

@@ -18,8 +18,8 @@ from typing import Any
 
 from rocmstack.errors import CheckFailed, Interrupted
 from rocmstack.gpu.actors import stop_actors
-from rocmstack.smoke.config import INJECT_EXPECTS, SmokeOptions, model_config
-from rocmstack.smoke.verdict import as_dicts, decide, reward_window
+from rocmstack.smoke.config import ENGINE_INIT_STD, SmokeOptions, expected_failure, model_config
+from rocmstack.smoke.verdict import as_dicts, decide, decide_engine, reward_window, verdict_of
 
 
 def _resolve_device(device: str) -> str:
@@ -84,6 +84,17 @@ def _max_abs(a: Any, b: Any) -> float:
     return float((a - b).abs().max())
 
 
+def _rollout_dtype(opts: SmokeOptions, dtype: str) -> str:
+    # The logprob-mismatch fault runs the engine in float16 against a float32 trainer.
+    return "float16" if opts.inject == "logprob-mismatch" else dtype
+
+
+def _decide(opts: SmokeOptions, metrics: list[dict[str, Any]], canary: list[Any], dtype: str) -> list[Any]:
+    if opts.rollout == "reference":
+        return decide(metrics, canary, dtype=dtype)
+    return decide_engine(metrics, canary, dtype=_rollout_dtype(opts, dtype), bar=opts.logprob_bar)
+
+
 def _spawn(opts: SmokeOptions, device: str, dtype: str, cfg: dict[str, Any]) -> tuple[Any, Any, Any]:
     """Place the trainer and the rollout worker: one GPU shared (0.5 each) or one GPU each."""
     import ray
@@ -113,11 +124,16 @@ def _spawn(opts: SmokeOptions, device: str, dtype: str, cfg: dict[str, Any]) -> 
     try:  # the caller's clean-up only starts once this returns: until then the group is ours to remove
         ray.get(pg.ready(), timeout=PG_READY_TIMEOUT_S)
         payload = dict(opts.to_dict(), threads=opts.threads or min(os.cpu_count() or 1, 4))
-        for cls, slot in ((TrainerWorker, slots[0]), (RolloutWorker, slots[1])):
+        roles = ((TrainerWorker, slots[0], dtype), (RolloutWorker, slots[1], _rollout_dtype(opts, dtype)))
+        for cls, slot, actor_dtype in roles:
             strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=slot)
             resources = {"num_gpus": share, "num_cpus": 0} if gpu else {"num_cpus": share}
             remote = ray.remote(cls).options(scheduling_strategy=strategy, max_concurrency=1, **resources)
-            actors.append(remote.remote(cfg, payload, device, dtype))
+            actors.append(remote.remote(cfg, payload, device, actor_dtype))
+            if opts.rollout != "reference" and cls is TrainerWorker:
+                # The engine counts its device memory from what its process holds before it starts:
+                # the trainer's start must not land inside that window.
+                _get(actors[0].info.remote())
     except BaseException:
         for actor in actors:
             with suppress(Exception):
@@ -157,10 +173,15 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
 
     device = _resolve_device(opts.device)
     dtype = "bfloat16" if device == "cuda" else "float32"
-    shape = opts.shape if opts.shape != "auto" else ("small" if device == "cuda" else "tiny")
+    engine = opts.rollout != "reference"
+    # vLLM's CPU attention has no head_dim 16 (the tiny shape): engine smokes start at small.
+    shape = opts.shape if opts.shape != "auto" else ("small" if device == "cuda" or engine else "tiny")
     prompt_len = opts.num_digits + 2
     cfg = model_config(
-        shape, vocab_size=task.VOCAB_SIZE, max_positions=max(64, prompt_len + opts.max_new_tokens + 8)
+        shape,
+        vocab_size=task.VOCAB_SIZE,
+        max_positions=max(64, prompt_len + opts.max_new_tokens + 8),
+        init_std=ENGINE_INIT_STD if engine else None,
     )
     metrics: list[dict[str, Any]] = []
     canary: list[dict[str, Any]] = []
@@ -190,7 +211,7 @@ def _interrupted(
     where: dict[str, Any],
 ) -> Interrupted:
     """Ctrl-C: keep the steps that finished (report marked interrupted) and say where the job stopped."""
-    criteria = decide(metrics, canary, dtype=dtype)
+    criteria = _decide(opts, metrics, canary, dtype)
     summary = {
         "passed": False,
         "failed": ["interrupted"],
@@ -201,6 +222,7 @@ def _interrupted(
         "dtype": dtype,
         "shape": shape,
         "placement": opts.placement,
+        "rollout": opts.rollout,
         "steps": len(metrics),
         "final": _final(metrics),
         "options": opts.to_dict(),
@@ -234,16 +256,27 @@ def _train(
 
     from rocmstack.smoke import grpo, task
 
+    engine = opts.rollout != "reference"
+    # With an engine, stale-weights is the engine skipping the load (the rollout worker does it).
+    trainer_inject = None if engine and opts.inject == "stale-weights" else opts.inject
+    slept = False
     t_init = time.perf_counter()
     trainer, rollout, pg = _spawn(opts, device, dtype, cfg)
     try:
         t_info, r_info = _get([trainer.info.remote(), rollout.info.remote()])
         if opts.placement == "split":
             layout = _get(trainer.layout.remote())
-            address = f"tcp://{t_info['ip']}:{_get(trainer.free_port.remote())}"
-            _get([trainer.init_group.remote(address, 0), rollout.init_group.remote(address, 1, layout)])
+            port = _get(trainer.free_port.remote())
+            address = f"tcp://{t_info['ip']}:{port}"
+            if engine:
+                first = trainer.init_engine_group.remote(t_info["ip"], port)
+            else:
+                first = trainer.init_group.remote(address, 0)
+            _get([first, rollout.init_group.remote(address, 1, layout)])
         where["phase"] = "first weight sync"
         first_sync = _sync(opts, trainer, rollout)  # the rollout starts from the trainer's weights
+        if opts.inject == "logprob-mismatch":
+            _get(trainer.perturb_embedding.remote(2 * ENGINE_INIT_STD))
         model_init_s = time.perf_counter() - t_init
         prev_trainer = _get(trainer.probe_logprobs.remote())
         prev_rollout = _get(rollout.probe_logprobs.remote())
@@ -255,6 +288,12 @@ def _train(
             prompts = task.make_prompts(opts.prompts_per_step, opts.num_digits, gen)
             prompts = prompts.repeat_interleave(opts.group_size, dim=0)
             out = _get(rollout.generate.remote(prompts))
+            engine_row = _engine_row(out, after_wake=slept) if engine else {}
+            if engine and opts.placement == "colocated":
+                where["phase"] = "engine sleep"
+                mem = _get(rollout.sleep.remote())
+                slept = slept or mem["slept"]
+                engine_row.update(_sleep_row(mem))
             responses = out["tokens"]
             mask = task.response_mask(responses)
             rewards = task.rewards(prompts, responses)
@@ -273,9 +312,11 @@ def _train(
                 "ref_logp": lp["ref_logp"],
             }
             where["phase"] = "policy update"
-            tr = _get(trainer.train.remote(batch, prompt_len, opts.inject))
+            tr = _get(trainer.train.remote(batch, prompt_len, trainer_inject))
             where["phase"] = "weight sync"
             if opts.inject == "skip-sync":
+                if engine:
+                    _get(rollout.wake.remote())
                 sync = {"nbytes": 0, "seconds": 0.0, "version": first_sync["version"]}
             else:
                 sync = _sync(opts, trainer, rollout)
@@ -318,13 +359,14 @@ def _train(
                 "sync_gb_per_s": sync["nbytes"] / sync["seconds"] / 1e9 if sync["seconds"] > 0 else 0.0,
                 "weight_version": sync["version"],
                 **{f"canary_{k}": v for k, v in canary[-1].items() if k not in ("step", "noise_floor")},
+                **engine_row,
             }
             row["time_step_s"] = time.perf_counter() - t_step
             metrics.append(row)
             if on_step is not None:
                 on_step(row)
         where.update(phase="verdict")
-        criteria = decide(metrics, canary, dtype=dtype)
+        criteria = _decide(opts, metrics, canary, dtype)
         time_to_verdict = time.perf_counter() - t0
     finally:
         where["phase"] += " (stopping the actors)"
@@ -333,19 +375,22 @@ def _train(
                 ray.get(actor.shutdown.remote(), timeout=30)
         stop_actors([trainer, rollout])
         ray.util.remove_placement_group(pg)
-    passed = all(c.passed for c in criteria)
-    failed = [c.name for c in criteria if not c.passed]
+    passed, failed = verdict_of(criteria)
+    expected = expected_failure(opts.rollout, opts.inject)
     summary = {
         "passed": passed,
         "failed": failed,
         "criteria": as_dicts(criteria),
         "inject": opts.inject,
-        "expected_failure": INJECT_EXPECTS.get(opts.inject) if opts.inject else None,
-        "inject_caught": (INJECT_EXPECTS[opts.inject] in failed) if opts.inject else None,
+        "expected_failure": expected,
+        "inject_caught": (expected in failed) if expected else None,
         "device": device,
         "dtype": dtype,
         "shape": shape,
         "placement": opts.placement,
+        "rollout": opts.rollout,
+        "rollout_dtype": _rollout_dtype(opts, dtype),
+        "logprob_bar": opts.logprob_bar if engine else None,
         "engine": r_info["engine"],
         "params": t_info["params"],
         "trainer_visible_devices": t_info["visible"],
@@ -361,6 +406,39 @@ def _train(
         "options": opts.to_dict(),
     }
     return summary
+
+
+def _engine_row(out: dict[str, Any], *, after_wake: bool) -> dict[str, Any]:
+    """What the wake check needs of a generation: distinct tokens and whether every log-prob is finite."""
+    import torch
+
+    return {
+        "gen_after_wake": after_wake,
+        "gen_distinct_tokens": int(torch.unique(out["tokens"]).numel()),
+        "gen_logprobs_finite": bool(torch.isfinite(out["logprobs"]).all()),
+    }
+
+
+def _sleep_row(mem: dict[str, Any]) -> dict[str, Any]:
+    """The engine's memory around a sleep, as the driver counts it (None where it cannot be measured)."""
+    row: dict[str, Any] = {
+        "sleep_memory_source": mem["source"],
+        "time_sleep_s": mem["time_s"],
+        "engine_memory_bytes": None,
+        "sleep_freed_bytes": None,
+        "sleep_freed_frac": None,
+    }
+    if mem["slept"] and None not in (mem["baseline"], mem["awake"], mem["asleep"]):
+        held = mem["awake"] - mem["baseline"]  # the engine's share: the process held baseline before it
+        freed = mem["awake"] - mem["asleep"]
+        row.update(
+            engine_memory_bytes=held,
+            sleep_freed_bytes=freed,
+            sleep_freed_frac=freed / held if held > 0 else None,
+        )
+    elif not mem["slept"]:
+        row["sleep_memory_source"] = f"the engine does not sleep here ({mem['source']})"
+    return row
 
 
 def _final(metrics: list[dict[str, Any]]) -> dict[str, float]:

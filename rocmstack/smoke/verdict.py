@@ -16,6 +16,18 @@ Thresholds and why (measurements in docs/evidence/smoke-calibration.md):
   weights than the previous step's, where the trainer moved by more than NOISE_FACTOR x the trainer-rollout
   difference measured right after the first sync (the numerical noise floor of the two code paths).
   A missing sync fails (a); a one-step-stale sync fails (a) at step 0 and (b)/(c) after.
+
+With an engine (vLLM) as the rollout, ``decide_engine`` judges what RL frameworks assert of theirs:
+- rollout_logprob_diff: step 0's mean |trainer - rollout| log-prob of the sampled tokens <= a bar (0.1 by
+  default, slime's --ci-test bound); every step's value is in the metrics.
+- engine_weight_version: sync_canary's test on the engine's prompt log-probs: the engine serves the
+  weights the trainer just pushed.
+- sleep_frees_memory: sleep gives back >= SLEEP_FREE_FRAC of the engine's device memory as the driver
+  counts it (NVML / amdsmi); not measurable on CPU or in a split placement (the engine does not sleep).
+- wake_not_degenerate: every generation (after a wake, when the engine sleeps) has more than one distinct
+  token and finite log-probs (vllm#44972: memory back dirty, every token id 0).
+- rewards_rise is judged from CALIBRATED_STEPS steps on (engine smokes are usually a few steps long).
+A criterion that cannot be measured has ``passed=None``: it neither passes nor fails the run.
 """
 
 from __future__ import annotations
@@ -32,12 +44,13 @@ NOISE_FACTOR = 4.0
 # Fewer steps rarely rise by REWARD_MARGIN at the defaults: the CPU calibration's seed-0 curve
 # (docs/evidence/smoke-calibration-cpu.jsonl) rises +0.20 over 16 steps and +0.35 over 20.
 CALIBRATED_STEPS = 20
+SLEEP_FREE_FRAC = 0.8
 
 
 @dataclass(frozen=True)
 class Criterion:
     name: str
-    passed: bool
+    passed: bool | None  # None: not measurable here (reported, neither passing nor failing the run)
     detail: str
     value: float | None = None
     threshold: float | None = None
@@ -121,7 +134,7 @@ def logprob_diff(means: list[float], maxes: list[float], bound: float) -> Criter
     )
 
 
-def sync_canary(rows: list[dict[str, Any]], tol: float) -> Criterion:
+def sync_canary(rows: list[dict[str, Any]], tol: float, name: str = "sync_canary") -> Criterion:
     """``rows``: per sync, the max-abs distances the runner measured on the probe (see module doc)."""
     evaluated, unchanged, mismatched, nearer_old = 0, [], [], []
     for r in rows:
@@ -156,7 +169,7 @@ def sync_canary(rows: list[dict[str, Any]], tol: float) -> Criterion:
             f"{evaluated} syncs: rollout probe moved with the trainer and matches it (worst {worst:.3g} <= {tol})"
         )
     )
-    return Criterion("sync_canary", not problems, detail, worst, tol)
+    return Criterion(name, not problems, detail, worst, tol)
 
 
 def decide(metrics: list[dict[str, Any]], canary: list[dict[str, Any]], *, dtype: str) -> list[Criterion]:
@@ -232,6 +245,80 @@ def metric_check(rows: list[dict[str, Any]], metric: str, op: str, value: float 
     passed = bool(logged) and (not bad if at != "any" else len(bad) < len(logged))
     worst = bad[0][1] if bad else logged[-1][1]
     return Criterion(name, passed, shown, worst, value)
+
+
+def rollout_logprob_diff(means: list[float], bar: float) -> Criterion:
+    step0 = means[0] if means else float("nan")
+    finite = [m for m in means if math.isfinite(m)]
+    worst = max(finite, default=float("nan"))
+    return Criterion(
+        "rollout_logprob_diff",
+        math.isfinite(step0) and step0 <= bar,
+        f"step-0 mean |trainer - rollout| log-prob {step0:.3g} (need <= {bar}); worst step {worst:.3g}",
+        step0,
+        bar,
+    )
+
+
+def sleep_frees_memory(rows: list[dict[str, Any]], frac: float = SLEEP_FREE_FRAC) -> Criterion:
+    """``rows``: per step, the sleep's ``engine_memory_bytes`` / ``sleep_freed_bytes`` (None: not measured)."""
+    measured = [r for r in rows if r.get("sleep_freed_frac") is not None]
+    if not measured:
+        why = next((r["sleep_memory_source"] for r in rows if r.get("sleep_memory_source")), "no sleep")
+        return Criterion("sleep_frees_memory", None, f"not measurable: {why}", None, frac)
+    worst = min(measured, key=lambda r: r["sleep_freed_frac"])
+    ok = all(r["sleep_freed_frac"] >= frac for r in measured)
+    return Criterion(
+        "sleep_frees_memory",
+        ok,
+        f"worst sleep (step {worst['step']}) gave back {worst['sleep_freed_bytes'] / 2**20:.0f} of "
+        f"{worst['engine_memory_bytes'] / 2**20:.0f} MiB ({worst['sleep_freed_frac']:.0%}; need >= {frac:.0%}, "
+        f"{worst['sleep_memory_source']})",
+        worst["sleep_freed_frac"],
+        frac,
+    )
+
+
+def wake_not_degenerate(rows: list[dict[str, Any]]) -> Criterion:
+    bad = [r["step"] for r in rows if r["gen_distinct_tokens"] < 2 or not r["gen_logprobs_finite"]]
+    after_wake = sum(1 for r in rows if r["gen_after_wake"])
+    what = f"{after_wake} generations after a wake" if after_wake else "generations (the engine never slept)"
+    return Criterion(
+        "wake_not_degenerate",
+        bool(rows) and not bad,
+        f"degenerate (one token, or non-finite log-probs) at steps {bad[:5]}"
+        if bad
+        else f"{len(rows)} {what}: several distinct tokens, finite log-probs",
+    )
+
+
+def decide_engine(
+    metrics: list[dict[str, Any]], canary: list[dict[str, Any]], *, dtype: str, bar: float
+) -> list[Criterion]:
+    """The criteria of a smoke whose rollout is an engine (see the module doc)."""
+    rewards = [m["raw_reward_mean"] for m in metrics]
+    if len(metrics) >= CALIBRATED_STEPS:
+        rise = rewards_rise(rewards)
+    else:
+        rise = Criterion(
+            "rewards_rise", None, f"not judged: {len(metrics)} steps (judged from {CALIBRATED_STEPS})"
+        )
+    return [
+        rise,
+        all_finite(metrics),
+        grad_norm_positive([m["grad_norm"] for m in metrics]),
+        kl_zero_at_step0(metrics[0]["kl"] if metrics else float("nan")),
+        rollout_logprob_diff([m["train_rollout_logprob_abs_diff_mean"] for m in metrics], bar),
+        sync_canary(canary, CANARY_TOL.get(dtype, CANARY_TOL["bfloat16"]), name="engine_weight_version"),
+        sleep_frees_memory(metrics),
+        wake_not_degenerate(metrics),
+    ]
+
+
+def verdict_of(criteria: list[Criterion]) -> tuple[bool, list[str]]:
+    """(passed, names of failed criteria): one that could not be measured neither passes nor fails."""
+    failed = [c.name for c in criteria if c.passed is False]
+    return not failed, failed
 
 
 def as_dicts(criteria: list[Criterion]) -> list[dict[str, Any]]:

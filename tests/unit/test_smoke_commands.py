@@ -20,9 +20,33 @@ def test_bad_input_is_one_line_and_exit_2(capsys):
     err = capsys.readouterr().err
     assert (
         err.strip()
-        == "rocmstack: error: --inject 'bitflip' is not one of skip-sync, stale-weights, zero-reward, nan-loss"
+        == "rocmstack: error: --inject 'bitflip' is not one of skip-sync, stale-weights, zero-reward, nan-loss, "
+        "logprob-mismatch"
     )
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--rollout", "sglang"],
+            "--rollout sglang is not supported yet (use --rollout vllm or --rollout reference)",
+        ),
+        (
+            ["--inject", "logprob-mismatch"],
+            "--inject logprob-mismatch needs an engine rollout (it runs the engine in float16) "
+            "(add --rollout vllm)",
+        ),
+        (["--rollout", "vllm", "--logprob-bar", "0"], "--logprob-bar must be > 0, got 0.0"),
+        (["--rollout", "ray"], "--rollout 'ray' is not one of reference, vllm, sglang"),
+    ],
+)
+def test_engine_rollout_input_is_checked_in_one_line(capsys, args, line):
+    with pytest.raises(SystemExit) as exc:
+        main(["smoke", "grpo", "--device", "cpu", *args])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.strip() == f"rocmstack: error: {line}"
 
 
 def test_a_report_path_that_is_a_file_is_refused_before_the_job(capsys, tmp_path):

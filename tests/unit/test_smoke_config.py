@@ -3,7 +3,14 @@ from __future__ import annotations
 import pytest
 
 from rocmstack.errors import ExitCode, InputError
-from rocmstack.smoke.config import INJECT_EXPECTS, INJECTS, SmokeOptions, model_config
+from rocmstack.smoke.config import (
+    ENGINE_INJECT_EXPECTS,
+    INJECT_EXPECTS,
+    INJECTS,
+    SmokeOptions,
+    expected_failure,
+    model_config,
+)
 
 
 def test_defaults_validate():
@@ -29,7 +36,17 @@ def test_bad_options_name_the_field(field, value, message):
 
 
 def test_every_inject_has_an_expected_criterion():
-    assert set(INJECTS) == set(INJECT_EXPECTS)
+    # logprob-mismatch needs an engine rollout; every other fault is named for both kinds of rollout
+    assert set(INJECTS) - {"logprob-mismatch"} == set(INJECT_EXPECTS)
+    assert set(INJECTS) == set(ENGINE_INJECT_EXPECTS)
+    assert expected_failure("vllm", "stale-weights") == "engine_weight_version"
+    assert expected_failure("vllm", "logprob-mismatch") == "rollout_logprob_diff"
+    assert expected_failure("reference", "stale-weights") == "sync_canary"
+
+
+def test_engine_rollouts_refuse_the_tiny_shape_vllm_cpu_cannot_run():
+    with pytest.raises(InputError, match="head_dim 16"):
+        SmokeOptions(rollout="vllm", shape="tiny").validated()
 
 
 def test_model_config_is_a_qwen3_with_untied_head():

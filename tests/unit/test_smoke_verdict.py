@@ -125,3 +125,80 @@ def test_calibrated_steps_follow_the_calibration_curve():
     curve = seed0["curve"]
     assert verdict.rewards_rise(curve[: verdict.CALIBRATED_STEPS]).passed
     assert not verdict.rewards_rise(curve[:16]).passed
+
+
+def _engine_row(step: int, **extra):
+    row = {
+        "step": step,
+        "raw_reward_mean": 0.1,
+        "grad_norm": 1.0,
+        "kl": 0.0,
+        "train_rollout_logprob_abs_diff_mean": 1e-3,
+        "gen_after_wake": step > 0,
+        "gen_distinct_tokens": 12,
+        "gen_logprobs_finite": True,
+        "sleep_memory_source": "nvml",
+        "engine_memory_bytes": 1000,
+        "sleep_freed_bytes": 950,
+        "sleep_freed_frac": 0.95,
+    }
+    return row | extra
+
+
+def _engine_canary(step: int):
+    return {
+        "step": step,
+        "trainer_change": 1.0,
+        "rollout_change": 1.0,
+        "rollout_vs_trainer": 1e-4,
+        "rollout_vs_prev_trainer": 1.0,
+        "noise_floor": 1e-6,
+    }
+
+
+def _engine_verdict(rows, canary=None):
+    crit = verdict.decide_engine(
+        rows, canary or [_engine_canary(r["step"]) for r in rows], dtype="bfloat16", bar=0.1
+    )
+    return {c.name: c for c in crit}
+
+
+def test_engine_verdict_passes_a_healthy_short_run_and_leaves_rewards_unjudged():
+    by_name = _engine_verdict([_engine_row(i) for i in range(3)])
+    assert by_name["rewards_rise"].passed is None
+    assert all(c.passed for n, c in by_name.items() if n != "rewards_rise")
+    assert verdict.verdict_of(list(by_name.values())) == (True, [])
+
+
+def test_step0_logprob_diff_is_judged_against_the_bar():
+    rows = [_engine_row(0, train_rollout_logprob_abs_diff_mean=0.35), _engine_row(1)]
+    by_name = _engine_verdict(rows)
+    assert by_name["rollout_logprob_diff"].passed is False
+    assert verdict.verdict_of(list(by_name.values())) == (False, ["rollout_logprob_diff"])
+    # later steps are recorded, not judged: the policy has moved off the rollout's weights by then
+    assert _engine_verdict([_engine_row(0), _engine_row(1, train_rollout_logprob_abs_diff_mean=0.5)])[
+        "rollout_logprob_diff"
+    ].passed
+
+
+def test_sleep_must_give_back_80_percent_or_say_it_could_not_measure():
+    low = _engine_verdict([_engine_row(0, sleep_freed_bytes=500, sleep_freed_frac=0.5)])
+    assert low["sleep_frees_memory"].passed is False and "50%" in low["sleep_frees_memory"].detail
+    cpu = _engine_verdict(
+        [_engine_row(0, sleep_memory_source="not measurable on CPU", sleep_freed_frac=None)]
+    )
+    assert cpu["sleep_frees_memory"].passed is None
+    assert cpu["sleep_frees_memory"].detail == "not measurable: not measurable on CPU"
+
+
+def test_a_degenerate_generation_after_wake_fails():
+    rows = [_engine_row(0), _engine_row(1, gen_distinct_tokens=1)]
+    assert _engine_verdict(rows)["wake_not_degenerate"].passed is False
+    rows = [_engine_row(0), _engine_row(1, gen_logprobs_finite=False)]
+    assert "steps [1]" in _engine_verdict(rows)["wake_not_degenerate"].detail
+
+
+def test_an_engine_that_keeps_its_weights_fails_engine_weight_version():
+    canary = [_engine_canary(0) | {"rollout_change": 0.0, "rollout_vs_trainer": 1.0}]
+    by_name = _engine_verdict([_engine_row(0)], canary)
+    assert by_name["engine_weight_version"].passed is False
