@@ -8,7 +8,6 @@ GPU context, so the caller can watch a device that a child process is using.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Callable, Mapping
 
