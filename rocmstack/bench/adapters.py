@@ -19,8 +19,8 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from rocmstack.bench.engine_child import RESULT_MARK, summarise
 from rocmstack.gpu.driver_memory import PeakSampler, open_counter
 from rocmstack.platform.tools import ToolRun, run_tool, strip_ansi
 
+Launch = Callable[[list[str], Mapping[str, str] | None], ToolRun]
 LOG_TAIL = 40  # log lines kept with a failed run
 REASON_LINES = 4  # of those, in the one-line reason
 
@@ -160,7 +161,7 @@ def parse_vllm_answer(stdout: str) -> dict[str, Any] | None:
     return None
 
 
-def _run_vllm(req: EngineRequest, tmp: Path, sample: Any) -> EngineRun:
+def _run_vllm(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
     model_dir = write_model_dir(req.config, tmp / "model", req.dtype)
     request = {
         "model_dir": str(model_dir),
@@ -180,7 +181,7 @@ def _run_vllm(req: EngineRequest, tmp: Path, sample: Any) -> EngineRun:
     request_file = tmp / "request.json"
     request_file.write_text(json.dumps(request))
     cmd = vllm_command(request_file)
-    proc = sample(lambda: run_tool(cmd, timeout=req.timeout_s, env=vllm_env(req.device)))
+    proc = launch(cmd, vllm_env(req.device))
     answer = parse_vllm_answer(proc.stdout) if proc.ok else None
     if answer is None:
         return _failed("vllm", cmd, proc, "before answering" if proc.ok else "(engine start or run failed)")
@@ -209,11 +210,11 @@ def _run_vllm(req: EngineRequest, tmp: Path, sample: Any) -> EngineRun:
     )
 
 
-def _run_sglang(req: EngineRequest, tmp: Path, sample: Any) -> EngineRun:
+def _run_sglang(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
     model_dir = write_model_dir(req.config, tmp / "model", req.dtype)
     result_file = tmp / "result.jsonl"
     cmd = sglang_command(model_dir, req, result_file)
-    proc = sample(lambda: run_tool(cmd, timeout=req.timeout_s))
+    proc = launch(cmd, None)
     if not proc.ok:
         return _failed("sglang", cmd, proc, "(engine start or run failed)")
     try:
@@ -249,23 +250,22 @@ def run_engine(engine: str, req: EngineRequest) -> EngineRun:
     counter = open_counter(req.backend, os.environ) if req.device == "cuda" else None
     peak: list[float] = []
 
-    def sample(fn: Any) -> ToolRun:
+    def launch(cmd: list[str], env: Mapping[str, str] | None) -> ToolRun:
+        """The child, under its time limit; on a GPU the driver's used memory is sampled meanwhile."""
         if counter is None or isinstance(counter, str):
-            return fn()  # type: ignore[no-any-return]
+            return run_tool(cmd, timeout=req.timeout_s, env=env)
         read, close = counter
         try:
             with PeakSampler(read) as sampler:
-                result = fn()
+                proc = run_tool(cmd, timeout=req.timeout_s, env=env)
             peak.append(sampler.peak_bytes / 1e9)
         finally:
             close()
-        return result  # type: ignore[no-any-return]
+        return proc
 
     with tempfile.TemporaryDirectory(prefix=f"rocmstack-{engine}-") as tmp:
-        run = (_run_vllm if engine == "vllm" else _run_sglang)(req, Path(tmp), sample)
+        run = (_run_vllm if engine == "vllm" else _run_sglang)(req, Path(tmp), launch)
     if req.device == "cuda" and run.status == "ok":
-        from dataclasses import replace
-
         if peak:
             return replace(run, peak_memory_gb=peak[0], peak_memory_source="driver: device used memory")
         return replace(run, peak_memory_source=f"unknown: {counter}")
