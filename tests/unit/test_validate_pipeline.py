@@ -220,3 +220,19 @@ def test_framework_stage_runs_the_recipe_declaration_or_says_why_not(tmp_path):
     ran, summary = pipeline.run_framework_stage(opts, {"lock": {"recipe": str(recipe)}}, lambda msg: None)
     assert ran["status"] == pipeline.PASS and ran["summary"] == "echo: 2/2 steps", ran
     assert summary is not None and (tmp_path / "report" / pipeline.FRAMEWORK_DIR / "framework.log").is_file()
+
+
+def test_the_bench_runs_the_engines_the_image_lock_names_beside_the_reference():
+    from rocmstack.validate.pipeline import bench_spec, image_engines
+
+    lock = {"components": {"verl": {}, "sglang": {}, "vllm": {}, "ray": {}}}
+    assert image_engines({"lock": lock}) == ("vllm", "sglang")
+    assert image_engines({"lock": None}) == ()  # not a rocmstack image: the reference engine alone
+    assert bench_spec("cpu", image_engines({"lock": lock})).engines == ("reference", "vllm", "sglang")
+    assert bench_spec("cpu").engines == ("reference",)
+
+
+def test_bench_summary_names_every_engine_at_the_largest_batch():
+    rows = [_ok(1, 600.0), _ok(64, 29000.0), {**_ok(64, 9000.0), "engine": "vllm"}]
+    status, text = bench_verdict(_bench(*rows))
+    assert status == "pass" and "reference batch 64: 29,000.0" in text and "vllm batch 64: 9,000.0" in text
