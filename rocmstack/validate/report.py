@@ -14,9 +14,17 @@ from typing import Any
 from rocmstack.errors import InputError
 from rocmstack.output import dumps
 from rocmstack.smoke.report import PLOTS
-from rocmstack.validate.pipeline import BENCH_DIR, ROOFLINE_PNG, SCHEMA, SMOKE_DIR
+from rocmstack.validate.schema import (
+    BENCH_DIR,
+    REPORT_HTML,
+    REPORT_JSON,
+    REPORT_LIMIT,
+    REPORT_MD,
+    ROOFLINE_PNG,
+    SMOKE_DIR,
+    parse_report,
+)
 
-REPORT_JSON, REPORT_MD, REPORT_HTML = "report.json", "report.md", "report.html"
 # The smoke's plot files, in the order it writes them, with their captions here.
 SMOKE_PLOTS = tuple(
     zip(PLOTS, ("GRPO reward", "train vs rollout log-prob difference", "phase times per step"), strict=True)
@@ -48,10 +56,18 @@ def write_all(report: dict[str, Any], directory: Path) -> list[Path]:
 
 
 def load(directory: Path) -> dict[str, Any]:
-    """report.json from DIR, checked for this schema; InputError names what is wrong."""
+    """report.json from DIR, read within its size limit and checked against the schema; InputError names
+    what is wrong (the file may come from an image or an artifact: nothing in it is trusted)."""
     path = directory / REPORT_JSON
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as f:
+            data = f.read(REPORT_LIMIT + 1)
+        if len(data) > REPORT_LIMIT:
+            raise InputError(
+                f"--report {directory}: {REPORT_JSON} is larger than {REPORT_LIMIT:,} bytes",
+                fix="pass the folder `rocmstack validate IMAGE --report DIR` wrote",
+            )
+        report = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise InputError(
             f"--report {directory}: no {REPORT_JSON} in it",
@@ -62,13 +78,7 @@ def load(directory: Path) -> dict[str, Any]:
             f"--report {directory}: {REPORT_JSON} is not readable JSON ({exc})",
             fix="run `rocmstack validate` again",
         ) from None
-    if not isinstance(report, dict) or report.get("schema") != SCHEMA:
-        found = report.get("schema") if isinstance(report, dict) else type(report).__name__
-        raise InputError(
-            f"--report {directory}: {REPORT_JSON} has schema {found!r}, expected {SCHEMA}",
-            fix="validate the image with this rocmstack version",
-        )
-    return report
+    return parse_report(report, f"--report {directory}: {REPORT_JSON}")
 
 
 def _num(value: Any, spec: str) -> str:
