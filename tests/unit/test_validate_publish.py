@@ -305,3 +305,65 @@ def test_a_malformed_report_is_one_line_naming_the_field(tmp_path, change, field
     (tmp_path / "report.json").write_text(json.dumps(rep))
     with pytest.raises(InputError, match=f"report.json: not a rocmstack.validate/1 report: {field}"):
         load_reports([tmp_path])
+
+
+def _registry(monkeypatch, config):
+    """A registry whose content tag holds the manifest sha256:cd.. of image CONFIG; records copies."""
+    import subprocess
+
+    from rocmstack.build import engines
+
+    copies = []
+    digest = "sha256:" + "cd" * 32
+    monkeypatch.setattr(
+        engines,
+        "remote_manifest",
+        lambda e, ref, **k: {"digest": digest, "config": config} if "r-" in ref else None,
+    )
+    monkeypatch.setattr(engines, "remote_labels", lambda e, ref, **k: dict(LABELS) if "@" in ref else None)
+
+    def run(argv, timeout, runner=None):
+        copies.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(engines, "_run", run)
+    return copies, digest
+
+
+def _promote(reports):
+    import io
+
+    from rich.console import Console
+
+    from rocmstack.build.engines import Engine
+    from rocmstack.build.tags import TagSet
+    from rocmstack.validate.publish import promote
+
+    tags = TagSet(repository="r.io/a/verl", descriptive="verl-0.9_gfx950", content="r-3f3f3f3f3f3f")
+    engine = Engine(name="podman", argv=("podman",), version="4")
+    return promote(
+        tags=tags, render_hash=H, reports=reports, engine=engine, console=Console(file=io.StringIO())
+    )
+
+
+def test_promote_runs_the_gate_and_copies_the_digest_it_checked(monkeypatch):
+    """Issue 20.5: promote needed no report and copied whatever the content tag held."""
+    copies, digest = _registry(monkeypatch, "sha256:" + "aa" * 32)
+    assert _promote([_report()]) == [{"ref": "r.io/a/verl:verl-0.9_gfx950", "pushed": True}]
+    assert copies[0][-2:] == [f"docker://r.io/a/verl@{digest}", "docker://r.io/a/verl:verl-0.9_gfx950"]
+
+
+@pytest.mark.parametrize(
+    ("config", "reports", "message"),
+    [
+        ("sha256:" + "bb" * 32, [_report()], r"made from image aaaaaaaaaaaa, this is bbbbbbbbbbbb"),
+        (None, [_report()], r"multi-platform index"),
+        ("sha256:" + "aa" * 32, [_report(passed=False, verdict="FAIL: bench fail")], "did not pass"),
+        ("sha256:" + "aa" * 32, [], "no validation report given"),
+    ],
+)
+def test_promote_refuses_a_swapped_tag_or_a_shut_gate(monkeypatch, config, reports, message):
+    copies, _ = _registry(monkeypatch, config)
+    with pytest.raises(CheckFailed, match=message):
+        _promote(reports)
+    assert copies == []  # nothing was copied
