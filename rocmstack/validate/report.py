@@ -268,7 +268,7 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
                 else ""
             )
             parts.append(
-                f"<tr><td>{_e(c['group'])}</td><td>{_e(c['id'])}</td>{_status_cell(c['status'])}"
+                f"<tr><td>{_e(c.get('group'))}</td><td>{_e(c['id'])}</td>{_status_cell(c['status'])}"
                 f"<td>{_e(c['summary'])}{fix}</td></tr>"
             )
         parts.append("</table>")
@@ -277,12 +277,12 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
     if smoke:
         f = smoke["final"]
         parts.append(
-            f"<h2>GRPO smoke</h2><p>{_e(smoke['placement'])} on {_e(smoke['device'])} ({_e(smoke['dtype'])}, "
-            f"shape {_e(smoke['shape'])}, {_num(smoke['params'], ',')} params), {_num(smoke['steps'], '')} "
+            f"<h2>GRPO smoke</h2><p>{_e(smoke.get('placement'))} on {_e(smoke.get('device'))} ({_e(smoke.get('dtype'))}, "
+            f"shape {_e(smoke.get('shape'))}, {_num(smoke.get('params'), ',')} params), {_num(smoke.get('steps'), '')} "
             "steps: reward "
-            f"{_num(f['reward_first_window'], '.3f')} &rarr; {_num(f['reward_last_window'], '.3f')}, "
-            f"{_num(f['tokens_per_gpu_per_sec_avg'], ',.0f')} tokens/GPU/s, time to verdict "
-            f"{_num(smoke['time_to_verdict_s'], '.1f')} s</p>"
+            f"{_num(f.get('reward_first_window'), '.3f')} &rarr; {_num(f.get('reward_last_window'), '.3f')}, "
+            f"{_num(f.get('tokens_per_gpu_per_sec_avg'), ',.0f')} tokens/GPU/s, time to verdict "
+            f"{_num(smoke.get('time_to_verdict_s'), '.1f')} s</p>"
         )
         parts.append('<table id="smoke"><tr><th>criterion</th><th>result</th><th>detail</th></tr>')
         for c in smoke["criteria"]:
@@ -299,10 +299,10 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
     if bench:
         dev = bench["device"]
         parts.append(
-            f"<h2>Rollout bench</h2><p>{_e(bench['shape']['name'])} on {_e(dev['name'])} ({_e(dev['backend'])}), "
-            f"prompt {_num(bench['settings']['prompt_len'], '')}, {_num(bench['settings']['new_tokens'], '')} "
-            f"new tokens, {_e(bench['settings']['dtype'])}; measured copy bandwidth "
-            f"{_num(dev['copy_bandwidth_gb_s'], ',.0f')} GB/s</p>"
+            f"<h2>Rollout bench</h2><p>{_e(bench['shape']['name'])} on {_e(dev['name'])} ({_e(dev.get('backend'))}), "
+            f"prompt {_num(bench['settings'].get('prompt_len'), '')}, {_num(bench['settings'].get('new_tokens'), '')} "
+            f"new tokens, {_e(bench['settings'].get('dtype'))}; measured copy bandwidth "
+            f"{_num(dev.get('copy_bandwidth_gb_s'), ',.0f')} GB/s</p>"
         )
         parts.append(
             '<table id="bench"><tr><th>engine</th><th>batch</th><th>status</th><th>tok/s</th><th>MBU</th>'
