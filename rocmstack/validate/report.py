@@ -277,7 +277,8 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
     if smoke:
         f = smoke["final"]
         parts.append(
-            f"<h2>GRPO smoke</h2><p>{_e(smoke.get('placement'))} on {_e(smoke.get('device'))} ({_e(smoke.get('dtype'))}, "
+            f"<h2>GRPO smoke</h2><p>{_e(smoke.get('placement'))} on {_e(smoke.get('device'))} "
+            f"({_e(smoke.get('dtype'))}, "
             f"shape {_e(smoke.get('shape'))}, {_num(smoke.get('params'), ',')} params), {_num(smoke.get('steps'), '')} "
             "steps: reward "
             f"{_num(f.get('reward_first_window'), '.3f')} &rarr; {_num(f.get('reward_last_window'), '.3f')}, "
