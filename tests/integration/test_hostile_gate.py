@@ -54,9 +54,14 @@ FAKE_ROCMSTACK = textwrap.dedent("""\
                        for n in ("doctor", "smoke", "bench")],
             "doctor": {{"report": {{"verdict": "READY", "platform": {{"visible_gpus": 8, "gpu_archs": [ARCH]}},
                        "checks": [{{"id": "gpu-count", "group": "gpus", "status": "pass", "summary": "8"}}]}}}},
-            "smoke": {{"summary": {{"device": "cuda", "criteria": [], "final": {{}}}}}},
-            "bench": {{"report": {{"shape": {{"name": "s"}}, "device": {{"name": "MI300X", "type": "cuda"}},
-                                  "settings": {{}}, "results": []}}}},
+            "smoke": {{"summary": {{"device": "cuda", "criteria": [], "placement": "colocated", "dtype": "bf16",
+                                   "shape": "s", "params": 1, "steps": 1, "time_to_verdict_s": 1.0,
+                                   "final": {{"reward_first_window": 0.1, "reward_last_window": 0.9,
+                                             "tokens_per_gpu_per_sec_avg": 1.0}}}}}},
+            "bench": {{"report": {{"shape": {{"name": "s"}}, "settings": {{"prompt_len": 1, "new_tokens": 1,
+                                                                     "dtype": "bf16"}},
+                                  "device": {{"name": "MI300X", "type": "cuda", "backend": "cuda",
+                                             "copy_bandwidth_gb_s": 1.0}}, "results": []}}}},
         }})
     with open("/report/report.json", "w") as f:
         json.dump(report, f)
@@ -149,27 +154,27 @@ def test_the_image_sees_only_a_copy_of_the_baseline_file(gate):
 def test_the_gate_refuses_options_the_host_did_not_give(gate, registry):  # noqa: F811  (a fixture)
     """The host ran with --expect-gpus 1; the image says it was asked for 8 and saw 8."""
     env, ran = registry["env"], gate["run"]("baseline")
+    target = _tag_locally(env, gate["manifest"], f"{registry['host']}/options/tiny")
+    proc = rocmstack(env, "publish", target, "--report", str(ran["dir"]), "--engine", "podman", "--dry-run")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "the doctor saw 8 GPU(s), the report expected 1" in proc.stderr
+    assert "Traceback" not in proc.stderr
     report = json.loads(ran["proc"].stdout)
     assert report["host_checked"]["options"]["expect_gpus"] == 1
     assert report["image_claimed"]["options"]["expect_gpus"] == 8
-    target = _tag_locally(env, gate["manifest"], f"{registry['host']}/options/tiny")
-    proc = rocmstack(env, "publish", target, "--report", str(ran["dir"]), "--engine", "podman", "--dry-run")
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    assert "the doctor saw 8 GPU(s), the report expected 1" in proc.stderr
-    assert "Traceback" not in proc.stderr
 
 
 def test_the_gate_refuses_an_arch_the_host_never_saw(gate, registry):  # noqa: F811  (a fixture)
     """Expected and seen GPU counts agree (8); the arch is the image's word only: this host has none."""
     env, ran = registry["env"], gate["run"]("arch")
+    target = _tag_locally(env, gate["manifest"], f"{registry['host']}/arch/tiny")
+    proc = rocmstack(env, "publish", target, "--report", str(ran["dir"]), "--engine", "podman", "--dry-run")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "records no GPU arch the host saw it run on" in proc.stderr
     report = json.loads(ran["proc"].stdout)
     arch = gate["manifest"]["gpu_archs"][0]
     assert report["image_claimed"]["gpu_arch"] == arch and report["host_checked"]["gpu_arch"] is None
     assert report["gpu_arch"] is None
-    target = _tag_locally(env, gate["manifest"], f"{registry['host']}/arch/tiny")
-    proc = rocmstack(env, "publish", target, "--report", str(ran["dir"]), "--engine", "podman", "--dry-run")
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    assert "records no GPU arch the host saw it run on" in proc.stderr
 
 
 def test_a_promote_of_a_swapped_content_tag_is_refused(gate, registry, first_build):  # noqa: F811  (fixtures)
