@@ -9,14 +9,18 @@ from __future__ import annotations
 from enum import IntEnum
 
 
-def printable(text: object) -> str:
+def printable(text: object, keep: str = "") -> str:
     """``text`` with every character Python does not call printable escaped (``\\n``, ``\\x1b``, ``\\xa0``,
     ``\\u2028``): nothing can break, hide or disguise part of the line. Use it wherever a message quotes
-    user input."""
+    user input, and on all text an image provides before it is printed: every terminal escape sequence
+    (ESC, CSI, OSC; C0 and C1 controls, DEL, bidi overrides) starts with such a character, so none reaches
+    the terminal. Characters in ``keep`` (``"\\n"`` for multi-line output) pass as they are."""
     s = str(text)
     if s.isprintable():
         return s
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in s)
+    return "".join(
+        ch if ch.isprintable() or ch in keep else ch.encode("unicode_escape").decode("ascii") for ch in s
+    )
 
 
 def quoted(text: object) -> str:

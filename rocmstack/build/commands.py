@@ -30,6 +30,7 @@ ENGINE_OPT = typer.Option(
     "auto", "--engine", help="auto (docker buildx if a daemon answers, else podman), docker, podman"
 )
 JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
+LOCK_LIMIT = 16 << 20  # the most `inspect` reads of an image's lock.json
 
 
 def register(app: typer.Typer) -> None:
@@ -165,7 +166,17 @@ def register(app: typer.Typer) -> None:
         promote: bool = typer.Option(
             False,
             "--promote",
-            help="Point the descriptive tag and aliases at the pushed content tag (registry side)",
+            help="Point the descriptive tag and aliases at the pushed content tag (registry side), "
+            "only when the publish gate opens on --report for the image it holds",
+        ),
+        reports: list[Path] = typer.Option(
+            [],
+            "--report",
+            metavar="DIR",
+            help="With --promote: the validation report folder(s) of the content tag's image (repeat per arch).",
+        ),
+        allow_skip: list[str] = typer.Option(
+            [], "--allow-skip", metavar="ID", help="With --promote: also accept this doctor check skipped."
         ),
         insecure: bool = INSECURE_OPT,
         engine: str = ENGINE_OPT,
@@ -173,9 +184,17 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print the tags a build would get: descriptive (immutable), content r-<hash> (immutable), aliases."""
         from rocmstack.build.tags import tag_set
+        from rocmstack.errors import InputError
         from rocmstack.output import print_json, stderr
         from rocmstack.render.commands import gate_and_render
 
+        if (reports or allow_skip) and not promote:
+            raise InputError("--report and --allow-skip are for --promote", fix="add --promote, or drop them")
+        if promote and not reports:
+            raise InputError(
+                "--promote needs --report DIR: the validation reports of the image the content tag holds",
+                fix="pass the folder(s) `rocmstack validate IMAGE --report DIR` wrote, once per arch leg",
+            )
         checked, rendered, _, _ = gate_and_render(
             recipe, gpu_arch, overrides, ignore=ignore_rules, relock=False, patches_dir=patches_dir
         )
@@ -185,10 +204,24 @@ def register(app: typer.Typer) -> None:
         promoted = None
         if promote:
             from rocmstack.build import engines
-            from rocmstack.build.pipeline import promote as do_promote
+            from rocmstack.doctor.commands import split_ids
+            from rocmstack.validate import publish as gate
 
+            allowed = split_ids(allow_skip)
+            if allowed:
+                from rocmstack.doctor import select_checks
+
+                select_checks((), allowed)  # InputError naming an unknown check id
+            loaded = gate.load_reports(reports)
             found = replace(engines.detect(engine), tls_verify=not insecure)
-            promoted = do_promote(found, tags, rendered.render_hash, stderr())
+            promoted = gate.promote(
+                tags=tags,
+                render_hash=rendered.render_hash,
+                reports=loaded,
+                engine=found,
+                console=stderr(),
+                allow_skip=frozenset(allowed),
+            )
         if json_out:
             print_json(
                 {
@@ -217,9 +250,11 @@ def register(app: typer.Typer) -> None:
 
         from rocmstack.build import engines
         from rocmstack.build.pipeline import LOCK_PATH, RENDER_HASH_LABEL
-        from rocmstack.errors import CheckFailed
+        from rocmstack.errors import CheckFailed, printable
         from rocmstack.output import print_json, stdout, warn
 
+        # Everything below comes out of the image: read within a limit, and no control character (a
+        # terminal escape) of it reaches the terminal.
         found = engines.detect(engine)
         info = engines.inspect_image(found, image)
         if sbom:
@@ -232,17 +267,23 @@ def register(app: typer.Typer) -> None:
                     "rocmstack image)",
                     fix="rebuild it with `rocmstack build`",
                 )
-            sys.stdout.write(data.decode("utf-8", errors="replace"))
+            sys.stdout.write(printable(data.decode("utf-8", errors="replace"), keep="\n\t"))
             return
-        raw = engines.read_file(found, image, LOCK_PATH)
-        lock = json.loads(raw) if raw else None
+        raw = engines.read_file(found, image, LOCK_PATH, LOCK_LIMIT)
+        try:
+            lock = json.loads(raw) if raw else None
+        except ValueError:
+            lock = None
         labels = {
             k: v
             for k, v in sorted(info["labels"].items())
             if k.startswith(("org.opencontainers.image.", "dev.rocmstack."))
         }
         problems = []
-        if lock is None:
+        if raw and not isinstance(lock, dict):
+            lock = None
+            problems.append(f"{LOCK_PATH} is not a JSON object")
+        elif lock is None:
             problems.append(f"{LOCK_PATH} is missing: not a rocmstack image")
         elif lock.get("render_hash") != labels.get(RENDER_HASH_LABEL):
             problems.append(
@@ -261,22 +302,27 @@ def register(app: typer.Typer) -> None:
             )
         else:
             out = stdout()
-            out.print(f"[bold]{image}[/bold]  {info['id'][:19]}")
+            out.print(f"{printable(image)}  {printable(info['id'][:19])}", markup=False, highlight=False)
             for key, value in labels.items():
-                out.print(f"  {key} = {value}", markup=False)
+                out.print(f"  {printable(key)} = {printable(value)}", markup=False, highlight=False)
             if lock:
-                comps = ", ".join(
+                comps = lock.get("components")
+                shown = ", ".join(
                     f"{n} {c.get('version') or c.get('ref') or c.get('source')}"
-                    for n, c in sorted(lock.get("components", {}).items())
+                    for n, c in sorted(comps.items() if isinstance(comps, dict) else [])
+                    if isinstance(c, dict)
                 )
-                out.print(
-                    f"  lock: recipe {lock.get('recipe')}, archs {';'.join(lock.get('gpu_archs', []))}, "
-                    f"revision {lock.get('rocmstack', {}).get('revision')}",
-                    markup=False,
+                archs = lock.get("gpu_archs")
+                own = lock.get("rocmstack")
+                line = (
+                    f"  lock: recipe {lock.get('recipe')}, "
+                    f"archs {';'.join(map(str, archs)) if isinstance(archs, list) else archs}, "
+                    f"revision {own.get('revision') if isinstance(own, dict) else None}"
                 )
-                out.print(f"  components: {comps}", markup=False)
+                out.print(printable(line), markup=False, highlight=False)
+                out.print(printable(f"  components: {shown}"), markup=False, highlight=False)
             for p in problems:
-                warn(p)
+                warn(printable(p))
         if problems:
             raise CheckFailed(f"{image}: {problems[0]}")
 

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
@@ -268,8 +269,16 @@ def inspect_image(engine: Engine, ref: str, runner: Runner = subprocess.run) -> 
     }
 
 
-def read_file(engine: Engine, ref: str, path: str, runner: Runner = subprocess.run) -> bytes | None:
-    """Copy one file out of an image without running it (create, cp, rm); None when it is absent."""
+READ_LIMIT = 64 << 20  # the most read_file takes out of an image
+
+
+def read_file(
+    engine: Engine, ref: str, path: str, limit: int = READ_LIMIT, runner: Runner = subprocess.run
+) -> bytes | None:
+    """Copy one file out of an image without running it (create, cp, rm); None when it is absent.
+
+    The image is untrusted: what came out is read only as a regular file (never through a link) of at
+    most LIMIT bytes; anything else is an EngineError naming it."""
     created = _run(engine.cmd("create", ref, "true"), QUICK_TIMEOUT, runner)
     if created.returncode != 0:
         raise EngineError(f"cannot open image {ref} to read {path} ({_last_line(created.stderr)})")
@@ -278,9 +287,19 @@ def read_file(engine: Engine, ref: str, path: str, runner: Runner = subprocess.r
         with tempfile.TemporaryDirectory(prefix="rocmstack-cp.") as tmp:
             dest = Path(tmp) / "out"
             cp = _run(engine.cmd("cp", f"{cid}:{path}", str(dest)), QUICK_TIMEOUT, runner)
-            if cp.returncode != 0 or not dest.is_file():
+            if cp.returncode != 0 or not (dest.is_file() or dest.is_symlink()):
                 return None
-            return dest.read_bytes()
+            try:
+                fd = os.open(dest, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+            except OSError:
+                raise EngineError(f"{path} in image {ref} is not a regular file") from None
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    raise EngineError(f"{path} in image {ref} is not a regular file")
+                data = f.read(limit + 1)
+            if len(data) > limit:
+                raise EngineError(f"{path} in image {ref} is larger than {limit:,} bytes")
+            return data
     finally:
         _run(engine.cmd("rm", "--force", cid), QUICK_TIMEOUT, runner)
 

@@ -518,22 +518,25 @@ def execute(plan: Plan, console: Console) -> dict:
 
 
 def promote(
-    engine: Engine, tags: TagSet, render_hash: str, console: Console, *, which: Which = shutil.which
+    engine: Engine,
+    tags: TagSet,
+    render_hash: str,
+    console: Console,
+    *,
+    checked: dict,
+    which: Which = shutil.which,
 ) -> list[dict]:
-    """Point the descriptive tag and the aliases at the already-pushed content tag, registry to registry.
+    """Point the descriptive tag and the aliases at the content tag's manifest CHECKED, registry to registry.
 
-    The publish step after validation: nothing is rebuilt or pulled. The content tag must carry this
-    render hash; the descriptive tag is guarded like any immutable push.
+    The publish step after validation (``rocmstack.validate.publish.promote`` runs the gate and passes the
+    manifest it checked, ``{"digest", "config"}`` as ``engines.remote_manifest`` read it): the copy is by
+    that digest, so whatever the content tag holds by now, only the validated image is promoted. Nothing
+    is rebuilt or pulled; the descriptive tag is guarded like any immutable push.
     """
     content = tags.ref(tags.content)
-    remote = engines.remote_manifest(engine, content, which=which)
-    if remote is None or not remote.get("digest"):
-        raise EngineError(
-            f"cannot promote: {content} is not in the registry",
-            fix="build with --push --push-tags content first",
-        )
-    # Read the labels of, and copy, the one manifest the content tag held when it was read.
-    source = engines.by_digest(content, remote["digest"])
+    if not checked.get("digest"):
+        raise EngineError(f"cannot promote: no checked manifest digest for {content}")
+    source = engines.by_digest(content, checked["digest"])
     labels = engines.remote_labels(engine, source, which=which) or {}
     if labels.get(RENDER_HASH_LABEL) != render_hash:
         raise EngineError(
@@ -545,7 +548,7 @@ def promote(
         ref = tags.ref(tag)
         if (
             tag in tags.immutable
-            and guard_verdict(engine, ref, render_hash, image_id=remote.get("config"), which=which) == "skip"
+            and guard_verdict(engine, ref, render_hash, image_id=checked.get("config"), which=which) == "skip"
         ):
             results.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
             continue

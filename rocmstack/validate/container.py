@@ -18,34 +18,31 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rocmstack.build.engines import Which, podman_prefix
 from rocmstack.errors import EngineError, InputError, printable
+from rocmstack.validate import schema
+from rocmstack.validate.schema import (
+    BASELINE_FILE,
+    BASELINE_MOUNT,
+    COLLECT,
+    HOST_CHECKED,
+    IMAGE_CLAIMED,
+    REPORT_JSON,
+    REPORT_MOUNT,
+    SBOM_FILE,
+    STAGE,
+    MiB,
+)
 
 if TYPE_CHECKING:
     from rocmstack.validate.pipeline import ValidateOptions
 
 ENGINES = ("docker", "podman", "buildah")
 HOSTS = ("amd", "nvidia", "cpu")
-REPORT_MOUNT = "/report"
-BASELINE_MOUNT = "/baseline"
-SBOM_FILE = "sbom.cdx.json"  # the image's SBOM, beside report.json
-# The image may run as a non-root user (recipes set one): it writes into a world-writable (sticky) folder
-# inside a private (0700) per-run folder of the report dir, named after the container, and the host copies
-# up only the files below, as regular files, never following a link, each within its size limit.
-STAGE = "report"
-MiB = 1 << 20
-COLLECT = {
-    "report.json": 16 * MiB,
-    "smoke/summary.json": 4 * MiB,
-    "smoke/metrics.jsonl": 16 * MiB,
-    "smoke/reward.png": 8 * MiB,
-    "smoke/logprob_diff.png": 8 * MiB,
-    "smoke/phase_times.png": 8 * MiB,
-    "bench/rollout.json": 4 * MiB,
-    "bench/roofline.png": 8 * MiB,
-}
+BASELINE_LIMIT = 4 * MiB  # a bench baseline is a few KiB of JSON
+SBOM_LIMIT = 64 * MiB  # read from the image: bounded like everything that comes out of it
 IN_IMAGE_ROCMSTACK = "/usr/local/bin/rocmstack"  # written by dockerfiles/fragments/rocmstack.j2
 RUN_TIMEOUT_S = 3 * 3600
 QUICK_TIMEOUT_S = 300
@@ -149,7 +146,7 @@ class InImageArgs:
     expect_gpus: int | None = None
     skip_smoke: bool = False
     skip_bench: bool = False
-    baseline_name: str | None = None  # file name inside BASELINE_MOUNT
+    baseline: bool = False  # a copy of the host's --baseline is mounted at BASELINE_MOUNT/BASELINE_FILE
     device: str = "auto"
     smoke_steps: int | None = None
     doctor_skip: tuple[str, ...] = ()
@@ -162,8 +159,8 @@ class InImageArgs:
             out.append("--skip-smoke")
         if self.skip_bench:
             out.append("--skip-bench")
-        if self.baseline_name:
-            out += ["--baseline", f"{BASELINE_MOUNT}/{self.baseline_name}"]
+        if self.baseline:
+            out += ["--baseline", f"{BASELINE_MOUNT}/{BASELINE_FILE}"]
         if self.smoke_steps is not None:
             out += ["--smoke-steps", str(self.smoke_steps)]
         for check in self.doctor_skip:
@@ -184,11 +181,17 @@ class Plan:
     run: tuple[str, ...]
     cleanup: tuple[str, ...] | None  # buildah rm
     seccomp_unconfined: bool = False
+    baseline: Path | None = None  # the host's --baseline; only a copy of it is mounted (``make_stage``)
 
     @property
     def stage(self) -> Path:
         """The folder mounted at REPORT_MOUNT: private to this run (see ``make_stage``)."""
         return stage_dir(self.report_dir, self.container)
+
+    @property
+    def baseline_copy(self) -> Path:
+        """Where the copy of the baseline is mounted from: beside the stage, in the run's private folder."""
+        return self.stage.parent / BASELINE_FILE
 
     def commands(self) -> list[tuple[str, ...]]:
         return [c for c in (self.setup, self.run, self.cleanup) if c]
@@ -202,6 +205,7 @@ class Plan:
             "container": self.container,
             "commands": [list(c) for c in self.commands()],
             "seccomp_unconfined": self.seccomp_unconfined,
+            "baseline": str(self.baseline) if self.baseline else None,
         }
 
     def shell(self) -> str:
@@ -219,12 +223,18 @@ def plan(
     seccomp_unconfined: bool = False,
     container: str | None = None,
 ) -> Plan:
-    """The exact commands; the report dir is mounted read-write, the baseline's folder read-only."""
+    """The exact commands: the run's stage is mounted read-write at REPORT_MOUNT; with a baseline, a copy of
+    that one file (made by ``make_stage`` in the run's private folder) read-only, and nothing beside it:
+    the folder the user keeps it in (a checkout, with its .git/config) never reaches the image."""
     report_dir = report_dir.resolve()
     name = container or f"rocmstack-validate-{secrets.token_hex(4)}"
-    mounts = ["--volume", f"{stage_dir(report_dir, name)}:{REPORT_MOUNT}"]
+    stage = stage_dir(report_dir, name)
+    mounts = ["--volume", f"{stage}:{REPORT_MOUNT}"]
     if baseline is not None:
-        mounts += ["--volume", f"{baseline.resolve().parent}:{BASELINE_MOUNT}:ro"]
+        if not args.baseline:
+            args = dataclasses.replace(args, baseline=True)
+        mounts += ["--volume", f"{stage.parent / BASELINE_FILE}:{BASELINE_MOUNT}/{BASELINE_FILE}:ro"]
+    baseline = baseline.resolve() if baseline is not None else None
     flags = device_flags(engine, host, seccomp_unconfined=seccomp_unconfined)
     prefix = engine_prefix(engine)
     inner = args.argv()
@@ -243,6 +253,7 @@ def plan(
             run=run,
             cleanup=cleanup,
             seccomp_unconfined=seccomp_unconfined,
+            baseline=baseline,
         )
     # --init: the in-image Python is not PID 1 (which ignores SIGTERM), so a stop reaches it.
     run = (
@@ -271,6 +282,7 @@ def plan(
         # keep running and hold the GPUs. Removing it again is a no-op after a clean exit.
         cleanup=(*prefix, "rm", "--force", name),
         seccomp_unconfined=seccomp_unconfined,
+        baseline=baseline,
     )
 
 
@@ -292,6 +304,25 @@ def make_stage(stage: Path) -> None:
     stage.parent.chmod(0o700)  # whatever the umask
     stage.mkdir(mode=0o700)
     stage.chmod(0o1777)
+
+
+def copy_baseline(source: Path, dest: Path) -> None:
+    """Copy the one baseline file (within BASELINE_LIMIT) as a new file in the run's private folder, 0644 so
+    the image's user can read it through its read-only mount; the image sees only this copy."""
+    try:
+        with open(source, "rb") as f:
+            data = f.read(BASELINE_LIMIT + 1)
+    except OSError as exc:
+        raise InputError(f"--baseline {printable(source)}: {exc.strerror or exc}") from None
+    if len(data) > BASELINE_LIMIT:
+        raise InputError(
+            f"--baseline {printable(source)}: larger than {BASELINE_LIMIT:,} bytes",
+            fix="pass a file written by `rocmstack bench rollout --save-baseline`",
+        )
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    dest.chmod(0o644)  # whatever the umask
 
 
 class _Refused(Exception):
@@ -391,6 +422,8 @@ def run_plan(
     stage = p.stage
     make_stage(stage)
     try:
+        if p.baseline is not None:
+            copy_baseline(p.baseline, p.baseline_copy)
         if p.setup:
             made = _call(p.setup, QUICK_TIMEOUT_S, runner)
             if made.returncode != 0:
@@ -496,7 +529,7 @@ def in_image_args(opts: ValidateOptions) -> InImageArgs:
         expect_gpus=opts.expect_gpus,
         skip_smoke=opts.skip_smoke,
         skip_bench=opts.skip_bench,
-        baseline_name=opts.baseline.name if opts.baseline else None,
+        baseline=opts.baseline is not None,
         device=opts.device,
         smoke_steps=opts.smoke_steps,
         doctor_skip=opts.doctor_skip,
@@ -523,9 +556,43 @@ def inspect(engine: str, image: str) -> dict:
     return inspect_image(Engine(name=name, argv=engine_prefix(name), version=""), image)
 
 
-def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> tuple[int, dict, list[str]]:
-    """Run once; copy the in-image report up into the report dir (the files the image wrote stay its own)."""
-    from rocmstack.validate.report import REPORT_JSON, load
+@dataclass(frozen=True)
+class Collected:
+    """What came back from one run: the in-image exit code, its report (checked against the schema; a
+    host-made empty one when it was not usable), what was refused on the way out, and why the report was
+    not usable (None when it was)."""
+
+    code: int
+    report: dict[str, Any]
+    refused: list[str]
+    problem: str | None = None
+
+
+def _empty_report() -> dict[str, Any]:
+    """What the host reports in place of an in-image report it cannot use: nothing from the image."""
+    import datetime as dt
+
+    from rocmstack import __version__
+
+    return {
+        "schema": schema.SCHEMA,
+        "rocmstack_version": __version__,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "seconds": 0.0,
+        "mode": "container",
+        "passed": False,
+        "verdict": "FAIL: collect fail",
+        "render_hash": None,
+        "host": {},
+        "stages": [],
+        "image": {},
+    }
+
+
+def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> Collected:
+    """Run once; copy the in-image report up into the report dir (the files the image wrote stay its own)
+    and check it against the schema: a report that does not match is a finding, not a crash."""
+    from rocmstack.validate.report import load
 
     (p.report_dir / REPORT_JSON).unlink(missing_ok=True)
     try:
@@ -539,7 +606,13 @@ def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> tuple[in
             printable(f"the validation inside {p.image} wrote no usable report (exit {code}){why}"),
             fix=f"run `{shlex.join(p.run)}` by hand to see why",
         )
-    return code, load(p.report_dir), [printable(r) for r in refused]
+    refused = [printable(r) for r in refused]
+    try:
+        return Collected(code, load(p.report_dir), refused)
+    except InputError as exc:
+        (p.report_dir / REPORT_JSON).unlink()
+        why = exc.message.split(f"{REPORT_JSON}: ", 1)[-1]
+        return Collected(code, _empty_report(), refused, printable(f"{REPORT_JSON} from the image: {why}"))
 
 
 def host_gpu_archs(sysfs_root: Path = Path("/sys")) -> list[str]:
@@ -550,14 +623,25 @@ def host_gpu_archs(sysfs_root: Path = Path("/sys")) -> list[str]:
 
 
 def arch_problem(in_image: list[str], host: list[str]) -> str | None:
-    """The doctor inside the image names the arch a report stands for; the host checks it, so an image
-    cannot claim an arch it never ran on. Without KFD on the host there is nothing to compare."""
+    """The doctor inside the image names the arch it ran on; the host checks it against its own driver's.
+    Without KFD on the host there is nothing to compare (and the report then records no arch at all)."""
     if host and sorted(in_image) != host:
         return (
             f"the doctor in the image reports GPU arch {';'.join(in_image) or 'none'}, "
             f"the host's driver has {';'.join(host)}"
         )
     return None
+
+
+def host_checked(report: dict[str, Any], *, host_archs: list[str], options: dict[str, Any]) -> dict[str, Any]:
+    """REPORT with the host's own facts written over what the image said: the GPU arch the host's driver
+    has (never the image's doctor's) and the options the host ran it with (never the image's echo of
+    them). The gate reads only these; the image's claims are kept under IMAGE_CLAIMED for the record."""
+    from rocmstack.validate.pipeline import single_arch
+
+    claimed = {key: report.get(key) for key in ("gpu_arch", "gpu_archs", "options")}
+    checked = {"gpu_arch": single_arch(host_archs), "gpu_archs": list(host_archs), "options": dict(options)}
+    return {**report, **checked, IMAGE_CLAIMED: claimed, HOST_CHECKED: checked}
 
 
 def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
@@ -569,24 +653,42 @@ def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
     from rocmstack.render.sbom import IMAGE_PATH
 
     name = "docker" if engine == "docker" else "podman"
-    data = read_file(Engine(name=name, argv=engine_prefix(name), version=""), image_id, IMAGE_PATH)
+    data = read_file(
+        Engine(name=name, argv=engine_prefix(name), version=""), image_id, IMAGE_PATH, SBOM_LIMIT
+    )
     if data is None:
         return None
     (report_dir / SBOM_FILE).write_bytes(data)
     try:
         serial = json.loads(data).get("serialNumber")
-    except (json.JSONDecodeError, AttributeError):
+    except (ValueError, AttributeError):
         serial = None
     return {
         "file": SBOM_FILE,
         "path": IMAGE_PATH,
         "sha256": hashlib.sha256(data).hexdigest(),
-        "serial": serial,
+        "serial": printable(serial) if serial is not None else None,
     }
 
 
+def _image_stages(labels: dict[str, str], report: dict[str, Any], host_archs: list[str]) -> list[dict]:
+    """The host's checks of the image itself: a rocmstack image, its lock's render hash, the arch it ran on."""
+    label_hash = labels.get("dev.rocmstack.render-hash")
+    lock_hash = report.get("render_hash")
+    found = []
+    if label_hash and lock_hash and label_hash != lock_hash:
+        found.append(f"label render hash {label_hash[:12]} != lock.json render hash {lock_hash[:12]}")
+    elif not label_hash:
+        found.append("no dev.rocmstack.render-hash label: not an image built by rocmstack")
+    problem = arch_problem(list(report.get("gpu_archs") or []), host_archs)
+    if problem:
+        found.append(problem)
+    return [schema.stage("image", schema.FAIL, 0.0, printable(why)) for why in reversed(found)]
+
+
 def validate_image(p: Plan, opts: ValidateOptions, *, on_line: Callable[[str], None] | None = None) -> dict:
-    """Run the in-image validation, then add what only the host knows: image labels and id, engine, host.
+    """Run the in-image validation, then add what only the host knows: image labels and id, engine, host,
+    the GPU arch its driver has and the options it ran with (written over the image's claims).
 
     The sandbox is the host's choice: ``seccomp=unconfined`` only with ``--seccomp-unconfined`` (in the
     plan), never because the image's doctor asks for it (that advice is only recorded).
@@ -598,51 +700,24 @@ def validate_image(p: Plan, opts: ValidateOptions, *, on_line: Callable[[str], N
     ref = p.image
     # Run the very image inspected (its id), not the tag, which could move to another image meanwhile.
     p = by_id(p, info["id"])
-    code, report, refused = _run_and_collect(p, on_line)
+    got = _run_and_collect(p, on_line)
+    code, report, refused = got.code, got.report, got.refused
     advice = seccomp_advice(report)
-    label_hash = info["labels"].get("dev.rocmstack.render-hash")
-    lock_hash = report.get("render_hash")
-    stages = list(report["stages"])
-    if label_hash and lock_hash and label_hash != lock_hash:
-        stages.insert(
-            0,
-            pipeline.stage(
-                "image",
-                pipeline.FAIL,
-                0.0,
-                f"label render hash {label_hash[:12]} != lock.json render hash {lock_hash[:12]}",
-            ),
-        )
-    elif not label_hash:
-        stages.insert(
-            0,
-            pipeline.stage(
-                "image",
-                pipeline.FAIL,
-                0.0,
-                "no dev.rocmstack.render-hash label: not an image built by rocmstack",
-            ),
-        )
     host_archs = host_gpu_archs()
-    problem = arch_problem(list(report.get("gpu_archs") or []), host_archs)
-    if problem:
-        stages.insert(0, pipeline.stage("image", pipeline.FAIL, 0.0, problem))
-    if refused:
+    stages = [*_image_stages(info["labels"], report, host_archs), *report["stages"]]
+    if got.problem or refused:
         # rocmstack writes none of these: an image that does is not to be trusted with a verdict.
-        stages.insert(
-            0,
-            pipeline.stage(
-                "collect",
-                pipeline.FAIL,
-                0.0,
-                f"refused what the image left for the host: {', '.join(refused)}",
-            ),
+        found = ([got.problem] if got.problem else []) + (
+            [f"refused what the image left for the host: {', '.join(refused)}"] if refused else []
         )
-    passed, line = pipeline.verdict(stages)
+        stages.insert(0, schema.stage("collect", schema.FAIL, 0.0, "; ".join(found)))
+    passed, line = schema.verdict(stages)
     try:
         sbom = attach_sbom(p.engine, info["id"] or p.image, p.report_dir)
     except EngineError as exc:  # the verdict stands on the run; the report says why no SBOM is beside it
         sbom = {"error": exc.one_line()}
+    report = host_checked(report, host_archs=host_archs, options=opts.to_dict())
+    label_hash = info["labels"].get("dev.rocmstack.render-hash")
     report.update(
         {
             "mode": "container",
@@ -651,9 +726,9 @@ def validate_image(p: Plan, opts: ValidateOptions, *, on_line: Callable[[str], N
             "passed": passed and code == 0,
             "verdict": line,
             "stages": stages,
-            "render_hash": label_hash or lock_hash,
+            "render_hash": label_hash or report.get("render_hash"),
             "image": {
-                **report.get("image", {}),
+                **(report.get("image") or {}),
                 "ref": ref,
                 "id": info["id"],
                 "digest": info.get("digest"),  # the local manifest digest (podman); None on docker

@@ -23,18 +23,30 @@ from typing import TYPE_CHECKING, Any
 from rocmstack import __version__
 from rocmstack.errors import InputError, Interrupted, RocmstackError, quoted
 from rocmstack.output import check_output_dir
+from rocmstack.validate.schema import (
+    BENCH_DIR,
+    BENCH_JSON,
+    ERROR,
+    FAIL,
+    FRAMEWORK_DIR,
+    PASS,
+    REPORT_HTML,
+    REPORT_JSON,
+    REPORT_MD,
+    ROOFLINE_PNG,
+    SBOM_FILE,
+    SCHEMA,
+    SKIPPED,
+    SMOKE_DIR,
+    STAGE,
+    stage,
+    verdict,
+)
 
 if TYPE_CHECKING:
     from rocmstack.bench.rollout import RolloutSpec
 
-SCHEMA = "rocmstack.validate/1"  # bump the suffix on any incompatible change of report.json
 DEVICES = ("auto", "cpu")
-PASS, FAIL, ERROR, SKIPPED = "pass", "fail", "error", "skipped"
-SMOKE_DIR = "smoke"
-BENCH_DIR = "bench"
-ROOFLINE_PNG = "roofline.png"
-BENCH_JSON = "rollout.json"
-FRAMEWORK_DIR = "framework"
 
 
 # The bench's settings per device. GPU: a real model shape (Qwen3-0.6B, random weights) at the rollout
@@ -122,9 +134,6 @@ class ValidateOptions:
 def prepare_report_dir(directory: Path) -> None:
     """Make DIR hold only this run's results: remove what an earlier validate wrote there (its report
     files and stage folders), and refuse a non-empty folder that is not a validate report."""
-    from rocmstack.validate.container import SBOM_FILE, STAGE
-    from rocmstack.validate.report import REPORT_HTML, REPORT_JSON, REPORT_MD
-
     if not directory.is_dir():
         return
     ours = (REPORT_JSON, REPORT_MD, REPORT_HTML, SMOKE_DIR, BENCH_DIR, FRAMEWORK_DIR, STAGE, SBOM_FILE)
@@ -139,10 +148,6 @@ def prepare_report_dir(directory: Path) -> None:
             shutil.rmtree(path)
         else:
             path.unlink()
-
-
-def stage(name: str, status: str, seconds: float, summary: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "status": status, "seconds": round(seconds, 3), "summary": summary, **extra}
 
 
 def _crash(name: str, exc: BaseException, t0: float) -> dict[str, Any]:
@@ -379,18 +384,6 @@ def run_framework_stage(
         "" if summary["passed"] else "; failed: " + ", ".join(summary["failed"])
     )
     return stage("framework", PASS if summary["passed"] else FAIL, time.monotonic() - t0, text), summary
-
-
-def verdict(stages: list[dict[str, Any]]) -> tuple[bool, str]:
-    ran = [s for s in stages if s["status"] != SKIPPED]
-    bad = [s for s in ran if s["status"] in (FAIL, ERROR)]
-    skipped = [s["name"] for s in stages if s["status"] == SKIPPED]
-    tail = f" ({', '.join(skipped)} skipped)" if skipped else ""
-    if not ran:
-        return False, "FAIL: nothing ran" + tail
-    if bad:
-        return False, "FAIL: " + ", ".join(f"{s['name']} {s['status']}" for s in bad) + tail
-    return True, "PASS: " + ", ".join(s["name"] for s in ran) + tail
 
 
 def device_archs(doctor: dict[str, Any] | None) -> list[str]:

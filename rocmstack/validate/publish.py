@@ -16,6 +16,7 @@ from typing import Any
 from rocmstack.build.pipeline import RENDER_HASH_LABEL
 from rocmstack.build.tags import CONTENT_HEX, CONTENT_PREFIX, TagSet, arch_field, parse_reference
 from rocmstack.errors import CheckFailed, InputError, printable, quoted
+from rocmstack.validate.schema import HOST_CHECKED
 
 RECIPE_LABEL = "dev.rocmstack.recipe"
 ARCHS_LABEL = "dev.rocmstack.gpu-archs"
@@ -72,6 +73,13 @@ def check_report(
         raise _refuse(
             image, "the report comes from `validate --in-place`, which checks a node, not this image", rerun
         )
+    if host_facts(report) is None:
+        raise _refuse(
+            image,
+            f"the report has no {HOST_CHECKED} (the GPU arch and options the host saw, written by "
+            "`rocmstack validate IMAGE` over the image's own claims)",
+            rerun,
+        )
     recorded = _bare(str((report.get("image") or {}).get("id") or ""))
     if not recorded or not _bare(image_id):
         raise _refuse(image, "the report records no image id", rerun)
@@ -104,8 +112,17 @@ def _doctor(report: dict[str, Any]) -> dict[str, Any]:
     return (report.get("doctor") or {}).get("report") or {}
 
 
+def host_facts(report: dict[str, Any]) -> dict[str, Any] | None:
+    """What the host wrote over the image's claims: the arch its driver has, the options it ran with. The
+    gate reads these and nothing the image said about itself (``gpu_arch``/``options`` may echo the image)."""
+    facts = report.get(HOST_CHECKED)
+    if not isinstance(facts, dict) or not isinstance(facts.get("options"), dict):
+        return None
+    return facts
+
+
 def _check_gpus(report: dict[str, Any], image: str, rerun: str) -> None:
-    expected = (report.get("options") or {}).get("expect_gpus")
+    expected = (host_facts(report) or {}).get("options", {}).get("expect_gpus")
     if not isinstance(expected, int) or isinstance(expected, bool) or expected < 1:
         raise _refuse(image, "the report was made without --expect-gpus (GPU count unchecked)", rerun)
     platform = _doctor(report).get("platform") or {}
@@ -120,7 +137,7 @@ def _check_doctor_skips(report: dict[str, Any], image: str, rerun: str, allow_sk
     doctor = _doctor(report)
     if not doctor.get("checks"):
         raise _refuse(image, "the report holds no doctor checks", rerun)
-    left_out = list((report.get("options") or {}).get("doctor_skip") or [])
+    left_out = list((host_facts(report) or {}).get("options", {}).get("doctor_skip") or [])
     skipped = [c.get("id") for c in doctor["checks"] if c.get("status") == "skip"]
     allowed = set(SKIP_ALLOWED) | allow_skip
     bad = [str(c) for c in (*left_out, *skipped) if c not in allowed]
@@ -133,7 +150,8 @@ def _check_doctor_skips(report: dict[str, Any], image: str, rerun: str, allow_sk
 
 
 def report_arch(report: dict[str, Any]) -> str | None:
-    arch = report.get("gpu_arch")
+    """The arch the host's own driver saw during the run (None without one, or on a mixed node)."""
+    arch = (host_facts(report) or {}).get("gpu_arch")
     return arch if isinstance(arch, str) and arch else None
 
 
@@ -170,7 +188,7 @@ def check_reports(
         if arch is None:
             raise _refuse(
                 image,
-                f"a report ({report.get('verdict')}) records no GPU arch it ran on",
+                f"a report ({printable(report.get('verdict'))}) records no GPU arch the host saw it run on",
                 "validate on a GPU runner of one arch",
             )
         if arch not in claimed:
@@ -309,6 +327,68 @@ def publish(
     # The image that passed the gate is pushed by its id (podman), not by a name that could move meanwhile.
     result["pushed"] = push_tags(engine, tags, render_hash, "all", console, image_id=info["id"])
     return result
+
+
+def promoted_image_id(remote: dict[str, Any], reports: list[dict[str, Any]], ref: str) -> str:
+    """The image id the gate compares the reports with, for the manifest REMOTE the content tag REF holds.
+
+    A single-platform manifest names its config digest: the image id itself. A multi-platform index has
+    none, and "unknown" is never taken for "the same build": then the index digest must be one the
+    validated image was pulled by (a report's ``image.digest`` or ``image.repo_digests``), or it is refused.
+    """
+    config = remote.get("config")
+    if config:
+        return str(config)
+    digest = remote.get("digest")
+    for report in reports:
+        img = report.get("image") or {}
+        seen = {str(d).rsplit("@", 1)[-1] for d in img.get("repo_digests") or []} | {str(img.get("digest"))}
+        if digest not in seen:
+            raise CheckFailed(
+                f"refusing to promote {ref}: it is a multi-platform index ({digest}) with no image id, and "
+                f"a report ({printable(report.get('verdict'))}) was not made from an image pulled by that digest",
+                fix="validate the image the content tag holds (pull it by its tag on the runner), then promote",
+            )
+    return str((reports[0].get("image") or {}).get("id") or "") if reports else ""
+
+
+def promote(
+    *,
+    tags: Any,
+    render_hash: str,
+    reports: list[dict[str, Any]],
+    engine: Any,
+    console: Any,
+    allow_skip: frozenset[str] = frozenset(),
+) -> list[dict[str, Any]]:
+    """``rocmstack tags --promote``: the same gate as ``publish``, for the registry's content tag.
+
+    The content tag's manifest is read once; its labels and image id (config digest) face the gate, and
+    the registry-side copy is of that manifest, by digest. A tag moved to another build between the
+    validation and the promotion (or meanwhile) is refused, not promoted.
+    """
+    from rocmstack.build import engines
+    from rocmstack.build.pipeline import promote as copy_by_digest
+    from rocmstack.errors import EngineError
+
+    content = tags.ref(tags.content)
+    remote = engines.remote_manifest(engine, content)
+    if remote is None or not remote.get("digest"):
+        raise EngineError(
+            f"cannot promote: {content} is not in the registry",
+            fix="build with --push --push-tags content first",
+        )
+    source = engines.by_digest(content, remote["digest"])
+    labels = engines.remote_labels(engine, source) or {}
+    image_id = promoted_image_id(remote, reports, content)
+    gated, _ = check_reports(reports, labels, image_id, content, allow_skip)
+    if gated != render_hash:
+        raise CheckFailed(
+            f"refusing to promote {content}: it holds render hash {gated[:12]}, the recipe renders "
+            f"{render_hash[:12]}",
+            fix="promote the recipe and arch set the reports were made for",
+        )
+    return copy_by_digest(engine, tags, render_hash, console, checked=remote)
 
 
 def check_engine_choice(engine: str) -> str:

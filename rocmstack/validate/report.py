@@ -14,9 +14,17 @@ from typing import Any
 from rocmstack.errors import InputError
 from rocmstack.output import dumps
 from rocmstack.smoke.report import PLOTS
-from rocmstack.validate.pipeline import BENCH_DIR, ROOFLINE_PNG, SCHEMA, SMOKE_DIR
+from rocmstack.validate.schema import (
+    BENCH_DIR,
+    REPORT_HTML,
+    REPORT_JSON,
+    REPORT_LIMIT,
+    REPORT_MD,
+    ROOFLINE_PNG,
+    SMOKE_DIR,
+    parse_report,
+)
 
-REPORT_JSON, REPORT_MD, REPORT_HTML = "report.json", "report.md", "report.html"
 # The smoke's plot files, in the order it writes them, with their captions here.
 SMOKE_PLOTS = tuple(
     zip(PLOTS, ("GRPO reward", "train vs rollout log-prob difference", "phase times per step"), strict=True)
@@ -29,6 +37,7 @@ _MARK = {
     "skipped": "skipped",
     "skip": "skip",
     "warn": "WARN",
+    "na": "N/A",
 }
 
 
@@ -48,10 +57,18 @@ def write_all(report: dict[str, Any], directory: Path) -> list[Path]:
 
 
 def load(directory: Path) -> dict[str, Any]:
-    """report.json from DIR, checked for this schema; InputError names what is wrong."""
+    """report.json from DIR, read within its size limit and checked against the schema; InputError names
+    what is wrong (the file may come from an image or an artifact: nothing in it is trusted)."""
     path = directory / REPORT_JSON
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as f:
+            data = f.read(REPORT_LIMIT + 1)
+        if len(data) > REPORT_LIMIT:
+            raise InputError(
+                f"--report {directory}: {REPORT_JSON} is larger than {REPORT_LIMIT:,} bytes",
+                fix="pass the folder `rocmstack validate IMAGE --report DIR` wrote",
+            )
+        report = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise InputError(
             f"--report {directory}: no {REPORT_JSON} in it",
@@ -62,13 +79,7 @@ def load(directory: Path) -> dict[str, Any]:
             f"--report {directory}: {REPORT_JSON} is not readable JSON ({exc})",
             fix="run `rocmstack validate` again",
         ) from None
-    if not isinstance(report, dict) or report.get("schema") != SCHEMA:
-        found = report.get("schema") if isinstance(report, dict) else type(report).__name__
-        raise InputError(
-            f"--report {directory}: {REPORT_JSON} has schema {found!r}, expected {SCHEMA}",
-            fix="validate the image with this rocmstack version",
-        )
-    return report
+    return parse_report(report, f"--report {directory}: {REPORT_JSON}")
 
 
 def _num(value: Any, spec: str) -> str:
@@ -130,7 +141,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += ["", "### GRPO smoke", "", "| criterion | result | detail |", "| --- | --- | --- |"]
         for c in smoke["criteria"]:
             lines.append(
-                f"| {_md(c['name'])} | {'PASS' if c['passed'] is True else 'FAIL'} | {_md(c['detail'])} |"
+                f"| {_md(c['name'])} | {_mark(_criterion_status(c['passed']))} | {_md(c['detail'])} |"
             )
     bench = (report.get("bench") or {}).get("report")
     if bench:
@@ -176,7 +187,7 @@ table{border-collapse:collapse;width:100%;font-size:13px;margin:6px 0}
 th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f4f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .s-pass{color:#11631b;font-weight:600}.s-fail,.s-error{color:#b00020;font-weight:700}
-.s-warn{color:#9a6700;font-weight:600}.s-skip,.s-skipped{color:#777}
+.s-warn{color:#9a6700;font-weight:600}.s-skip,.s-skipped,.s-na{color:#777}
 .fix{color:#555;font-size:12px}code{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px}
 .plots{display:flex;flex-wrap:wrap;gap:12px}.plots figure{margin:0}
 .plots img{max-width:540px;border:1px solid #eee}.plots img.wide{max-width:100%}
@@ -187,6 +198,11 @@ dt{font-weight:600}dd{margin:0;word-break:break-all}
 
 def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
+
+
+def _criterion_status(passed: Any) -> str:
+    # None: the criterion could not be measured here (it neither passes nor fails the smoke).
+    return "na" if passed is None else "pass" if passed is True else "fail"
 
 
 def _mark(status: Any) -> str:
@@ -258,7 +274,7 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
                 else ""
             )
             parts.append(
-                f"<tr><td>{_e(c['group'])}</td><td>{_e(c['id'])}</td>{_status_cell(c['status'])}"
+                f"<tr><td>{_e(c.get('group'))}</td><td>{_e(c['id'])}</td>{_status_cell(c['status'])}"
                 f"<td>{_e(c['summary'])}{fix}</td></tr>"
             )
         parts.append("</table>")
@@ -267,17 +283,18 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
     if smoke:
         f = smoke["final"]
         parts.append(
-            f"<h2>GRPO smoke</h2><p>{_e(smoke['placement'])} on {_e(smoke['device'])} ({_e(smoke['dtype'])}, "
-            f"shape {_e(smoke['shape'])}, {_num(smoke['params'], ',')} params), {_num(smoke['steps'], '')} "
+            f"<h2>GRPO smoke</h2><p>{_e(smoke.get('placement'))} on {_e(smoke.get('device'))} "
+            f"({_e(smoke.get('dtype'))}, "
+            f"shape {_e(smoke.get('shape'))}, {_num(smoke.get('params'), ',')} params), {_num(smoke.get('steps'), '')} "
             "steps: reward "
-            f"{_num(f['reward_first_window'], '.3f')} &rarr; {_num(f['reward_last_window'], '.3f')}, "
-            f"{_num(f['tokens_per_gpu_per_sec_avg'], ',.0f')} tokens/GPU/s, time to verdict "
-            f"{_num(smoke['time_to_verdict_s'], '.1f')} s</p>"
+            f"{_num(f.get('reward_first_window'), '.3f')} &rarr; {_num(f.get('reward_last_window'), '.3f')}, "
+            f"{_num(f.get('tokens_per_gpu_per_sec_avg'), ',.0f')} tokens/GPU/s, time to verdict "
+            f"{_num(smoke.get('time_to_verdict_s'), '.1f')} s</p>"
         )
         parts.append('<table id="smoke"><tr><th>criterion</th><th>result</th><th>detail</th></tr>')
         for c in smoke["criteria"]:
             parts.append(
-                f"<tr><td>{_e(c['name'])}</td>{_status_cell('pass' if c['passed'] is True else 'fail')}"
+                f"<tr><td>{_e(c['name'])}</td>{_status_cell(_criterion_status(c['passed']))}"
                 f"<td>{_e(c['detail'])}</td></tr>"
             )
         parts.append('</table><div class="plots">')
@@ -289,10 +306,10 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
     if bench:
         dev = bench["device"]
         parts.append(
-            f"<h2>Rollout bench</h2><p>{_e(bench['shape']['name'])} on {_e(dev['name'])} ({_e(dev['backend'])}), "
-            f"prompt {_num(bench['settings']['prompt_len'], '')}, {_num(bench['settings']['new_tokens'], '')} "
-            f"new tokens, {_e(bench['settings']['dtype'])}; measured copy bandwidth "
-            f"{_num(dev['copy_bandwidth_gb_s'], ',.0f')} GB/s</p>"
+            f"<h2>Rollout bench</h2><p>{_e(bench['shape']['name'])} on {_e(dev['name'])} ({_e(dev.get('backend'))}), "
+            f"prompt {_num(bench['settings'].get('prompt_len'), '')}, {_num(bench['settings'].get('new_tokens'), '')} "
+            f"new tokens, {_e(bench['settings'].get('dtype'))}; measured copy bandwidth "
+            f"{_num(dev.get('copy_bandwidth_gb_s'), ',.0f')} GB/s</p>"
         )
         parts.append(
             '<table id="bench"><tr><th>engine</th><th>batch</th><th>status</th><th>tok/s</th><th>MBU</th>'

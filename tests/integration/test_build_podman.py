@@ -463,7 +463,7 @@ def remote(env, ref: str) -> dict | None:
     return json.loads(proc.stdout) if proc.returncode == 0 else None
 
 
-def test_push_guard_and_promote_against_a_real_registry(registry, first_build):
+def test_push_guard_and_promote_against_a_real_registry(registry, first_build, tmp_path):
     env, host = registry["env"], registry["host"]
     out = str(first_build["out"])
     insecure = ["--registry", host, "--insecure-registry"]  # the test registry speaks plain HTTP
@@ -518,9 +518,39 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build):
         "--json",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    staged = json.loads(proc.stdout)["tags"]
+    staged_build = json.loads(proc.stdout)
+    staged, staged_hash, staged_id = (
+        staged_build["tags"],
+        staged_build["render_hash"],
+        staged_build["image"]["id"],
+    )
     assert remote(env, staged["refs"][1]) and remote(env, staged["refs"][0]) is None
-    proc = rocmstack(env, "tags", *bumped, "--engine", "podman", "--promote", "--json")
+    # Promotion runs the publish gate: no report, no promotion.
+    proc = rocmstack(env, "tags", *bumped, "--engine", "podman", "--promote")
+    assert proc.returncode == 2 and "--promote needs --report DIR" in proc.stderr, proc.stderr[-3000:]
+    assert remote(env, staged["refs"][0]) is None
+    # With a passing GPU leg of the staged image (replayed: test_validate_podman.py), it is promoted.
+    from test_validate_podman import ALLOW, _gpu_leg
+
+    identity = tmp_path / "identity"
+    identity.mkdir()
+    (identity / "report.json").write_text(
+        json.dumps(
+            {
+                "schema": "rocmstack.validate/1",
+                "created": "2026-12-01T00:00:00+00:00",
+                "seconds": 1.0,
+                "mode": "container",
+                "render_hash": staged_hash,
+                "host": {"hostname": "runner"},
+                "image": {"id": staged_id},
+            }
+        )
+    )
+    leg = _gpu_leg(identity, tmp_path / "leg", arch=ARCH)
+    proc = rocmstack(
+        env, "tags", *bumped, "--engine", "podman", "--promote", "--report", str(leg), *ALLOW, "--json"
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     digests = {remote(env, ref)["Digest"] for ref in staged["refs"]}
     assert len(digests) == 1  # descriptive tag and alias point at the validated content tag

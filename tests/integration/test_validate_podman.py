@@ -259,7 +259,9 @@ def _gpu_leg(src: Path, dest: Path, *, arch: str, image_id: str | None = None, *
     report.update(
         {k: GPU_RUN[k] for k in ("passed", "verdict", "stages", "options", "doctor", "smoke", "bench")}
     )
-    report.update({"gpu_arch": arch, "gpu_archs": [arch], "host_gpu_archs": [arch]})
+    # What the host writes over the image's claims: the arch its driver saw, the options it ran with.
+    facts = {"gpu_arch": arch, "gpu_archs": [arch], "options": GPU_RUN["options"]}
+    report.update({**facts, "host_gpu_archs": [arch], "host_checked": facts})
     if image_id:
         report["image"] = {**report["image"], "id": image_id}
     report.update(changes)

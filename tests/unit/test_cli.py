@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -112,3 +113,42 @@ def test_bench_plot_of_a_non_utf8_report_exits_2(capsys, tmp_path):
     bad.write_bytes(LATIN1)
     code, _, err = run(capsys, "bench", "plot", str(bad), "-o", str(tmp_path / "p.png"))
     assert code == 2 and err.startswith(f"rocmstack: error: {bad}: cannot read a JSON report")
+
+
+def test_inspect_prints_no_terminal_escape_from_the_image(capsys, monkeypatch):
+    """Labels and lock.json come out of the image: escapes in them are shown, never sent (issue 20)."""
+    from rocmstack.build import engines
+
+    evil = "\x1b]0;owned\x07\x1b[2J\x9b31m"
+    monkeypatch.setattr(
+        engines, "detect", lambda choice: engines.Engine(name="podman", argv=("podman",), version="4")
+    )
+    monkeypatch.setattr(
+        engines,
+        "inspect_image",
+        lambda e, ref: {
+            "id": "sha256:" + "a" * 64,
+            "repo_tags": [],
+            "labels": {"dev.rocmstack.recipe": evil},
+        },
+    )
+    lock = {"recipe": evil, "render_hash": "h", "gpu_archs": [evil], "components": {"x": {"version": evil}}}
+    seen = {}
+
+    def read_file(e, ref, path, limit=engines.READ_LIMIT):
+        seen[path] = limit
+        return json.dumps(lock).encode() if path.endswith("lock.json") else (evil + '\n{"a": 1}\n').encode()
+
+    monkeypatch.setattr(engines, "read_file", read_file)
+    code, out, err = run(capsys, "inspect", "img")
+    assert code == 1 and "\\x1b]0;owned" in out
+    assert seen["/opt/rocmstack/lock.json"] <= 16 << 20  # a bounded read
+    code, out, err = run(capsys, "inspect", "img", "--sbom")
+    assert code == 0 and out.endswith('\n{"a": 1}\n') and "\\x9b31m" in out
+    for text in (out, err):
+        assert not any((ord(ch) < 0x20 and ch not in "\n\t") or 0x7F <= ord(ch) <= 0x9F for ch in text)
+
+
+def test_promote_without_a_report_is_refused(capsys):
+    code, _, err = run(capsys, "tags", "verl-0.9.0-rocm10", "--promote")
+    assert code == 2 and "--promote needs --report DIR" in err

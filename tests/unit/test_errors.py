@@ -36,3 +36,22 @@ def test_one_line_is_one_printable_line(message, fix):
     line = RecipeError(message, fix=fix).one_line()
     assert line.isprintable() and "\n" not in line
     assert RecipeError(message).exit_code == ExitCode.USAGE
+
+
+@pytest.mark.parametrize(
+    "sequence",
+    [
+        "\x1b[2J",  # ESC CSI: clear the screen
+        "\x9b31m",  # the one-byte C1 CSI
+        "\x1b]0;title\x07",  # OSC: set the window title
+        "\x1b]8;;https://evil/\x1b\\link\x1b]8;;\x1b\\",  # OSC 8: a disguised hyperlink
+        "\x90q\x9c",  # DCS ... ST (C1)
+        "\x7f\x08\r",  # DEL, backspace, carriage return
+    ],
+)
+def test_no_terminal_escape_survives_printable_even_in_multi_line_output(sequence):
+    """Image-provided text goes through printable() before it is printed (issue 20); ``keep`` lets a
+    multi-line document (an SBOM on stdout) keep its line breaks and tabs, never a control sequence."""
+    shown = printable(f"a{sequence}b\n\tc", keep="\n\t")
+    assert shown.endswith("b\n\tc")
+    assert not any((ord(ch) < 0x20 and ch not in "\n\t") or 0x7F <= ord(ch) <= 0x9F for ch in shown)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -159,9 +161,7 @@ def test_buildah_plan_is_from_run_rm_with_the_build_store(tmp_path, monkeypatch)
         image="localhost/t:1",
         report_dir=tmp_path / "rep",
         container="c1",
-        args=InImageArgs(
-            expect_gpus=0, skip_bench=True, baseline_name="h200.json", doctor_skip=("lock-drift",)
-        ),
+        args=InImageArgs(expect_gpus=0, skip_bench=True, baseline=True, doctor_skip=("lock-drift",)),
         baseline=base,
     )
     rep = (tmp_path / "rep").resolve()
@@ -187,7 +187,7 @@ def test_buildah_plan_is_from_run_rm_with_the_build_store(tmp_path, monkeypatch)
         "--volume",
         f"{rep}/.c1/report:/report",
         "--volume",
-        f"{base.resolve().parent}:/baseline:ro",
+        f"{rep}/.c1/baseline.json:/baseline/baseline.json:ro",  # a copy of that one file, read-only
         "c1",
         "--",
         "/usr/local/bin/rocmstack",
@@ -201,7 +201,7 @@ def test_buildah_plan_is_from_run_rm_with_the_build_store(tmp_path, monkeypatch)
         "0",
         "--skip-bench",
         "--baseline",
-        "/baseline/h200.json",
+        "/baseline/baseline.json",
         "--doctor-skip",
         "lock-drift",
     )
@@ -269,6 +269,20 @@ def test_seccomp_advice_is_read_but_never_trusted_to_be_well_formed():
     assert seccomp_advice(report("fail", "raise the ulimit")) is None
     assert seccomp_advice({"doctor": {"report": None}}) is None
     assert seccomp_advice({"doctor": {"report": {"checks": "seccomp=unconfined"}}}) is None
+
+
+# The smallest report the schema takes: what the image's rocmstack writes, less its optional parts.
+VALID = {
+    "schema": "rocmstack.validate/1",
+    "created": "2026-11-30T00:00:00+00:00",
+    "seconds": 1.0,
+    "mode": "in-place",
+    "passed": True,
+    "verdict": "PASS: doctor",
+    "render_hash": "a" * 64,
+    "host": {"hostname": "h"},
+    "stages": [{"name": "doctor", "status": "pass", "seconds": 1.0, "summary": "ok"}],
+}
 
 
 def _in_image_report(**doctor_check) -> dict:
@@ -467,13 +481,13 @@ def test_a_run_that_plants_links_gets_nothing_out_and_leaves_no_stage(tmp_path):
 def test_a_run_with_a_real_report_hands_back_only_that(tmp_path):
     p = _plan_running(
         tmp_path,
-        '(stage / \'report.json\').write_text(\'{"schema": "rocmstack.validate/1", "stages": []}\');'
+        f"(stage / 'report.json').write_text({json.dumps(VALID)!r});"
         "(stage / 'smoke').mkdir(); (stage / 'smoke' / 'reward.png').symlink_to('/etc/passwd');"
         "(stage / 'extra.bin').write_bytes(b'x')",
     )
-    code, report, refused = container._run_and_collect(p, None)
-    assert code == 0 and report["schema"] == "rocmstack.validate/1"
-    assert refused == ["smoke/reward.png (a link)"]
+    got = container._run_and_collect(p, None)
+    assert got.code == 0 and got.report == VALID and got.problem is None
+    assert got.refused == ["smoke/reward.png (a link)"]
     assert sorted(str(f.relative_to(p.report_dir)) for f in p.report_dir.rglob("*")) == ["report.json"]
 
 
@@ -535,3 +549,168 @@ def test_the_report_names_the_one_arch_it_ran_on():
     assert device_archs(doctor) == ["gfx950"] and single_arch(device_archs(doctor)) == "gfx950"
     assert single_arch(["gfx942", "gfx950"]) is None  # a mixed node stands for no single arch
     assert device_archs(None) == [] and single_arch([]) is None
+
+
+def _cpu_image(monkeypatch):
+    monkeypatch.setattr(  # the engine's image inspection: a rocmstack image with this render hash
+        container,
+        "inspect",
+        lambda engine, image: {
+            "id": "sha256:" + "b" * 64,
+            "labels": {"dev.rocmstack.render-hash": "a" * 64},
+            "repo_tags": [],
+        },
+    )
+    monkeypatch.setattr(container, "attach_sbom", lambda *a: None)
+    monkeypatch.setattr(container, "host_gpu_archs", lambda: ["gfx942"])
+
+
+@pytest.mark.parametrize(
+    ("broken", "named"),
+    [
+        ({k: v for k, v in VALID.items() if k != "host"}, "host: field required"),
+        ({**VALID, "stages": [{"name": "doctor", "status": "pass", "seconds": 1}]}, "stages.0.summary"),
+        ({**VALID, "smoke": {"summary": {"final": {}}}}, "smoke.summary.criteria: field required"),
+        ({**VALID, "host": "h", "stages": "all"}, "host: input should be a valid dictionary"),
+        ({**VALID, "schema": "rocmstack.doctor/1"}, "schema 'rocmstack.doctor/1'"),
+        ("[not json", "not readable JSON"),
+    ],
+)
+def test_a_malformed_in_image_report_is_a_collect_failure_not_a_crash(tmp_path, monkeypatch, broken, named):
+    """Issue 20: a report missing `host`, a stage's `summary` or the smoke's `criteria` crashed the writer."""
+    from rocmstack.validate.pipeline import ValidateOptions
+
+    _cpu_image(monkeypatch)
+    text = broken if isinstance(broken, str) else json.dumps(broken)
+    p = _plan_running(tmp_path, f"(stage / 'report.json').write_text({text!r})")
+    report = container.validate_image(p, ValidateOptions(report_dir=p.report_dir))
+    assert report["passed"] is False and report["verdict"].startswith("FAIL: collect fail")
+    first = report["stages"][0]
+    assert first["name"] == "collect" and first["status"] == "fail"
+    assert "report.json from the image: " in first["summary"] and named in first["summary"], first
+    assert "\n" not in first["summary"]
+    written = json.loads((p.report_dir / "report.json").read_text())
+    assert written["stages"] == report["stages"] and (p.report_dir / "report.html").is_file()
+
+
+def test_the_host_writes_its_arch_and_options_over_the_images(tmp_path, monkeypatch):
+    """Issue 20.4: the image says gfx950 and expect_gpus 1; the host ran it on gfx942 with --expect-gpus 8."""
+    from rocmstack.validate.pipeline import ValidateOptions
+    from rocmstack.validate.publish import report_arch
+
+    _cpu_image(monkeypatch)
+    claims = {**VALID, "gpu_arch": "gfx950", "gpu_archs": ["gfx950"], "options": {"expect_gpus": 1}}
+    p = _plan_running(tmp_path, f"(stage / 'report.json').write_text({json.dumps(claims)!r})")
+    report = container.validate_image(p, ValidateOptions(report_dir=p.report_dir, expect_gpus=8))
+    facts = report["host_checked"]
+    assert facts["gpu_arch"] == "gfx942" and facts["gpu_archs"] == ["gfx942"]
+    assert facts["options"]["expect_gpus"] == 8 and report["options"]["expect_gpus"] == 8
+    assert report["gpu_arch"] == "gfx942" and report_arch(report) == "gfx942"
+    assert report["image_claimed"] == {
+        "gpu_arch": "gfx950",
+        "gpu_archs": ["gfx950"],
+        "options": {"expect_gpus": 1},
+    }
+    assert report["passed"] is False  # and the host's image stage says why
+    assert report["stages"][0]["summary"].startswith("the doctor in the image reports GPU arch gfx950")
+
+
+def test_only_a_private_copy_of_the_baseline_file_reaches_the_image(tmp_path):
+    """Issue 20.3: the baseline's folder (a checkout: .git/config, files beside it) was mounted."""
+    folder = tmp_path / "checkout"
+    (folder / ".git").mkdir(parents=True)
+    (folder / ".git" / "config").write_text("extraheader = AUTHORIZATION: basic c2VjcmV0")
+    (folder / "h200.json").write_text('{"entries": []}')
+    p = plan(
+        engine="podman",
+        host="cpu",
+        image="img",
+        report_dir=tmp_path / "r",
+        args=InImageArgs(baseline=True),
+        baseline=folder / "h200.json",
+        container="c",
+    )
+    mounts = [p.run[i + 1] for i, a in enumerate(p.run) if a == "--volume"]
+    copy = p.report_dir / ".c" / "baseline.json"
+    assert mounts == [f"{p.stage}:/report", f"{copy}:/baseline/baseline.json:ro"]
+    assert not any(str(folder) in a for a in p.run)
+    seen = tmp_path / "seen.txt"
+    # The 'container' reports what it finds where the mount's source is: the copy alone, 0644, in a 0700 folder.
+    run = (
+        sys.executable,
+        "-c",
+        f"import os, stat; c = {str(copy)!r}; d = os.path.dirname(c); open({str(seen)!r}, 'w').write("
+        "repr((open(c).read(), oct(stat.S_IMODE(os.stat(c).st_mode)), oct(stat.S_IMODE(os.stat(d).st_mode)), "
+        "sorted(os.listdir(d)))))",
+    )
+    container.run_plan(Plan(**{**p.__dict__, "run": run, "cleanup": None}))
+    assert eval(seen.read_text()) == ('{"entries": []}', "0o644", "0o700", ["baseline.json", "report"])
+    shutil.rmtree(p.stage.parent)
+
+
+def test_an_oversized_baseline_is_refused_and_leaves_no_stage(tmp_path, monkeypatch):
+    monkeypatch.setattr(container, "BASELINE_LIMIT", 8)
+    big = tmp_path / "b.json"
+    big.write_text("x" * 9)
+    p = plan(
+        engine="podman", host="cpu", image="i", report_dir=tmp_path / "r", args=InImageArgs(), baseline=big
+    )
+    with pytest.raises(InputError, match="larger than 8 bytes"):
+        container.run_plan(p, runner=lambda *a, **k: pytest.fail("ran"))
+    assert not p.stage.parent.exists()
+
+
+def test_validate_imports_point_one_way():
+    """container -> pipeline/report -> schema; nothing below imports what is above it (issue 20)."""
+    import ast
+
+    root = Path(container.__file__).parent
+    graph = {}
+    for path in root.glob("*.py"):
+        mods = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if node.module.startswith("rocmstack.validate."):
+                    mods.add(node.module.rsplit(".", 1)[1])
+                elif node.module == "rocmstack.validate":
+                    mods |= {a.name for a in node.names}
+        graph[path.stem] = mods - {path.stem}
+
+    def reach(start, seen=()):
+        for nxt in graph.get(start, ()):
+            if nxt in seen:
+                continue
+            yield nxt
+            yield from reach(nxt, (*seen, nxt))
+
+    cycles = sorted(m for m in graph if m in set(reach(m)))
+    assert cycles == []
+    assert graph["schema"] == set()
+    assert graph["report"] == {"schema"} and "container" not in graph["pipeline"]
+
+
+def test_read_file_takes_only_a_bounded_regular_file_out_of_an_image(tmp_path):
+    import subprocess
+
+    from rocmstack.build import engines
+
+    engine = engines.Engine(name="podman", argv=("podman",), version="t")
+
+    def runner_writing(make):
+        def run(argv, **kw):
+            if argv[1] == "cp":
+                make(Path(argv[3]))
+            return subprocess.CompletedProcess(argv, 0, "cid\n", "")
+
+        return run
+
+    assert (
+        engines.read_file(engine, "i", "/f", 4, runner=runner_writing(lambda d: d.write_bytes(b"1234")))
+        == b"1234"
+    )
+    with pytest.raises(EngineError, match="larger than 4 bytes"):
+        engines.read_file(engine, "i", "/f", 4, runner=runner_writing(lambda d: d.write_bytes(b"12345")))
+    secret = tmp_path / "secret"
+    secret.write_text("token")
+    with pytest.raises(EngineError, match="not a regular file"):
+        engines.read_file(engine, "i", "/f", 4, runner=runner_writing(lambda d: d.symlink_to(secret)))

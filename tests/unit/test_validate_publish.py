@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -54,6 +55,11 @@ def _report(arch="gfx950", **over):
         "bench": {"report": {"device": {"type": "cuda"}}},
     }
     rep.update(over)
+    # What the host writes over the image's claims (the gate reads only this).
+    rep.setdefault(
+        "host_checked",
+        {"gpu_arch": rep["gpu_arch"], "gpu_archs": rep["gpu_archs"], "options": rep["options"]},
+    )
     return rep
 
 
@@ -105,15 +111,19 @@ def _skipped_check(check_id):
         (_stage("bench", "skipped"), LABELS, r"bench stage did not pass \(skipped\)"),
         (_with("smoke.summary.device", "cpu"), LABELS, "smoke stage ran on cpu, not a GPU"),
         (_with("bench.report.device", {"type": "cpu"}), LABELS, "bench stage ran on cpu, not a GPU"),
-        (_with("options.expect_gpus", None), LABELS, "without --expect-gpus"),
-        (_with("options.expect_gpus", 0), LABELS, "without --expect-gpus"),
+        (_with("host_checked.options.expect_gpus", None), LABELS, "without --expect-gpus"),
+        (_with("host_checked.options.expect_gpus", 0), LABELS, "without --expect-gpus"),
         (
             _with("doctor.report.platform.physical_gpus", 4),
             LABELS,
             "doctor saw 4 GPU.s., the report expected 8",
         ),
         (_skipped_check("gpu-count"), LABELS, r"doctor check\(s\) gpu-count skipped"),
-        (_with("options.doctor_skip", ["lock-drift"]), LABELS, r"doctor check\(s\) lock-drift skipped"),
+        (
+            _with("host_checked.options.doctor_skip", ["lock-drift"]),
+            LABELS,
+            r"doctor check\(s\) lock-drift skipped",
+        ),
         (_with("doctor.report.checks", []), LABELS, "holds no doctor checks"),
     ],
 )
@@ -170,13 +180,20 @@ def test_image_without_arch_label_is_refused():
         check_reports([_report()], {"dev.rocmstack.render-hash": H}, "aa" * 32, "img")
 
 
+# A real run's stages and results (docs/evidence), under the identity fields of _report.
+EVIDENCE = json.loads(
+    (Path(__file__).parents[2] / "docs/evidence/validate-h200-final/report.json").read_text(encoding="utf-8")
+)
+RUN = {k: EVIDENCE[k] for k in ("stages", "doctor", "smoke", "bench")}
+
+
 def test_load_reports_takes_leg_folders(tmp_path):
     from rocmstack.validate.pipeline import SCHEMA
 
     for arch in ("gfx942", "gfx950"):
         leg = tmp_path / "legs" / f"validation-x-{arch}"
         leg.mkdir(parents=True)
-        (leg / "report.json").write_text(json.dumps({**_report(arch), "schema": SCHEMA}))
+        (leg / "report.json").write_text(json.dumps({**EVIDENCE, **_report(arch), **RUN, "schema": SCHEMA}))
     loaded = load_reports([tmp_path / "legs"])
     assert [r["gpu_arch"] for r in loaded] == ["gfx942", "gfx950"]
     assert load_reports([tmp_path / "legs" / "validation-x-gfx942"])[0]["gpu_arch"] == "gfx942"
@@ -215,3 +232,138 @@ def test_short_names_match_their_docker_io_tags():
 def test_image_without_its_content_tag_is_refused():
     with pytest.raises(CheckFailed, match=f"not tagged localhost/t:r-{H[:12]}"):
         tag_set("localhost/t:one", ["localhost/t:one"], {}, H)
+
+
+def test_the_gate_reads_the_arch_and_options_the_host_wrote_not_the_images():
+    """Issue 20.4: an image run on gfx942 reports gfx950; a host run with --expect-gpus 8 whose image
+    echoes expect_gpus 1 (and whose doctor saw 1)."""
+    forged = _report("gfx950")  # the image's own claims, at the top
+    forged["host_checked"] = {"gpu_arch": "gfx942", "gpu_archs": ["gfx942"], "options": forged["options"]}
+    with pytest.raises(CheckFailed, match="a report ran on 'gfx942', the image claims gfx950"):
+        check_reports([forged], LABELS, "aa" * 32, "img")
+    fewer = _with("doctor.report.platform.physical_gpus", 1)
+    fewer["options"] = {"expect_gpus": 1, "doctor_skip": []}  # the image's echo
+    fewer["host_checked"] = {"gpu_arch": "gfx950", "gpu_archs": ["gfx950"], "options": {"expect_gpus": 8}}
+    with pytest.raises(CheckFailed, match=r"doctor saw 1 GPU.s., the report expected 8"):
+        check_report(fewer, LABELS, "aa" * 32, "img")
+    skips = _report()
+    skips["host_checked"]["options"] = {"expect_gpus": 8, "doctor_skip": ["gpu-count"]}
+    with pytest.raises(CheckFailed, match=r"gpu-count skipped"):
+        check_report(skips, LABELS, "aa" * 32, "img")
+
+
+@pytest.mark.parametrize("facts", [None, "gfx950", {"gpu_arch": "gfx950"}])
+def test_a_report_without_the_hosts_facts_is_refused(facts):
+    rep = _report(host_checked=facts)
+    with pytest.raises(CheckFailed, match="the report has no host_checked"):
+        check_reports([rep], LABELS, "aa" * 32, "img")
+
+
+def _remote(config, digest="sha256:" + "cd" * 32):
+    return {"digest": digest, "config": config}
+
+
+def test_promotion_compares_the_registry_image_with_the_reports():
+    from rocmstack.validate.publish import promoted_image_id
+
+    rep = _report(image={"id": "sha256:" + "aa" * 32, "repo_digests": [], "digest": None})
+    assert promoted_image_id(_remote("sha256:" + "aa" * 32), [rep], "r") == "sha256:" + "aa" * 32
+    # a swapped tag: its config digest is another build's id, and the gate says so
+    swapped = promoted_image_id(_remote("sha256:" + "bb" * 32), [rep], "r")
+    with pytest.raises(CheckFailed, match="made from image aaaaaaaaaaaa, this is bbbbbbbbbbbb"):
+        check_reports([rep], LABELS, swapped, "r")
+
+
+def test_an_index_without_config_digest_is_never_taken_for_the_same_build():
+    from rocmstack.validate.publish import promoted_image_id
+
+    index = "sha256:" + "cd" * 32
+    rep = _report(image={"id": "sha256:" + "aa" * 32, "repo_digests": ["r/x@sha256:" + "ef" * 32]})
+    with pytest.raises(
+        CheckFailed, match=r"multi-platform index .* not made from an image pulled by that digest"
+    ):
+        promoted_image_id(_remote(None, index), [rep], "r")
+    pulled = _report(image={"id": "sha256:" + "aa" * 32, "repo_digests": [f"r/x@{index}"]})
+    assert promoted_image_id(_remote(None, index), [pulled], "r") == "sha256:" + "aa" * 32
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda r: r.pop("host"), "host: field required"),
+        (lambda r: r["stages"][0].pop("summary"), "stages.0.summary: field required"),
+        (lambda r: r["smoke"]["summary"].pop("criteria"), "smoke.summary.criteria: field required"),
+        (lambda r: r.update(stages={"doctor": "pass"}), "stages: input should be a valid list"),
+        (lambda r: r.update(host_checked={"gpu_arch": 942}), "host_checked.gpu_arch: input should be"),
+    ],
+)
+def test_a_malformed_report_is_one_line_naming_the_field(tmp_path, change, field):
+    from rocmstack.validate.pipeline import SCHEMA
+
+    rep = copy.deepcopy({**EVIDENCE, **_report(), **RUN, "schema": SCHEMA})
+    change(rep)
+    (tmp_path / "report.json").write_text(json.dumps(rep))
+    with pytest.raises(InputError, match=f"report.json: not a rocmstack.validate/1 report: {field}"):
+        load_reports([tmp_path])
+
+
+def _registry(monkeypatch, config):
+    """A registry whose content tag holds the manifest sha256:cd.. of image CONFIG; records copies."""
+    import subprocess
+
+    from rocmstack.build import engines
+
+    copies = []
+    digest = "sha256:" + "cd" * 32
+    monkeypatch.setattr(
+        engines,
+        "remote_manifest",
+        lambda e, ref, **k: {"digest": digest, "config": config} if "r-" in ref else None,
+    )
+    monkeypatch.setattr(engines, "remote_labels", lambda e, ref, **k: dict(LABELS) if "@" in ref else None)
+
+    def run(argv, timeout, runner=None):
+        copies.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(engines, "_run", run)
+    return copies, digest
+
+
+def _promote(reports):
+    import io
+
+    from rich.console import Console
+
+    from rocmstack.build.engines import Engine
+    from rocmstack.build.tags import TagSet
+    from rocmstack.validate.publish import promote
+
+    tags = TagSet(repository="r.io/a/verl", descriptive="verl-0.9_gfx950", content="r-3f3f3f3f3f3f")
+    engine = Engine(name="podman", argv=("podman",), version="4")
+    return promote(
+        tags=tags, render_hash=H, reports=reports, engine=engine, console=Console(file=io.StringIO())
+    )
+
+
+def test_promote_runs_the_gate_and_copies_the_digest_it_checked(monkeypatch):
+    """Issue 20.5: promote needed no report and copied whatever the content tag held."""
+    copies, digest = _registry(monkeypatch, "sha256:" + "aa" * 32)
+    assert _promote([_report()]) == [{"ref": "r.io/a/verl:verl-0.9_gfx950", "pushed": True}]
+    assert copies[0][-2:] == [f"docker://r.io/a/verl@{digest}", "docker://r.io/a/verl:verl-0.9_gfx950"]
+
+
+@pytest.mark.parametrize(
+    ("config", "reports", "message"),
+    [
+        ("sha256:" + "bb" * 32, [_report()], r"made from image aaaaaaaaaaaa, this is bbbbbbbbbbbb"),
+        (None, [_report()], r"multi-platform index"),
+        ("sha256:" + "aa" * 32, [_report(passed=False, verdict="FAIL: bench fail")], "did not pass"),
+        ("sha256:" + "aa" * 32, [], "no validation report given"),
+    ],
+)
+def test_promote_refuses_a_swapped_tag_or_a_shut_gate(monkeypatch, config, reports, message):
+    copies, _ = _registry(monkeypatch, config)
+    with pytest.raises(CheckFailed, match=message):
+        _promote(reports)
+    assert copies == []  # nothing was copied

@@ -187,3 +187,45 @@ def test_hostile_strings_in_every_field_come_out_escaped(tmp_path, h200_report):
     assert "<script" not in md and "<img" not in md
     rows = [line for line in md.splitlines() if line.startswith("|")]
     assert rows and not any("| forged | row |" in line for line in rows)  # no cell breaks out of its row
+
+
+def test_every_report_the_schema_takes_renders(tmp_path):
+    """The schema names what the writers index; anything it leaves out is optional to them (issue 20:
+    a report that passed the old check crashed the writer on a missing key)."""
+    from rocmstack.validate.schema import report_problem
+
+    smallest = {
+        "schema": "rocmstack.validate/1",
+        "passed": False,
+        "verdict": "FAIL",
+        "mode": "container",
+        "created": None,
+        "seconds": None,
+        "host": {},
+        "stages": [{"name": "doctor", "status": "pass", "seconds": None, "summary": None}],
+        "engine": {"engine": "buildah"},
+        "doctor": {"report": {"checks": [{"id": "x", "status": "fail", "summary": "s"}]}},
+        "smoke": {"summary": {"criteria": [{"name": "n", "passed": None, "detail": None}], "final": {}}},
+        "bench": {
+            "report": {
+                "shape": {"name": "s"},
+                "device": {"name": "d"},
+                "settings": {},
+                "results": [{"engine": "e", "batch": 1, "status": "ok"}],
+                "baseline": {
+                    "checks": [
+                        {"engine": "e", "batch": 1, "ok": True, "baseline_tokens_per_s": 1, "ratio": 1}
+                    ]
+                },
+            }
+        },
+    }
+    assert report_problem(smallest) is None
+    paths = write_all(smallest, tmp_path)
+    assert all(p.stat().st_size for p in paths)
+
+
+def test_a_criterion_that_could_not_be_measured_is_shown_as_na_not_fail():
+    from rocmstack.validate.report import _criterion_status, _mark
+
+    assert [_mark(_criterion_status(p)) for p in (True, False, None)] == ["PASS", "FAIL", "N/A"]
