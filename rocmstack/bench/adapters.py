@@ -56,7 +56,8 @@ class EngineBatch:
     prefill_s: float
     total_s: float  # prefill + N - 1 decode steps: one full batch
     step_s: float | None  # one steady decode step
-    batch_latency_mean_s: float | None = None  # mean full-batch latency, as `vllm bench latency` reports it
+    # mean full-batch latency as `vllm bench latency` times it, but with every prefill computed (no prefix cache)
+    batch_latency_mean_s: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

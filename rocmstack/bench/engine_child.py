@@ -4,8 +4,13 @@ Run as ``python -m rocmstack.bench.engine_child REQUEST.json`` by rocmstack.benc
 group, time limit). It builds one offline ``vllm.LLM`` with dummy weights from a config-only model folder,
 then for each batch times ``generate`` at 1 and N new tokens (``ignore_eos``, no prefix cache, the
 reference engine's prompts), so that prefill = t(1) and one decode step = (t(N) - t(1)) / (N - 1): the
-per-call overheads of the offline API cancel out. t(N) is what ``vllm bench latency`` reports for the same
-batch, prompt and output length. The answer is one marked JSON line on stdout.
+per-call overheads of the offline API cancel out. t(N) is timed as ``vllm bench latency`` times a batch
+(one ``generate`` of the whole batch, temperature/top-p as given, detokenising when there is a tokenizer),
+with one difference: ``bench latency`` keeps vLLM's prefix cache on and repeats the same prompts, so after
+its warm-up their prefill is mostly served from the cache; here every call prefills, so t(N) is above its
+"Avg latency" by about one prefill (t(1)). On a GPU, ``max_num_seqs`` = the largest batch makes vLLM capture
+decode graphs up to twice that (capped at 512), so every batch decodes in a graph. The answer is one marked
+JSON line on stdout.
 """
 
 from __future__ import annotations

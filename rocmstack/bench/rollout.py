@@ -11,6 +11,7 @@ Definitions (one place, used by every engine):
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import math
 import platform
 import statistics
@@ -523,7 +524,10 @@ def run_rollout(
             torch.cuda.empty_cache()
     del hf_model  # before the external engines take the device
     if spec.device == "cuda":
-        torch.cuda.empty_cache()  # the engines size their cache from the device's free memory
+        # The engines size their cache from the device's free memory (vLLM refuses to start when less than
+        # its share is free): cycles (captured graphs and their pools) must go before the cache is emptied.
+        gc.collect()
+        torch.cuda.empty_cache()
     engines = []
     for name in ("vllm", "sglang"):
         if name in spec.engines:
