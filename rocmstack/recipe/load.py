@@ -70,6 +70,18 @@ class StrictLoader(_BASE_LOADER):  # type: ignore[misc,valid-type]  # base picke
 
 
 YAML_LOADER = StrictLoader
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_yaml(data: Any, **kwargs: Any) -> str:
+    """YAML that the recipe loader reads back: a repeated object is written out again, never as an alias."""
+    return yaml.dump(data, Dumper=_NoAliasDumper, **kwargs)
+
+
 # Recipe-level keys whose values are free-form maps: --set may add new keys there.
 _OPEN_MAPS = ("env", "build_args")
 

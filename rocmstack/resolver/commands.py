@@ -71,9 +71,8 @@ def register(app: typer.Typer) -> None:
         json_out: bool = JSON_OPT,
     ) -> None:
         """Read the Python distributions IMAGE really has (name, version, requirements) as base.provides."""
-        import yaml
-
         from rocmstack.output import print_json, stderr, warn
+        from rocmstack.recipe.load import dump_yaml
         from rocmstack.resolver.freeze import provides, read_dists, write_into
 
         stderr().print(f"reading the Python distributions of {image} ...", style="dim", markup=False)
@@ -88,4 +87,4 @@ def register(app: typer.Typer) -> None:
         elif write is not None:
             typer.echo(f"{write}: base.provides <- {len(items)} distributions of {image}")
         else:
-            typer.echo(yaml.safe_dump({"provides": items}, sort_keys=False, width=1000), nl=False)
+            typer.echo(dump_yaml({"provides": items}, sort_keys=False, width=1000), nl=False)

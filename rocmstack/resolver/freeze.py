@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from rocmstack.errors import EngineError, InputError, RecipeError, printable
+from rocmstack.recipe.load import dump_yaml
 from rocmstack.recipe.model import Provided
 
 ENGINES = ("auto", "buildah", "podman", "docker")
@@ -155,7 +155,7 @@ def provides(data: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def _yaml_block(items: list[dict[str, Any]], image: str) -> str:
-    body = yaml.safe_dump(items, sort_keys=False, default_flow_style=None, width=1000)
+    body = dump_yaml(items, sort_keys=False, default_flow_style=None, width=1000)
     indented = "".join(f"    {line}\n" for line in body.splitlines())
     return f"  provides:\n    # read from {image} by `rocmstack base-freeze`\n{indented}"
 
