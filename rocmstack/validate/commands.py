@@ -40,6 +40,13 @@ def register(app: typer.Typer) -> None:
         baseline: Path | None = typer.Option(
             None, "--baseline", metavar="FILE", help="Bench baseline: a regression fails."
         ),
+        recipe: str | None = typer.Option(
+            None,
+            "--recipe",
+            metavar="NAME",
+            help="With --in-place on a node that is no rocmstack image: the recipe whose engines and framework "
+            "it holds (an image's lock.json says this itself).",
+        ),
         device: str = typer.Option("auto", "--device", help="auto (GPU when torch sees one) | cpu."),
         smoke_steps: int | None = typer.Option(
             None, "--smoke-steps", metavar="N", help="GRPO steps (default: the smoke's)."
@@ -69,6 +76,7 @@ def register(app: typer.Typer) -> None:
             device=device,
             smoke_steps=smoke_steps,
             doctor_skip=split_ids(doctor_skip),
+            recipe=recipe,
         )
         if in_place:
             if image:
@@ -86,6 +94,11 @@ def register(app: typer.Typer) -> None:
             if not image:
                 raise InputError(
                     "IMAGE missing", fix="rocmstack validate IMAGE [--engine buildah], or --in-place"
+                )
+            if recipe:
+                raise InputError(
+                    f"--recipe {recipe!r} is for --in-place: an image's own lock.json names its recipe",
+                    fix="drop --recipe",
                 )
             opts = opts.validated()
             if not dry_run:

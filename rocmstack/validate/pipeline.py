@@ -112,6 +112,10 @@ class ValidateOptions:
             from rocmstack.doctor import select_checks
 
             select_checks((), self.doctor_skip)  # InputError naming an unknown id, before any work
+        if self.recipe is not None:
+            from rocmstack.recipe.load import find_recipe
+
+            find_recipe(self.recipe)  # an unknown name is one line, before any stage runs
         check_output_dir(self.report_dir, "--report")
         if self.baseline is not None and not self.baseline.is_file():
             raise InputError(
@@ -261,10 +265,44 @@ def run_smoke_stage(
 IMAGE_ENGINES = ("vllm", "sglang")
 
 
-def image_engines(image: dict[str, Any]) -> tuple[str, ...]:
-    """The rollout engines this image has, as its lock.json says (the recipe's components)."""
-    components = (image.get("lock") or {}).get("components") or {}
+def image_engines(image: dict[str, Any], recipe: str | None = None) -> tuple[str, ...]:
+    """The rollout engines this image has: its lock.json's components, or on a node validated in place with
+    ``--recipe``, that recipe's."""
+    components: Any = (image.get("lock") or {}).get("components") or {}
+    if not components and recipe:
+        from rocmstack.recipe.load import load_recipe
+
+        components = load_recipe(recipe)[0].components
     return tuple(e for e in IMAGE_ENGINES if e in components)
+
+
+# Engines the GRPO smoke can drive as its rollout (``smoke grpo --rollout``); a few steps prove the
+# invariants (log-prob agreement, weight version, sleep/wake), reward growth is the reference smoke's job.
+SMOKE_ENGINES = ("vllm",)
+ENGINE_SMOKE_STEPS = 5
+
+
+def run_engine_smoke_stage(
+    opts: ValidateOptions, progress: Progress, engine: str
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``smoke grpo --rollout ENGINE``: the image's own engine generates, scores and takes the trainer's
+    weights. An engine that cannot start is a FAIL naming why, never a skip."""
+    from rocmstack.smoke import SmokeOptions, run_grpo_smoke
+
+    t0 = time.monotonic()
+    name = f"smoke-{engine}"
+    try:
+        smoke_opts = SmokeOptions(
+            device=opts.device, rollout=engine, steps=opts.smoke_steps or ENGINE_SMOKE_STEPS
+        ).validated()
+        progress(f"{name}: the GRPO smoke with {engine} as its rollout")
+        summary = run_grpo_smoke(smoke_opts)
+    except Interrupted:
+        raise
+    except Exception as exc:
+        return {**_crash(name, exc, t0), "status": FAIL}, None
+    text = "PASS" if summary["passed"] else "FAIL: " + ", ".join(summary["failed"])
+    return stage(name, PASS if summary["passed"] else FAIL, time.monotonic() - t0, text), summary
 
 
 def bench_spec(device: str, engines: tuple[str, ...] = ()) -> RolloutSpec:
@@ -416,12 +454,17 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
         progress("smoke: starting the GRPO job")
         smoke_stage, smoke = run_smoke_stage(opts, progress)
         stages.append(smoke_stage)
+    engines = image_engines(image, opts.recipe)
+    engine_smokes: dict[str, Any] = {}
+    for engine in () if opts.skip_smoke else [e for e in engines if e in SMOKE_ENGINES]:
+        engine_stage, engine_smokes[engine] = run_engine_smoke_stage(opts, progress, engine)
+        stages.append(engine_stage)
     bench = None
     if opts.skip_bench:
         stages.append(stage("bench", SKIPPED, 0.0, "--skip-bench"))
     else:
         progress("bench: rollout decode against the roofline")
-        bench_stage, bench = run_bench_stage(opts, progress, image_engines(image))
+        bench_stage, bench = run_bench_stage(opts, progress, engines)
         stages.append(bench_stage)
     framework, framework_note = None, "--skip-framework"
     if opts.skip_framework:
@@ -451,6 +494,7 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
         "stages": stages,
         "doctor": {"report": doctor},
         "smoke": {"summary": smoke, "dir": SMOKE_DIR if smoke is not None else None},
+        "engine_smoke": engine_smokes,
         "bench": {"report": bench, "dir": BENCH_DIR if bench is not None else None},
         "framework": {
             "summary": framework,

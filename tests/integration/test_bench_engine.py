@@ -126,3 +126,23 @@ def test_validate_runs_the_images_engine_and_fails_the_bench_when_it_cannot_star
     rows = report["bench"]["report"]["results"]
     assert {r["engine"] for r in rows} == {"reference", "vllm"}  # beside the reference engine
     assert all(r["status"] == "ok" for r in rows if r["engine"] == "reference")
+
+
+def test_validate_in_place_with_a_recipe_runs_its_engine_smoke_and_fails_it_naming_the_cause(tmp_path):
+    # A node validated in place for a recipe whose rollout engine is vLLM, with vLLM's xgrammar hidden: the
+    # engine smoke is a stage of its own and FAILs with the cause; the reference smoke still passes.
+    block = tmp_path / "block"
+    block.mkdir()
+    (block / "sitecustomize.py").write_text('import sys\nsys.modules["xgrammar"] = None\n')
+    proc = subprocess.run(
+        [str(PYTHON), "-m", "rocmstack", "validate", "--in-place", "--device", "cpu", "--skip-bench",
+         "--skip-framework", "--recipe", "verl-0.9.0-rocm10", "--smoke-steps", "3", "--expect-gpus", "0",
+         "--doctor-skip", "lock-drift", "--report", str(tmp_path / "report"), "--json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=900,
+        env={**os.environ, "PYTHONPATH": str(block)},
+    )  # fmt: skip
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1 and not report["passed"], proc.stderr[-2000:]
+    stages = {s["name"]: s for s in report["stages"]}
+    assert stages["smoke-vllm"]["status"] == "fail" and "xgrammar" in stages["smoke-vllm"]["summary"]
+    assert report["options"]["recipe"] == "verl-0.9.0-rocm10"
