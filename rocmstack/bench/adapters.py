@@ -56,7 +56,7 @@ class EngineBatch:
     prefill_s: float
     total_s: float  # prefill + N - 1 decode steps: one full batch
     step_s: float | None  # one steady decode step
-    # mean full-batch latency as `vllm bench latency` times it, but with every prefill computed (no prefix cache)
+    # mean full-batch latency as `vllm bench latency` times it (both prefill every call: no prefix cache)
     batch_latency_mean_s: float | None = None
 
 

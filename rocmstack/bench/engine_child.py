@@ -6,11 +6,9 @@ then for each batch times ``generate`` at 1 and N new tokens (``ignore_eos``, no
 reference engine's prompts), so that prefill = t(1) and one decode step = (t(N) - t(1)) / (N - 1): the
 per-call overheads of the offline API cancel out. t(N) is timed as ``vllm bench latency`` times a batch
 (one ``generate`` of the whole batch, temperature/top-p as given, detokenising when there is a tokenizer),
-with one difference: ``bench latency`` keeps vLLM's prefix cache on and repeats the same prompts, so after
-its warm-up their prefill is mostly served from the cache; here every call prefills, so t(N) is above its
-"Avg latency" by about one prefill (t(1)). On a GPU, ``max_num_seqs`` = the largest batch makes vLLM capture
-decode graphs up to twice that (capped at 512), so every batch decodes in a graph. The answer is one marked
-JSON line on stdout.
+which also turns the prefix cache off, so its "Avg latency" is the same figure. On a GPU, ``max_num_seqs`` =
+the largest batch makes vLLM capture decode graphs up to twice that (capped at 512), so every batch decodes
+in a graph. The answer is one marked JSON line on stdout.
 """
 
 from __future__ import annotations
