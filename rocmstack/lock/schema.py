@@ -68,7 +68,10 @@ PATTERNS: dict[str, tuple[Callable[[object], bool], str]] = {
         "a normalised PEP 503 package name",
     ),
     "version": (_is_version, "a PEP 440 version"),
-    "layer": (lambda v: v in _LAYERS, f"one of the layers {', '.join(sorted(_LAYERS))}"),
+    "layer": (
+        lambda v: isinstance(v, str) and v in _LAYERS,
+        f"one of the layers {', '.join(sorted(_LAYERS))}",
+    ),
 }
 
 

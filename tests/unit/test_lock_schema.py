@@ -232,3 +232,15 @@ def test_an_image_lock_document_is_checked_without_an_arch_key():
     entry["git"]["mbridge"]["commit"] = "HEAD"
     with pytest.raises(LockError, match=r"^image: git.mbridge.commit = 'HEAD'"):
         check_entry(entry, "image")
+
+
+@pytest.mark.parametrize("layer", [[], {}, 7, None])
+def test_a_layer_that_is_no_string_is_refused_not_a_crash(layer):
+    # Found by the property test: an unhashable layer reached a set lookup (TypeError, a traceback).
+    from rocmstack.lock.schema import check_document
+
+    doc = copy.deepcopy(shipped())
+    doc["entries"]["gfx942;gfx950"]["packages"][0]["layer"] = layer
+    with pytest.raises(RecipeError) as exc:
+        check_document(doc, Path("x.lock.json"))
+    assert exc.value.exit_code == ExitCode.USAGE and ".layer" in exc.value.message
