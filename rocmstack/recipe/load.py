@@ -79,7 +79,7 @@ class _NoAliasDumper(yaml.SafeDumper):
 
 def dump_yaml(data: Any, **kwargs: Any) -> str:
     """YAML that the recipe loader reads back: a repeated object is written out again, never as an alias."""
-    return yaml.dump(data, Dumper=_NoAliasDumper, **kwargs)
+    return str(yaml.dump(data, Dumper=_NoAliasDumper, **kwargs))
 
 
 # Recipe-level keys whose values are free-form maps: --set may add new keys there.
