@@ -409,20 +409,20 @@ def run_framework_stage(
         from rocmstack.recipe.load import load_recipe
         from rocmstack.smoke.framework import run_framework_smoke
 
-        fields = lock.get("recipe_fields") if isinstance(lock, dict) and not opts.recipe else None
-        if isinstance(fields, dict):
-            # An image carries its recipe as validated (lock.json): a lab's own recipe need not be on the
-            # image's recipe path.
-            from rocmstack.recipe.model import FrameworkSmoke
-
-            raw = fields.get("framework_smoke")
-            decl = FrameworkSmoke.model_validate(raw) if raw is not None else None
-        else:
-            decl = load_recipe(name)[0].framework_smoke
-        if decl is None:
+        try:
+            recipe, _ = load_recipe(name)
+        except InputError:
+            if opts.recipe:
+                raise
+            # A lab's own recipe is not on the image's recipe path: its declaration cannot be read there.
+            note = f"recipe {name} is not on this image's recipe path (--recipe, or ROCMSTACK_RECIPES_PATH)"
+            return stage("framework", SKIPPED, 0.0, note), None
+        if recipe.framework_smoke is None:
             return stage("framework", SKIPPED, 0.0, f"recipe {name} declares no framework smoke"), None
-        progress(f"framework: {decl.framework}'s own loop")
-        summary = run_framework_smoke(decl, opts.report_dir / FRAMEWORK_DIR, recipe=str(name))
+        progress(f"framework: {recipe.framework_smoke.framework}'s own loop")
+        summary = run_framework_smoke(
+            recipe.framework_smoke, opts.report_dir / FRAMEWORK_DIR, recipe=recipe.name
+        )
     except Exception as exc:
         return _crash("framework", exc, t0), None
     text = f"{summary['framework']}: {summary['steps_seen']}/{summary['steps']} steps" + (
