@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rocmstack.bench.engine_child import RESULT_MARK, summarise
+from rocmstack.bench.engine_child import RESULT_MARK, VISIBILITY_MARK, summarise
 from rocmstack.gpu.driver_memory import PeakSampler, open_counter
 from rocmstack.platform.tools import ToolRun, run_tool, strip_ansi
 
@@ -148,7 +148,10 @@ def _failed(engine: str, cmd: list[str], proc: ToolRun, what: str) -> EngineRun:
         head = proc.reason()
     else:
         head = f"{engine} exited {proc.returncode} {what}"
-    last = " | ".join(tail[-REASON_LINES:]) or "no output"
+    last = " | ".join(ln for ln in tail[-REASON_LINES:] if not ln.startswith(VISIBILITY_MARK)) or "no output"
+    seen = next((ln for ln in proc.stdout.splitlines() if ln.startswith(VISIBILITY_MARK)), None)
+    if seen is not None:  # the engine's own view of its GPUs first: a mask that hid them is the cause
+        head += f" ({seen[len(VISIBILITY_MARK) :].strip()})"
     return EngineRun(
         engine=engine, status="error", reason=f"{head}: {last}", command=tuple(cmd), log_tail=tail
     )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 RESULT_MARK = "ROCMSTACK-ENGINE-JSON:"
+VISIBILITY_MARK = "ROCMSTACK-ENGINE-VISIBILITY:"
 GPU_MEMORY_UTILIZATION = 0.85
 
 
@@ -111,9 +112,29 @@ def summarise(row: dict[str, Any], new_tokens: int) -> dict[str, float]:
     return out
 
 
+def visibility(device: str) -> str:
+    """The GPUs this process's runtime counts and its masks (rocmstack.platform.masks.process_visibility)."""
+    from rocmstack.platform.masks import process_visibility
+
+    seen: int | None = None
+    if device != "cpu":
+        try:
+            import torch
+
+            seen = torch.cuda.device_count()
+        except Exception:  # a broken torch is reported by the traceback itself
+            seen = None
+    return process_visibility(os.environ, seen)
+
+
 def main(argv: list[str]) -> int:
     req = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
-    result = run(req)
+    try:
+        result = run(req)
+    except Exception:
+        if req["device"] != "cpu":  # an engine that finds no GPU says only that: name what hid it
+            print(f"{VISIBILITY_MARK} the engine's process: {visibility(req['device'])}", flush=True)
+        raise
     print(RESULT_MARK + json.dumps(result), flush=True)
     return 0
 

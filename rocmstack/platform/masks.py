@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 RAY_ROCR_ERROR = "RuntimeError: Please use HIP_VISIBLE_DEVICES instead of ROCR_VISIBLE_DEVICES"
+MASK_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,7 @@ def mask_view(vendor: str, physical: int, env: Mapping[str, str]) -> MaskView:
     rocr, hip, cuda = (
         env.get(k) for k in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
     )
-    set_vars = tuple(
-        k
-        for k in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-        if env.get(k) is not None
-    )
+    set_vars = tuple(k for k in MASK_VARS if env.get(k) is not None)
     problems: list[str] = []
     # No device found: index checks would be noise; only the structural rules apply.
     pool: list[int] | None = list(range(physical)) if physical > 0 else None
@@ -102,3 +99,12 @@ def mask_view(vendor: str, physical: int, env: Mapping[str, str]) -> MaskView:
             pool = _select(pool, cuda_toks, "CUDA_VISIBLE_DEVICES", problems)
         visible = None if pool is None else tuple(pool)
     return MaskView(vendor, physical, after_rocr, visible, tuple(problems), set_vars)
+
+
+def process_visibility(env: Mapping[str, str], seen: int | None) -> str:
+    """The GPUs a process's runtime counted and the masks in its environment, e.g. ``0 GPU(s) visible,
+    CUDA_VISIBLE_DEVICES='1'``: said when an engine or a worker finds no GPU, since a mask set for that
+    process alone (a launcher, Ray's per-actor mask) is invisible to checks that run in other processes."""
+    masks = ", ".join(f"{k}={env[k]!r}" for k in MASK_VARS if env.get(k) is not None)
+    count = "?" if seen is None else str(seen)
+    return f"{count} GPU(s) visible, " + (masks or "no visibility mask set")

@@ -374,6 +374,11 @@ class MetricCheck(_Strict):
         return self
 
 
+# Where an image keeps its recipe's framework smoke, beside lock.json under /opt/rocmstack (render writes
+# it, validate's framework stage reads it).
+FRAMEWORK_SMOKE_FILE = "framework-smoke.json"
+
+
 class FrameworkSmoke(_Strict):
     """`rocmstack smoke framework`: the image's RL framework runs its own short loop; rocmstack makes the
     model, tokenizer, data and reward file, runs `command` under `timeout_s`, and judges what it logged."""

@@ -28,7 +28,7 @@ from rocmstack.errors import InputError, printable, quoted
 from rocmstack.lock.drift import self_layer_drift
 from rocmstack.lock.schema import checked
 from rocmstack.patches import Patch, load_patches, select
-from rocmstack.recipe.model import LAYER_ORDER, SELF_LAYER
+from rocmstack.recipe.model import FRAMEWORK_SMOKE_FILE, LAYER_ORDER, SELF_LAYER
 from rocmstack.recipe.resolve import Resolved
 from rocmstack.resources import self_requirements, templates_dir
 
@@ -290,6 +290,10 @@ def _context_files(
     lock = resolved.lock(render_hash=digest, revision=revision)
     files["rocmstack/lock.json"] = json.dumps(lock, indent=2, sort_keys=True).encode() + b"\n"
     files[SBOM_FILE] = _sbom(resolved, patches)
+    if recipe.framework_smoke is not None:
+        files[f"rocmstack/{FRAMEWORK_SMOKE_FILE}"] = (
+            _canonical(recipe.framework_smoke.model_dump(mode="json")) + b"\n"
+        )
     return files
 
 

@@ -24,6 +24,7 @@ from rocmstack.gpu.weight_sync import (
     unpack_state_dict,
     use_file_system_sharing,
 )
+from rocmstack.platform.masks import process_visibility
 from rocmstack.smoke import grpo, task
 from rocmstack.smoke.rollout_engine import make_engine
 
@@ -43,9 +44,7 @@ def _setup_process(device_type: str, threads: int) -> torch.device:
     torch.set_num_threads(threads)
     if device_type == "cuda":
         if not torch.cuda.is_available():
-            raise RuntimeError(
-                f"worker sees no GPU (visible devices: {_visible_devices()!r}); Ray assigned none"
-            )
+            raise RuntimeError(f"worker sees no GPU ({process_visibility(os.environ, 0)}); Ray assigned none")
         torch.cuda.set_device(0)
         return torch.device("cuda", 0)
     use_file_system_sharing()

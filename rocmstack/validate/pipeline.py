@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmstack import __version__
-from rocmstack.errors import InputError, Interrupted, RocmstackError, quoted
+from rocmstack.errors import InputError, Interrupted, RocmstackError, printable, quoted
 from rocmstack.output import check_output_dir
 from rocmstack.validate.schema import (
     BENCH_DIR,
@@ -45,8 +45,10 @@ from rocmstack.validate.schema import (
 
 if TYPE_CHECKING:
     from rocmstack.bench.rollout import RolloutSpec
+    from rocmstack.recipe.model import FrameworkSmoke
 
 DEVICES = ("auto", "cpu")
+MAX_DECLARATION_BYTES = 1 << 20  # an image's framework-smoke.json is read up to this much
 
 
 # The bench's settings per device. GPU: a real model shape (Qwen3-0.6B, random weights) at the rollout
@@ -395,34 +397,61 @@ def run_bench_stage(
     return stage("bench", status, time.monotonic() - t0, text), report
 
 
+def image_framework_smoke(root: Path) -> FrameworkSmoke | None:
+    """The declaration the image carries (render writes it beside lock.json); None in an image without one.
+    The file comes from the image: a malformed one is one InputError line, never a traceback."""
+    from pydantic import ValidationError
+
+    from rocmstack.recipe.model import FRAMEWORK_SMOKE_FILE, FrameworkSmoke
+
+    path = root / FRAMEWORK_SMOKE_FILE
+    if not path.is_file():
+        return None
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_DECLARATION_BYTES + 1)
+        if len(raw) > MAX_DECLARATION_BYTES:
+            raise ValueError(f"larger than {MAX_DECLARATION_BYTES} bytes")
+        return FrameworkSmoke.model_validate_json(raw)  # JSON mode: lists stand for the model's tuples
+    except (OSError, ValueError, ValidationError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(
+            f"{quoted(path)}: not a framework smoke declaration ({printable(first)[:200]})",
+            fix="rebuild the image from its recipe (`rocmstack build`)",
+        ) from None
+
+
 def run_framework_stage(
     opts: ValidateOptions, image: dict[str, Any], progress: Progress
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The image's RL framework's own loop, as its recipe declares (``smoke framework``); skipped when the
-    recipe declares none or no recipe is known (not a rocmstack image and no ``recipe`` given)."""
+    """The image's RL framework's own loop (``smoke framework``), declared by ``--recipe`` on a node that is no
+    rocmstack image, else by the image itself; skipped, saying why, when there is no declaration."""
     t0 = time.monotonic()
     lock = image.get("lock")
-    name = opts.recipe or (lock.get("recipe") if isinstance(lock, dict) else None)
-    if not name:
-        return stage("framework", SKIPPED, 0.0, "no recipe: not a rocmstack image"), None
+    locked_name = lock.get("recipe") if isinstance(lock, dict) else None
+    name = opts.recipe or locked_name
     try:
         from rocmstack.recipe.load import load_recipe
         from rocmstack.smoke.framework import run_framework_smoke
 
-        try:
-            recipe, _ = load_recipe(name)
-        except InputError:
-            if opts.recipe:
-                raise
-            # A lab's own recipe is not on the image's recipe path: its declaration cannot be read there.
-            note = f"recipe {name} is not on this image's recipe path (--recipe, or ROCMSTACK_RECIPES_PATH)"
-            return stage("framework", SKIPPED, 0.0, note), None
-        if recipe.framework_smoke is None:
+        decl = None if opts.recipe else image_framework_smoke(opts.root())
+        if decl is None and not name:
+            return stage("framework", SKIPPED, 0.0, "no recipe: not a rocmstack image"), None
+        if decl is None and name:
+            try:
+                decl = load_recipe(str(name))[0].framework_smoke
+            except InputError:
+                if opts.recipe:
+                    raise
+                # An image rendered before it carried its declaration, from a recipe not on its recipe path.
+                note = (
+                    f"recipe {name} is not on this image's recipe path (--recipe, or ROCMSTACK_RECIPES_PATH)"
+                )
+                return stage("framework", SKIPPED, 0.0, note), None
+        if decl is None:
             return stage("framework", SKIPPED, 0.0, f"recipe {name} declares no framework smoke"), None
-        progress(f"framework: {recipe.framework_smoke.framework}'s own loop")
-        summary = run_framework_smoke(
-            recipe.framework_smoke, opts.report_dir / FRAMEWORK_DIR, recipe=recipe.name
-        )
+        progress(f"framework: {decl.framework}'s own loop")
+        summary = run_framework_smoke(decl, opts.report_dir / FRAMEWORK_DIR, recipe=str(name or "unknown"))
     except Exception as exc:
         return _crash("framework", exc, t0), None
     text = f"{summary['framework']}: {summary['steps_seen']}/{summary['steps']} steps" + (

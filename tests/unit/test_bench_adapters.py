@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from rocmstack.bench import engine_child
 from rocmstack.bench.adapters import (
     EngineRequest,
+    _failed,
     cpu_kv_cache_bytes,
     engine_available,
     parse_vllm_answer,
@@ -16,9 +18,10 @@ from rocmstack.bench.adapters import (
     vllm_env,
     write_model_dir,
 )
-from rocmstack.bench.engine_child import RESULT_MARK, summarise
+from rocmstack.bench.engine_child import RESULT_MARK, VISIBILITY_MARK, summarise
 from rocmstack.gpu.driver_memory import PeakSampler, driver_index
 from rocmstack.gpu.shapes import BUILTIN_SHAPES
+from rocmstack.platform.tools import ToolRun
 
 
 def request(**kw) -> EngineRequest:
@@ -100,3 +103,27 @@ def test_peak_sampler_reports_what_the_run_added():
 
         time.sleep(0.05)
     assert sampler.baseline == 10 and sampler.peak_bytes == 40
+
+
+def test_an_engine_child_that_fails_on_a_gpu_says_what_its_process_saw(tmp_path, monkeypatch, capsys):
+    # This interpreter has no vLLM and torch counts no GPU: the child fails, and says so before the traceback.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    req = tmp_path / "request.json"
+    req.write_text('{"device": "cuda", "batches": [1]}')
+    with pytest.raises(ImportError):
+        engine_child.main(["engine_child", str(req)])
+    line = capsys.readouterr().out.strip()
+    assert line == f"{VISIBILITY_MARK} the engine's process: 0 GPU(s) visible, CUDA_VISIBLE_DEVICES='1'"
+
+
+def test_a_failed_engine_run_names_what_its_process_saw_first():
+    # The tail of a vLLM start whose process was given a mask that names no GPU of the node.
+    out = f"{VISIBILITY_MARK} the engine's process: 0 GPU(s) visible, CUDA_VISIBLE_DEVICES='1'\n"
+    err = "Traceback (most recent call last):\nRuntimeError: No CUDA GPUs are available\n"
+    run = ToolRun(argv=("python3",), returncode=1, stdout=out, stderr=err, seconds=9.0)
+    row = _failed("vllm", ["python3"], run, "(engine start or run failed)")
+    assert row.reason is not None and row.reason.startswith(
+        "vllm exited 1 (engine start or run failed) (the engine's process: 0 GPU(s) visible, "
+        "CUDA_VISIBLE_DEVICES='1'): "
+    )
+    assert row.reason.endswith("RuntimeError: No CUDA GPUs are available")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocmstack.platform.masks import mask_view
+from rocmstack.platform.masks import mask_view, process_visibility
 
 
 def test_no_mask_all_visible():
@@ -64,3 +64,9 @@ def test_no_gpu_only_structural_rules():
 def test_duplicate_index():
     view = mask_view("amd", 4, {"HIP_VISIBLE_DEVICES": "1,1"})
     assert view.visible == (1,) and "twice" in view.problems[0]
+
+
+def test_a_process_says_what_it_saw_and_which_masks_it_had():
+    env = {"CUDA_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "", "PATH": "/bin"}
+    assert process_visibility(env, 0) == "0 GPU(s) visible, HIP_VISIBLE_DEVICES='', CUDA_VISIBLE_DEVICES='1'"
+    assert process_visibility({}, None) == "? GPU(s) visible, no visibility mask set"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 
 import pytest
@@ -220,6 +221,55 @@ def test_framework_stage_runs_the_recipe_declaration_or_says_why_not(tmp_path):
     ran, summary = pipeline.run_framework_stage(opts, {"lock": {"recipe": str(recipe)}}, lambda msg: None)
     assert ran["status"] == pipeline.PASS and ran["summary"] == "echo: 2/2 steps", ran
     assert summary is not None and (tmp_path / "report" / pipeline.FRAMEWORK_DIR / "framework.log").is_file()
+
+
+def test_an_image_from_a_lab_recipe_runs_the_framework_smoke_it_carries(tmp_path):
+    """The declaration travels in the image (render writes it beside lock.json): a recipe that is on no recipe
+    path of the image still has its framework's loop run by validate."""
+    from pathlib import Path
+
+    from rocmstack.recipe.load import load_recipe
+    from rocmstack.recipe.model import FRAMEWORK_SMOKE_FILE
+    from rocmstack.recipe.resolve import resolve
+    from rocmstack.render.context import render
+
+    fixtures = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "recipes"
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    (lab / "tiny-pip.yaml").write_text((fixtures / "tiny-pip.yaml").read_text())
+    (lab / "fw.yaml").write_text(
+        "name: fw\nextends: tiny-pip\ndescription: test\n"
+        "publish: {repository: localhost/t/fw, tag: 'fw_{arch}', aliases: []}\n"
+        "framework_smoke:\n"
+        "  framework: echo\n"
+        "  command: ['{python}', '-c', \"print('step:1 - r:0.5'); print('step:2 - r:0.7')\"]\n"
+        "  timeout_s: 60\n"
+        "  metrics: {format: kv-console}\n"
+        "  checks: [{metric: r, op: '>', value: 0.6, at: last}]\n"
+    )
+    recipe, path = load_recipe(str(lab / "fw.yaml"))
+    files = render(
+        resolve(recipe, path, None),
+        revision=("0" * 40, "2026-12-01T00:00:00Z"),
+        patches_dir=fixtures.parent / "patches",
+    ).files
+    assert (
+        f"COPY --chmod=0644 rocmstack/{FRAMEWORK_SMOKE_FILE} /opt/rocmstack/" in files["Dockerfile"].decode()
+    )
+    root = tmp_path / "image"
+    root.mkdir()
+    (root / FRAMEWORK_SMOKE_FILE).write_bytes(files[f"rocmstack/{FRAMEWORK_SMOKE_FILE}"])
+    shutil.rmtree(lab)  # the recipe itself is nowhere to be found, as in the image
+    opts = pipeline.ValidateOptions(report_dir=tmp_path / "report", image_root=root)
+    pytest.importorskip("pyarrow", reason="the smoke's parquet is written with pyarrow (test extra)")
+    ran, summary = pipeline.run_framework_stage(opts, {"lock": {"recipe": "fw"}}, lambda msg: None)
+    assert ran["status"] == pipeline.PASS and ran["summary"] == "echo: 2/2 steps", ran
+    assert summary is not None and summary["recipe"] == "fw"
+
+    (root / FRAMEWORK_SMOKE_FILE).write_text('{"framework": "echo", "command": 3}')
+    broken, _ = pipeline.run_framework_stage(opts, {"lock": {"recipe": "fw"}}, lambda msg: None)
+    assert broken["status"] == pipeline.ERROR and "not a framework smoke declaration" in broken["summary"]
+    assert "\n" not in broken["summary"] and "traceback" not in broken
 
 
 def test_the_bench_runs_the_engines_the_image_lock_names_beside_the_reference():
