@@ -132,8 +132,12 @@ def main(argv: list[str]) -> int:
     try:
         result = run(req)
     except Exception:
-        if req["device"] != "cpu":  # an engine that finds no GPU says only that: name what hid it
-            print(f"{VISIBILITY_MARK} the engine's process: {visibility(req['device'])}", flush=True)
+        if req["device"] != "cpu":
+            seen = visibility(req["device"])
+            # An engine that finds no GPU says only that: name what hid it (nothing to add when it saw GPUs
+            # and no mask was set).
+            if seen.startswith(("0 ", "? ")) or not seen.endswith("no visibility mask set"):
+                print(f"{VISIBILITY_MARK} the engine's process: {seen}", flush=True)
         raise
     print(RESULT_MARK + json.dumps(result), flush=True)
     return 0

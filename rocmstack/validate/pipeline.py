@@ -161,8 +161,17 @@ def _crash(name: str, exc: BaseException, t0: float) -> dict[str, Any]:
     if isinstance(exc, RocmstackError):
         return stage(name, ERROR, time.monotonic() - t0, exc.one_line())
     frames = traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:]
+    # A worker's error comes wrapped (Ray's ActorDiedError carries the remote traceback): its last line is
+    # the cause; the whole text stays in the report.
+    lines = [printable(ln.strip()) for ln in str(exc).splitlines() if ln.strip()]
+    cause = lines[-1] if lines else ""
     return stage(
-        name, ERROR, time.monotonic() - t0, f"{type(exc).__name__}: {exc}", traceback="".join(frames)
+        name,
+        ERROR,
+        time.monotonic() - t0,
+        f"{type(exc).__name__}: {cause}"[:500],
+        traceback="".join(frames),
+        **({"error": printable(str(exc), keep="\n")[-8000:]} if len(lines) > 1 else {}),
     )
 
 

@@ -121,3 +121,41 @@ def test_torch_probe_problems():
         probes={"torch": probe("torch", {"import_error": "KeyError: 'libamd_smi.so'"})}, **AMD
     )
     assert torch_arch(broken, OPTS).status == Status.FAIL
+
+
+def _vllm_tree(root: Path, modules: dict[str, str]) -> Path:
+    pkg = root / "vllm"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    for name, body in modules.items():
+        (pkg / f"{name}.py").write_text(body)
+    return root
+
+
+def _probe(root: Path) -> dict:
+    import os
+
+    from rocmstack.platform.tools import finish_probe, start_probe
+
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    result = finish_probe("vllm", start_probe("vllm", python=sys.executable, timeout=60, env=env))
+    assert result.data is not None, result.run
+    return result.data
+
+
+def test_vllm_probe_loads_the_extensions_the_package_ships(tmp_path):
+    # vLLM 0.24's CUDA wheel ships vllm/_C_stable_libtorch.abi3.so and no vllm/_C (vllm/platforms/cuda.py
+    # imports the former); the CPU and ROCm builds ship vllm/_C. Python modules stand in for the .so files.
+    stable = _probe(_vllm_tree(tmp_path / "cuda", {"_C_stable_libtorch": ""}))
+    assert stable["ext_ok"] is True and stable["ext_modules"] == ["vllm._C_stable_libtorch"]
+    classic = _probe(_vllm_tree(tmp_path / "rocm", {"_C": "", "_C_stable_libtorch": ""}))
+    assert classic["ext_ok"] is True and classic["ext_modules"] == ["vllm._C", "vllm._C_stable_libtorch"]
+    broken = _probe(
+        _vllm_tree(tmp_path / "broken", {"_C": "raise ImportError('libcudart.so.13: cannot open')"})
+    )
+    assert broken["ext_ok"] is False and "libcudart" in broken["ext_error"]
+    empty = _probe(_vllm_tree(tmp_path / "empty", {}))
+    assert empty["ext_ok"] is False and "ships none of vllm._C" in empty["ext_error"]
+    snap = make_snapshot(dists={"vllm": "0.24.0"}, probes={"vllm": probe("vllm", stable)})
+    r = vllm_flavour(snap, DoctorOptions())
+    assert r.status == Status.PASS and "vllm._C_stable_libtorch loads" in r.summary, r

@@ -286,3 +286,20 @@ def test_bench_summary_names_every_engine_at_the_largest_batch():
     rows = [_ok(1, 600.0), _ok(64, 29000.0), {**_ok(64, 9000.0), "engine": "vllm"}]
     status, text = bench_verdict(_bench(*rows))
     assert status == "pass" and "reference batch 64: 29,000.0" in text and "vllm batch 64: 9,000.0" in text
+
+
+def test_a_stage_that_died_in_a_worker_names_the_cause_in_one_line():
+    # Ray's ActorDiedError text as validate's smoke-vllm stage got it on a GPU node with xgrammar removed
+    # (docs/evidence/engine-stack-h200-2026-12-01/no-xgrammar), shortened.
+    text = (
+        "The actor died because of an error raised in its creation task, \x1b[36mray::RolloutWorker.__init__()"
+        '\x1b[39m (pid=13303, ip=192.0.2.2)\n  File "/work/main/rocmstack/smoke/actors.py", line 280, in '
+        "__init__\n    self.vllm = VLLMRollout(\nModuleNotFoundError: No module named 'xgrammar'"
+    )
+
+    class ActorDiedError(RuntimeError):
+        pass
+
+    row = pipeline._crash("smoke-vllm", ActorDiedError(text), 0.0)
+    assert row["summary"] == "ActorDiedError: ModuleNotFoundError: No module named 'xgrammar'"
+    assert "RolloutWorker.__init__" in row["error"] and "\x1b" not in row["error"]

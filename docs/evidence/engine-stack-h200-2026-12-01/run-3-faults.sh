@@ -15,7 +15,7 @@ timeout 200 python3 -m rocmstack validate --in-place --recipe verl-0.9.0-rocm10 
 mv "$w/xgrammar.removed" "$site/xgrammar"
 tail -8 "$w/no-xgrammar.txt"
 stamp "b. CUDA_VISIBLE_DEVICES=1 in the bench engine's process only"
-hook=$w/engine-mask; mkdir -p "$hook"
+hook=$w/mask-hook; mkdir -p "$hook"
 cat > "$hook/sitecustomize.py" <<'PY'
 # Only the bench's engine process gets a mask that names no GPU of this one-GPU node (as a launcher would set).
 import os

@@ -44,9 +44,11 @@ def vllm_flavour(snap: Snapshot, opts: DoctorOptions) -> Result:
     probe = snap.probes.get("vllm")
     data = probe.data if probe is not None else None
     ext_error = (data or {}).get("ext_error", "")
+    # The extensions the probe loaded (vllm._C, and vllm._C_stable_libtorch from the 0.2x CUDA builds on).
+    loaded = " and ".join((data or {}).get("ext_modules") or ["vllm._C"])
     if rocm and ("libcudart" in ext_error or "libcuda.so" in ext_error):
         return failed(
-            f"vLLM {version} is a CUDA build: import vllm._C fails ({ext_error})",
+            f"vLLM {version} is a CUDA build: import {loaded} fails ({ext_error})",
             fix="Install vLLM built for ROCm (VLLM_TARGET_DEVICE=rocm source build or the ROCm index)",
         )
     if not rocm and "+rocm" in version:
@@ -56,14 +58,14 @@ def vllm_flavour(snap: Snapshot, opts: DoctorOptions) -> Result:
     if probe is not None and data is None:
         return errored(probe.reason(), fix="Run `python -c 'import vllm._C'` by hand to see the error")
     if data is not None and not data.get("ext_ok"):
-        return failed(f"import vllm._C fails: {ext_error}", fix="Reinstall vLLM for this torch and ROCm")
+        return failed(f"import {loaded} fails: {ext_error}", fix="Reinstall vLLM for this torch and ROCm")
     if rocm and "+rocm" not in version:
-        note = "import vllm._C loads" if data else f"not loaded ({snap.not_run.get('vllm', 'probe not run')})"
+        note = f"import {loaded} loads" if data else f"not loaded ({snap.not_run.get('vllm', 'probe not run')})"
         return warned(
             f"vLLM {version} has no +rocm tag: a CUDA wheel unless built from source here ({note})",
             fix="Confirm with `python -c 'import vllm._C'` (a CUDA wheel asks for libcudart)",
         )
-    return passed(f"vLLM {version}" + (" (import vllm._C loads)" if data else ""))
+    return passed(f"vLLM {version}" + (f" (import {loaded} loads)" if data else ""))
 
 
 def nvidia_packages(snap: Snapshot, opts: DoctorOptions) -> Result:
