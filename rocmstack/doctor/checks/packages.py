@@ -60,7 +60,9 @@ def vllm_flavour(snap: Snapshot, opts: DoctorOptions) -> Result:
     if data is not None and not data.get("ext_ok"):
         return failed(f"import {loaded} fails: {ext_error}", fix="Reinstall vLLM for this torch and ROCm")
     if rocm and "+rocm" not in version:
-        note = f"import {loaded} loads" if data else f"not loaded ({snap.not_run.get('vllm', 'probe not run')})"
+        note = (
+            f"import {loaded} loads" if data else f"not loaded ({snap.not_run.get('vllm', 'probe not run')})"
+        )
         return warned(
             f"vLLM {version} has no +rocm tag: a CUDA wheel unless built from source here ({note})",
             fix="Confirm with `python -c 'import vllm._C'` (a CUDA wheel asks for libcudart)",
