@@ -16,7 +16,14 @@ from rocmstack.recipe.model import Component, Recipe
 from rocmstack.resources import recipes_dir
 
 LOCK_SCHEMA = 1
-_CLOSURE_KEYS = ("packages", "git", "unresolved", "requirements_unlocked", "rocmstack_requirements")
+_CLOSURE_KEYS = (
+    "packages",
+    "git",
+    "unresolved",
+    "requirements_unlocked",
+    "rocmstack_requirements",
+    "requirements_from",
+)
 _ARCH = re.compile(r"^gfx[0-9a-f]{3,4}$")
 
 

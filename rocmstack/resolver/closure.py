@@ -13,7 +13,7 @@ floating ref or range never moves silently. How a lock entry differs from a clos
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.utils import canonicalize_name
@@ -35,6 +35,8 @@ class Closure:
         str, ...
     ] = ()  # git components whose requirements file pip resolves at build
     rocmstack_requirements: tuple[str, ...] = ()  # what the SELF_LAYER was resolved for
+    # component -> the published release whose requirements stood in for its own (recipe's requirements_from)
+    requirements_from: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -46,6 +48,8 @@ class Closure:
             doc["unresolved"] = list(self.unresolved)
         if self.requirements_unlocked:
             doc["requirements_unlocked"] = list(self.requirements_unlocked)
+        if self.requirements_from:
+            doc["requirements_from"] = dict(sorted(self.requirements_from.items()))
         return doc
 
 
@@ -122,6 +126,13 @@ def inputs(
                 lines.append(pip_spec(name, comp))
             elif comp.source == "git":
                 no_emit.add(canonicalize_name(comp.package or name))
+                if comp.requirements_from:
+                    # The published release's own metadata, read by uv from the index: its requirements are
+                    # resolved (and installed) with the layer; the release itself is never emitted, the
+                    # component is installed from git. No commit is needed for it.
+                    lines.append(comp.requirements_from)
+                    no_emit.add(canonicalize_name(comp.requirements_from.partition("==")[0]))
+                    continue
                 commit = commits.get(name, {}).get("commit")
                 # check (as_locked) takes an unpinned requirements file as the lock left it; lock retries it.
                 unpinned = name in ((previous or {}).get("requirements_unlocked") or ())
@@ -210,4 +221,9 @@ def closure(
         unresolved=tuple(notes),
         requirements_unlocked=unlocked,
         rocmstack_requirements=dict(spec.layers).get(SELF_LAYER, ()),
+        requirements_from={
+            name: comp.requirements_from
+            for name, comp in sorted(resolved.recipe.components.items())
+            if comp.source == "git" and comp.requirements_from
+        },
     )

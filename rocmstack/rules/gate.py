@@ -72,6 +72,8 @@ def make_entry(
     for key in ("unresolved", "requirements_unlocked"):
         if closure is not None and closure.get(key):
             entry[key] = list(closure[key])
+    if closure is not None and closure.get("requirements_from"):
+        entry["requirements_from"] = dict(closure["requirements_from"])
     entry["base_digest"] = recipe.base.digest
     entry["pins"] = resolved.pins()
     entry["ignored_rules"] = sorted(ignored)

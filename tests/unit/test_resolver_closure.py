@@ -308,3 +308,43 @@ def test_a_child_starts_from_its_parents_lock_and_moves_only_on_refresh(cli, tmp
     entry = _entry(tmp_path / "tiny-debug.lock.json")
     assert entry["git"]["helper"]["commit"] == second
     assert {p["name"]: p["version"] for p in entry["packages"]}["packaging"] != "24.1"
+
+
+@pytest.mark.network
+def test_a_published_release_stands_in_for_git_requirements_and_is_recorded(cli, tmp_path, env):
+    """A git component whose requirements cannot be read names a published release: uv reads that release's
+    real metadata from the index, its requirements are locked (the release itself never is), and the lock
+    says where they came from."""
+    recipe = _recipe(tmp_path)
+    text = recipe.read_text().replace(
+        "    requirements: requirements.txt\n", "    requirements_from: build==1.2.1\n"
+    )
+    recipe.write_text(text)
+    res = cli("lock", str(recipe), env=env)
+    assert res.code == 0, res.err
+    entry = _entry(tmp_path / "tiny.lock.json")
+    assert entry["requirements_from"] == {"helper": "build==1.2.1"}
+    packages = {p["name"]: p for p in entry["packages"]}
+    # build 1.2.1 declares packaging>=19.1 and pyproject_hooks on PyPI; build itself is not installed.
+    assert packages["pyproject-hooks"]["layer"] == "app" and "build" not in packages
+    assert packages["packaging"]["layer"] == "app"
+    ok = cli("check", str(recipe), "--json", env=env)
+    resolver = next(r for r in json.loads(ok.out)[0]["results"] if r["id"] == "resolver")
+    assert ok.code == 0 and resolver["status"] == "pass", ok.out
+
+
+@pytest.mark.network
+def test_check_resolves_verl_with_its_published_requirements(cli):
+    """verl 0.9.x comes from git; the shipped recipe names the verl 0.9.0 release, whose metadata declares
+    ray[default]>=2.41.0: a Ray below that fails check with the conflict."""
+    res = cli("check", "verl-0.9.0-rocm10", "--set", "ray.version=2.40.0", "-q")
+    assert res.code == 1, res.err
+    first = res.err.splitlines()[0]
+    assert "rule resolver failed: unsatisfiable: verl==0.9.0 depends on ray[default]>=2.41.0" in first
+    lock = json.loads((ROOT / "recipes" / "verl-0.9.0-rocm10.lock.json").read_text())
+    for entry in lock["entries"].values():
+        assert entry["requirements_from"] == {"verl": "verl==0.9.0"}
+        layers = {p["name"]: p["layer"] for p in entry["packages"]}
+        assert "verl" not in layers  # installed from git, --no-deps
+        # verl's own requirements install with verl's layer (ray[default] and numpy come earlier anyway).
+        assert {layers[n] for n in ("tensordict", "codetiming", "hydra-core")} == {"verl"}
