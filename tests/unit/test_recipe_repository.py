@@ -79,6 +79,19 @@ def test_lock_all_locks_what_recipes_lists(cli, lab, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(f"{n}.lock.json" for n in listed)
 
 
+def test_render_all_renders_what_recipes_lists(cli, lab, tmp_path):
+    out = tmp_path / "rendered"
+    res = cli("--recipes-dir", str(lab), "render", "--all", "-o", str(out), "--json", "-q")
+    assert res.code == 0, res.err
+    rows = json.loads(res.out)
+    listed = {r["name"] for r in json.loads(cli("--recipes-dir", str(lab), "recipes", "--json").out)}
+    assert {r["recipe"] for r in rows} == listed
+    assert (out / "lab-verl-gfx950" / "Dockerfile").is_file()
+    assert all((Path(r["output"]) / "Dockerfile").is_file() for r in rows)
+    res = cli("render", "--all", "--set", "ray.version=2.60.0", "-o", str(tmp_path / "x"))
+    assert res.code == 2 and "--all renders every listed recipe as written" in res.err
+
+
 def test_matrix_default_is_what_recipes_lists(lab, monkeypatch):
     monkeypatch.setenv("ROCMSTACK_RECIPES_PATH", str(lab))
     entries = M.expand([], [])
