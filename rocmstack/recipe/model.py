@@ -228,8 +228,9 @@ class Component(_Strict):
     )
     requirements_from: Release | None = Field(
         default=None,
-        description="git: the published release (name==version on the index) whose requirements stand in for "
-        "the component's own where they cannot be read at lock time; the lock resolves and installs them",
+        description="git/base: the published release (name==version on the index) whose requirements stand in "
+        "for the component's own where they cannot be read at lock time; git: the lock resolves and installs "
+        "them; base: the versions the recipe declares must satisfy them",
     )
     setup_script: SetupScript | None = Field(
         default=None, description="git: run `python <script> install` instead of pip"
@@ -249,9 +250,10 @@ class Component(_Strict):
             self.url or self.ref or self.subdir or self.setup_script or self.requirements
         ):
             raise ValueError(f"url/ref/subdir/setup_script only apply to git components, not {self.source}")
-        if self.requirements_from and self.source != "git":
+        if self.requirements_from and self.source not in ("git", "base"):
             raise ValueError(
-                f"requirements_from stands in for a git component's requirements, not a {self.source} one's"
+                "requirements_from stands in for the requirements of a git or base component, "
+                f"not a {self.source} one's"
             )
         if self.requirements_from and self.requirements:
             raise ValueError(

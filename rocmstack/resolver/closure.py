@@ -175,6 +175,44 @@ def inputs(
     )
 
 
+def _check_base_releases(resolved: Resolved, provided: Iterable[uv.ProvidedDist]) -> None:
+    """A base component's stand-in release (``requirements_from``) against the versions the recipe declares
+    for the image's other packages (uv never sees a base's packages' requirements): ResolutionError on the
+    first one outside a range the release requires."""
+    from rocmstack.resolver import release
+
+    recipe = resolved.recipe
+    standins = {
+        n: c for n, c in sorted(recipe.components.items()) if c.source == "base" and c.requirements_from
+    }
+    if not standins:
+        return
+    declared: dict[str, str] = {canonicalize_name(p.name): uv.public_version(p.version) for p in provided}
+    for name, comp in recipe.components.items():
+        version = comp.version or ""
+        exact = version.removeprefix("==")
+        if exact[:1].isdigit() and not any(op in exact for op in "<>=!~*,"):
+            declared.setdefault(canonicalize_name(comp.package or name), exact)
+    found = []
+    for comp in standins.values():
+        assert comp.requirements_from is not None
+        own = canonicalize_name(comp.requirements_from.partition("==")[0])
+        requires = release.release_requires(comp.requirements_from)
+        # The release's own version is its pin; a conflict the recipe accepts for it is not one.
+        accepted = {
+            canonicalize_name(c.requires)
+            for c in recipe.accepted_conflicts
+            if canonicalize_name(c.package) == own
+        }
+        others = {k: v for k, v in declared.items() if k != own and k not in accepted}
+        found += release.conflicts(comp.requirements_from, requires, others, python=recipe.base.python)
+    if found:
+        raise uv.ResolutionError(
+            f"unsatisfiable: {found[0]}" + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""),
+            detail="\n".join(found),
+        )
+
+
 def closure(
     resolved: Resolved,
     *,
@@ -209,6 +247,7 @@ def closure(
         unresolved=notes if tolerate else None,
         as_locked=as_locked,
     )
+    _check_base_releases(resolved, spec.provided)
     packages = uv.resolve(spec, refresh=not cache)
     unlocked = tuple(
         name
@@ -224,6 +263,6 @@ def closure(
         requirements_from={
             name: comp.requirements_from
             for name, comp in sorted(resolved.recipe.components.items())
-            if comp.source == "git" and comp.requirements_from
+            if comp.requirements_from
         },
     )

@@ -548,11 +548,11 @@ def test_committed_schema_is_current():
 @pytest.mark.parametrize(
     ("component", "message"),
     [
-        ("ray", "requirements_from stands in for a git component's requirements, not a pypi one's"),
+        ("ray", "requirements_from stands in for the requirements of a git or base component, not a pypi"),
         ("vllm", "give requirements (a file of the repository) or requirements_from (a published release)"),
     ],
 )
-def test_requirements_from_is_for_git_components_only(component, message):
+def test_requirements_from_is_for_git_and_base_components_only(component, message):
     with pytest.raises(RecipeError, match=re.escape(message)):
         load_recipe("verl-0.9.0-rocm10", [f"{component}.requirements_from=verl==0.9.0"])
 

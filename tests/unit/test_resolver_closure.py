@@ -348,3 +348,20 @@ def test_check_resolves_verl_with_its_published_requirements(cli):
         assert "verl" not in layers  # installed from git, --no-deps
         # verl's own requirements install with verl's layer (ray[default] and numpy come earlier anyway).
         assert {layers[n] for n in ("tensordict", "codetiming", "hydra-core")} == {"verl"}
+
+
+@pytest.mark.network
+def test_a_base_component_is_checked_against_its_published_requirements(cli):
+    """verl 0.7.1 comes with the base image; the recipe names the verl 0.7.1 release, whose wheel's metadata
+    (read from the index) requires ray[default]>=2.41.0: a Ray declared below it fails check."""
+    res = cli("check", "verl-0.7.1-rocm7.0.2", "--set", "ray.version=2.40.0", "-q")
+    assert res.code == 1, res.err
+    assert (
+        "rule resolver failed: unsatisfiable: verl==0.7.1 depends on ray[default]>=2.41.0; "
+        "the recipe declares ray 2.40.0" in res.err.splitlines()[0]
+    )
+    assert cli("check", "verl-0.7.1-rocm7.0.2", "-q").code == 0
+    lock = json.loads((ROOT / "recipes" / "verl-0.7.1-rocm7.0.2.lock.json").read_text())
+    assert {json.dumps(e.get("requirements_from")) for e in lock["entries"].values()} == {
+        json.dumps({"verl": "verl==0.7.1"})
+    }
