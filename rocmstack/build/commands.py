@@ -329,7 +329,7 @@ def register(app: typer.Typer) -> None:
     @app.command("matrix")
     def matrix_cmd(
         recipes: list[str] = typer.Option(
-            [], "--recipe", help="Recipe (repeatable; default: every shipped recipe)"
+            [], "--recipe", help="Recipe (repeatable; default: every recipe `rocmstack recipes` lists)"
         ),
         gpu_archs: list[str] = typer.Option(
             [], "--gpu-arch", help="Arch set (repeatable; default: each recipe's default set)"

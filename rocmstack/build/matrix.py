@@ -135,13 +135,14 @@ def expand(
     gpu_runner_prefix: tuple[str, ...] = DEFAULT_GPU_RUNNER,
     expect_gpus: int = DEFAULT_EXPECT_GPUS,
 ) -> list[Entry]:
-    """Every recipe (default: all shipped) x every arch set (default: the recipe's default set).
+    """Every recipe (default: all that ``rocmstack recipes`` lists) x every arch set (default: the recipe's
+    default set).
 
     Each entry goes through the same gate as ``rocmstack build`` (lock drift, rules), so the matrix never
     lists a build that would be refused.
     """
     from rocmstack.build.tags import tag_set
-    from rocmstack.recipe.load import load_recipe, recipe_files
+    from rocmstack.recipe.load import load_recipe, recipes_on_path
     from rocmstack.render.context import render
     from rocmstack.rules.gate import gate
 
@@ -150,9 +151,10 @@ def expand(
             f"--expect-gpus {expect_gpus}: a validation leg needs at least one GPU",
             fix="the GPUs each GPU runner has, e.g. 8",
         )
-    names = list(recipes) or list(recipe_files())
+    # By path: the very file `recipes` lists under each name (--recipes-dir, $ROCMSTACK_RECIPES_PATH, shipped).
+    names = list(recipes) or [str(p) for p in recipes_on_path().values()]
     if not names:
-        raise InputError("matrix: no recipes given and none shipped")
+        raise InputError("matrix: no recipes given and none on the search path")
     entries = []
     for name in names:
         model, _ = load_recipe(name)
@@ -164,7 +166,7 @@ def expand(
             tags = tag_set(resolved, rendered.render_hash, registry=registry)
             entries.append(
                 Entry(
-                    recipe=name,
+                    recipe=name if recipes else model.name,
                     gpu_arch=resolved.arch_list,
                     render_hash=rendered.render_hash,
                     tags=tags.as_dict(),

@@ -30,7 +30,9 @@ def drift(entry: Mapping[str, Any], resolved: Resolved) -> list[str]:
     """Dotted recipe fields whose value differs between the lock entry and the recipe now."""
     locked = flatten(entry.get("recipe_fields", {}))
     now = flatten(recipe_fields(resolved))
-    return sorted(k for k in set(locked) | set(now) if locked.get(k, "<absent>") != now.get(k, "<absent>"))
+    # A field left at null is the same recipe as one without it: a lock written before an optional field
+    # existed (``requirements_from``) has not drifted.
+    return sorted(k for k in set(locked) | set(now) if locked.get(k) != now.get(k))
 
 
 def self_layer_drift(entry: Mapping[str, Any], now: Iterable[str]) -> str | None:

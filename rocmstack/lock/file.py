@@ -98,7 +98,7 @@ def closure_of(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not entry or "packages" not in entry:
         return None
     out = {"packages": entry["packages"], "git": entry.get("git", {})}
-    for key in ("unresolved", "requirements_unlocked"):
+    for key in ("unresolved", "requirements_unlocked", "requirements_from"):
         if entry.get(key):
             out[key] = entry[key]
     if "rocmstack_requirements" in entry:  # absent: a lock from before rocmstack's own layer was locked

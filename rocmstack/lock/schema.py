@@ -169,6 +169,23 @@ def _requirement(field: str, value: object) -> None:
         raise _Bad(field, value, "not a PEP 508 requirement") from None
 
 
+_RELEASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}==[0-9][A-Za-z0-9.+!_-]{0,63}$")
+
+
+def _requirements_from(field: str, value: object) -> None:
+    """component -> the published release (name==version) whose requirements stood in for its own."""
+    _want(isinstance(value, dict), field, value, "not an object")
+    assert isinstance(value, dict)
+    for name, release in value.items():
+        _component_name(field, name)
+        _want(
+            isinstance(release, str) and _RELEASE.fullmatch(release) is not None,
+            f"{field}.{name}",
+            release,
+            "not name==version",
+        )
+
+
 def _rules(field: str, value: object) -> None:
     for i, item in enumerate(_list(field, value)):
         rule = _keys(f"{field}[{i}]", item, {"id", "status", "reason"}, {"id", "status"})
@@ -245,6 +262,7 @@ _ENTRY: dict[str, Callable[[str, Any], None]] = {
     "git": _git,
     "unresolved": _texts,
     "requirements_unlocked": _each(_component_name),
+    "requirements_from": _requirements_from,
     "rocmstack_requirements": _each(_requirement),
     "base_digest": _base_digest,
     "pins": _str_map,

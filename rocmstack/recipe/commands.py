@@ -39,13 +39,25 @@ def _warn_unverified(resolved: Resolved) -> list[str]:
 def register(app: typer.Typer) -> None:
     @app.command("recipes")
     def recipes_cmd(json_out: bool = JSON_OPT) -> None:
-        """List the shipped recipes."""
+        """List the recipes on the search path (--recipes-dir, $ROCMSTACK_RECIPES_PATH, the shipped ones).
+
+        A file that does not load is listed as broken with its error (exit 2 after the list)."""
+        from rich.markup import escape
+
+        from rocmstack.errors import RecipeError
         from rocmstack.output import print_json, print_table, table
         from rocmstack.recipe.load import load_recipe, recipes_on_path
 
         rows: list[dict[str, Any]] = []
+        broken: list[RecipeError] = []
         for name, file in recipes_on_path().items():
-            model, _ = load_recipe(str(file))
+            try:
+                model, _ = load_recipe(str(file))
+            except RecipeError as exc:
+                # One broken file never hides the others: it is a row of its own, with its one-line error.
+                broken.append(exc)
+                rows.append({"name": name, "path": str(file), "error": exc.one_line()})
+                continue
             rows.append(
                 {
                     "name": name,
@@ -59,25 +71,31 @@ def register(app: typer.Typer) -> None:
             )
         if json_out:
             print_json(rows)
-            return
-        tab = table(
-            "recipe",
-            "base",
-            "archs (default)",
-            "description",
-            "unverified",
-            keep=("recipe", "base", "archs (default)"),
-        )
-        for row in rows:
-            # The default set is what a build without --gpu-arch gets; it need not be every supported arch.
-            tab.add_row(
-                row["name"],
-                row["base"],
-                f"{';'.join(row['gpu_archs'])} ({';'.join(row['default_gpu_archs'])})",
-                row["description"],
-                str(row["unverified"]),
+        else:
+            tab = table(
+                "recipe",
+                "base",
+                "archs (default)",
+                "description",
+                "unverified",
+                keep=("recipe", "base", "archs (default)"),
             )
-        print_table(tab)
+            for row in rows:
+                if "error" in row:
+                    tab.add_row(escape(row["name"]), "[red]broken[/red]", "", escape(row["error"]), "")
+                    continue
+                # The default set is what a build without --gpu-arch gets; it need not be every supported arch.
+                tab.add_row(
+                    escape(row["name"]),
+                    row["base"],
+                    f"{';'.join(row['gpu_archs'])} ({';'.join(row['default_gpu_archs'])})",
+                    escape(row["description"]),
+                    str(row["unverified"]),
+                )
+            print_table(tab)
+        if broken:
+            more = f" (and {len(broken) - 1} more broken)" if len(broken) > 1 else ""
+            raise RecipeError(broken[0].message + more, fix=broken[0].fix)
 
     @app.command("show")
     def show_cmd(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -170,9 +171,26 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise RecipeError(f"{printable(path)}: YAML error at {where}: {problem}") from None
+    if data is None:
+        raise RecipeError(
+            f"{printable(path)}: the file is empty",
+            fix="write the recipe's fields (docs/recipes.md), or delete it",
+        )
     if not isinstance(data, dict):
-        raise RecipeError(f"{printable(path)}: a recipe must be a YAML mapping, got {type(data).__name__}")
+        kind = {list: "a list", str: "a single string", int: "a number", float: "a number", bool: "a boolean"}
+        raise RecipeError(
+            f"{printable(path)}: a recipe must be a YAML mapping of fields (name: ..., base: ...), "
+            f"not {kind.get(type(data), 'a ' + type(data).__name__)}"
+        )
     return data
+
+
+def parent_file(path: Path, directory: Path | None = None) -> Path | None:
+    """The file the recipe at ``path`` extends (None: it extends nothing), looked up as loading does."""
+    parent = _read_yaml(path).get("extends")
+    if not isinstance(parent, str):
+        return None
+    return find_recipe(parent, directory or path.parent)
 
 
 def _merge(parent: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str, Any]:
@@ -271,7 +289,9 @@ def _override_target(raw: Mapping[str, Any], path: tuple[str, ...]) -> tuple[str
         path = ("components", *path)
         head = "components"
     if head not in aliases:
-        valid = sorted(list(aliases) + [f"{c}.<field>" for c in raw.get("components", {})])
+        # Only what --set can change: the file-identity keys are refused above.
+        settable = [a for a in aliases if a not in _FILE_IDENTITY]
+        valid = sorted(settable + [f"{c}.<field>" for c in raw.get("components", {})])
         raise RecipeError(f"{_flag(path)}: unknown key {head!r}", fix=f"valid keys: {', '.join(valid)}")
     if head in _OPEN_MAPS:
         if len(path) != 2:
@@ -363,12 +383,15 @@ def _describe(error: dict[str, Any]) -> str:
     if kind in ("string_type", "str_type") and isinstance(value, (int, float)):
         return f"{loc}: {value!r} is a number; write it as a quoted string"
     message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-    shown = (
-        repr(value) if isinstance(value, (str, int, float, bool)) or value is None else type(value).__name__
-    )
-    if repr(value)[:40] in message:
+    # A scalar is worth showing; a whole mapping or list is not ("(got dict)" says nothing the field does not).
+    if not (isinstance(value, (str, int, float, bool)) or value is None) or repr(value)[:40] in message:
         return f"{loc}: {message}" if loc else message
-    return f"{loc}: {message} (got {shown})" if loc else f"{message} (got {shown})"
+    return f"{loc}: {message} (got {value!r})" if loc else f"{message} (got {value!r})"
+
+
+def _names_key(message: str, key: str) -> bool:
+    """Whether a message is about ``key`` (it names it as a word: ``HF_TOKEN: secrets never go ...``)."""
+    return re.search(rf"(?<![\w.-]){re.escape(key)}(?![\w-])", message) is not None
 
 
 def validate(raw: Mapping[str, Any], origin: str, overrides: Iterable[Override] = ()) -> Recipe:
@@ -385,13 +408,21 @@ def validate(raw: Mapping[str, Any], origin: str, overrides: Iterable[Override] 
         error: dict[str, Any] = dict(details)
         loc = tuple(str(p) for p in error["loc"])
         blamed = [o for target, o in targets if loc[: len(target)] == target]
-        if not loc and targets:
-            from_file.append(
-                f"{_describe(error)} (with --set {', '.join(printable(o.dotted) for _, o in targets)})"
-            )
-        elif blamed:
+        if not blamed:
+            # A check across fields (loc above the --set's key) that names the key --set gave is the --set's.
+            message = str(error.get("msg", ""))
+            blamed = [
+                o
+                for target, o in targets
+                if target[: len(loc)] == loc and len(target) > len(loc) and _names_key(message, target[-1])
+            ]
+        if blamed:
             from_set.append(
                 f"--set {printable(blamed[-1].dotted)}={printable(blamed[-1].raw)}: {_describe(error)}"
+            )
+        elif not loc and targets:
+            from_file.append(
+                f"{_describe(error)} (with --set {', '.join(printable(o.dotted) for _, o in targets)})"
             )
         else:
             from_file.append(_describe(error))

@@ -109,6 +109,9 @@ Arch = Annotated[str, _matching(_ARCH, "GPU arch (gfxNNN)")]
 Package = Annotated[str, _matching(_PKG, "package name")]
 Extra = Annotated[str, _matching(_EXTRA, "package extra")]
 RelPath = Annotated[str, _matching(_PATH, "relative path")]
+# A published release, exactly: name==version (no extras, marker or URL).
+_RELEASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}==[0-9][A-Za-z0-9.+!_-]{0,63}$")
+Release = Annotated[str, _matching(_RELEASE, "published release, name==version (e.g. verl==0.9.0)")]
 SetupScript = Annotated[str, _matching(_SETUP, "setup script file name")]
 AptPackage = Annotated[str, _matching(_APT, "Debian package name")]
 Url = Annotated[str, _matching(_URL, "https URL")]
@@ -223,6 +226,12 @@ class Component(_Strict):
     requirements: RelPath | None = Field(
         default=None, description="git: requirements file installed before the build"
     )
+    requirements_from: Release | None = Field(
+        default=None,
+        description="git/base: the published release (name==version on the index) whose requirements stand in "
+        "for the component's own where they cannot be read at lock time; git: the lock resolves and installs "
+        "them; base: the versions the recipe declares must satisfy them",
+    )
     setup_script: SetupScript | None = Field(
         default=None, description="git: run `python <script> install` instead of pip"
     )
@@ -241,6 +250,16 @@ class Component(_Strict):
             self.url or self.ref or self.subdir or self.setup_script or self.requirements
         ):
             raise ValueError(f"url/ref/subdir/setup_script only apply to git components, not {self.source}")
+        if self.requirements_from and self.source not in ("git", "base"):
+            raise ValueError(
+                "requirements_from stands in for the requirements of a git or base component, "
+                f"not a {self.source} one's"
+            )
+        if self.requirements_from and self.requirements:
+            raise ValueError(
+                "give requirements (a file of the repository) or requirements_from (a published release), "
+                "not both"
+            )
         if self.source in ("base", "sdk") and (self.extras or self.no_deps or self.build_env):
             raise ValueError(
                 f"a {self.source} component is not installed by rocmstack: no extras/no_deps/build_env"

@@ -16,7 +16,14 @@ from rocmstack.recipe.model import Component, Recipe
 from rocmstack.resources import recipes_dir
 
 LOCK_SCHEMA = 1
-_CLOSURE_KEYS = ("packages", "git", "unresolved", "requirements_unlocked", "rocmstack_requirements")
+_CLOSURE_KEYS = (
+    "packages",
+    "git",
+    "unresolved",
+    "requirements_unlocked",
+    "rocmstack_requirements",
+    "requirements_from",
+)
 _ARCH = re.compile(r"^gfx[0-9a-f]{3,4}$")
 
 
@@ -110,14 +117,25 @@ def parse_archs(text: str | None, recipe: Recipe) -> tuple[str, ...]:
     return tuple(sorted(set(parts)))
 
 
+def plain_value(node: Any, *, sort_keys: bool = False) -> str:
+    """A recipe value as the recipe would write it (YAML flow style, one line), never Python's repr;
+    ``sort_keys`` gives one text per value whatever order its mappings were written in."""
+    if isinstance(node, str):
+        return repr(node)  # quoted, as YAML may quote it: 'release/0.9.0.amd0'
+    text = yaml.safe_dump(node, default_flow_style=True, width=10**9, sort_keys=sort_keys)
+    return text.removesuffix("\n").removesuffix("\n...")
+
+
 def unverified_warnings(recipe: Recipe) -> list[str]:
-    dumped = recipe.model_dump(by_alias=True)
+    dumped = recipe.model_dump(mode="json", by_alias=True)
     out = []
     for path in recipe.unverified:
         node: Any = dumped
         for part in path.split("."):
             node = node.get(part) if isinstance(node, dict) else None
-        out.append(f"{recipe.name}: {path} = {node!r} is UNVERIFIED (no public source gives the exact value)")
+        out.append(
+            f"{recipe.name}: {path} = {plain_value(node)} is UNVERIFIED (no public source gives the exact value)"
+        )
     return out
 
 

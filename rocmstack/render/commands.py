@@ -49,20 +49,47 @@ def gate_and_render(
 def register(app: typer.Typer) -> None:
     @app.command("render")
     def render_cmd(
-        recipe: str = RECIPE_ARG,
+        recipe: str | None = typer.Argument(
+            None, help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml"
+        ),
         gpu_arch: str | None = ARCH_OPT,
         overrides: list[str] = SET_OPT,
-        output: Path = typer.Option(..., "-o", "--output", help="Folder for the build context"),
+        output: Path = typer.Option(
+            ...,
+            "-o",
+            "--output",
+            help="Folder for the build context (--all: one subfolder per recipe x archs)",
+        ),
         ignore_rules: list[str] = typer.Option(
             [], "--ignore-rule", help="Override a failing rule (repeatable); recorded in the image labels"
         ),
         relock: bool = typer.Option(False, "--relock", help="Accept recipe changes: rewrite its lock entry"),
+        every: bool = typer.Option(
+            False,
+            "--all",
+            help="Every recipe `rocmstack recipes` lists x its default arch sets, into OUTPUT/<recipe>-<archs>",
+        ),
         json_out: bool = JSON_OPT,
     ) -> None:
         """Write a complete build context (Dockerfile + every file it COPYs) and print the render hash."""
+        from rocmstack.errors import InputError
         from rocmstack.output import print_json, stdout
         from rocmstack.render.context import write_context
 
+        if every == bool(recipe):
+            raise InputError(
+                "give a RECIPE or --all (not both, not neither)",
+                fix="e.g. rocmstack render verl-0.9.0-rocm10 -o DIR",
+            )
+        if every:
+            if gpu_arch or overrides or relock:
+                raise InputError(
+                    "--all renders every listed recipe as written and locked",
+                    fix="drop --gpu-arch/--set/--relock, or name one recipe",
+                )
+            _render_all(output, ignore_rules, json_out)
+            return
+        assert recipe is not None
         # Lock drift (exit 2) and compatibility rules (exit 1) are checked before anything is written.
         checked, rendered, _, warnings = gate_and_render(
             recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock
@@ -92,3 +119,41 @@ def register(app: typer.Typer) -> None:
                     f"ignored rules: {', '.join(checked.ignored)} (label dev.rocmstack.ignored-rules)"
                 )
             stdout().print(rendered.render_hash)
+
+
+def _render_all(output: Path, ignore: list[str], json_out: bool) -> None:
+    """``render --all``: what ``recipes`` lists x each default arch set, every one gated before any is
+    written, each into ``output/<recipe>-<arch>-<arch>``."""
+    from rocmstack.lock.file import arch_key, default_arch_sets
+    from rocmstack.output import print_json, stdout
+    from rocmstack.recipe.load import load_recipe, recipes_on_path
+    from rocmstack.render.context import write_context
+
+    done = []
+    for file in recipes_on_path().values():
+        model, _ = load_recipe(str(file))
+        for archs in default_arch_sets(model):
+            checked, rendered, _, _ = gate_and_render(
+                str(file), arch_key(archs), [], ignore=ignore, relock=False
+            )
+            done.append((checked, rendered, output / f"{model.name}-{'-'.join(archs)}"))
+    for _, rendered, folder in done:
+        write_context(rendered, folder)
+    if json_out:
+        print_json(
+            [
+                {
+                    "recipe": c.resolved.recipe.name,
+                    "gpu_archs": list(c.resolved.gpu_archs),
+                    "output": str(folder),
+                    "render_hash": r.render_hash,
+                    "lock": c.lock.status,
+                }
+                for c, r, folder in done
+            ]
+        )
+        return
+    for c, r, folder in done:
+        stdout().print(
+            f"rendered {c.resolved.recipe.name} for {c.resolved.arch_list} -> {folder}  {r.render_hash}"
+        )

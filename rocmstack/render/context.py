@@ -186,10 +186,13 @@ def _self_layer(resolved: Resolved, requirements: list[str]) -> dict:
     if not locked:
         return {"name": SELF_LAYER, "locked": False, "requirements": None, "ranges": requirements}
     drift = self_layer_drift(locked, requirements)
-    if drift:  # never left to pip's resolver: the gate reports this as lock drift first (rules.gate.verify)
+    if drift:
+        from rocmstack.rules.gate import recipe_arg
+
+        # never left to pip's resolver: the gate reports this as lock drift first (rules.gate.verify)
         raise InputError(
             f"{resolved.recipe.name}: the lock does not cover rocmstack's own layer: {drift}",
-            fix="run `rocmstack lock` for this recipe",
+            fix=f"run `rocmstack lock {recipe_arg(resolved)}`",
         )
     pinned = any(p["layer"] == SELF_LAYER for p in locked.get("packages", ()))
     return {

@@ -13,7 +13,7 @@ floating ref or range never moves silently. How a lock entry differs from a clos
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.utils import canonicalize_name
@@ -35,6 +35,8 @@ class Closure:
         str, ...
     ] = ()  # git components whose requirements file pip resolves at build
     rocmstack_requirements: tuple[str, ...] = ()  # what the SELF_LAYER was resolved for
+    # component -> the published release whose requirements stood in for its own (recipe's requirements_from)
+    requirements_from: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -46,6 +48,8 @@ class Closure:
             doc["unresolved"] = list(self.unresolved)
         if self.requirements_unlocked:
             doc["requirements_unlocked"] = list(self.requirements_unlocked)
+        if self.requirements_from:
+            doc["requirements_from"] = dict(sorted(self.requirements_from.items()))
         return doc
 
 
@@ -122,6 +126,13 @@ def inputs(
                 lines.append(pip_spec(name, comp))
             elif comp.source == "git":
                 no_emit.add(canonicalize_name(comp.package or name))
+                if comp.requirements_from:
+                    # The published release's own metadata, read by uv from the index: its requirements are
+                    # resolved (and installed) with the layer; the release itself is never emitted, the
+                    # component is installed from git. No commit is needed for it.
+                    lines.append(comp.requirements_from)
+                    no_emit.add(canonicalize_name(comp.requirements_from.partition("==")[0]))
+                    continue
                 commit = commits.get(name, {}).get("commit")
                 # check (as_locked) takes an unpinned requirements file as the lock left it; lock retries it.
                 unpinned = name in ((previous or {}).get("requirements_unlocked") or ())
@@ -164,6 +175,44 @@ def inputs(
     )
 
 
+def _check_base_releases(resolved: Resolved, provided: Iterable[uv.ProvidedDist]) -> None:
+    """A base component's stand-in release (``requirements_from``) against the versions the recipe declares
+    for the image's other packages (uv never sees a base's packages' requirements): ResolutionError on the
+    first one outside a range the release requires."""
+    from rocmstack.resolver import release
+
+    recipe = resolved.recipe
+    standins = {
+        n: c for n, c in sorted(recipe.components.items()) if c.source == "base" and c.requirements_from
+    }
+    if not standins:
+        return
+    declared: dict[str, str] = {canonicalize_name(p.name): uv.public_version(p.version) for p in provided}
+    for name, comp in recipe.components.items():
+        version = comp.version or ""
+        exact = version.removeprefix("==")
+        if exact[:1].isdigit() and not any(op in exact for op in "<>=!~*,"):
+            declared.setdefault(canonicalize_name(comp.package or name), exact)
+    found = []
+    for comp in standins.values():
+        assert comp.requirements_from is not None
+        own = canonicalize_name(comp.requirements_from.partition("==")[0])
+        requires = release.release_requires(comp.requirements_from)
+        # The release's own version is its pin; a conflict the recipe accepts for it is not one.
+        accepted = {
+            canonicalize_name(c.requires)
+            for c in recipe.accepted_conflicts
+            if canonicalize_name(c.package) == own
+        }
+        others = {k: v for k, v in declared.items() if k != own and k not in accepted}
+        found += release.conflicts(comp.requirements_from, requires, others, python=recipe.base.python)
+    if found:
+        raise uv.ResolutionError(
+            f"unsatisfiable: {found[0]}" + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""),
+            detail="\n".join(found),
+        )
+
+
 def closure(
     resolved: Resolved,
     *,
@@ -198,6 +247,7 @@ def closure(
         unresolved=notes if tolerate else None,
         as_locked=as_locked,
     )
+    _check_base_releases(resolved, spec.provided)
     packages = uv.resolve(spec, refresh=not cache)
     unlocked = tuple(
         name
@@ -210,4 +260,9 @@ def closure(
         unresolved=tuple(notes),
         requirements_unlocked=unlocked,
         rocmstack_requirements=dict(spec.layers).get(SELF_LAYER, ()),
+        requirements_from={
+            name: comp.requirements_from
+            for name, comp in sorted(resolved.recipe.components.items())
+            if comp.requirements_from
+        },
     )

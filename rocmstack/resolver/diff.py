@@ -31,11 +31,14 @@ class Side:
     git: dict[str, str] | None  # component -> locked commit (None: this side has no commits)
     env: dict[str, str]
     patches: tuple[str, ...]
+    # Every other recipe field, dotted (None: this side does not carry the recipe, e.g. an image).
+    fields: dict[str, str] | None = None
+    render_hash: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class Change:
-    section: str  # base | component | package | git | env | patch
+    section: str  # base | component | package | git | env | patch | recipe | render
     name: str
     change: str  # added | removed | up | down | changed
     old: str | None = None
@@ -103,6 +106,7 @@ def side_from_lock(entry: Mapping[str, Any], label: str, kind: str = "lock") -> 
         if isinstance(entry.get("git"), dict)
         else None
     )
+    fields = entry.get("recipe_fields")
     return Side(
         label=label,
         kind=kind,
@@ -112,13 +116,50 @@ def side_from_lock(entry: Mapping[str, Any], label: str, kind: str = "lock") -> 
         git=git,
         env=dict(entry.get("env") or {}),
         patches=tuple(entry.get("patches") or ()),
+        fields=other_fields(fields) if isinstance(fields, dict) else None,
+        render_hash=entry.get("render_hash") or None,
     )
 
 
-def side_from_recipe(name_or_path: str) -> Side:
-    from rocmstack.recipe.load import load_recipe
+# Shown in sections of their own (base, component, env, patch), or saying nothing about the image.
+_NOT_RECIPE_ROWS = ("name", "extends", "schema", "description", "sources", "env", "patches")
+_OWN_ROWS = ("base.image", "base.tag", "base.digest")
 
-    recipe, _ = load_recipe(name_or_path)
+
+def other_fields(recipe_fields: Mapping[str, Any]) -> dict[str, str]:
+    """The recipe fields that no other section shows, dotted, each value as the recipe writes it: what
+    changes the image or where it is published besides the pins (gpu_archs, build_args, user, publish,
+    guards, base.provides, component extras and build env, ...)."""
+    from rocmstack.lock.drift import flatten
+    from rocmstack.recipe.resolve import plain_value
+
+    out = {}
+    for key, value in flatten(recipe_fields).items():
+        parts = key.split(".")
+        if parts[0] in _NOT_RECIPE_ROWS or key in _OWN_ROWS:
+            continue
+        if parts[0] == "components" and len(parts) == 3 and parts[2] in ("version", "ref"):
+            continue  # the component section's pin
+        if value is None:
+            continue  # null is no value: the same as a field that is not there (as for drift)
+        out[key] = plain_value(value, sort_keys=True)
+    return out
+
+
+def side_from_recipe(name_or_path: str, gpu_arch: str | None = None) -> Side:
+    import dataclasses
+
+    from rocmstack.lock.drift import recipe_fields
+    from rocmstack.lock.file import arch_key, closure_of, entry_of, lock_path
+    from rocmstack.recipe.load import load_recipe
+    from rocmstack.recipe.resolve import resolve
+    from rocmstack.rules.gate import _render_hash
+
+    recipe, path = load_recipe(name_or_path)
+    resolved = resolve(recipe, path, gpu_arch)
+    # The hash `render` would print now: with the recipe's lock entry, where it has one.
+    closure = closure_of(entry_of(lock_path(path), arch_key(resolved.gpu_archs)))
+    render_hash = _render_hash(dataclasses.replace(resolved, locked=closure), ())
     comps = {
         n: str(c.ref if c.source == "git" else c.version or c.source) for n, c in recipe.components.items()
     }
@@ -131,6 +172,8 @@ def side_from_recipe(name_or_path: str) -> Side:
         git=None,
         env=dict(recipe.env),
         patches=tuple(recipe.patches),
+        fields=other_fields(recipe_fields(resolved)),
+        render_hash=render_hash,
     )
 
 
@@ -149,7 +192,8 @@ def side_from_image(ref: str, engine: str | None) -> Side:
         raise InputError(f"{printable(ref)}: {LOCK_PATH} is not JSON") from None
     side = side_from_lock(check_entry(doc, f"{printable(ref)}: {LOCK_PATH}"), ref, kind="image")
     digest = info["labels"].get("org.opencontainers.image.base.digest") or side.base.get("digest")
-    return Side(**{**side.__dict__, "base": {**side.base, "digest": digest}})
+    render_hash = info["labels"].get("dev.rocmstack.render-hash") or side.render_hash
+    return Side(**{**side.__dict__, "base": {**side.base, "digest": digest}, "render_hash": render_hash})
 
 
 def load_side(spec: str, *, gpu_arch: str | None = None, engine: str | None = None) -> Side:
@@ -166,11 +210,11 @@ def load_side(spec: str, *, gpu_arch: str | None = None, engine: str | None = No
             return side_from_lock(_pick_entry(read_lock(path) or {}, spec, gpu_arch), spec)
         return side_from_lock(check_entry(doc, spec), spec)  # an image's lock.json
     if spec.endswith((".yaml", ".yml")):
-        return side_from_recipe(spec)
-    from rocmstack.recipe.load import recipe_files
+        return side_from_recipe(spec, gpu_arch)
+    from rocmstack.recipe.load import recipes_on_path
 
-    if spec in recipe_files():
-        return side_from_recipe(spec)
+    if spec in recipes_on_path():  # what `rocmstack recipes` lists (--recipes-dir too)
+        return side_from_recipe(spec, gpu_arch)
     if not spec.strip():
         raise InputError("diff: empty argument", fix="give a lock file, a recipe or an image reference")
     return side_from_image(spec, engine)
@@ -228,6 +272,25 @@ def diff(a: Side, b: Side) -> Diff:
         notes.append(f"no locked git commits for {', '.join(without)}: git refs compared as pins only")
     changes += _mapping("env", a.env, b.env)
     changes += _mapping("patch", dict.fromkeys(a.patches, "on"), dict.fromkeys(b.patches, "on"))
+    if a.fields is not None and b.fields is not None:
+        changes += _mapping("recipe", a.fields, b.fields)
+    else:
+        without = [s.label for s in (a, b) if s.fields is None]
+        notes.append(
+            f"no recipe fields for {', '.join(without)}: archs, build args, user, publish and the other "
+            "recipe fields not compared"
+        )
+    if a.render_hash and b.render_hash and a.render_hash != b.render_hash:
+        # The last word: two different builds are never "no changes", whatever the rows above caught.
+        changes.append(
+            Change(
+                section="render", name="render_hash", change="changed", old=a.render_hash, new=b.render_hash
+            )
+        )
+        if len(changes) == 1:
+            notes.append(
+                "only the render hash differs: templates, patches or rocmstack changed since one side was locked"
+            )
     return Diff(a=a.label, b=b.label, changes=tuple(changes), notes=tuple(notes))
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -90,6 +91,8 @@ class Inputs:
                 "preferences": self.preferences,
                 "upgrade": self.upgrade,
                 "uv": uv_version,
+                # The cache holds packages with their layers: a change of how layers are assigned is a new key.
+                "layering": 2,
             },
             sort_keys=True,
         )
@@ -242,10 +245,20 @@ def parse_compiled(text: str) -> list[_Entry]:
     return entries
 
 
-def assign_layers(entries: Sequence[_Entry], layers: Sequence[str]) -> list[LockedPackage]:
-    """Each package goes to the first layer (in build order) whose requirements reach it."""
+def assign_layers(
+    entries: Sequence[_Entry], layers: Sequence[str], declared: Mapping[str, Sequence[str]] | None = None
+) -> list[LockedPackage]:
+    """Each package goes to the first layer (in build order) whose requirements reach it. ``declared``:
+    layer -> the requirement lines it gave; a requirement that is not emitted (a published release standing
+    in for a git component's requirements) still roots what it pulls in at its layer."""
     children: dict[str, set[str]] = {}
     roots: dict[str, set[str]] = {layer: set() for layer in layers}
+    for layer, lines in (declared or {}).items():
+        for line in lines:
+            try:
+                roots.setdefault(layer, set()).add(canonicalize_name(Requirement(line).name))
+            except InvalidRequirement:
+                continue
     for e in entries:
         for via in e.via:
             if via.startswith("-r "):
@@ -338,7 +351,7 @@ def resolve(inputs: Inputs, *, refresh: bool = False, timeout: int = 600) -> lis
             first = " ".join(err.split())[:600] or f"exit {proc.returncode}"
             raise RocmstackError(f"uv pip compile failed: {first}", detail=err)
         text = (work / "out.txt").read_text(encoding="utf-8")
-    packages = assign_layers(parse_compiled(text), layer_names)
+    packages = assign_layers(parse_compiled(text), layer_names, dict(inputs.layers))
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp_path = cached.with_suffix(f".{os.getpid()}.tmp")

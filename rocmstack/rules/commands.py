@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
+import shlex
 import sys
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-
-from rocmstack.errors import quoted
-from rocmstack.resources import RECIPES_PATH_ENV
 
 if TYPE_CHECKING:
     from rocmstack.recipe.resolve import Resolved
@@ -24,7 +21,9 @@ SET_OPT = typer.Option(
 IGNORE_OPT = typer.Option(
     [], "--ignore-rule", help="Rule id to override (repeatable); shown in the output and image labels"
 )
-ALL_OPT = typer.Option(False, "--all", help="Every shipped recipe x its default arch sets")
+ALL_OPT = typer.Option(
+    False, "--all", help="Every recipe `rocmstack recipes` lists (--recipes-dir too) x its default arch sets"
+)
 JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 
 _STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "ignored": "magenta"}
@@ -41,27 +40,34 @@ def _one_or_all(recipe: str | None, every: bool, command: str) -> None:
 
 
 def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: list[str]) -> list[Resolved]:
-    """[(resolved)] for one recipe (one arch set) or all shipped recipes (their default arch sets)."""
+    """[(resolved)] for one recipe (one arch set) or every recipe on the search path (what ``recipes``
+    lists: --recipes-dir, $ROCMSTACK_RECIPES_PATH and the shipped ones) x its default arch sets."""
     from rocmstack.errors import InputError
     from rocmstack.lock.file import arch_key, default_arch_sets
-    from rocmstack.recipe.load import load_recipe, recipe_files
+    from rocmstack.recipe.load import load_recipe, recipes_on_path
     from rocmstack.recipe.resolve import resolve
 
     _one_or_all(recipe, every, "check")
     if every and (gpu_arch or overrides):
         raise InputError(
-            "--all checks the shipped recipes as written", fix="drop --gpu-arch/--set, or name one recipe"
+            "--all checks every listed recipe as written", fix="drop --gpu-arch/--set, or name one recipe"
         )
     out = []
-    for name in sorted(recipe_files()) if every else [str(recipe)]:
+    # By path: the very file `recipes` lists under that name, never another one a name would find.
+    for name in [str(p) for p in recipes_on_path().values()] if every else [str(recipe)]:
         model, path = load_recipe(name, overrides)
         sets = [gpu_arch] if gpu_arch or not every else [arch_key(s) for s in default_arch_sets(model)]
         out += [resolve(model, path, s, tuple(overrides)) for s in sets]
     return out
 
 
+def _in_installed_package(path: Path) -> bool:
+    resolved = path.resolve()
+    return "_data" in resolved.parts and "site-packages" in str(resolved)
+
+
 def check_all_shipped() -> list[tuple[str, str, list]]:
-    """Every shipped recipe x its default arch sets, evaluated (the benchmarked path of ``check --all``)."""
+    """Every listed recipe x its default arch sets, evaluated (the benchmarked path of ``check --all``)."""
     from rocmstack.patches import load_patches
     from rocmstack.rules.engine import evaluate_rules, load_rules
 
@@ -205,13 +211,13 @@ def register(app: typer.Typer) -> None:
         written unless every entry resolved."""
         from rich.markup import escape
 
-        from rocmstack.errors import InputError
-        from rocmstack.lock.file import arch_key, default_arch_sets, lock_path, read_lock, write_lock
+        from rocmstack.errors import InputError, NetworkError
+        from rocmstack.lock.file import arch_key, default_arch_sets, lock_path, write_lock
         from rocmstack.output import print_json, print_table, stderr, table, warn
-        from rocmstack.recipe.load import load_recipe, recipe_files
+        from rocmstack.recipe.load import load_recipe, recipes_on_path
         from rocmstack.recipe.resolve import resolve
         from rocmstack.resolver.closure import closure
-        from rocmstack.rules.gate import lock_resolved
+        from rocmstack.rules.gate import lock_resolved, previous_entry, recipe_arg
 
         _one_or_all(recipe, every, "lock")
         if names and not refresh:
@@ -219,44 +225,61 @@ def register(app: typer.Typer) -> None:
                 f"names given without --refresh: {', '.join(names)}",
                 fix="add --refresh to move just those, or drop the names",
             )
+        skipped: list[str] = []
         if every:
-            # The folders --recipes-dir (or $ROCMSTACK_RECIPES_PATH) names, else ./recipes: never the
-            # installed package's own recipes, whose locks are not the user's to rewrite.
-            folders = [Path(p) for p in os.environ.get(RECIPES_PATH_ENV, "").split(os.pathsep) if p]
-            folders = folders or [Path("recipes")]
-            for folder in folders:
-                if not folder.is_dir():
-                    raise InputError(
-                        f"--all: no recipes folder {quoted(str(folder))} here",
-                        fix="run it in a checkout that has recipes/, or pass --recipes-dir DIR",
-                    )
-            targets = [str(p) for folder in folders for p in recipe_files(folder.resolve()).values()]
+            # What `rocmstack recipes` lists; the installed package's own recipes (their locks ship with
+            # it, not the user's to rewrite) only with --out-dir.
+            targets = []
+            for listed in recipes_on_path().values():
+                if not out_dir and _in_installed_package(listed):
+                    skipped.append(listed.stem)
+                else:
+                    targets.append(str(listed))
         else:
             targets = [str(recipe)]
+        if skipped:
+            warn(
+                f"--all: not locked: {', '.join(skipped)}: recipes of the installed rocmstack package (their "
+                "locks ship with it); pass --out-dir DIR to lock them there"
+            )
         rows, writes = [], []
         for name in targets:
             model, path = load_recipe(name)
             dest = (out_dir / lock_path(path).name) if out_dir else lock_path(path)
-            if not out_dir and "_data" in path.resolve().parts and "site-packages" in str(path.resolve()):
+            if not out_dir and _in_installed_package(path):
                 raise InputError(
                     f"{model.name} is a recipe of the installed rocmstack package; its lock is not yours to rewrite",
                     fix="pass --out-dir DIR, or copy the recipe into your repository and lock that file",
                 )
-            previous_doc = read_lock(dest)
             sets = [gpu_arch] if gpu_arch else [arch_key(s) for s in default_arch_sets(model)]
             entries = {}
             for arch in sets:
                 resolved = resolve(model, path, arch)
-                previous = ((previous_doc or {}).get("entries") or {}).get(resolved.arch_list)
+                # A child without a lock of its own starts from its parent's: it moves only what it changes.
+                previous, started = previous_entry(resolved, dest)
                 found = None
                 if not pins_only:
+                    if started and not refresh:
+                        stderr().print(escape(f"{model.name} [{resolved.arch_list}]: {started}"), style="dim")
                     stderr().print(escape(f"resolving {model.name} [{resolved.arch_list}] ..."), style="dim")
-                    found = closure(
-                        resolved,
-                        previous=previous,
-                        refresh=(tuple(names) if names else True) if refresh else (),
-                        allow_unreachable=allow_unreachable_git,
-                    ).to_json()
+                    try:
+                        found = closure(
+                            resolved,
+                            previous=previous,
+                            refresh=(tuple(names) if names else True) if refresh else (),
+                            allow_unreachable=allow_unreachable_git,
+                        ).to_json()
+                    except NetworkError as exc:
+                        if not exc.message.startswith("git remote "):
+                            raise
+                        # The way on without that remote, as a command that runs as printed.
+                        arch = f" --gpu-arch {shlex.quote(gpu_arch)}" if gpu_arch else ""
+                        again = f"rocmstack lock {recipe_arg(resolved)}{arch} --allow-unreachable-git"
+                        raise NetworkError(
+                            f"{model.name}: {exc.message}",
+                            fix=f"check the network and retry, or run `{again}` to leave it unlocked "
+                            "(listed in the lock, built from its ref)",
+                        ) from None
                     for note in found.get("unresolved", ()):
                         warn(f"{model.name}: not locked: {note}")
                 entry = lock_resolved(resolved, ignore=ignore, closure=found, patches_dir=patches_dir)

@@ -72,6 +72,8 @@ def make_entry(
     for key in ("unresolved", "requirements_unlocked"):
         if closure is not None and closure.get(key):
             entry[key] = list(closure[key])
+    if closure is not None and closure.get("requirements_from"):
+        entry["requirements_from"] = dict(closure["requirements_from"])
     entry["base_digest"] = recipe.base.digest
     entry["pins"] = resolved.pins()
     entry["ignored_rules"] = sorted(ignored)
@@ -98,20 +100,63 @@ def lock_resolved(
 
 
 def recipe_arg(resolved: Resolved) -> str:
-    """How a suggested command names this recipe: its name where the name finds this very file, else the
-    path (a recipe given as a path is often on no search path, and ``rocmstack lock NAME`` would fail)."""
+    """How a suggested command names this recipe so that it runs as printed, from the current folder: its
+    name where the shipped search path finds this very file; its name and ``--recipes-dir DIR`` where only
+    a folder of the search path (``--recipes-dir``, $ROCMSTACK_RECIPES_PATH) does; else its path (a recipe
+    given as a path is often on no search path, and ``rocmstack lock NAME`` would fail). rocmstack takes
+    ``--recipes-dir`` after the command too, so the result goes where a recipe argument goes."""
+    return recipe_arg_for(resolved.recipe.name, resolved.source)
+
+
+def _shown_path(path: Path) -> str:
+    import shlex
+
+    try:
+        shown = str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        shown = str(path.resolve())
+    return shlex.quote(shown)
+
+
+def recipe_arg_for(name: str, source: Path) -> str:
     import shlex
 
     from rocmstack.errors import RecipeError
-    from rocmstack.recipe.load import find_recipe
+    from rocmstack.recipe.load import find_recipe, recipes_on_path
+    from rocmstack.resources import recipes_dir
 
-    name = resolved.recipe.name
+    target = source.resolve()
+    if target.parent == recipes_dir().resolve() and recipes_on_path().get(name, source).resolve() == target:
+        return name  # a shipped recipe that no folder of the search path shadows
     try:
-        if find_recipe(name).resolve() == resolved.source.resolve():
-            return name
+        found = find_recipe(name).resolve() == target
     except RecipeError:
-        pass
-    return shlex.quote(str(resolved.source))
+        found = False
+    if found:
+        return f"{name} --recipes-dir {_shown_path(target.parent)}"
+    return shlex.quote(str(source))  # as it was given: from where it was given
+
+
+def previous_entry(resolved: Resolved, lock: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The entry a new lock of this arch set starts from: the recipe's own (``lock``), else, for a child
+    without one, its parent's (the same arch set, else the parent's widest), so that a child moves only
+    what it changes. Returns (entry, a note naming the parent's lock when that is where it came from)."""
+    from rocmstack.lock.file import read_lock
+    from rocmstack.recipe.load import parent_file
+
+    key = arch_key(resolved.gpu_archs)
+    own = entry_of(lock, key)
+    if own is not None:
+        return own, None
+    parent = parent_file(resolved.source)
+    while parent is not None:
+        entries = (read_lock(lock_path(parent)) or {}).get("entries") or {}
+        full = {k: e for k, e in entries.items() if closure_of(e) is not None}
+        if full:
+            picked = key if key in full else max(full, key=lambda k: (k.count(";"), k))
+            return dict(full[picked]), f"started from {lock_path(parent).name} [{picked}]"
+        parent = parent_file(parent)  # a parent without a lock: its own parent's
+    return None, None
 
 
 def verify(
@@ -127,7 +172,7 @@ def verify(
     name = resolved.recipe.name
     arg = recipe_arg(resolved)
     if relock:
-        previous = entry_of(path, key)
+        previous, _ = previous_entry(resolved, path)
         closure = None
         if closure_of(previous) is not None:
             from rocmstack.resolver.closure import closure as resolve_closure

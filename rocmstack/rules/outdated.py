@@ -91,7 +91,7 @@ def latest_tag(url: str) -> str | None:
     return best[1] if best else None
 
 
-def _git_row(name: str, url: str, ref: str, locked: str | None) -> Row:
+def _git_row(name: str, url: str, ref: str, locked: str | None, arg: str) -> Row:
     """A version tag: the newest tag. A branch: its head now against the locked commit. A commit: newest tag."""
     from rocmstack.resolver import git
 
@@ -103,7 +103,11 @@ def _git_row(name: str, url: str, ref: str, locked: str | None) -> Row:
             return dataclasses.replace(row, verdict="remote out of reach or no version tags")
         current = latest == ref if is_tag else None
         status = "current" if current else ("outdated" if is_tag else "pinned")
-        said = "" if current else f"newest tag {latest}: try it with --set {name}.ref={latest} and check"
+        said = (
+            ""
+            if current
+            else f"newest tag {latest}: try it: `rocmstack check {arg} --set {name}.ref={latest}`"
+        )
         return dataclasses.replace(row, latest=latest, status=status, verdict=said)
     try:
         head = git.ls_remote(url, ref)
@@ -112,7 +116,7 @@ def _git_row(name: str, url: str, ref: str, locked: str | None) -> Row:
     if head == locked:
         return dataclasses.replace(row, latest=head, status="current")
     return dataclasses.replace(
-        row, latest=head, status="outdated", verdict=f"branch moved: `rocmstack lock --refresh {name}`"
+        row, latest=head, status="outdated", verdict=f"branch moved: `rocmstack lock {arg} --refresh {name}`"
     )
 
 
@@ -147,6 +151,9 @@ def verdict(bumped: Resolved, entry: Mapping[str, Any] | None, *, resolve: bool 
 def outdated(
     resolved: Resolved, entry: Mapping[str, Any] | None = None, *, resolve: bool = True
 ) -> list[Row]:
+    from rocmstack.rules.gate import recipe_arg
+
+    arg = recipe_arg(resolved)  # every command a row suggests runs as printed
     locked = {p["name"]: p["version"] for p in (entry or {}).get("packages") or ()}
     commits = {n: g.get("commit") for n, g in ((entry or {}).get("git") or {}).items()}
     rows = []
@@ -165,7 +172,7 @@ def outdated(
             )
             continue
         if comp.source == "git":
-            rows.append(_git_row(name, comp.url or "", comp.ref or "", commits.get(name)))
+            rows.append(_git_row(name, comp.url or "", comp.ref or "", commits.get(name), arg))
             continue
         pinned = comp.version or ""
         latest = latest_release(package)
@@ -181,7 +188,9 @@ def outdated(
             )
         elif Version(latest) in SpecifierSet(pinned):
             status = "current" if have == latest else "in-range"
-            said = "" if status == "current" else f"the range allows it: `rocmstack lock --refresh {name}`"
+            said = (
+                "" if status == "current" else f"the range allows it: `rocmstack lock {arg} --refresh {name}`"
+            )
         else:
             status = "outdated"
             said = verdict(_bumped(resolved, name, f"=={latest}"), entry, resolve=resolve)

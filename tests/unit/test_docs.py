@@ -175,3 +175,88 @@ def test_relative_links_point_at_files_that_exist():
             if "://" in target or Path(target).name in _PAGES_TO_COME:
                 continue
             assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to missing {target}"
+
+
+# Every command a message prints for a recipe (`run \`rocmstack lock ...\``), quoted in backticks.
+_HINT = re.compile(r"`(rocmstack [^`]+)`")
+_UNREACHABLE_GIT = "https://git.invalid/lab/helper.git"  # .invalid never resolves (RFC 2606)
+
+
+def _hints(text: str) -> list[str]:
+    return list(dict.fromkeys(_HINT.findall(text)))
+
+
+def _lab(folder: Path) -> Path:
+    """A parent on PyPI wheels only and a child that adds an env var and a git component out of reach."""
+    folder.mkdir()
+    fixture = ROOT / "tests" / "fixtures" / "recipes" / "tiny-pip.yaml"
+    text = fixture.read_text().replace("name: tiny-pip", "name: lab-base")
+    (folder / "lab-base.yaml").write_text(text.replace("patches:\n  - tomli-marker\n", "patches: []\n"))
+    child = folder / "lab-child.yaml"
+    child.write_text(
+        "name: lab-child\nextends: lab-base\ndescription: the lab's variant\n"
+        "components:\n  helper:\n    source: git\n    layer: app\n"
+        f"    url: {_UNREACHABLE_GIT}\n    ref: main\n    no_deps: true\n"
+        "env:\n  LAB_DEBUG: '1'\n"
+        "publish:\n  repository: localhost/lab/child\n  tag: child-{arch}\n  aliases: []\n"
+    )
+    return child
+
+
+def _follow(cli, hint: str, cwd: Path, env: dict) -> None:
+    """Run a printed command exactly as printed; where it stops for the network, run the command it
+    prints for the way on, which must then succeed."""
+    res = cli(*shlex.split(hint)[1:], cwd=cwd, env=env)
+    if res.code == 4:
+        (again,) = [h for h in _hints(res.err) if "--allow-unreachable-git" in h]
+        res = cli(*shlex.split(again)[1:], cwd=cwd, env=env)
+    assert res.code == 0, f"`{hint}`: {res.err}"
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("how", ["path", "recipes-dir"])
+def test_every_hint_printed_for_a_recipe_runs_as_printed(cli, tmp_path, how):
+    """A recipe given by path, and one found through --recipes-dir, from another folder: each command that
+    check, lock, render and outdated print for it runs as printed."""
+    child = _lab(tmp_path / "lab")
+    cwd = tmp_path / "ci"
+    cwd.mkdir()
+    env = {"ROCMSTACK_CACHE": str(tmp_path / "cache"), "GIT_TERMINAL_PROMPT": "0"}
+    given = [os.path.relpath(child, cwd)] if how == "path" else ["lab-child", "--recipes-dir", "../lab"]
+    seen: list[str] = []
+
+    def hints_of(*args: str, code: int | None = None) -> list[str]:
+        res = cli(*args, cwd=cwd, env=env)
+        if code is not None:
+            assert res.code == code, res.err
+        found = _hints(res.out + res.err)
+        seen.extend(found)
+        return found
+
+    # No lock yet: check says how to write one; lock itself stops at the git remote and says how to go on.
+    (relock,) = hints_of("check", *given, "--offline", "--json", code=0)
+    assert relock.startswith("rocmstack lock ") and ("--recipes-dir" in relock) == (how == "recipes-dir")
+    res = cli(*shlex.split(relock)[1:], cwd=cwd, env=env)
+    assert res.code == 4 and "git.invalid" in res.err and res.err.count("rocmstack: error:") == 1
+    (allow,) = _hints(res.err)
+    seen.append(allow)
+    assert "--allow-unreachable-git" in allow
+    _follow(cli, allow, cwd, env)
+    # The recipe moves: render refuses the drift and names the relock.
+    child.write_text(child.read_text().replace("LAB_DEBUG: '1'", "LAB_DEBUG: '2'"))
+    (drifted,) = hints_of("render", *given, "-o", str(tmp_path / "out"), code=2)
+    _follow(cli, drifted, cwd, env)
+    # The lock's render hash is not this rocmstack's: the note says what refreshes it.
+    lock = child.with_name("lab-child.lock.json")
+    lock.write_text(
+        re.sub(r'"render_hash": "[0-9a-f]{64}"', '"render_hash": "' + "0" * 64 + '"', lock.read_text())
+    )
+    notes = hints_of("render", *given, "-o", str(tmp_path / "out2"), code=0)
+    assert notes and all(n.startswith("rocmstack lock ") for n in notes)
+    for hint in notes:
+        _follow(cli, hint, cwd, env)
+    # outdated: every row's command (a range the index allows, a moved branch) names the recipe too.
+    for hint in hints_of("outdated", *given, "--no-resolve"):
+        assert hint.startswith(("rocmstack lock ", "rocmstack check "))
+        _follow(cli, hint, cwd, env)
+    assert all(("--recipes-dir" in h) == (how == "recipes-dir") for h in seen), seen

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -542,3 +543,20 @@ def test_committed_schema_is_current():
     assert committed == json.loads(json.dumps(json_schema())), (
         "run: rocmstack schema -o recipes/recipe.schema.json"
     )
+
+
+@pytest.mark.parametrize(
+    ("component", "message"),
+    [
+        ("ray", "requirements_from stands in for the requirements of a git or base component, not a pypi"),
+        ("vllm", "give requirements (a file of the repository) or requirements_from (a published release)"),
+    ],
+)
+def test_requirements_from_is_for_git_and_base_components_only(component, message):
+    with pytest.raises(RecipeError, match=re.escape(message)):
+        load_recipe("verl-0.9.0-rocm10", [f"{component}.requirements_from=verl==0.9.0"])
+
+
+def test_requirements_from_names_one_exact_release():
+    with pytest.raises(RecipeError, match=r"published release, name==version"):
+        load_recipe("verl-0.9.0-rocm10", ["verl.requirements_from=verl>=0.9"])

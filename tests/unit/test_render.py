@@ -414,7 +414,7 @@ def test_rocmstacks_own_layer_comes_from_the_lock_or_is_refused():
     old = {k: v for k, v in closure.items() if k != "rocmstack_requirements"}
     with pytest.raises(InputError, match=r"the lock does not cover rocmstack's own layer") as err:
         render(replace(resolved, locked=old), revision=FIXED_REVISION)
-    assert "run `rocmstack lock`" in err.value.one_line()
+    assert "run `rocmstack lock verl-0.9.0-rocm10`" in err.value.one_line()
     covered = {
         **closure,
         "packages": [{**p, "layer": "ray"} for p in closure["packages"]],

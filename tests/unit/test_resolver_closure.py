@@ -171,14 +171,16 @@ def test_ctrl_c_during_lock_all_leaves_every_previous_lock(tmp_path, monkeypatch
     """Nothing is written until every recipe resolved: an interrupt in the second keeps the first as it was."""
     folder = tmp_path / "recipes"
     folder.mkdir()
+    out = tmp_path / "locks"  # --all covers the shipped recipes too: their locks go here, not into recipes/
     for name in ("tiny-a", "tiny-b"):
         _recipe(folder, name)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     with pytest.raises(SystemExit) as done:
-        cli_module.main(["lock", "--all", "--recipes-dir", str(folder), "--pins-only"])
+        cli_module.main(["lock", "--all", "--recipes-dir", str(folder), "--pins-only", "--out-dir", str(out)])
     assert done.value.code == 0
-    before = [(folder / f"{n}.lock.json").read_text() for n in ("tiny-a", "tiny-b")]
+    before = sorted((p.name, p.read_text()) for p in out.iterdir())
+    assert len(before) > 2
     calls = []
 
     def fake_closure(resolved, **kwargs):
@@ -189,14 +191,12 @@ def test_ctrl_c_during_lock_all_leaves_every_previous_lock(tmp_path, monkeypatch
 
     monkeypatch.setattr(closure_module, "closure", fake_closure)
     with pytest.raises(SystemExit) as exc:
-        cli_module.main(["lock", "--all", "--recipes-dir", str(folder)])
+        cli_module.main(["lock", "--all", "--recipes-dir", str(folder), "--out-dir", str(out)])
     assert exc.value.code == 130 and calls == ["tiny-a", "tiny-b"]
-    assert [(folder / f"{n}.lock.json").read_text() for n in ("tiny-a", "tiny-b")] == before
+    assert sorted((p.name, p.read_text()) for p in out.iterdir()) == before
 
 
-def test_lock_all_needs_a_recipes_folder_and_never_writes_into_the_package(cli, tmp_path):
-    res = cli("lock", "--all", "--pins-only", cwd=tmp_path)
-    assert res.code == 2 and "--all: no recipes folder 'recipes' here" in res.err
+def test_lock_of_a_recipe_elsewhere_writes_where_out_dir_says(cli, tmp_path):
     shutil.copy(FIXTURE, tmp_path / "tiny-pip.yaml")
     res = cli(
         "lock",
@@ -273,3 +273,95 @@ def test_a_relock_hint_names_a_recipe_off_the_search_path_by_its_path(cli, tmp_p
     res = cli("check", str(recipe), "--offline", "--json", cwd=tmp_path)
     row = next(r for r in json.loads(res.out)[0]["results"] if r["id"] == "resolver")
     assert row["status"] == "warn" and f"rocmstack lock {recipe} --gpu-arch" in row["fix"], row
+
+
+@pytest.mark.network
+def test_a_child_starts_from_its_parents_lock_and_moves_only_on_refresh(cli, tmp_path, env):
+    """A child that only adds an env var keeps every version and commit its parent locked (here a range the
+    index now answers higher, and a branch that moved); `lock --refresh` moves them on purpose."""
+    repo = Path(env["_repo"])
+    commit(repo, {"requirements.txt": "packaging>=24\n"}, "a range")
+    first = _git(repo, "rev-parse", "HEAD")
+    parent = _recipe(tmp_path, "tiny")
+    assert cli("lock", str(parent), env=env).code == 0
+    with _edited_entry(tmp_path / "tiny.lock.json") as entry:
+        for p in entry["packages"]:
+            if p["name"] == "packaging":
+                p["version"] = "24.1"  # locked before the newest release came out
+    second = commit(repo, {"requirements.txt": "packaging>=24\n", "x": "2"}, "upstream moves")
+    child = tmp_path / "tiny-debug.yaml"
+    child.write_text(
+        "name: tiny-debug\nextends: tiny\ndescription: tiny with debug logging\n"
+        "env:\n  TINY_DEBUG: '1'\n"
+        "publish:\n  repository: localhost/rocmstack-test/tiny-debug\n  tag: t-{arch}\n  aliases: []\n"
+    )
+    res = cli("lock", str(child), env=env)
+    assert res.code == 0, res.err
+    assert "started from tiny.lock.json [gfx942]" in res.err
+    entry = _entry(tmp_path / "tiny-debug.lock.json")
+    versions = {p["name"]: p["version"] for p in entry["packages"]}
+    assert entry["git"]["helper"]["commit"] == first and versions["packaging"] == "24.1"
+    parent_versions = {p["name"]: p["version"] for p in _entry(tmp_path / "tiny.lock.json")["packages"]}
+    assert versions == parent_versions
+    res = cli("lock", str(child), "--refresh", env=env)
+    assert res.code == 0, res.err
+    entry = _entry(tmp_path / "tiny-debug.lock.json")
+    assert entry["git"]["helper"]["commit"] == second
+    assert {p["name"]: p["version"] for p in entry["packages"]}["packaging"] != "24.1"
+
+
+@pytest.mark.network
+def test_a_published_release_stands_in_for_git_requirements_and_is_recorded(cli, tmp_path, env):
+    """A git component whose requirements cannot be read names a published release: uv reads that release's
+    real metadata from the index, its requirements are locked (the release itself never is), and the lock
+    says where they came from."""
+    recipe = _recipe(tmp_path)
+    text = recipe.read_text().replace(
+        "    requirements: requirements.txt\n", "    requirements_from: build==1.2.1\n"
+    )
+    recipe.write_text(text)
+    res = cli("lock", str(recipe), env=env)
+    assert res.code == 0, res.err
+    entry = _entry(tmp_path / "tiny.lock.json")
+    assert entry["requirements_from"] == {"helper": "build==1.2.1"}
+    packages = {p["name"]: p for p in entry["packages"]}
+    # build 1.2.1 declares packaging>=19.1 and pyproject_hooks on PyPI; build itself is not installed.
+    assert packages["pyproject-hooks"]["layer"] == "app" and "build" not in packages
+    assert packages["packaging"]["layer"] == "app"
+    ok = cli("check", str(recipe), "--json", env=env)
+    resolver = next(r for r in json.loads(ok.out)[0]["results"] if r["id"] == "resolver")
+    assert ok.code == 0 and resolver["status"] == "pass", ok.out
+
+
+@pytest.mark.network
+def test_check_resolves_verl_with_its_published_requirements(cli):
+    """verl 0.9.x comes from git; the shipped recipe names the verl 0.9.0 release, whose metadata declares
+    ray[default]>=2.41.0: a Ray below that fails check with the conflict."""
+    res = cli("check", "verl-0.9.0-rocm10", "--set", "ray.version=2.40.0", "-q")
+    assert res.code == 1, res.err
+    first = res.err.splitlines()[0]
+    assert "rule resolver failed: unsatisfiable: verl==0.9.0 depends on ray[default]>=2.41.0" in first
+    lock = json.loads((ROOT / "recipes" / "verl-0.9.0-rocm10.lock.json").read_text())
+    for entry in lock["entries"].values():
+        assert entry["requirements_from"] == {"verl": "verl==0.9.0"}
+        layers = {p["name"]: p["layer"] for p in entry["packages"]}
+        assert "verl" not in layers  # installed from git, --no-deps
+        # verl's own requirements install with verl's layer (ray[default] and numpy come earlier anyway).
+        assert {layers[n] for n in ("tensordict", "codetiming", "hydra-core")} == {"verl"}
+
+
+@pytest.mark.network
+def test_a_base_component_is_checked_against_its_published_requirements(cli):
+    """verl 0.7.1 comes with the base image; the recipe names the verl 0.7.1 release, whose wheel's metadata
+    (read from the index) requires ray[default]>=2.41.0: a Ray declared below it fails check."""
+    res = cli("check", "verl-0.7.1-rocm7.0.2", "--set", "ray.version=2.40.0", "-q")
+    assert res.code == 1, res.err
+    assert (
+        "rule resolver failed: unsatisfiable: verl==0.7.1 depends on ray[default]>=2.41.0; "
+        "the recipe declares ray 2.40.0" in res.err.splitlines()[0]
+    )
+    assert cli("check", "verl-0.7.1-rocm7.0.2", "-q").code == 0
+    lock = json.loads((ROOT / "recipes" / "verl-0.7.1-rocm7.0.2.lock.json").read_text())
+    assert {json.dumps(e.get("requirements_from")) for e in lock["entries"].values()} == {
+        json.dumps({"verl": "verl==0.7.1"})
+    }

@@ -106,7 +106,9 @@ def test_lock_hints_name_a_recipe_the_way_that_finds_it(recipe_copy, monkeypatch
     assert recipe_arg(_resolved(find_recipe(NAME))) == NAME
     assert recipe_arg(_resolved(recipe_copy)) == str(recipe_copy)
     monkeypatch.setenv("ROCMSTACK_RECIPES_PATH", str(recipe_copy.parent))
-    assert recipe_arg(_resolved(recipe_copy)) == NAME
+    # Found by name only through the search path (it shadows the shipped one): the hint carries the folder,
+    # so that it runs as printed without --recipes-dir or the variable.
+    assert recipe_arg(_resolved(recipe_copy)) == f"{NAME} --recipes-dir {recipe_copy.parent}"
     odd = recipe_copy.parent / "with space"
     odd.mkdir()
     moved = odd / recipe_copy.name

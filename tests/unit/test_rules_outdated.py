@@ -39,12 +39,12 @@ def test_a_moved_branch_and_a_newer_tag_are_reported(tmp_path, monkeypatch, env)
     head = commit(repo, {"x": "2"}, "two")
     _git(repo, "tag", "v1.10")
     _git(repo, "tag", "not-a-version")
-    assert O._git_row("helper", UPSTREAM, "main", locked).status == "outdated"
-    row = O._git_row("helper", UPSTREAM, "main", locked)
-    assert row.latest == head and "lock --refresh helper" in row.verdict
-    tag = O._git_row("helper", UPSTREAM, "v1.0", locked)
+    assert O._git_row("helper", UPSTREAM, "main", locked, "tiny").status == "outdated"
+    row = O._git_row("helper", UPSTREAM, "main", locked, "tiny")
+    assert row.latest == head and "`rocmstack lock tiny --refresh helper`" in row.verdict
+    tag = O._git_row("helper", UPSTREAM, "v1.0", locked, "tiny")
     assert (tag.status, tag.latest) == ("outdated", "v1.10")
-    assert O._git_row("helper", UPSTREAM, "v1.10", head).status == "current"
+    assert O._git_row("helper", UPSTREAM, "v1.10", head, "tiny").status == "current"
 
 
 def test_unreachable_index_is_exit_4(tmp_path, monkeypatch):
