@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rocmstack.doctor.checks import (
     amdsmi,
+    caches,
     cluster,
     envlint,
     fabric,
@@ -29,6 +30,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *packages.CHECKS,
     *runtime.CHECKS,
     *image.CHECKS,
+    *caches.CHECKS,
     *fabric.CHECKS,
     *cluster.CHECKS,
 )
