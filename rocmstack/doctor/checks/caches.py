@@ -243,8 +243,8 @@ def cached_archs(folder: Folder) -> dict[str, int]:
                 counts[arch] = counts.get(arch, 0) + 1
     else:
         for meta in folder.path.glob(spec["metadata"]):
-            if not meta.name.startswith("__grp__") and (arch := triton_kernel_arch(meta)):
-                counts[arch] = counts.get(arch, 0) + 1
+            if not meta.name.startswith("__grp__") and (target := triton_kernel_arch(meta)):
+                counts[target] = counts.get(target, 0) + 1
     return counts
 
 
