@@ -96,6 +96,11 @@ class DoctorOptions:
     dev_root: Path = Path("/dev")
     proc_root: Path = Path("/proc")
     image_root: Path | None = None  # default: $ROCMSTACK_ROOT or /opt/rocmstack
+    # checkpoint preflight (--model): the folder, the archs to judge it for (default: this node's GPUs)
+    # and the engine's KV-cache dtype setting
+    model_dir: Path | None = None
+    gpu_archs: tuple[str, ...] = ()
+    kv_cache_dtype: str | None = None
     # --level 2/3 (active probes through Ray)
     level: int = 1
     ray_address: str | None = None  # level 2: None starts a private local Ray instance

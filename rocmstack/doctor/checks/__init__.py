@@ -5,6 +5,7 @@ from __future__ import annotations
 from rocmstack.doctor.checks import (
     amdsmi,
     caches,
+    checkpoint,
     cluster,
     envlint,
     fabric,
@@ -31,6 +32,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *runtime.CHECKS,
     *image.CHECKS,
     *caches.CHECKS,
+    *checkpoint.CHECKS,
     *fabric.CHECKS,
     *cluster.CHECKS,
 )
