@@ -194,6 +194,12 @@ def register(app: typer.Typer) -> None:
         kv_cache_dtype: str | None = typer.Option(
             None, "--kv-cache-dtype", metavar="DTYPE", help="--model: the engine's KV-cache dtype setting."
         ),
+        models: list[str] = typer.Option(
+            [],
+            "--models",
+            metavar="NAME",
+            help="Judge tuned-config coverage for these models (default: the recipe's).",
+        ),
         sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
         dev_root: Path = typer.Option(Path("/dev"), "--dev-root", hidden=True),
         proc_root: Path = typer.Option(Path("/proc"), "--proc-root", hidden=True),
@@ -260,6 +266,10 @@ def register(app: typer.Typer) -> None:
                 f"--culprit-budget {culprit_budget} must be positive", fix="e.g. --culprit-budget 120"
             )
         archs = checkpoint_inputs(model, gpu_arch, kv_cache_dtype)
+        from rocmstack.doctor.checks.tuned import check_model_names
+
+        model_names = split_ids(models)
+        check_model_names(model_names, "--models")
         if junit is not None:
             from rocmstack.output import check_output_file
 
@@ -280,6 +290,7 @@ def register(app: typer.Typer) -> None:
             model_dir=model,
             gpu_archs=archs,
             kv_cache_dtype=kv_cache_dtype,
+            models=model_names,
             fast=fast,
             deep=deep,
             expect_gpus=expect_gpus,

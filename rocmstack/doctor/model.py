@@ -101,6 +101,7 @@ class DoctorOptions:
     model_dir: Path | None = None
     gpu_archs: tuple[str, ...] = ()
     kv_cache_dtype: str | None = None
+    models: tuple[str, ...] = ()  # tuned-config coverage: model names (default: the image recipe's models:)
     # --level 2/3 (active probes through Ray)
     level: int = 1
     ray_address: str | None = None  # level 2: None starts a private local Ray instance

@@ -143,6 +143,7 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
             "model": str(opts.model_dir) if opts.model_dir is not None else None,
             "gpu_archs": list(opts.gpu_archs),
             "kv_cache_dtype": opts.kv_cache_dtype,
+            "models": list(opts.models),
         },
         "platform": platform,
         "sources": sources,

@@ -16,6 +16,7 @@ from rocmstack.doctor.checks import (
     packages,
     runtime,
     system,
+    tuned,
     visibility,
 )
 from rocmstack.doctor.model import Check
@@ -33,6 +34,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *image.CHECKS,
     *caches.CHECKS,
     *checkpoint.CHECKS,
+    *tuned.CHECKS,
     *fabric.CHECKS,
     *cluster.CHECKS,
 )
