@@ -30,7 +30,13 @@ def drift(entry: Mapping[str, Any], resolved: Resolved) -> list[str]:
     """Dotted recipe fields whose value differs between the lock entry and the recipe now."""
     locked = flatten(entry.get("recipe_fields", {}))
     now = flatten(recipe_fields(resolved))
-    return sorted(k for k in set(locked) | set(now) if locked.get(k, "<absent>") != now.get(k, "<absent>"))
+    # A field newer than the lock, left empty (models: [], prebuild_aiter: []), is what the locked recipe meant.
+    new_and_empty = {k for k in set(now) - set(locked) if now[k] in ([], {}, None)}
+    return sorted(
+        k
+        for k in (set(locked) | set(now)) - new_and_empty
+        if locked.get(k, "<absent>") != now.get(k, "<absent>")
+    )
 
 
 def self_layer_drift(entry: Mapping[str, Any], now: Iterable[str]) -> str | None:

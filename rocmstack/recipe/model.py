@@ -46,6 +46,7 @@ _URL = re.compile(r"^https://[^\s\"'\\`$<>]{4,300}$")
 _TEXT = re.compile(r"^[^\n\r\"\\`$]{0,400}$")
 _SHORT_VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,3}$")
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_AITER_MODULE = re.compile(r"^module_[a-z0-9_]{1,80}$")
 
 
 def _matching(pattern: re.Pattern[str], what: str) -> AfterValidator:
@@ -430,6 +431,13 @@ class Recipe(_Strict):
     ] = ()
     framework_smoke: FrameworkSmoke | None = Field(
         default=None, description="the image's RL framework's own short loop, run by `smoke framework`"
+    )
+    prebuild_aiter: tuple[Annotated[str, _matching(_AITER_MODULE, "AITER module name (module_...)")], ...] = (
+        Field(
+            default=(),
+            description="AITER JIT modules built into the image for its archs (a build step; `validate` times "
+            "their first call); names as in aiter's aiter/jit/optCompilerConfig.json",
+        )
     )
     models: tuple[Annotated[str, _matching(_MODEL, "model name")], ...] = Field(
         default=(),
