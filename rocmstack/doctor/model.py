@@ -120,6 +120,7 @@ class DoctorOptions:
     hbm_bytes: int = 1 << 30
     gemm_n: int = 8192
     active_timeout: float = 300.0
+    allreduce_repeats: int = 20  # custom all-reduce numerics: repeats of every size
     culprit_budget: float = 120.0  # level 3: seconds the culprit search may take
 
     def environ(self) -> dict[str, str]:
