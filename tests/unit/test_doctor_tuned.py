@@ -109,6 +109,8 @@ def test_sglang_keys_configs_by_triton_version(sglang_package):
     )
     text = "\n".join((on_its_triton.summary, *on_its_triton.details))
     assert "sglang Qwen3-30B-A3B fp8_w8a8 TP2 on AMD_Instinct_MI300X" not in text
+    rocm_triton = snap_with(MI300X, MI300X_ID, triton="3.6.0+git1e0bbe72", sglang=sglang_package)
+    assert "fp8_w8a8 TP2" not in "\n".join(tuned_configs(rocm_triton, opts(**model)).details)
     newer = tuned_configs(snap_with(MI300X, MI300X_ID, triton="3.9.0", sglang=sglang_package), opts(**model))
     text = "\n".join((newer.summary, *newer.details))
     assert "fp8_w8a8 TP2 on AMD_Instinct_MI300X: tuned for triton_3_6_0, not Triton 3.9.0" in text
@@ -160,3 +162,29 @@ def test_models_default_to_the_image_recipe(tmp_path):
         "recipe a-lab-recipe is not on this image's recipe path"
     )
     assert recipe_models(DoctorOptions(models=("DeepSeek-V3",))) == (("DeepSeek-V3",), "--models")
+
+
+def test_the_cuda_wheels_config_set(tmp_path):
+    """The same check on a vLLM CUDA wheel's config folders (large: opt-in with ROCMSTACK_VLLM_WHEEL=PATH)."""
+    import os
+
+    wheel = os.environ.get("ROCMSTACK_VLLM_WHEEL")
+    if not wheel:
+        pytest.skip("opt-in: set ROCMSTACK_VLLM_WHEEL to a vllm-*.whl")
+    prefixes = (
+        "vllm/model_executor/layers/fused_moe/configs/",
+        "vllm/model_executor/layers/quantization/utils/configs/",
+    )
+    _extract(Path(wheel), prefixes, tmp_path)
+    models = {"models": ("Qwen3-30B-A3B", "DeepSeek-V3"), "tensor_parallel": 8}
+    mi300x = tuned_configs(
+        snap_with(MI300X, MI300X_ID, triton="3.5.1", vllm=tmp_path / "vllm"), opts(**models)
+    )
+    mi355x = tuned_configs(
+        snap_with(MI355X, MI355X_ID, triton="3.5.1", vllm=tmp_path / "vllm"), opts(**models)
+    )
+    # E=256,N=256 with fp8 block [128,128] is shipped for MI300X, not for MI355X
+    assert not any(d.startswith("vllm DeepSeek-V3") for d in mi300x.details)
+    assert any(
+        d.startswith("vllm DeepSeek-V3 fp8_w8a8 TP8 on AMD_Instinct_MI355X: default") for d in mi355x.details
+    )

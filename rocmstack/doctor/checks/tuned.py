@@ -154,7 +154,10 @@ def tuned_configs(snap: Snapshot, opts: DoctorOptions) -> Result:
         return skipped(
             "no Instinct GPU whose config name is known" + (f" (device ids {', '.join(ids)})" if ids else "")
         )
-    triton = snap.dists.get("triton") or snap.dists.get("pytorch-triton-rocm")
+    # SGLang keys by triton.__version__, which ROCm's pytorch-triton-rocm gives without its dist's local
+    # label (3.4.0 for the distribution 3.4.0+gitf9e5bf54)
+    dist_version = snap.dists.get("triton") or snap.dists.get("pytorch-triton-rocm")
+    triton = dist_version.split("+")[0] if dist_version else None
     models, why = recipe_models(opts)
     tps = (opts.tensor_parallel,) if opts.tensor_parallel else tuple(engines_data()["tensor_parallel"])
     lines = [f"Triton {triton or 'not installed'}; models from {why}: {', '.join(models) or 'none'}"]
