@@ -136,24 +136,34 @@ def fp8_format(snap: Snapshot, opts: DoctorOptions) -> Result:
         return passed(
             f"no FP8 tensors ({', '.join(f'{d}: {n}' for d, n in sorted(counts.items())) or 'none'})"
         )
-    problems = []
+    problems: list[str] = []
+    convertible: list[str] = []
     for arch in target_archs(snap, opts):
         native = data()["fp8"][arch]
         for dtype, n in sorted(fp8.items()):
             if dtype not in native:
                 info, want = data()["fp8_dtypes"][dtype], data()["fp8_dtypes"][native[0]]
-                problems.append(
+                line = (
                     f"{n} tensor(s) in {info['torch']} (max {info['max']}); {arch} computes in "
                     f"{want['torch']} (max {want['max']})"
                 )
+                (convertible if dtype in data()["fp8_convertible"][arch] else problems).append(line)
     held = ", ".join(f"{data()['fp8_dtypes'][d]['torch']}: {n}" for d, n in sorted(fp8.items()))
     if problems:
         return failed(
             problems[0],
             *problems,
+            *convertible,
             f"FP8 tensors: {held}",
-            fix="Use a checkpoint quantised for this arch's FP8 format, or an engine path that converts at "
-            "load (vLLM/SGLang's e4m3fn -> e4m3fnuz normalisation for the method in use) and check accuracy",
+            fix="Use a checkpoint quantised for this arch's FP8 format (e4m3fn for gfx950)",
+        )
+    if convertible:
+        return warned(
+            f"{convertible[0]}: the engine must convert them at load",
+            *convertible,
+            f"FP8 tensors: {held}",
+            fix="Keep to an engine path that converts them (vLLM's FP8 methods normalise e4m3fn to e4m3fnuz) "
+            "and check accuracy (GSM8K) once, or use a checkpoint quantised in e4m3fnuz",
         )
     return passed(f"FP8 tensors in this arch's format ({held})")
 
@@ -190,9 +200,15 @@ def quant_method(snap: Snapshot, opts: DoctorOptions) -> Result:
     missing = [a for a in target_archs(snap, opts) if a not in spec["archs"]]
     if missing:
         where = ", ".join(spec["archs"]) or "no Instinct GPU"
-        return failed(
+        verdict = failed if spec["elsewhere"] == "fail" else warned
+        return verdict(
             f"{spec['name']} checkpoint (quantisation {label}): {', '.join(missing)} cannot compute it "
-            f"(only {where} can)",
+            f"(only {where} can)"
+            + (
+                ""
+                if spec["elsewhere"] == "fail"
+                else "; an engine can at best unpack it to wider types there"
+            ),
             fix="Use a checkpoint in a format this arch computes (FP8 for gfx942, FP8 or MXFP4 for gfx950) "
             "or the unquantised weights",
         )
