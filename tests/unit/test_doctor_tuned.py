@@ -188,3 +188,16 @@ def test_the_cuda_wheels_config_set(tmp_path):
     assert any(
         d.startswith("vllm DeepSeek-V3 fp8_w8a8 TP8 on AMD_Instinct_MI355X: default") for d in mi355x.details
     )
+
+
+def test_cli_models_unknown_is_exit_2():
+    from tests.conftest import run_cli
+
+    result = run_cli("doctor", "--fast", "--models", "Qwen3-30B-A3B,Qwen9-1T")
+    assert (
+        result.code == 2
+        and "--models: unknown model 'Qwen9-1T'" in result.err
+        and "Traceback" not in result.err
+    )
+    ok = run_cli("doctor", "--fast", "--only", "tuned-configs", "--models", "Qwen3-30B-A3B", "--json")
+    assert ok.code == 0, ok.err
