@@ -147,9 +147,9 @@ def test_lock_of_a_running_build_passes(tmp_path):
 
 def test_lock_from_another_host_or_an_old_empty_lock_warns(tmp_path):
     jit = _aiter_dir(tmp_path)
-    (jit / "build/lock_module_aiter_enum").write_text("4242\nbuildkitsandbox\n")
+    (jit / "build/lock_module_aiter_enum").write_text("4242\nnode-07\n")
     result = cache_locks(make_snapshot(), opts(tmp_path, {"AITER_JIT_DIR": str(jit)}))
-    assert result.status == Status.WARN and "buildkitsandbox" in result.summary
+    assert result.status == Status.WARN and "node-07" in result.summary
     (jit / "build/lock_module_aiter_enum").unlink()
     old = jit / "build/lock_module_rmsnorm"  # torch's FileBaton: an empty file
     old.write_text("")
