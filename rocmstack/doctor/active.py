@@ -26,6 +26,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmstack.doctor.bars import Bars, baseline_key, load_bars, load_baseline, save_baseline
@@ -36,7 +37,7 @@ from rocmstack.gpu.collectives import OPS, debug_env, size_sweep  # torch-free p
 if TYPE_CHECKING:
     import torch
 
-ACTIVE_PROBES = frozenset({"collectives", "gpu-health", "weight-sync"})
+ACTIVE_PROBES = frozenset({"collectives", "custom-allreduce", "gpu-health", "weight-sync"})
 MASK_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 CHUNK = 1 << 20
 
@@ -445,11 +446,34 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
                 stop_actors(actors)
         if "weight-sync" in wanted:
             out["weight_sync"] = _guard(lambda: _weight_sync(opts, ranks, gpu, where, progress))
+        if "custom-allreduce" in wanted:
+            out["custom_allreduce"] = _guard(lambda: _custom_allreduce(opts, ranks, gpu, progress))
     finally:
         remove_placement_group(pg)
         if log_dir:
             shutil.rmtree(log_dir, ignore_errors=True)
     return out
+
+
+def _custom_allreduce(opts: DoctorOptions, ranks: int, gpu: bool, progress: Callable[[str], None]) -> dict:
+    """The engine's custom all-reduce against NCCL/RCCL (gloo on CPU), one process per rank of this node."""
+    from rocmstack.gpu.custom_allreduce import run_ranks
+    from rocmstack.platform.tools import current_python
+
+    if ranks < 2:
+        return {"skipped": f"{ranks} GPU on this node: no custom all-reduce runs on one"}
+    progress(f"level 2: the engine's custom all-reduce against the reference on {ranks} rank(s), under load")
+    with tempfile.TemporaryDirectory(prefix="rocmstack-allreduce-") as tmp:
+        results = run_ranks(
+            ranks,
+            device="gpu" if gpu else "cpu",
+            python=opts.python or current_python(),
+            work_dir=Path(tmp),
+            repeats=opts.allreduce_repeats,
+            timeout=opts.active_timeout,
+            env=opts.environ(),
+        )
+    return {"results": results}
 
 
 def _guard(fn: Callable[[], Any]) -> Any:

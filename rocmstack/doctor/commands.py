@@ -30,7 +30,90 @@ def _stdout_to_stderr():
         os.close(saved)
 
 
+def checkpoint_inputs(
+    model: Path | None, gpu_arch: str | None, kv_cache_dtype: str | None, model_name: str = "--model"
+) -> tuple[str, ...]:
+    """Check the checkpoint preflight's options (exit 2 on a bad one); the archs as a tuple."""
+    from rocmstack.doctor.checks.checkpoint import data
+
+    if model is not None and not model.is_dir():
+        raise InputError(
+            f"{model_name} {quoted(model)} is not a folder",
+            fix="give the model folder (config.json, *.safetensors)",
+        )
+    archs = tuple(a.strip() for a in (gpu_arch or "").replace(",", ";").split(";") if a.strip())
+    for arch in archs:
+        if arch not in data()["fp8"]:
+            raise InputError(
+                f"--gpu-arch {quoted(arch)}: the checkpoint preflight knows {', '.join(data()['fp8'])}",
+                fix="e.g. --gpu-arch gfx950",
+            )
+    if kv_cache_dtype is not None and kv_cache_dtype not in data()["kv_cache"]:
+        raise InputError(
+            f"--kv-cache-dtype {quoted(kv_cache_dtype)} is not a KV-cache dtype the engines take",
+            fix=f"one of {', '.join(data()['kv_cache'])}",
+        )
+    return archs
+
+
+def _print_report(report: dict, json_out: bool, markdown: bool) -> None:
+    from rocmstack.doctor.report import render_markdown, render_table
+    from rocmstack.output import print_json, stdout
+
+    if json_out:
+        print_json(report)
+    elif markdown:
+        sys.stdout.write(render_markdown(report))
+    else:
+        render_table(report, stdout())
+
+
 def register(app: typer.Typer) -> None:
+    @app.command("checkpoint")
+    def checkpoint(
+        model: Path = typer.Argument(
+            ..., metavar="DIR", help="The model folder (config.json, *.safetensors)."
+        ),
+        gpu_arch: str | None = typer.Option(
+            None,
+            "--gpu-arch",
+            metavar="ARCH",
+            help="Judge for this arch or ';'-list (default: this node's GPUs).",
+        ),
+        kv_cache_dtype: str | None = typer.Option(
+            None,
+            "--kv-cache-dtype",
+            metavar="DTYPE",
+            help="The engine's KV-cache dtype setting (auto, fp8, ...).",
+        ),
+        json_out: bool = typer.Option(
+            False, "--json", help="Print the report as JSON (schema rocmstack.doctor/1)."
+        ),
+        markdown: bool = typer.Option(False, "--markdown", help="Print the report as Markdown."),
+    ) -> None:
+        """Preflight a model folder: shards and index, FP8 format, quantisation and KV-cache dtype for the arch.
+
+        Reads the safetensors headers and config.json only; no tensor is loaded."""
+        from rocmstack.doctor.checks.checkpoint import CHECKS
+        from rocmstack.doctor.model import DoctorOptions
+        from rocmstack.doctor.runner import run_doctor
+
+        if json_out and markdown:
+            raise InputError("--json and --markdown both given", fix="choose one output format")
+        archs = checkpoint_inputs(model, gpu_arch, kv_cache_dtype, "DIR")
+        opts = DoctorOptions(
+            fast=True,
+            only=tuple(c.id for c in CHECKS),
+            model_dir=model,
+            gpu_archs=archs,
+            kv_cache_dtype=kv_cache_dtype,
+        )
+        report = run_doctor(opts)
+        _print_report(report, json_out, markdown)
+        if not report.get("ok"):
+            raise typer.Exit(int(ExitCode.FAILED))
+
+    @app.command("doctor")
     @app.command("doctor")
     def doctor(
         fast: bool = typer.Option(False, "--fast", help="Skip every probe that imports torch, Ray or vLLM."),
@@ -96,13 +179,34 @@ def register(app: typer.Typer) -> None:
         culprit_budget: float = typer.Option(
             120.0, "--culprit-budget", metavar="S", help="Level 3: seconds the culprit search may take."
         ),
+        model: Path | None = typer.Option(
+            None,
+            "--model",
+            metavar="DIR",
+            help="Also preflight this model folder (see `rocmstack checkpoint`).",
+        ),
+        gpu_arch: str | None = typer.Option(
+            None,
+            "--gpu-arch",
+            metavar="ARCH",
+            help="--model: judge for this arch (default: this node's GPUs).",
+        ),
+        kv_cache_dtype: str | None = typer.Option(
+            None, "--kv-cache-dtype", metavar="DTYPE", help="--model: the engine's KV-cache dtype setting."
+        ),
+        models: list[str] = typer.Option(
+            [],
+            "--models",
+            metavar="NAME",
+            help="Judge tuned-config coverage for these models (default: the recipe's).",
+        ),
         sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
         dev_root: Path = typer.Option(Path("/dev"), "--dev-root", hidden=True),
         proc_root: Path = typer.Option(Path("/proc"), "--proc-root", hidden=True),
     ) -> None:
         """Check that this node (or every node of a Ray cluster) is ready for RL post-training."""
         from rocmstack.doctor.model import DoctorOptions
-        from rocmstack.doctor.report import list_checks_table, render_junit, render_markdown, render_table
+        from rocmstack.doctor.report import list_checks_table, render_junit
         from rocmstack.doctor.runner import select_checks
         from rocmstack.output import print_json, stderr, stdout
 
@@ -161,6 +265,11 @@ def register(app: typer.Typer) -> None:
             raise InputError(
                 f"--culprit-budget {culprit_budget} must be positive", fix="e.g. --culprit-budget 120"
             )
+        archs = checkpoint_inputs(model, gpu_arch, kv_cache_dtype)
+        from rocmstack.doctor.checks.tuned import check_model_names
+
+        model_names = split_ids(models)
+        check_model_names(model_names, "--models")
         if junit is not None:
             from rocmstack.output import check_output_file
 
@@ -178,6 +287,10 @@ def register(app: typer.Typer) -> None:
             sync_bytes=sync,
             cpu_ranks=cpu_ranks,
             culprit_budget=culprit_budget,
+            model_dir=model,
+            gpu_archs=archs,
+            kv_cache_dtype=kv_cache_dtype,
+            models=model_names,
             fast=fast,
             deep=deep,
             expect_gpus=expect_gpus,
@@ -240,11 +353,6 @@ def register(app: typer.Typer) -> None:
                 raise InputError(
                     f"--junit {junit}: {exc.strerror}", fix="give a writable file path"
                 ) from None
-        if json_out:
-            print_json(report)
-        elif markdown:
-            sys.stdout.write(render_markdown(report))
-        else:
-            render_table(report, stdout())
+        _print_report(report, json_out, markdown)
         if not report.get("ok"):
             raise typer.Exit(int(ExitCode.FAILED))

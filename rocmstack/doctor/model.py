@@ -96,6 +96,12 @@ class DoctorOptions:
     dev_root: Path = Path("/dev")
     proc_root: Path = Path("/proc")
     image_root: Path | None = None  # default: $ROCMSTACK_ROOT or /opt/rocmstack
+    # checkpoint preflight (--model): the folder, the archs to judge it for (default: this node's GPUs)
+    # and the engine's KV-cache dtype setting
+    model_dir: Path | None = None
+    gpu_archs: tuple[str, ...] = ()
+    kv_cache_dtype: str | None = None
+    models: tuple[str, ...] = ()  # tuned-config coverage: model names (default: the image recipe's models:)
     # --level 2/3 (active probes through Ray)
     level: int = 1
     ray_address: str | None = None  # level 2: None starts a private local Ray instance
@@ -114,6 +120,7 @@ class DoctorOptions:
     hbm_bytes: int = 1 << 30
     gemm_n: int = 8192
     active_timeout: float = 300.0
+    allreduce_repeats: int = 20  # custom all-reduce numerics: repeats of every size
     culprit_budget: float = 120.0  # level 3: seconds the culprit search may take
 
     def environ(self) -> dict[str, str]:

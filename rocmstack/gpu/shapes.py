@@ -13,6 +13,17 @@ from typing import Any
 
 from rocmstack.errors import InputError
 
+MOE_SHAPES = Path(__file__).with_name("moe_shapes.yaml")
+
+
+def moe_shapes() -> dict[str, dict[str, Any]]:
+    """The MoE models a recipe's ``models:`` may name, with the fields their config file names use."""
+    import yaml
+
+    loaded = yaml.safe_load(MOE_SHAPES.read_text(encoding="utf-8"))
+    return dict(loaded["models"])
+
+
 # The published configs' architecture fields (huggingface.co/Qwen/Qwen3-0.6B and Qwen3-8B, config.json).
 # Only the shape matters: the bench initialises random weights and downloads nothing.
 BUILTIN_SHAPES: dict[str, dict[str, Any]] = {

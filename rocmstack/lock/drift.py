@@ -30,9 +30,14 @@ def drift(entry: Mapping[str, Any], resolved: Resolved) -> list[str]:
     """Dotted recipe fields whose value differs between the lock entry and the recipe now."""
     locked = flatten(entry.get("recipe_fields", {}))
     now = flatten(recipe_fields(resolved))
-    # A field left at null is the same recipe as one without it: a lock written before an optional field
-    # existed (``requirements_from``) has not drifted.
-    return sorted(k for k in set(locked) | set(now) if locked.get(k) != now.get(k))
+    # A field left empty (null, [], {}) is the same recipe as one without it: a lock written before an
+    # optional field existed (requirements_from, models, prebuild_aiter) has not drifted.
+    empty = (None, [], {})
+    return sorted(
+        k
+        for k in set(locked) | set(now)
+        if locked.get(k) != now.get(k) and not (locked.get(k) in empty and now.get(k) in empty)
+    )
 
 
 def self_layer_drift(entry: Mapping[str, Any], now: Iterable[str]) -> str | None:

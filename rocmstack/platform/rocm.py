@@ -21,6 +21,7 @@ class KfdNode:
     gfx_target_version: int
     location_id: int
     domain: int
+    device_id: int = 0  # the PCI device id (KFD's device_id; 0x74a1 is an MI300X)
 
     @property
     def arch(self) -> str:
@@ -62,7 +63,13 @@ def kfd_gpu_nodes(sysfs_root: Path) -> list[KfdNode] | None:
         version = props.get("gfx_target_version", 0)
         if version > 0 and props.get("simd_count", 1) > 0:
             found.append(
-                KfdNode(int(node_dir.name), version, props.get("location_id", 0), props.get("domain", 0))
+                KfdNode(
+                    int(node_dir.name),
+                    version,
+                    props.get("location_id", 0),
+                    props.get("domain", 0),
+                    props.get("device_id", 0),
+                )
             )
     return found
 

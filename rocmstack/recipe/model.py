@@ -45,6 +45,8 @@ _APT = re.compile(r"^[a-z0-9][a-z0-9+.-]{0,63}$")
 _URL = re.compile(r"^https://[^\s\"'\\`$<>]{4,300}$")
 _TEXT = re.compile(r"^[^\n\r\"\\`$]{0,400}$")
 _SHORT_VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,3}$")
+_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_AITER_MODULE = re.compile(r"^module_[a-z0-9_]{1,80}$")
 
 
 def _matching(pattern: re.Pattern[str], what: str) -> AfterValidator:
@@ -454,6 +456,18 @@ class Recipe(_Strict):
     framework_smoke: FrameworkSmoke | None = Field(
         default=None, description="the image's RL framework's own short loop, run by `smoke framework`"
     )
+    prebuild_aiter: tuple[Annotated[str, _matching(_AITER_MODULE, "AITER module name (module_...)")], ...] = (
+        Field(
+            default=(),
+            description="AITER JIT modules built into the image for its archs (a build step; `validate` times "
+            "their first call); names as in aiter's aiter/jit/optCompilerConfig.json",
+        )
+    )
+    models: tuple[Annotated[str, _matching(_MODEL, "model name")], ...] = Field(
+        default=(),
+        description="MoE models the image serves; `doctor` reports their shapes without a tuned config "
+        "(names: rocmstack/gpu/moe_shapes.yaml)",
+    )
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
 
@@ -464,6 +478,13 @@ class Recipe(_Strict):
             raise ValueError(f"default_gpu_archs {unknown} are not in gpu_archs {list(self.gpu_archs)}")
         if len(set(self.patches)) != len(self.patches):
             raise ValueError("patches lists an id twice")
+        if self.models:
+            from rocmstack.gpu.shapes import moe_shapes
+
+            known = moe_shapes()
+            unknown = [m for m in self.models if m not in known]
+            if unknown:
+                raise ValueError(f"models: {unknown} have no MoE shape (known: {', '.join(known)})")
         if "GPU_ARCH" in self.build_args:
             raise ValueError("GPU_ARCH is set by --gpu-arch, not by build_args")
         build_env = [n for c in self.components.values() for n in c.build_env]

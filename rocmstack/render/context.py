@@ -35,7 +35,7 @@ from rocmstack.resources import self_requirements, templates_dir
 PACKAGE = Path(__file__).resolve().parent.parent
 INCONTEXT = PACKAGE / "incontext"
 DATA_DIRS = ("recipes", "dockerfiles", "patches")
-IN_IMAGE_SCRIPTS = ("apply_patches.py", "guard.py")
+IN_IMAGE_SCRIPTS = ("aiter_prebuild.py", "apply_patches.py", "guard.py")
 LABEL_NS = "dev.rocmstack"
 SBOM_FILE = "rocmstack/sbom.cdx.json"  # COPYed to /opt/rocmstack/sbom.cdx.json (fragments/rocmstack.j2)
 # Stand-ins while the context is hashed: the hash cannot cover itself, the revision must not count.

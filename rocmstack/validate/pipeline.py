@@ -222,6 +222,31 @@ def run_doctor_stage(opts: ValidateOptions) -> tuple[dict[str, Any], dict[str, A
     return stage("doctor", status, time.monotonic() - t0, report.get("verdict", "")), report
 
 
+AITER_FIRST_CALL_TIMEOUT = (
+    900.0  # s: a module built at its first call takes minutes (sgl-project/sglang#34586)
+)
+
+
+def run_aiter_stage(opts: ValidateOptions) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+    """The first call of each AITER module the image prebuilt (none: an image that prebuilt nothing)."""
+    from rocmstack.validate.aiter import first_calls, judge, read_manifest
+
+    manifest, error = read_manifest(opts.root())
+    if error:
+        return stage("aiter", FAIL, 0.0, error), None
+    if manifest is None:
+        return None, None
+    t0 = time.monotonic()
+    try:
+        calls = first_calls(opts.root(), manifest, timeout=AITER_FIRST_CALL_TIMEOUT)
+        status, summary, rows = judge(manifest, calls)
+    except Exception as exc:
+        return _crash("aiter", exc, t0), None
+    return stage(
+        "aiter", PASS if status == "pass" else FAIL, time.monotonic() - t0, summary, modules=rows
+    ), rows
+
+
 def _doctor_level(choice: str) -> int:
     """Level 2 (active probes) where torch sees a GPU; level 1 elsewhere, also where torch is missing (the
     doctor's own checks say so: the stage must not crash on it)."""
@@ -492,6 +517,10 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
     progress("doctor: running the checks")
     doctor_stage, doctor = run_doctor_stage(opts)
     stages.append(doctor_stage)
+    aiter_stage, _ = run_aiter_stage(opts)
+    if aiter_stage is not None:
+        progress("aiter: first call of each prebuilt module")
+        stages.append(aiter_stage)
     smoke = None
     if opts.skip_smoke:
         stages.append(stage("smoke", SKIPPED, 0.0, "--skip-smoke"))

@@ -276,6 +276,27 @@ def test_image_matching_its_lock_passes(node):
     }
 
 
+def test_gfx942_only_jit_cache_on_a_gfx950_node(tmp_path):
+    """A Triton cache really compiled for gfx942 (MI300X) in the home of an MI355X (gfx950) node."""
+    pytest.importorskip("triton")
+    from rocmstack.gpu import kernels
+    from rocmstack.gpu.shapes import BUILTIN_SHAPES, shape_from_config
+
+    node = FakeNode(tmp_path, gfx_target_version_line="gfx_target_version 90500\n")
+    node.env["STUB_TORCH_ARCHS"] = "gfx942 gfx950"
+    cache = node.home / ".triton/cache"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRITON_CACHE_DIR", str(cache))
+        mp.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+        shape = shape_from_config(BUILTIN_SHAPES["qwen3-0.6b"])
+        launch = next(x for x in kernels.decode_launches(shape, 1, "bf16", 256) if x.name == "silu_mul")
+        kernels.compile_launch(launch, "hip", "gfx942", 64)
+    report = run_doctor(node.options())
+    assert failing(report) == {"jit-cache-arch"}
+    summary = check(report, "jit-cache-arch")["summary"]
+    assert "gfx942 only" in summary and "gfx950" in summary and str(cache) in summary
+
+
 def test_hanging_tool_is_killed_not_waited_on(node):
     started = node.root / "started"
     node.env.update({"FAKE_ROCM_SMI_SLEEP": "120", "FAKE_ROCM_SMI_STARTED": str(started)})

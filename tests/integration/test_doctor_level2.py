@@ -87,3 +87,25 @@ def test_level3_needs_a_cluster_and_a_bad_bars_file_is_one_line(tmp_path):
         and "op = 'allreduce' is unknown" in proc.stderr
         and "Traceback" not in proc.stderr
     )
+
+
+@pytest.mark.engine
+def test_custom_allreduce_on_two_cpu_ranks_of_the_vllm_build():
+    """vLLM's CPU shared-memory all-reduce against gloo, from the level-2 driver (a private Ray instance)."""
+    from rocmstack.doctor import DoctorOptions, run_doctor
+    from tests.conftest import VLLM_PYTHON
+
+    if not VLLM_PYTHON.exists():
+        pytest.skip(f"no vLLM CPU build at {VLLM_PYTHON}")
+    opts = DoctorOptions(
+        level=2,
+        only=("custom-allreduce",),
+        python=str(VLLM_PYTHON),
+        cpu_ranks=2,
+        allreduce_repeats=2,
+        env=ENV,
+    )
+    report = run_doctor(opts)
+    check = next(c for c in report["checks"] if c["id"] == "custom-allreduce")
+    assert check["status"] == "pass", check
+    assert "shm_allreduce matches the reference on 2 ranks in 12 comparisons" in check["summary"]

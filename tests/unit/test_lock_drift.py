@@ -36,3 +36,23 @@ def test_package_drift_compares_versions_layers_hashes_and_commits():
 
 def test_flatten_gives_dotted_fields():
     assert flatten({"a": {"b": 1, "c": {}}, "d": [1]}) == {"a.b": 1, "a.c": {}, "d": [1]}
+
+
+def test_a_field_newer_than_the_lock_is_drift_only_when_set():
+    import json
+    from pathlib import Path
+
+    from rocmstack.lock.drift import drift
+    from rocmstack.recipe.load import load_recipe
+    from rocmstack.recipe.resolve import resolve
+
+    root = Path(__file__).resolve().parents[2]
+    recipe, path = load_recipe("verl-0.9.0-rocm10")
+    resolved = resolve(recipe, path, "gfx950", ())
+    lock = json.loads((root / "recipes/verl-0.9.0-rocm10.lock.json").read_text())
+    entry = lock["entries"]["gfx950"]
+    fields = dict(entry["recipe_fields"])
+    fields.pop("models", None)  # a lock written before the recipe model had models:
+    assert drift({**entry, "recipe_fields": fields}, resolved) == []
+    with_models = resolve(recipe.model_copy(update={"models": ("Qwen3-30B-A3B",)}), path, "gfx950", ())
+    assert drift({**entry, "recipe_fields": fields}, with_models) == ["models"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rocmstack.doctor.checks import (
     amdsmi,
+    caches,
+    checkpoint,
     cluster,
     envlint,
     fabric,
@@ -14,6 +16,7 @@ from rocmstack.doctor.checks import (
     packages,
     runtime,
     system,
+    tuned,
     visibility,
 )
 from rocmstack.doctor.model import Check
@@ -29,6 +32,9 @@ ALL_CHECKS: tuple[Check, ...] = (
     *packages.CHECKS,
     *runtime.CHECKS,
     *image.CHECKS,
+    *caches.CHECKS,
+    *checkpoint.CHECKS,
+    *tuned.CHECKS,
     *fabric.CHECKS,
     *cluster.CHECKS,
 )

@@ -276,6 +276,30 @@ def gpu_gemm(snap: Snapshot, opts: DoctorOptions) -> Result:
 
 
 NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md"
+
+
+def custom_allreduce(snap: Snapshot, opts: DoctorOptions) -> Result:
+    from rocmstack.gpu.custom_allreduce import FIX, judge
+
+    data, problem = _probe(snap, "custom_allreduce")
+    if problem is not None:
+        return problem
+    results = data["results"]
+    status, summary, details = judge(results)
+    if status == "error":
+        reasons = [str(r.get("error", "")) for r in results if r.get("error")]
+        if all("No module named 'vllm'" in e for e in reasons):
+            return skipped("vLLM is not installed: no engine custom all-reduce to compare")
+        if all("no CPU shared-memory all-reduce" in e for e in reasons):
+            return skipped("this vLLM build has no CPU shared-memory all-reduce")
+        return errored(
+            summary, *details, fix="see the rank's error; NCCL_DEBUG=INFO for the library's reason"
+        )
+    if status == "fail":
+        return failed(summary, *details, fix=FIX)
+    return passed(summary)
+
+
 CHECKS = (
     Check(
         "collective-bandwidth",
@@ -311,6 +335,15 @@ CHECKS = (
         weight_sync_broadcast,
         "https://github.com/ROCm/rocm-systems/issues/5756",
         frozenset({"weight-sync"}),
+        level=2,
+    ),
+    Check(
+        "custom-allreduce",
+        "fabric",
+        "The engine's custom all-reduce matches NCCL/RCCL under load",
+        custom_allreduce,
+        "https://github.com/vllm-project/vllm/issues/57059",
+        frozenset({"custom-allreduce"}),
         level=2,
     ),
     Check(

@@ -48,7 +48,18 @@ def origin(module):
 
 modules = {
     m: origin(m)
-    for m in ("torch", "ray", "amdsmi", "pynvml", "vllm", "sglang", "aiter", "rocm_sdk", "_rocm_sdk_core")
+    for m in (
+        "torch",
+        "ray",
+        "amdsmi",
+        "pynvml",
+        "vllm",
+        "sglang",
+        "aiter",
+        "triton",
+        "rocm_sdk",
+        "_rocm_sdk_core",
+    )
 }
 out["modules"] = modules
 

@@ -1,0 +1,247 @@
+"""Checkpoint preflight on real safetensors files written here with the safetensors package (torch tensors in
+each FP8 format), with config.json / hf_quant_config.json as the quantisers write them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from safetensors.torch import save_file  # noqa: E402  (after the importorskip)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "doctor"))
+from doctor_fakes import make_snapshot  # noqa: E402
+
+from rocmstack.doctor.checks.checkpoint import (  # noqa: E402
+    fp8_format,
+    kv_cache_dtype,
+    quant_method,
+    read_header,
+    shards,
+)
+from rocmstack.doctor.model import DoctorOptions, Status  # noqa: E402
+from tests.conftest import run_cli  # noqa: E402
+
+MI300X, MI355X = 90402, 90500
+QWEN3 = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 64,
+    "num_hidden_layers": 1,
+}
+# compressed-tensors' FP8 config as llm-compressor writes it (FP8_DYNAMIC scheme, static FP8 KV cache)
+FP8_CT = {
+    "quant_method": "compressed-tensors",
+    "format": "float-quantized",
+    "config_groups": {
+        "group_0": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True},
+            "format": "float-quantized",
+        }
+    },
+    "kv_cache_scheme": {
+        "num_bits": 8,
+        "type": "float",
+        "strategy": "tensor",
+        "dynamic": False,
+        "symmetric": True,
+    },
+}
+
+
+def fp8_model(folder: Path, dtype, *, kv_scales: bool = True, quant: dict | None = FP8_CT) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    w = torch.randn(64, 64).clamp(-200, 200).to(dtype)
+    tensors = {
+        "model.layers.0.self_attn.q_proj.weight": w,
+        "model.layers.0.self_attn.q_proj.weight_scale": torch.ones(64, 1),
+        "model.embed_tokens.weight": torch.randn(32, 64).to(torch.bfloat16),
+    }
+    if kv_scales:
+        tensors["model.layers.0.self_attn.k_scale"] = torch.tensor(0.02)
+        tensors["model.layers.0.self_attn.v_scale"] = torch.tensor(0.02)
+    save_file(tensors, str(folder / "model.safetensors"))
+    config = dict(QWEN3)
+    if quant is not None:
+        config["quantization_config"] = quant
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def opts(folder: Path, archs: tuple[str, ...] = (), kv: str | None = None) -> DoctorOptions:
+    return DoctorOptions(model_dir=folder, gpu_archs=archs, kv_cache_dtype=kv)
+
+
+def test_e4m3fn_tensors_are_flagged_on_gfx942_and_pass_on_gfx950(tmp_path):
+    folder = fp8_model(tmp_path / "m", torch.float8_e4m3fn)
+    assert read_header(folder / "model.safetensors").tensors["model.layers.0.self_attn.q_proj.weight"][
+        "dtype"
+    ] == ("F8_E4M3")
+    result = fp8_format(make_snapshot(kfd_archs=(MI300X,)), opts(folder))  # the node's own arch
+    assert result.status == Status.WARN and "must convert them at load" in result.summary
+    assert "float8_e4m3fn (max 448)" in result.summary and "gfx942 computes in float8_e4m3fnuz (max 240)" in (
+        result.summary
+    )
+    assert fp8_format(make_snapshot(), opts(folder, ("gfx950",))).status == Status.PASS
+
+
+def test_e4m3fnuz_tensors_fail_on_gfx950(tmp_path):
+    folder = fp8_model(tmp_path / "m", torch.float8_e4m3fnuz)
+    assert fp8_format(make_snapshot(kfd_archs=(MI355X,)), opts(folder)).status == Status.FAIL
+    assert fp8_format(make_snapshot(), opts(folder, ("gfx942",))).status == Status.PASS
+
+
+def test_bf16_checkpoint_and_no_arch(tmp_path):
+    folder = tmp_path / "bf16"
+    folder.mkdir()
+    save_file({"w": torch.zeros(4, 4, dtype=torch.bfloat16)}, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(QWEN3))
+    assert fp8_format(make_snapshot(), opts(folder, ("gfx942",))).status == Status.PASS
+    assert quant_method(make_snapshot(), opts(folder, ("gfx942",))).status == Status.PASS
+    assert fp8_format(make_snapshot(), opts(folder)).status == Status.SKIP  # no AMD GPU here, no --gpu-arch
+    assert fp8_format(make_snapshot(), DoctorOptions()).status == Status.SKIP
+
+
+def test_nvfp4_fails_on_every_instinct_arch(tmp_path):
+    # ModelOpt's NVFP4 export: packed uint8 weights, FP8 block scales, hf_quant_config.json
+    folder = tmp_path / "nvfp4"
+    folder.mkdir()
+    save_file(
+        {
+            "model.layers.0.mlp.down_proj.weight": torch.zeros(64, 32, dtype=torch.uint8),
+            "model.layers.0.mlp.down_proj.weight_scale": torch.ones(64, 4).to(torch.float8_e4m3fn),
+            "model.layers.0.mlp.down_proj.weight_scale_2": torch.tensor(1.0),
+        },
+        str(folder / "model.safetensors"),
+    )
+    (folder / "config.json").write_text(json.dumps(QWEN3))
+    (folder / "hf_quant_config.json").write_text(
+        json.dumps(
+            {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16}}
+        )
+    )
+    for arch in ("gfx942", "gfx950"):
+        result = quant_method(make_snapshot(), opts(folder, (arch,)))
+        assert result.status == Status.FAIL and "NVFP4" in result.summary and arch in result.summary
+
+
+def test_mxfp4_is_native_only_on_gfx950(tmp_path):
+    # gpt-oss style: quant_method mxfp4, uint8 blocks with E8M0 scales stored as uint8
+    folder = tmp_path / "mxfp4"
+    folder.mkdir()
+    save_file(
+        {
+            "model.layers.0.mlp.experts.gate_up_proj_blocks": torch.zeros(2, 64, 2, 16, dtype=torch.uint8),
+            "model.layers.0.mlp.experts.gate_up_proj_scales": torch.zeros(2, 64, 2, dtype=torch.uint8),
+        },
+        str(folder / "model.safetensors"),
+    )
+    config = {
+        **QWEN3,
+        "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]},
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    on_mi300x = quant_method(make_snapshot(), opts(folder, ("gfx942",)))
+    assert on_mi300x.status == Status.WARN and "only gfx950 can" in on_mi300x.summary
+    assert quant_method(make_snapshot(), opts(folder, ("gfx950",))).status == Status.PASS
+
+
+def test_kv_cache_dtype_against_the_checkpoint_scales(tmp_path):
+    calibrated = fp8_model(tmp_path / "kv", torch.float8_e4m3fnuz)
+    snap = make_snapshot()
+    assert kv_cache_dtype(snap, opts(calibrated, ("gfx942",), "fp8_e5m2")).status == Status.FAIL
+    assert kv_cache_dtype(snap, opts(calibrated, ("gfx942",), "fp8")).status == Status.PASS
+    assert kv_cache_dtype(snap, opts(calibrated, ("gfx942",), "auto")).status == Status.WARN
+    plain = fp8_model(
+        tmp_path / "nokv", torch.float8_e4m3fnuz, kv_scales=False, quant={"quant_method": "fp8"}
+    )
+    result = kv_cache_dtype(snap, opts(plain, ("gfx942",), "fp8"))
+    assert result.status == Status.WARN and "1.0" in result.summary
+    # scales found from the tensor names alone (no kv_cache_scheme in the config)
+    named = fp8_model(tmp_path / "named", torch.float8_e4m3fnuz, quant={"quant_method": "fp8"})
+    assert kv_cache_dtype(snap, opts(named, ("gfx942",), "fp8_e5m2")).status == Status.FAIL
+
+
+def _sharded(folder: Path) -> Path:
+    folder.mkdir()
+    save_file({"a": torch.zeros(8), "b": torch.ones(8)}, str(folder / "model-00001-of-00002.safetensors"))
+    save_file({"c": torch.zeros(8)}, str(folder / "model-00002-of-00002.safetensors"))
+    weight_map = {
+        "a": "model-00001-of-00002.safetensors",
+        "b": "model-00001-of-00002.safetensors",
+        "c": "model-00002-of-00002.safetensors",
+    }
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map})
+    )
+    (folder / "config.json").write_text(json.dumps(QWEN3))
+    return folder
+
+
+def test_complete_shards_pass(tmp_path):
+    result = shards(make_snapshot(), opts(_sharded(tmp_path / "ok")))
+    assert result.status == Status.PASS and "2 shard(s), 3 tensor(s)" in result.summary
+
+
+def test_missing_shard_fails(tmp_path):
+    folder = _sharded(tmp_path / "m")
+    (folder / "model-00002-of-00002.safetensors").unlink()
+    result = shards(make_snapshot(), opts(folder))
+    assert result.status == Status.FAIL and "model-00002-of-00002.safetensors" in result.summary
+
+
+def test_index_entry_missing_from_its_shard_fails(tmp_path):
+    folder = _sharded(tmp_path / "m")
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    index["weight_map"]["d"] = "model-00002-of-00002.safetensors"
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    result = shards(make_snapshot(), opts(folder))
+    assert result.status == Status.FAIL and ": d" in result.summary
+
+
+def test_truncated_shard_fails(tmp_path):
+    folder = _sharded(tmp_path / "m")
+    path = folder / "model-00001-of-00002.safetensors"
+    path.write_bytes(path.read_bytes()[:-8])  # an interrupted download
+    result = shards(make_snapshot(), opts(folder))
+    assert result.status == Status.FAIL and "truncated" in result.summary
+
+
+def test_cli_checkpoint(tmp_path):
+    folder = fp8_model(tmp_path / "m", torch.float8_e4m3fnuz)
+    result = run_cli("checkpoint", str(folder), "--gpu-arch", "gfx950", "--json")
+    assert result.code == 1, result.err
+    report = json.loads(result.out)
+    by_id = {c["id"]: c["status"] for c in report["checks"]}
+    assert by_id == {
+        "checkpoint-shards": "pass",
+        "checkpoint-fp8": "fail",
+        "checkpoint-quant": "pass",
+        "checkpoint-kv-cache": "pass",
+    }
+    assert run_cli("checkpoint", str(folder), "--gpu-arch", "gfx942").code == 0
+    doctor = run_cli(
+        "doctor", "--fast", "--model", str(folder), "--gpu-arch", "gfx950", "--only", "checkpoint-fp8"
+    )
+    assert doctor.code == 1 and "float8_e4m3fn" in doctor.out
+    ocp = fp8_model(tmp_path / "ocp", torch.float8_e4m3fn)
+    warned = run_cli("checkpoint", str(ocp), "--gpu-arch", "gfx942")
+    assert warned.code == 0 and "convert" in warned.out
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("checkpoint", "/nonexistent/model"), "DIR '/nonexistent/model' is not a folder"),
+        (("checkpoint", ".", "--gpu-arch", "gfx90a"), "knows gfx942, gfx950"),
+        (("checkpoint", ".", "--gpu-arch", "gfx942", "--kv-cache-dtype", "int3"), "--kv-cache-dtype 'int3'"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(args, says):
+    result = run_cli(*args)
+    assert result.code == 2
+    assert says in result.err and "Traceback" not in result.err
