@@ -96,6 +96,24 @@ def register(app: typer.Typer) -> None:
         culprit_budget: float = typer.Option(
             120.0, "--culprit-budget", metavar="S", help="Level 3: seconds the culprit search may take."
         ),
+        slurm: str | None = typer.Option(
+            None,
+            "--slurm",
+            metavar="HOOK",
+            help="Run as Slurm's healthcheck, prolog or epilog: drain on failure, resume what it drained.",
+        ),
+        node: str | None = typer.Option(
+            None, "--node", metavar="NAME", help="--slurm: the node's Slurm name (default $SLURMD_NODENAME)."
+        ),
+        budget: str | None = typer.Option(
+            None, "--budget", metavar="TIME", help="Run only the checks that fit, e.g. 10s or 2m."
+        ),
+        prometheus: Path | None = typer.Option(
+            None, "--prometheus", metavar="FILE", help="Also write node-exporter textfile metrics (*.prom)."
+        ),
+        history: Path | None = typer.Option(
+            None, "--history", metavar="DIR", help="Keep this run and compare it with the node's last one."
+        ),
         sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
         dev_root: Path = typer.Option(Path("/dev"), "--dev-root", hidden=True),
         proc_root: Path = typer.Option(Path("/proc"), "--proc-root", hidden=True),
@@ -165,6 +183,27 @@ def register(app: typer.Typer) -> None:
             from rocmstack.output import check_output_file
 
             check_output_file(junit, "--junit")  # before the checks, not after them
+        from rocmstack.doctor.slurm import HOOKS
+
+        if slurm is not None and slurm not in HOOKS:
+            raise InputError(f"--slurm {quoted(slurm)} is not a hook", fix=f"one of {', '.join(HOOKS)}")
+        if slurm is not None and ray_address:
+            raise InputError("--slurm runs on the node itself", fix="drop --ray-address")
+        if node is not None and slurm is None:
+            raise InputError("--node names the Slurm node of --slurm", fix="add --slurm healthcheck")
+        budget_s = None
+        if budget is not None:
+            from rocmstack.doctor.budget import parse_duration
+
+            budget_s = parse_duration(budget)
+        if prometheus is not None:
+            from rocmstack.doctor.prometheus import check_textfile_path
+
+            check_textfile_path(prometheus)
+        if history is not None:
+            from rocmstack.doctor.history import check_history_dir
+
+            check_history_dir(history)
         opts = DoctorOptions(
             level=level,
             collectives=ops,
@@ -178,6 +217,8 @@ def register(app: typer.Typer) -> None:
             sync_bytes=sync,
             cpu_ranks=cpu_ranks,
             culprit_budget=culprit_budget,
+            budget_s=budget_s,
+            history_dir=history,
             fast=fast,
             deep=deep,
             expect_gpus=expect_gpus,
@@ -225,7 +266,7 @@ def register(app: typer.Typer) -> None:
         else:
             from rocmstack.doctor.runner import run_doctor
 
-            interactive = not (json_out or markdown) and sys.stderr.isatty()
+            interactive = not (json_out or markdown or slurm) and sys.stderr.isatty()
             progress = (lambda msg: err.print(f"[dim]doctor:[/dim] {msg}")) if level > 1 else None
             if interactive and level == 1:
                 with err.status(f"running {len(checks)} checks..."):
@@ -233,6 +274,10 @@ def register(app: typer.Typer) -> None:
             else:
                 with _stdout_to_stderr():  # Ray and NCCL may print on stdout; keep it for the report
                     report = run_doctor(opts, progress=progress)
+        if prometheus is not None:
+            from rocmstack.doctor.prometheus import write_textfile
+
+            write_textfile(prometheus, report)
         if junit is not None:
             try:
                 junit.write_text(render_junit(report), encoding="utf-8")
@@ -240,6 +285,23 @@ def register(app: typer.Typer) -> None:
                 raise InputError(
                     f"--junit {junit}: {exc.strerror}", fix="give a writable file path"
                 ) from None
+        if slurm is not None:
+            from rocmstack.doctor.slurm import act, node_name, syslog_writer
+
+            env = dict(os.environ)
+            to_syslog = syslog_writer(slurm)
+
+            def log(line: str) -> None:
+                to_syslog(line)
+                if not json_out:
+                    sys.stdout.write(line + "\n")
+
+            outcome = act(report, slurm, node_name(node, env), env, log)
+            report["slurm"] = {"hook": slurm, "action": outcome.action, "lines": list(outcome.lines)}
+            if json_out:
+                print_json(report)
+            sys.stdout.flush()
+            raise typer.Exit(outcome.exit_code)
         if json_out:
             print_json(report)
         elif markdown:

@@ -32,6 +32,7 @@ class Result:
     summary: str
     details: tuple[str, ...] = ()
     fix: str | None = None
+    data: Mapping[str, Any] | None = None  # measured figures a machine reads (Prometheus, --history)
 
 
 def passed(summary: str, *details: str) -> Result:
@@ -115,6 +116,8 @@ class DoctorOptions:
     gemm_n: int = 8192
     active_timeout: float = 300.0
     culprit_budget: float = 120.0  # level 3: seconds the culprit search may take
+    budget_s: float | None = None  # --budget: only the checks whose cost fits (rocmstack.doctor.budget)
+    history_dir: Path | None = None  # --history: this node's earlier runs (rocmstack.doctor.history)
 
     def environ(self) -> dict[str, str]:
         return dict(self.env if self.env is not None else os.environ)

@@ -10,6 +10,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rocmstack import __version__
 from rocmstack.doctor.active import ACTIVE_PROBES
@@ -60,7 +61,7 @@ def run_check(check: Check, data: object, opts: DoctorOptions) -> dict:
         result = check.run(data, opts)
     except Exception as exc:  # a check bug must not hide the other findings
         result = errored(f"check crashed: {type(exc).__name__}: {exc}")
-    return {
+    row: dict[str, Any] = {
         "id": check.id,
         "group": check.group,
         "title": check.title,
@@ -71,6 +72,25 @@ def run_check(check: Check, data: object, opts: DoctorOptions) -> dict:
         "source": check.source,
         "seconds": round(time.monotonic() - c0, 4),
     }
+    if result.data is not None:
+        row["data"] = dict(result.data)
+    return row
+
+
+def over_budget_row(check: Check, extra_s: float, probes: tuple[str, ...], budget_s: float) -> dict:
+    """The row of a check that --budget left out: a skip that names what it would have cost."""
+    needs = f" (starting {', '.join(probes)})" if probes else ""
+    return {
+        "id": check.id,
+        "group": check.group,
+        "title": check.title,
+        "status": Status.SKIP.value,
+        "summary": f"over the budget: would add ~{extra_s:g} s{needs} to a --budget of {budget_s:g} s",
+        "details": [],
+        "fix": None,
+        "source": check.source,
+        "seconds": 0.0,
+    }
 
 
 def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], None] | None = None) -> dict:
@@ -79,7 +99,25 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
         raise InputError(
             f"--expect-gpus {opts.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8"
         )
-    checks = [c for c in select_checks(opts.only, opts.skip, opts.level) if c.scope == "node"]
+    selected = [c for c in select_checks(opts.only, opts.skip, opts.level) if c.scope == "node"]
+    checks, over, budget = selected, [], None
+    if opts.budget_s is not None:
+        from rocmstack.doctor.budget import plan
+
+        chosen = plan(selected, opts.budget_s, fast=opts.fast)
+        checks, over = list(chosen.run), list(chosen.over)
+        budget = {
+            "seconds": opts.budget_s,
+            "estimate_s": round(chosen.estimate_s, 2),
+            "over": [c.id for c, _, _ in over],
+        }
+        # no probe or tool may outlive the budget, whatever the estimates said
+        opts = dataclasses.replace(
+            opts,
+            probe_timeout=min(opts.probe_timeout, opts.budget_s),
+            tool_timeout=min(opts.tool_timeout, opts.budget_s),
+            active_timeout=min(opts.active_timeout, opts.budget_s),
+        )
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
     needs = frozenset().union(*(c.needs for c in checks))
@@ -109,7 +147,10 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
         a0 = time.monotonic()
         snap = dataclasses.replace(snap, active=run_active(opts, active_needs, progress or (lambda _m: None)))
         snap.timings["active"] = time.monotonic() - a0
-    results = [run_check(check, snap, opts) for check in checks]
+    by_id = {check.id: run_check(check, snap, opts) for check in checks}
+    for check, extra, probes in over:
+        by_id[check.id] = over_budget_row(check, extra, probes, opts.budget_s or 0.0)
+    results = [by_id[c.id] for c in selected]
     try:
         platform = {
             "vendor": snap.vendor(),
@@ -153,8 +194,14 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
     }
     if snap.active:
         report["active"] = snap.active
+    if budget is not None:
+        report["budget"] = budget
     report["facts"] = node_facts(opts)
     scrubbed: dict = scrub(report, secret_values(env))
+    if opts.history_dir is not None:
+        from rocmstack.doctor.history import append_run
+
+        scrubbed["history"] = {"file": str(append_run(opts.history_dir, scrubbed))}
     return scrubbed
 
 

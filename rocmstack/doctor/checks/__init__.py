@@ -8,6 +8,7 @@ from rocmstack.doctor.checks import (
     envlint,
     fabric,
     gpus,
+    history,
     host,
     image,
     network,
@@ -31,6 +32,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *image.CHECKS,
     *fabric.CHECKS,
     *cluster.CHECKS,
+    *history.CHECKS,
 )
 BY_ID = {c.id: c for c in ALL_CHECKS}
 assert len(BY_ID) == len(ALL_CHECKS), "duplicate check id"
