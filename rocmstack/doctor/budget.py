@@ -54,19 +54,28 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * UNITS[m.group(2)]
 
 
-def plan(checks: Iterable[Check], budget_s: float, *, fast: bool = False, costs: Costs | None = None) -> Plan:
+def plan(
+    checks: Iterable[Check],
+    budget_s: float,
+    *,
+    fast: bool = False,
+    costs: Costs | None = None,
+    extra: Mapping[str, float] | None = None,
+) -> Plan:
+    """``extra``: costs known only at run time (the burn-in lasts as long as it is asked to)."""
     costs = costs or load_costs()
+    prices = {**costs.needs, **(extra or {})}
     paid: set[str] = set()
     total = costs.start
     run: list[Check] = []
     over: list[tuple[Check, float, tuple[str, ...]]] = []
     for check in checks:
         new = {n for n in check.needs if n not in paid and not (fast and n in FAST_SKIPS)}
-        extra = costs.own(check) + sum(costs.needs.get(n, 0.0) for n in new)
-        if total + extra <= budget_s:
+        extra_s = costs.own(check) + sum(prices.get(n, 0.0) for n in new)
+        if total + extra_s <= budget_s:
             run.append(check)
             paid |= new
-            total += extra
+            total += extra_s
         else:
-            over.append((check, extra, tuple(sorted(new))))
+            over.append((check, extra_s, tuple(sorted(new))))
     return Plan(tuple(run), tuple(over), total)

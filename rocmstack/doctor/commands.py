@@ -67,8 +67,8 @@ def register(app: typer.Typer) -> None:
         level: int = typer.Option(
             1,
             "--level",
-            metavar="1|2|3",
-            help="1 static checks, 2 active probes on this node, 3 the cluster.",
+            metavar="1|2|3|4",
+            help="1 static checks, 2 active probes on this node, 3 the cluster, 4 a burn-in of this node.",
         ),
         collectives: list[str] = typer.Option(
             [], "--collective", metavar="OP", help="Level 2/3: only these collectives (repeat or a,b)."
@@ -114,6 +114,13 @@ def register(app: typer.Typer) -> None:
         history: Path | None = typer.Option(
             None, "--history", metavar="DIR", help="Keep this run and compare it with the node's last one."
         ),
+        minutes: float = typer.Option(
+            10.0, "--minutes", metavar="N", help="Level 4: minutes of sustained load (fractions allowed)."
+        ),
+        html: Path | None = typer.Option(
+            None, "--html", metavar="FILE", help="Also write an HTML report (burn-in plots per GPU)."
+        ),
+        telemetry_replay: Path | None = typer.Option(None, "--telemetry-replay", hidden=True),
         sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
         dev_root: Path = typer.Option(Path("/dev"), "--dev-root", hidden=True),
         proc_root: Path = typer.Option(Path("/proc"), "--proc-root", hidden=True),
@@ -171,6 +178,18 @@ def register(app: typer.Typer) -> None:
                 raise InputError(f"{name} {num} must be >= 1", fix=f"e.g. {name} 2")
         if bars is not None:
             load_bars(bars)  # a bad file fails here, before any work
+        if level == 4 and ray_address:
+            raise InputError("--level 4 (the burn-in) runs on this node", fix="drop --ray-address")
+        if minutes <= 0:
+            raise InputError(f"--minutes {minutes:g} must be positive", fix="e.g. --minutes 10")
+        if telemetry_replay is not None and not telemetry_replay.is_file():
+            raise InputError(
+                f"--telemetry-replay {telemetry_replay}: no such file", fix="give a recorded timeline"
+            )
+        if html is not None:
+            from rocmstack.output import check_output_file
+
+            check_output_file(html, "--html")
         if level == 3 and not ray_address:
             raise InputError(
                 "--level 3 runs across a Ray cluster", fix="add --ray-address HOST:PORT (or auto)"
@@ -219,6 +238,8 @@ def register(app: typer.Typer) -> None:
             culprit_budget=culprit_budget,
             budget_s=budget_s,
             history_dir=history,
+            burnin_minutes=minutes,
+            telemetry_replay=telemetry_replay,
             fast=fast,
             deep=deep,
             expect_gpus=expect_gpus,
@@ -278,6 +299,10 @@ def register(app: typer.Typer) -> None:
             from rocmstack.doctor.prometheus import write_textfile
 
             write_textfile(prometheus, report)
+        if html is not None:
+            from rocmstack.doctor.html import write_html
+
+            write_html(html, report)
         if junit is not None:
             try:
                 junit.write_text(render_junit(report), encoding="utf-8")

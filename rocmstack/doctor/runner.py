@@ -25,7 +25,7 @@ PROBES = frozenset({"torch", "ray", "vllm", "amdsmi", "nvml"})
 VENDOR_TOOLS = frozenset({"rocm-smi", "amd-smi", "rocminfo", "nvidia-smi"})
 
 
-LEVELS = (1, 2, 3)
+LEVELS = (1, 2, 3, 4)
 
 
 def select_checks(
@@ -36,7 +36,7 @@ def select_checks(
         if given not in BY_ID:
             raise InputError(f"unknown check id {given!r}", fix="see `rocmstack doctor --list-checks`")
     if level is not None and level not in LEVELS:
-        raise InputError(f"--level {level} is not 1, 2 or 3", fix="e.g. --level 2")
+        raise InputError(f"--level {level} is not 1, 2, 3 or 4", fix="e.g. --level 2")
     if level is not None:
         for given in only:
             if BY_ID[given].level > level:
@@ -104,7 +104,9 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
     if opts.budget_s is not None:
         from rocmstack.doctor.budget import plan
 
-        chosen = plan(selected, opts.budget_s, fast=opts.fast)
+        chosen = plan(
+            selected, opts.budget_s, fast=opts.fast, extra={"burn-in": opts.burnin_minutes * 60 + 30}
+        )
         checks, over = list(chosen.run), list(chosen.over)
         budget = {
             "seconds": opts.budget_s,
@@ -147,6 +149,13 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
         a0 = time.monotonic()
         snap = dataclasses.replace(snap, active=run_active(opts, active_needs, progress or (lambda _m: None)))
         snap.timings["active"] = time.monotonic() - a0
+    if "burn-in" in needs:
+        from rocmstack.doctor.burnin import run_burnin
+
+        b0 = time.monotonic()
+        burn = run_burnin(opts, progress or (lambda _m: None))
+        snap = dataclasses.replace(snap, active={**(snap.active or {}), "burn_in": burn})
+        snap.timings["burn-in"] = time.monotonic() - b0
     by_id = {check.id: run_check(check, snap, opts) for check in checks}
     for check, extra, probes in over:
         by_id[check.id] = over_budget_row(check, extra, probes, opts.budget_s or 0.0)

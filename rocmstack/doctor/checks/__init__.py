@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rocmstack.doctor.checks import (
     amdsmi,
+    burnin,
     cluster,
     envlint,
     fabric,
@@ -31,6 +32,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *runtime.CHECKS,
     *image.CHECKS,
     *fabric.CHECKS,
+    *burnin.CHECKS,
     *cluster.CHECKS,
     *history.CHECKS,
 )
