@@ -70,6 +70,12 @@ def _scontrol(args: list[str], env: dict[str, str]) -> subprocess.CompletedProce
         ) from None
 
 
+def _said(run: subprocess.CompletedProcess[str]) -> str:
+    """scontrol's last line: its verdict (the lines before say how it got there)."""
+    lines = [line.strip() for line in (run.stderr or run.stdout).splitlines() if line.strip()]
+    return lines[-1][:200] if lines else f"exit {run.returncode}"
+
+
 def parse_node(text: str, name: str) -> NodeState:
     """``scontrol show node NAME -o`` (one line of Key=Value; Reason= comes last and holds spaces)."""
     state = re.search(r"(?:^|\s)State=(\S+)", text)
@@ -85,7 +91,7 @@ def query(name: str, env: dict[str, str]) -> NodeState:
     run = _scontrol(["show", "node", name, "--oneliner"], env)
     if run.returncode != 0:
         raise EngineError(
-            f"scontrol show node {name}: {(run.stderr or run.stdout).strip()[:200]}",
+            f"scontrol show node {name}: {_said(run)}",
             fix="give the node's Slurm name with --node, and check that slurmctld is up",
         )
     return parse_node(run.stdout, name)
@@ -95,7 +101,7 @@ def _update(name: str, env: dict[str, str], *fields: str) -> None:
     run = _scontrol(["update", f"nodename={name}", *fields], env)
     if run.returncode != 0:
         raise EngineError(
-            f"scontrol update nodename={name} {fields[0]}: {(run.stderr or run.stdout).strip()[:200]}",
+            f"scontrol update nodename={name} {fields[0]}: {_said(run)}",
             fix="run the hook as root or SlurmUser (scontrol update needs an operator)",
         )
 

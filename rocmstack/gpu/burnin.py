@@ -33,6 +33,14 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _settle(events: list, spent: dict[str, float]) -> None:
+    """Read the recorded events (once the last has completed) and let them go: memory stays bounded."""
+    events[-1][2].synchronize()
+    for kind, e0, e1 in events:
+        spent[kind] += e0.elapsed_time(e1) / 1e3
+    events.clear()
+
+
 def sustain(
     device: torch.device,
     seconds: float,
@@ -57,10 +65,10 @@ def sustain(
     deadline = start + seconds
     while time.monotonic() < deadline and not stop():
         w0 = time.monotonic()
-        gemm_s = copy_s = 0.0
-        gemms = copies = 0
+        spent = {"gemm": 0.0, "copy": 0.0}
+        gemms = 0
         events: list[tuple[str, torch.cuda.Event, torch.cuda.Event]] = []
-        pending = 0
+
         while time.monotonic() < min(w0 + window_s, deadline):
             for kind, fn in (("gemm", lambda: torch.mm(a, b)), ("copy", lambda: dst.copy_(src))):
                 if gpu:
@@ -72,23 +80,14 @@ def sustain(
                 else:
                     c0 = time.perf_counter()
                     fn()
-                    if kind == "gemm":
-                        gemm_s += time.perf_counter() - c0
-                    else:
-                        copy_s += time.perf_counter() - c0
-                gemms += kind == "gemm"
-                copies += kind == "copy"
-            pending += 1
-            if gpu and pending >= 32:  # bound the queue so the host clock tracks the device
-                events[-1][2].synchronize()
-                pending = 0
-        _sync(device)
-        for kind, e0, e1 in events:
-            ms = e0.elapsed_time(e1) / 1e3
-            if kind == "gemm":
-                gemm_s += ms
-            else:
-                copy_s += ms
+                    spent[kind] += time.perf_counter() - c0
+            gemms += 1
+            if gpu and len(events) >= 64:  # the host clock keeps track of the device
+                _settle(events, spent)
+        if events:
+            _settle(events, spent)
+        gemm_s, copy_s = spent["gemm"], spent["copy"]
+        copies = gemms
         if gemm_s <= 0 or copy_s <= 0:
             break
         windows.append(

@@ -1,5 +1,5 @@
 """The Slurm hook's pure parts: reading `scontrol show node -o` (verbatim from Debian's slurm-wlm 22.05.8,
-recorded by tests/integration/test_doctor_slurm.py's set-up), the reason lines, the node name."""
+recorded by tests/integration/test_doctor_slurm_daemons.py's set-up), the reason lines, the node name."""
 
 from __future__ import annotations
 
