@@ -107,6 +107,33 @@ def _weight_sync(active: Mapping[str, Any]) -> list[Figure]:
     ]
 
 
+def _burn_in(active: Mapping[str, Any]) -> list[Figure]:
+    data = active.get("burn_in")
+    if not isinstance(data, dict):
+        return []
+    out = []
+    for gpu in data.get("gpus") or []:
+        windows = gpu.get("windows") or []
+        if not windows:
+            continue
+        labels = (("gpu", str(gpu.get("index"))), ("uuid", str(gpu.get("uuid", ""))))
+        for key, name, scale, what in (
+            ("gemm_tflops", "burnin_gemm_bf16_flops_per_second", 1e12, "bf16 GEMM"),
+            ("hbm_gbs", "burnin_hbm_copy_bytes_per_second", 1e9, "HBM copy"),
+        ):
+            rates = [v for w in windows if (v := _num(w.get(key))) is not None]
+            if rates:
+                out.append(
+                    Figure(
+                        name,
+                        f"Burn-in {what} rate of one GPU, median over its windows.",
+                        labels,
+                        statistics.median(rates) * scale,
+                    )
+                )
+    return out
+
+
 def _ecc(checks: list[dict]) -> list[Figure]:
     out = []
     for check in checks:
@@ -128,7 +155,7 @@ def _ecc(checks: list[dict]) -> list[Figure]:
 
 def from_active(active: Mapping[str, Any] | None) -> list[Figure]:
     active = active or {}
-    return [*_collectives(active), *_health(active), *_weight_sync(active)]
+    return [*_collectives(active), *_health(active), *_weight_sync(active), *_burn_in(active)]
 
 
 def from_report(report: Mapping[str, Any]) -> list[Figure]:

@@ -77,3 +77,17 @@ def test_the_file_is_replaced_whole(tmp_path):
 def test_bad_paths_are_named_before_any_work(tmp_path, name, message):
     with pytest.raises(InputError, match=message):
         check_textfile_path(tmp_path / name)
+
+
+def test_burn_in_rates_are_exported_per_gpu():
+    windows = [
+        {"t": 0, "gemm_tflops": 700.0, "hbm_gbs": 4000.0},
+        {"t": 60, "gemm_tflops": 720.0, "hbm_gbs": 4100.0},
+    ]
+    report = _report(active={"burn_in": {"gpus": [{"index": 0, "uuid": "u0", "windows": windows}]}})
+    text = render(report)
+    assert (
+        'rocmstack_doctor_burnin_gemm_bf16_flops_per_second{node="node\\"1\\\\",gpu="0",uuid="u0"} 710000000000000'
+        in text
+    )
+    assert "rocmstack_doctor_burnin_hbm_copy_bytes_per_second" in text
