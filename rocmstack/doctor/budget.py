@@ -1,6 +1,7 @@
-"""``--budget``: which checks fit in a time budget. Each check's cost is its probes' cost (costs.yaml, paid
-once by the first check that needs a probe) plus its own; checks are taken in report order while the sum
-fits, and every check left out is named with what it would have cost."""
+"""``--budget``: which checks fit in a time budget. A run costs its start, the slowest of the probes it
+starts (they run in parallel), the level-2 probes it starts (one after another) and each check's own work
+(costs.yaml); a probe is paid by the first check that needs it. Checks are taken in report order while the
+run fits, and every check left out is named with what it would have added."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ FAST_SKIPS = frozenset({"torch", "ray", "vllm"})
 @dataclass(frozen=True)
 class Costs:
     start: float
-    needs: Mapping[str, float]
+    parallel: Mapping[str, float]  # probes and tools, started together
+    sequential: Mapping[str, float]  # level-2 probes and the burn-in, one after another
     checks: Mapping[str, float]
 
     def own(self, check: Check) -> float:
@@ -43,7 +45,9 @@ class Plan:
 @functools.cache
 def load_costs(path: Path = COSTS_FILE) -> Costs:
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return Costs(float(data["start"]), dict(data["needs"]), dict(data.get("checks") or {}))
+    return Costs(
+        float(data["start"]), dict(data["parallel"]), dict(data["sequential"]), dict(data.get("checks") or {})
+    )
 
 
 def parse_duration(text: str) -> float:
@@ -54,6 +58,14 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * UNITS[m.group(2)]
 
 
+def default_level(given: int | None, budget_s: float | None) -> int:
+    """--level as given; else 1, or with --budget 2: the budget then picks among level 1 and 2's checks
+    (the cluster and the burn-in are never started by a budget alone)."""
+    if given is not None:
+        return given
+    return 2 if budget_s is not None else 1
+
+
 def plan(
     checks: Iterable[Check],
     budget_s: float,
@@ -62,20 +74,28 @@ def plan(
     costs: Costs | None = None,
     extra: Mapping[str, float] | None = None,
 ) -> Plan:
-    """``extra``: costs known only at run time (the burn-in lasts as long as it is asked to)."""
+    """``extra``: sequential costs known only at run time (the burn-in lasts as long as it is asked to)."""
     costs = costs or load_costs()
-    prices = {**costs.needs, **(extra or {})}
+    sequential = {**costs.sequential, **(extra or {})}
     paid: set[str] = set()
-    total = costs.start
+    slowest = sequential_s = own_s = 0.0
     run: list[Check] = []
     over: list[tuple[Check, float, tuple[str, ...]]] = []
     for check in checks:
         new = {n for n in check.needs if n not in paid and not (fast and n in FAST_SKIPS)}
-        extra_s = costs.own(check) + sum(prices.get(n, 0.0) for n in new)
-        if total + extra_s <= budget_s:
+        new_slowest = max([slowest, *(costs.parallel.get(n, 0.0) for n in new)])
+        added = (
+            new_slowest
+            - slowest
+            + sum(sequential.get(n, 0.0) for n in new if n not in costs.parallel)
+            + costs.own(check)
+        )
+        if costs.start + slowest + sequential_s + own_s + added <= budget_s:
             run.append(check)
             paid |= new
-            total += extra_s
+            sequential_s += sum(sequential.get(n, 0.0) for n in new if n not in costs.parallel)
+            slowest = new_slowest
+            own_s += costs.own(check)
         else:
-            over.append((check, extra_s, tuple(sorted(new))))
-    return Plan(tuple(run), tuple(over), total)
+            over.append((check, added, tuple(sorted(new))))
+    return Plan(tuple(run), tuple(over), costs.start + slowest + sequential_s + own_s)

@@ -64,11 +64,12 @@ def register(app: typer.Typer) -> None:
         cluster_timeout: float = typer.Option(
             180.0, "--cluster-timeout", metavar="S", help="Time limit of a cluster run (s)."
         ),
-        level: int = typer.Option(
-            1,
+        level_given: int | None = typer.Option(
+            None,
             "--level",
             metavar="1|2|3|4",
-            help="1 static checks, 2 active probes on this node, 3 the cluster, 4 a burn-in of this node.",
+            help="1 static checks (default; with --budget: 1 and 2), 2 active probes on this node, 3 the cluster,"
+            " 4 a burn-in of this node.",
         ),
         collectives: list[str] = typer.Option(
             [], "--collective", metavar="OP", help="Level 2/3: only these collectives (repeat or a,b)."
@@ -178,6 +179,16 @@ def register(app: typer.Typer) -> None:
                 raise InputError(f"{name} {num} must be >= 1", fix=f"e.g. {name} 2")
         if bars is not None:
             load_bars(bars)  # a bad file fails here, before any work
+        budget_s = None
+        if budget is not None:
+            from rocmstack.doctor.budget import parse_duration
+
+            budget_s = parse_duration(budget)
+        if budget_s is not None and ray_address:
+            raise InputError("--budget times this node's own run", fix="drop --ray-address (or --budget)")
+        from rocmstack.doctor.budget import default_level
+
+        level = default_level(level_given, budget_s)
         if level == 4 and ray_address:
             raise InputError("--level 4 (the burn-in) runs on this node", fix="drop --ray-address")
         if minutes <= 0:
@@ -210,11 +221,6 @@ def register(app: typer.Typer) -> None:
             raise InputError("--slurm runs on the node itself", fix="drop --ray-address")
         if node is not None and slurm is None:
             raise InputError("--node names the Slurm node of --slurm", fix="add --slurm healthcheck")
-        budget_s = None
-        if budget is not None:
-            from rocmstack.doctor.budget import parse_duration
-
-            budget_s = parse_duration(budget)
         if prometheus is not None:
             from rocmstack.doctor.prometheus import check_textfile_path
 
