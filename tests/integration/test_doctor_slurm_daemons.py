@@ -31,7 +31,7 @@ def _low_nofile() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
 
 
-def _conf(tmp: Path, prolog: Path) -> str:
+def _conf(tmp: Path) -> str:
     return f"""ClusterName=rocmstacktest
 SlurmctldHost={NODE}(127.0.0.1)
 SlurmctldPort={_free_port()}
@@ -54,7 +54,8 @@ SchedulerType=sched/builtin
 SelectType=select/linear
 MpiDefault=none
 ReturnToService=2
-Prolog={prolog}
+Prolog={tmp}/prolog.sh
+Epilog={tmp}/epilog.sh
 NodeName={NODE} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN
 PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
 """
@@ -84,17 +85,19 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
     (tmp / "state").mkdir()
     (tmp / "spool").mkdir()
     fault = tmp / "fault"
-    prolog = tmp / "prolog.sh"
-    # slurmd gives a Prolog a bare environment: the script names the controller, the interpreter, the fault
-    prolog.write_text(
-        "#!/bin/sh\n"
-        f"export SLURM_CONF={tmp}/slurm.conf PATH={os.environ['PATH']}\n"
-        f"if [ -e {fault} ]; then ulimit -n 1024; fi\n"
-        f"exec {sys.executable} -m rocmstack doctor --slurm prolog --fast --only {CHECKS} "
-        f">>{tmp}/prolog.out 2>&1\n"
-    )
-    prolog.chmod(0o755)
-    (tmp / "slurm.conf").write_text(_conf(tmp, prolog))
+    # slurmd gives a Prolog/Epilog a bare environment: the script names the controller, the interpreter and
+    # the fault (fault.prolog or fault.epilog present: that hook runs with the low open-file limit)
+    for hook in ("prolog", "epilog"):
+        script = tmp / f"{hook}.sh"
+        script.write_text(
+            "#!/bin/sh\n"
+            f"export SLURM_CONF={tmp}/slurm.conf PATH={os.environ['PATH']}\n"
+            f"if [ -e {fault}.{hook} ]; then ulimit -n 1024; fi\n"
+            f"exec {sys.executable} -m rocmstack doctor --slurm {hook} --fast --only {CHECKS} "
+            f">>{tmp}/{hook}.out 2>&1\n"
+        )
+        script.chmod(0o755)
+    (tmp / "slurm.conf").write_text(_conf(tmp))
     env = {**os.environ, "SLURM_CONF": str(tmp / "slurm.conf")}
     daemons = [
         subprocess.Popen(
@@ -173,7 +176,8 @@ def test_admin_drain_is_never_resumed(slurm):
         assert reason == "admin: replacing a cable"
         bad = _hook(env, "healthcheck", fault=True)  # a failure must not overwrite the admin's reason
         assert "stays drained by someone else" in bad.stdout
-        assert _node(env) == (state, "admin: replacing a cable")
+        state, reason = _node(env)  # (a ping may add NOT_RESPONDING for a moment: the drain is what counts)
+        assert "DRAIN" in state and reason == "admin: replacing a cable"
     finally:
         _scontrol(env, "update", f"nodename={NODE}", "state=resume")
 
@@ -181,7 +185,7 @@ def test_admin_drain_is_never_resumed(slurm):
 def test_prolog_failure_drains_and_holds_the_job_back(slurm):
     env, tmp, fault = slurm
     _wait_state(env, want_drain=False)
-    fault.touch()
+    Path(f"{fault}.prolog").touch()
     try:
         job = subprocess.run(
             ["srun", "-N1", "--immediate=30", "true"],
@@ -191,7 +195,7 @@ def test_prolog_failure_drains_and_holds_the_job_back(slurm):
             timeout=90,
         )
     finally:
-        fault.unlink()
+        Path(f"{fault}.prolog").unlink()
     assert job.returncode != 0, job.stdout  # the prolog's exit 1 stops the job
     state, reason = _wait_state(env, want_drain=True)
     assert "DRAIN" in state, job.stderr
@@ -204,3 +208,28 @@ def test_prolog_failure_drains_and_holds_the_job_back(slurm):
         time.sleep(0.5)
     ok = subprocess.run(["srun", "-N1", "--immediate=30", "true"], env=env, capture_output=True, timeout=90)
     assert ok.returncode == 0, ok.stderr
+
+
+def _wait_idle(env: dict) -> None:
+    for _ in range(60):  # resumed; the node's next ping and the last job's clean-up take a few seconds
+        if _node(env)[0] == "IDLE":
+            return
+        time.sleep(0.5)
+
+
+def test_epilog_failure_drains_after_the_job_ran(slurm):
+    env, tmp, fault = slurm
+    _wait_idle(env)
+    Path(f"{fault}.epilog").touch()
+    try:
+        job = subprocess.run(
+            ["srun", "-N1", "--immediate=30", "true"], env=env, capture_output=True, timeout=90
+        )
+        state, reason = _wait_state(env, want_drain=True)
+    finally:
+        Path(f"{fault}.epilog").unlink()
+    assert job.returncode == 0, job.stderr  # the job itself ran; the node is drained after it
+    assert "DRAIN" in state
+    assert reason.startswith("rocmstack: nofile-limit: "), (reason, (tmp / "epilog.out").read_text())
+    assert _hook(env, "healthcheck", fault=False).returncode == 0
+    assert "DRAIN" not in _wait_state(env, want_drain=False)[0]
