@@ -13,7 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from rocmstack.doctor.model import DoctorOptions
-from rocmstack.platform.telemetry import Device, ReplaySource, Sampler, Source, open_source
+from rocmstack.platform.telemetry import Device, ReplaySource, Sampler, Source, match, open_source
 
 CPU_SIZES = {"gemm_n": 256, "hbm_bytes": 8 << 20, "mem_bytes": 16 << 20}
 GPU_SIZES = {"gemm_n": 8192, "hbm_bytes": 1 << 30, "mem_bytes": 4 << 30}
@@ -49,6 +49,9 @@ def run_burnin(opts: DoctorOptions, progress: Callable[[str], None]) -> dict[str
     else:
         vendor = ("amd" if torch.version.hip else "nvidia") if gpu else None
         source, why = open_source(vendor)
+    matching = None
+    if source is not None and gpu and opts.telemetry_replay is None:
+        source, matching = match(source, [_uuid(d) for d in devices])
     listed: list[Device] = source.devices() if source else []
     infos = []
     for i, dev in enumerate(devices):
@@ -113,6 +116,7 @@ def run_burnin(opts: DoctorOptions, progress: Callable[[str], None]) -> dict[str
         "telemetry": {
             "source": source.name if source else None,
             "why_none": why or None,
+            "devices": matching,
             "samples": samples,
         },
         "counters": {"before": before, "after": after},

@@ -275,6 +275,45 @@ class ReplaySource:
         pass
 
 
+def _norm(uuid: str) -> str:
+    u = uuid.strip().lower()
+    return (u[4:] if u.startswith("gpu-") else u).replace("-", "")
+
+
+class Matched:
+    """A source's readings in the workload's device order: NVML and amdsmi list every GPU of the node in
+    their own order, torch only the visible ones in its order; matched by UUID."""
+
+    def __init__(self, source: Source, order: list[int]) -> None:
+        self.name = source.name
+        self._source = source
+        self._order = order
+
+    def devices(self) -> list[Device]:
+        listed = self._source.devices()
+        return [Device(i, listed[j].uuid, listed[j].name) for i, j in enumerate(self._order)]
+
+    def sample(self) -> list[GpuSample]:
+        got = self._source.sample()
+        return [got[j] for j in self._order]
+
+    def counters(self) -> list[Counters]:
+        got = self._source.counters()
+        return [got[j] for j in self._order]
+
+    def close(self) -> None:
+        self._source.close()
+
+
+def match(source: Source, uuids: list[str]) -> tuple[Source, str]:
+    """``source`` reordered to the devices with these UUIDs; as it is (by position) when one is not found."""
+    listed = {_norm(d.uuid): i for i, d in enumerate(source.devices()) if d.uuid}
+    order = [listed.get(_norm(u)) for u in uuids]
+    if all(j is not None for j in order):
+        return Matched(source, [j for j in order if j is not None]), "matched by UUID"
+    return source, "matched by position (a UUID was not found in the telemetry library's list)"
+
+
 def open_source(vendor: str | None) -> tuple[Source | None, str]:
     """The library source for this node's GPUs, or None with why."""
     attempts: list[tuple[str, Callable[[], Source]]] = []

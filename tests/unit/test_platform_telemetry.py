@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rocmstack.platform.telemetry import ReplaySource, Sampler, open_source
+from rocmstack.platform.telemetry import Device, GpuSample, ReplaySource, Sampler, match, open_source
 
 
 def _timeline(tmp_path):
@@ -44,3 +44,29 @@ def test_the_sampler_stops_at_its_bound(tmp_path):
 def test_no_gpu_no_source():
     source, why = open_source(None)
     assert source is None and "no AMD or NVIDIA GPU" in why
+
+
+class _Listed:
+    """Two GPUs listed as NVML lists them (its own order, GPU- prefix)."""
+
+    name = "nvml"
+
+    def devices(self):
+        return [Device(0, "GPU-AAAA-1111", "H200"), Device(1, "GPU-bbbb-2222", "H200")]
+
+    def sample(self):
+        return [GpuSample(gfx_mhz=1), GpuSample(gfx_mhz=2)]
+
+    def counters(self):
+        return []
+
+    def close(self):
+        pass
+
+
+def test_readings_follow_the_workloads_device_order_by_uuid():
+    src, how = match(_Listed(), ["bbbb-2222"])  # torch sees only the second GPU (a mask)
+    assert how == "matched by UUID"
+    assert [s.gfx_mhz for s in src.sample()] == [2] and src.devices()[0].uuid == "GPU-bbbb-2222"
+    same, how = match(_Listed(), ["cccc"])
+    assert how.startswith("matched by position") and len(same.sample()) == 2
