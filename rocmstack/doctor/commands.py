@@ -184,6 +184,11 @@ def register(app: typer.Typer) -> None:
             from rocmstack.doctor.budget import parse_duration
 
             budget_s = parse_duration(budget)
+        for flag, given in (("--prometheus", prometheus), ("--history", history)):
+            if given is not None and ray_address:
+                raise InputError(
+                    f"{flag} keeps this node's own figures", fix="drop --ray-address; run it on each node"
+                )
         if budget_s is not None and ray_address:
             raise InputError("--budget times this node's own run", fix="drop --ray-address (or --budget)")
         from rocmstack.doctor.budget import default_level
