@@ -100,7 +100,8 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
             f"--expect-gpus {opts.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8"
         )
     selected = [c for c in select_checks(opts.only, opts.skip, opts.level) if c.scope == "node"]
-    checks, over, budget = selected, [], None
+    checks, over = selected, []
+    budget: dict[str, Any] | None = None
     if opts.budget_s is not None:
         from rocmstack.doctor.budget import plan
 
@@ -156,7 +157,25 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
         burn = run_burnin(opts, progress or (lambda _m: None))
         snap = dataclasses.replace(snap, active={**(snap.active or {}), "burn_in": burn})
         snap.timings["burn-in"] = time.monotonic() - b0
-    by_id = {check.id: run_check(check, snap, opts) for check in checks}
+    by_id: dict[str, dict[str, Any]] = {}
+    for check in checks:
+        if opts.budget_s is None:
+            by_id[check.id] = run_check(check, snap, opts)
+            continue
+        # the estimates were wrong if the probes took the budget: what is left is skipped, never overrun
+        left = opts.budget_s - (time.monotonic() - t0)
+        if left <= 0:
+            row = over_budget_row(check, 0.0, (), opts.budget_s)
+            row["summary"] = (
+                f"over the budget: the --budget of {opts.budget_s:g} s was spent before this check"
+            )
+            by_id[check.id] = row
+            if budget is not None:
+                budget["over"].append(check.id)
+            continue
+        by_id[check.id] = run_check(
+            check, snap, dataclasses.replace(opts, tool_timeout=min(opts.tool_timeout, left))
+        )
     for check, extra, probes in over:
         by_id[check.id] = over_budget_row(check, extra, probes, opts.budget_s or 0.0)
     results = [by_id[c.id] for c in selected]

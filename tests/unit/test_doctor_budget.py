@@ -75,3 +75,21 @@ def test_a_budget_without_a_level_chooses_among_levels_1_and_2():
     fits = plan(level2, 30.0, costs=COSTS)
     assert [c.id for c in fits.run] == ["nofile-limit", "gpu-hbm-bandwidth"]
     assert [c.id for c, _, _ in fits.over] == ["collective-bandwidth"]
+
+
+def test_checks_after_a_spent_budget_are_skipped_not_overrun(monkeypatch):
+    import time as _time
+
+    from rocmstack.doctor import runner
+
+    real = _time.monotonic
+    calls = {"n": 0}
+
+    def slow_clock() -> float:  # every reading of the clock is 0.4 s later than the last: the probes overran
+        calls["n"] += 1
+        return real() + 0.4 * calls["n"]
+
+    monkeypatch.setattr(runner.time, "monotonic", slow_clock)
+    report = run_doctor(DoctorOptions(fast=True, budget_s=1.5, only=("nofile-limit", "dev-shm", "ray-env")))
+    spent = [c["id"] for c in report["checks"] if "was spent before this check" in c["summary"]]
+    assert spent and spent == report["budget"]["over"][-len(spent) :]
