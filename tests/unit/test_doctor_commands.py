@@ -107,3 +107,26 @@ def test_bad_ray_address_is_one_line(tmp_path):
     result = run_cli("doctor", "--ray-address", "127.0.0.1:1", "--cluster-timeout", "20", timeout=180)
     assert result.code in (2, 4) and "Traceback" not in result.err
     assert "cannot connect to the Ray cluster" in result.err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--budget", "5x"], "--budget '5x' is not a positive duration"),
+        (["--slurm", "cron"], "--slurm 'cron' is not a hook"),
+        (["--node", "gpu07"], "--node names the Slurm node of --slurm"),
+        (["--prometheus", "doctor.txt"], "reads only *.prom files"),
+        (
+            ["--prometheus", "/tmp/x.prom", "--ray-address", "127.0.0.1:1"],
+            "--prometheus keeps this node's own",
+        ),
+        (["--level", "4", "--ray-address", "127.0.0.1:1"], "--level 4 (the burn-in) runs on this node"),
+        (["--level", "4", "--minutes", "0"], "--minutes 0 must be positive"),
+        (["--level", "5"], "--level 5 is not 1, 2, 3 or 4"),
+    ],
+)
+def test_fleet_options_refuse_bad_input_in_one_line(args, message):
+    result = run_cli("doctor", *args)
+    assert result.code == 2
+    assert message in result.err and "Traceback" not in result.err
+    assert len(result.err.strip().splitlines()) == 1

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from rocmstack.doctor.checks import (
     amdsmi,
+    burnin,
     caches,
     checkpoint,
     cluster,
     envlint,
     fabric,
     gpus,
+    history,
     host,
     image,
     network,
@@ -36,7 +38,9 @@ ALL_CHECKS: tuple[Check, ...] = (
     *checkpoint.CHECKS,
     *tuned.CHECKS,
     *fabric.CHECKS,
+    *burnin.CHECKS,
     *cluster.CHECKS,
+    *history.CHECKS,
 )
 BY_ID = {c.id: c for c in ALL_CHECKS}
 assert len(BY_ID) == len(ALL_CHECKS), "duplicate check id"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 from pathlib import Path
@@ -142,6 +143,7 @@ def judge_ecc(vendor: str, text: str) -> Result:
     if vendor == "amd":
         ce, ue = parse_amd_smi_ecc(text)
         per = [f"correctable {ce}, uncorrectable {ue} (all GPUs, all blocks)"]
+        counters = [{"gpu": "all", "correctable": ce, "uncorrectable": ue}]
     else:
         rows = parse_nvidia_ecc(text)
         if not rows:
@@ -149,12 +151,15 @@ def judge_ecc(vendor: str, text: str) -> Result:
         ce = sum(r[1] or 0 for r in rows)
         ue = sum(r[2] or 0 for r in rows)
         per = [f"GPU {i}: corrected {c}, uncorrected {u}" for i, c, u in rows]
+        counters = [{"gpu": i, "correctable": c, "uncorrectable": u} for i, c, u in rows if c is not None]
     fix = "Drain the node and have the GPU checked (RMA if uncorrectable errors recur); see the RAS/bad-page log"
     if ue:
-        return failed(f"{ue} uncorrectable ECC error(s)", *per, fix=fix)
-    if ce:
-        return warned(f"{ce} correctable ECC error(s)", *per, fix=fix)
-    return passed("no ECC errors", *per)
+        result = failed(f"{ue} uncorrectable ECC error(s)", *per, fix=fix)
+    elif ce:
+        result = warned(f"{ce} correctable ECC error(s)", *per, fix=fix)
+    else:
+        result = passed("no ECC errors", *per)
+    return dataclasses.replace(result, data={"ecc": counters})
 
 
 def gpu_ecc(snap: Snapshot, opts: DoctorOptions) -> Result:

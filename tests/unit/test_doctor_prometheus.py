@@ -1,0 +1,93 @@
+"""--prometheus: the textfile format, Prometheus names, escaping, atomic replacement, bad paths."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rocmstack.doctor.prometheus import check_textfile_path, render, write_textfile
+from rocmstack.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ROOT / "docs/evidence/doctor-levels-h200x2-2026-11-30/level2-healthy.json"
+
+
+def _report(**extra) -> dict:
+    return {
+        "host": 'node"1\\',
+        "started_at": "2026-11-30T10:00:00+00:00",
+        "seconds": 4.5,
+        "ok": False,
+        "checks": [{"id": "gpu-ecc", "group": "host", "status": "fail"}],
+        **extra,
+    }
+
+
+def test_one_series_per_status_with_escaped_labels():
+    text = render(_report())
+    assert (
+        'rocmstack_doctor_check_status{node="node\\"1\\\\",check="gpu-ecc",group="host",status="fail"} 1'
+        in text
+    )
+    assert 'status="pass"} 0' in text
+    assert "# TYPE rocmstack_doctor_check_status gauge" in text
+    assert 'rocmstack_doctor_ok{node="node\\"1\\\\"} 0' in text
+    assert 'rocmstack_doctor_duration_seconds{node="node\\"1\\\\"} 4.5' in text
+    assert 'rocmstack_doctor_last_run_timestamp_seconds{node="node\\"1\\\\"} 1796032800' in text
+
+
+def test_measured_figures_in_base_units_and_counters_end_in_total():
+    report = json.loads(H200.read_text())
+    report["checks"].append(
+        {
+            "id": "gpu-ecc",
+            "group": "host",
+            "status": "warn",
+            "data": {"ecc": [{"gpu": "0", "correctable": 2}]},
+        }
+    )
+    text = render(report)
+    names = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
+    assert {
+        "rocmstack_doctor_collective_busbw_bytes_per_second",
+        "rocmstack_doctor_gpu_hbm_copy_bytes_per_second",
+        "rocmstack_doctor_gpu_gemm_bf16_flops_per_second",
+        "rocmstack_doctor_weight_sync_broadcast_seconds",
+        "rocmstack_doctor_gpu_ecc_errors_total",
+    } <= names
+    assert "# TYPE rocmstack_doctor_gpu_ecc_errors_total counter" in text
+    assert 'gpu="1",uuid="6c9d152b-e8b8-7d50-d47a-6b92d006684f"} 3980831817108.09' in text
+    series = [line.rsplit(" ", 1)[0] for line in text.splitlines() if not line.startswith("#")]
+    assert len(series) == len(set(series))  # node-exporter drops a file that repeats a series
+
+
+def test_the_file_is_replaced_whole(tmp_path):
+    out = tmp_path / "doctor.prom"
+    out.write_text("old\n")
+    write_textfile(out, _report())
+    assert out.read_text().startswith("# HELP rocmstack_doctor_check_status")
+    assert [p.name for p in tmp_path.iterdir()] == ["doctor.prom"]  # no temporary left
+
+
+@pytest.mark.parametrize(
+    ("name", "message"), [("doctor.txt", r"only \*\.prom"), ("no/such/d.prom", "does not exist")]
+)
+def test_bad_paths_are_named_before_any_work(tmp_path, name, message):
+    with pytest.raises(InputError, match=message):
+        check_textfile_path(tmp_path / name)
+
+
+def test_burn_in_rates_are_exported_per_gpu():
+    windows = [
+        {"t": 0, "gemm_tflops": 700.0, "hbm_gbs": 4000.0},
+        {"t": 60, "gemm_tflops": 720.0, "hbm_gbs": 4100.0},
+    ]
+    report = _report(active={"burn_in": {"gpus": [{"index": 0, "uuid": "u0", "windows": windows}]}})
+    text = render(report)
+    assert (
+        'rocmstack_doctor_burnin_gemm_bf16_flops_per_second{node="node\\"1\\\\",gpu="0",uuid="u0"} 710000000000000'
+        in text
+    )
+    assert "rocmstack_doctor_burnin_hbm_copy_bytes_per_second" in text
