@@ -32,7 +32,7 @@ def drift(entry: Mapping[str, Any], resolved: Resolved) -> list[str]:
     now = flatten(recipe_fields(resolved))
     # A field left empty (null, [], {}) is the same recipe as one without it: a lock written before an
     # optional field existed (requirements_from, models, prebuild_aiter) has not drifted.
-    empty = (None, [], {})
+    empty: tuple[Any, ...] = (None, [], {})
     return sorted(
         k
         for k in set(locked) | set(now)
