@@ -293,7 +293,7 @@ def test_a_stage_that_died_in_a_worker_names_the_cause_in_one_line():
     # (docs/evidence/engine-stack-h200-2026-12-01/no-xgrammar), shortened.
     text = (
         "The actor died because of an error raised in its creation task, \x1b[36mray::RolloutWorker.__init__()"
-        '\x1b[39m (pid=13303, ip=192.0.2.2)\n  File "/work/main/rocmstack/smoke/actors.py", line 280, in '
+        '\x1b[39m (pid=13303, ip=192.0.2.2)\n  File "/opt/rocmstack/src/rocmstack/smoke/actors.py", line 280, in '
         "__init__\n    self.vllm = VLLMRollout(\nModuleNotFoundError: No module named 'xgrammar'"
     )
 
