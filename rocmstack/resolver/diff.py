@@ -140,8 +140,8 @@ def other_fields(recipe_fields: Mapping[str, Any]) -> dict[str, str]:
             continue
         if parts[0] == "components" and len(parts) == 3 and parts[2] in ("version", "ref"):
             continue  # the component section's pin
-        if value is None:
-            continue  # null is no value: the same as a field that is not there (as for drift)
+        if value in (None, [], {}):
+            continue  # an empty field is the same as one that is not there (as for drift)
         out[key] = plain_value(value, sort_keys=True)
     return out
 

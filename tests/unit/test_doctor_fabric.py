@@ -31,6 +31,10 @@ def test_healthy_h200_passes_every_level2_check():
     s = snap(HEALTHY)
     for check in fabric.CHECKS:
         result = check.run(s, OPTS)
+        # custom-allreduce is newer than this evidence (tests/unit/test_gpu_custom_allreduce.py covers it)
+        if check.id == "custom-allreduce":
+            assert result.status == Status.SKIP and "not run" in result.summary, result
+            continue
         assert result.status == Status.PASS, (check.id, result)
     bw = fabric.collective_bandwidth(s, OPTS)
     assert "all_reduce >= 297 GB/s at 1 GiB" in bw.summary
