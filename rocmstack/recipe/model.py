@@ -328,6 +328,7 @@ FRAMEWORK_PLACEHOLDERS = (
     "reward_fn",
     "steps",
     "work_dir",
+    "vocab_size",
 )
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 # One argument of a command run as an argument list (never through a shell): printable, no newline.
@@ -348,6 +349,21 @@ def _command_arg(value: str) -> str:
 
 
 CommandArg = Annotated[str, AfterValidator(_command_arg)]
+
+
+def _line_pattern(value: str) -> str:
+    if not _ARG.fullmatch(value):
+        raise ValueError(f"{value!r} is not one line of a pattern (1-1000 characters, no newline)")
+    try:
+        pattern = re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
+    if pattern.groups > 1:
+        raise ValueError(f"{value!r} has {pattern.groups} groups; at most one (the step)")
+    return value
+
+
+LinePattern = Annotated[str, AfterValidator(_line_pattern)]
 MetricName = Annotated[str, _matching(_METRIC, "metric name (letters, digits, _./@:-)")]
 
 
@@ -368,11 +384,18 @@ class MetricsSource(_Strict):
     row_key: MetricName | None = Field(
         default=None, description="dict-lines/jsonl: only rows with this key are steps (skips summaries)"
     )
+    prefix: LinePattern | None = Field(
+        default=None,
+        description="dict-lines/jsonl: the object follows a match of this regular expression anywhere in a "
+        "line (after a logger's or Ray's prefix); its one group, when it has one, is the step",
+    )
 
     @model_validator(mode="after")
     def _fits(self) -> MetricsSource:
-        if self.format == "kv-console" and (self.step_key or self.row_key):
-            raise ValueError("kv-console lines carry their own step: step_key/row_key do not apply")
+        if self.format == "kv-console" and (self.step_key or self.row_key or self.prefix):
+            raise ValueError("kv-console lines carry their own step: step_key/row_key/prefix do not apply")
+        if self.prefix is not None and self.step_key and re.compile(self.prefix).groups:
+            raise ValueError("the step comes from prefix's group or from step_key, not both")
         return self
 
 

@@ -50,6 +50,7 @@ def placeholders(work_dir: Path, inputs: Any, steps: int, python: str = sys.exec
         "reward_fn": "compute_score",
         "steps": str(steps),
         "work_dir": str(work_dir),
+        "vocab_size": str(inputs.vocab_size),
     }
 
 
@@ -92,41 +93,81 @@ def parse_kv_console(text: str) -> list[dict[str, Any]]:
     return [by_step[k] for k in sorted(by_step)]
 
 
-def _rows_from_objects(objects: list[dict[str, Any]], source: MetricsSource) -> list[dict[str, Any]]:
+class _NonFinite(ast.NodeTransformer):
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.Constant(float(node.id)) if node.id in ("nan", "inf") else node
+
+
+def literal(text: str) -> Any:
+    """A Python literal as ``repr`` prints it, ``nan`` and ``inf`` included (a dict of floats prints
+    ``{'loss': nan}``, which ``ast.literal_eval`` alone refuses)."""
+    try:
+        return ast.literal_eval(text)
+    except ValueError:
+        return ast.literal_eval(_NonFinite().visit(ast.parse(text, mode="eval")))
+
+
+def _rows_from_objects(
+    objects: list[tuple[int | None, dict[str, Any]]], source: MetricsSource
+) -> list[dict[str, Any]]:
+    """One row per step; a step logged by several lines (say, trainer and rollout) is merged."""
     rows: list[dict[str, Any]] = []
-    for obj in objects:
+    by_step: dict[int, dict[str, Any]] = {}
+    for line_step, obj in objects:
         if source.row_key is not None and source.row_key not in obj:
             continue
         row: dict[str, Any] = {}
         for key, value in obj.items():
             if (parsed := _as_float(value)) is not None:
                 row[str(key)] = parsed
-        if source.step_key is not None:
+        step = line_step
+        if step is None and source.step_key is not None:
             if source.step_key not in row:
                 continue
-            row["step"] = int(row[source.step_key])
-        else:
+            step = int(row[source.step_key])
+        if step is None:
             row["step"] = len(rows) + 1
-        rows.append(row)
-    return rows
+            rows.append(row)
+        elif step in by_step:
+            by_step[step].update(row)
+        else:
+            by_step[step] = {**row, "step": step}
+            rows.append(by_step[step])
+    return sorted(rows, key=lambda r: r["step"]) if by_step else rows
+
+
+def _objects(text: str, source: MetricsSource) -> list[tuple[int | None, dict[str, Any]]]:
+    prefix = re.compile(source.prefix) if source.prefix is not None else None
+    out: list[tuple[int | None, dict[str, Any]]] = []
+    for line in text.splitlines():
+        step: int | None = None
+        s = line.strip()
+        if prefix is not None:
+            m = prefix.search(line)
+            if m is None:
+                continue
+            s = line[m.end() :].strip()
+            if prefix.groups:
+                try:
+                    step = int(m.group(1))
+                except (TypeError, ValueError):
+                    continue
+        if not s.startswith("{") or not s.endswith("}"):
+            continue
+        try:
+            obj = json.loads(s) if source.format == "jsonl" else literal(s)
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
+            continue
+        if isinstance(obj, dict):
+            out.append((step, obj))
+    return out
 
 
 def parse_metrics(text: str, source: MetricsSource) -> list[dict[str, Any]]:
     """Per-step rows ``{"step": N, metric: float, ...}`` from a framework's log, in the declared format."""
     if source.format == "kv-console":
         return parse_kv_console(text)
-    objects: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        s = line.strip()
-        if not s.startswith("{") or not s.endswith("}"):
-            continue
-        try:
-            obj = json.loads(s) if source.format == "jsonl" else ast.literal_eval(s)
-        except (ValueError, SyntaxError, RecursionError, MemoryError):
-            continue
-        if isinstance(obj, dict):
-            objects.append(obj)
-    return _rows_from_objects(objects, source)
+    return _rows_from_objects(_objects(text, source), source)
 
 
 def judge(

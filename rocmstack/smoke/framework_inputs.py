@@ -7,7 +7,7 @@
   reward_model {ground_truth, style}, extra_info), which TRL's GRPO reads too;
 - a reward file a random policy can earn (so advantages, and the gradient, are not all zero): the share of
   the completion's characters that are digits of the prompt's number. It defines verl's
-  ``compute_score`` and a TRL-style batch ``reward``.
+  ``compute_score``, a TRL-style batch ``reward`` and slime/vime's awaited ``async_reward``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ CHAT_TEMPLATE = (
 )
 REWARD_MODULE = "smoke_reward"
 REWARD_FN = "compute_score"
+ASYNC_REWARD_FN = "async_reward"  # slime/vime: --custom-rm-path {reward_module}.async_reward
 DATA_SOURCE = "rocmstack/digits"
 
 REWARD_SOURCE = '''"""Smoke reward (made by rocmstack): the share of the completion's characters that are digits of the
@@ -40,6 +41,14 @@ def _score(text, ground_truth):
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     """verl's custom_reward_function signature."""
     return float(_score(solution_str, ground_truth))
+
+
+async def async_reward(args, sample, **kwargs):
+    """slime/vime's --custom-rm-path signature: awaited per sample; the label is the row's --label-key
+    column (here reward_model, a dict holding ground_truth)."""
+    label = sample.label
+    truth = label.get("ground_truth", "") if isinstance(label, dict) else label
+    return float(_score(sample.response, truth))
 
 
 def reward(completions, reward_model=None, **kwargs):

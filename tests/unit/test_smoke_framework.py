@@ -5,18 +5,24 @@ The run against a real RL framework loop (TRL's GRPO on CPU) is tests/integratio
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
+import json
 import math
 import os
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from rocmstack.cli import main
 from rocmstack.recipe.load import load_recipe
 from rocmstack.recipe.model import FrameworkSmoke, MetricsSource
-from rocmstack.smoke import framework, verdict
+from rocmstack.recipe.resolve import resolve
+from rocmstack.render.context import _layers
+from rocmstack.smoke import framework, framework_inputs, verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "recipes"
@@ -97,6 +103,118 @@ def test_shipped_verl_recipes_declare_the_framework_smoke():
         assert "training/rollout_probs_diff_mean" in {c.metric for c in decl.checks}
 
 
+VIME = "vime-megatron-vllm-rocm7.14"
+
+# vime's console, as its code prints it (composed from the format strings, not copied from a run):
+# vime/observability/logging_utils.py configure_logger: "[%(asctime)s] %(filename)s:%(lineno)d - %(message)s";
+# vime/backends/megatron_utils/model.py train(): logger.info(f"{role_tag}step {accumulated_step_id}: {log_dict}")
+# with the loss keys of loss.py's reported_loss, grad_norm, lr-pg_N, global_batch_size and train/step;
+# vime/observability/rollout_metrics.py log_rollout_data(): logger.info(f"perf {rollout_id}: {log_dict}").
+# Ray forwards an actor's lines with "(ClassName pid=N)" in front. A float that is NaN prints as nan.
+VIME_LINES = """\
+(RolloutManager pid=3101) [2026-12-01 20:31:07] rollout_metrics.py:265 - perf 0: {'perf/rollout_time': 3.91, \
+'perf/tokens_per_gpu_per_sec': 65.4, 'perf/longest_sample_tokens_per_sec': 8.18, 'rollout/truncated_ratio': 1.0}
+(MegatronTrainRayActor pid=3188) [2026-12-01 20:31:12] model.py:806 - step 0: {'train/loss': -0.0021, \
+'train/pg_loss': -0.0021, 'train/entropy_loss': 6.21, 'train/pg_clipfrac': 0.0, 'train/ppo_kl': 0.0, \
+'train/train_rollout_logprob_abs_diff': 0.0113, 'train/kl_loss': 0.0, 'train/grad_norm': 0.734, \
+'train/lr-pg_0': 1e-06, 'train/lr-pg_1': 1e-06, 'train/global_batch_size': 16, 'train/step': 0}
+(MegatronTrainRayActor pid=3188) [2026-12-01 20:31:12] model.py:142 - step 1 of the schedule: not metrics
+[2026-12-01 20:31:13] rollout.py:88 - eval 0: {'eval/digits': 0.2}
+(RolloutManager pid=3101) [2026-12-01 20:31:19] rollout_metrics.py:265 - perf 1: {'perf/rollout_time': 3.2, \
+'perf/tokens_per_gpu_per_sec': 80.0}
+(MegatronTrainRayActor pid=3188) [2026-12-01 20:31:24] model.py:806 - step 1: {'train/loss': nan, \
+'train/pg_loss': nan, 'train/ppo_kl': 2.3e-05, 'train/train_rollout_logprob_abs_diff': 0.31, \
+'train/kl_loss': 4.1e-06, 'train/grad_norm': nan, 'train/global_batch_size': 16, 'train/step': 1}
+"""
+
+
+def _vime_decl() -> FrameworkSmoke:
+    recipe, _ = load_recipe(VIME)
+    assert recipe.framework_smoke is not None
+    return recipe.framework_smoke
+
+
+def test_vime_trainer_and_rollout_lines_parse_into_one_row_per_step():
+    rows = framework.parse_metrics(VIME_LINES, _vime_decl().metrics)
+    assert [r["step"] for r in rows] == [0, 1]
+    assert rows[0]["train/train_rollout_logprob_abs_diff"] == 0.0113
+    assert rows[0]["perf/tokens_per_gpu_per_sec"] == 65.4  # the rollout's line, merged into the step
+    assert rows[0]["train/lr-pg_0"] == 1e-06 and "eval/digits" not in rows[0]
+    assert math.isnan(rows[1]["train/loss"]) and rows[1]["perf/tokens_per_gpu_per_sec"] == 80.0
+
+
+def test_vime_checks_judge_its_invariants():
+    decl = _vime_decl()
+    rows = framework.parse_metrics(VIME_LINES, decl.metrics)
+    results = {c.name: c for c in framework.judge(decl, rows, returncode=0, timed_out=False, seconds=60.0)}
+    assert results["steps_seen"].passed
+    assert not results["train/train_rollout_logprob_abs_diff <= 0.1"].passed  # step 1: 0.31
+    assert results["train/ppo_kl < 1e-08 (first)"].passed and results["train/kl_loss < 1e-08 (first)"].passed
+    assert not results["train/loss finite"].passed and results["train/grad_norm > 0 (any)"].passed
+    assert results["perf/tokens_per_gpu_per_sec > 0"].passed
+
+
+def test_shipped_vime_recipe_runs_its_train_loop_with_two_rollouts(tmp_path):
+    decl = _vime_decl()
+    assert decl.framework == "vime" and decl.steps == 2
+    inputs = framework_inputs.FrameworkInputs(
+        tmp_path / "model", tmp_path / "tokenizer", tmp_path / "d" / "train.parquet",
+        tmp_path / "d" / "test.parquet", tmp_path / "smoke_reward.py", 512,
+    )  # fmt: skip
+    values = framework.placeholders(tmp_path, inputs, decl.steps, "/usr/bin/python3")
+    argv = [framework.fill(a, values) for a in decl.command]
+    # train.py is the driver the ROCm launcher submits; the image keeps vime's checkout where render clones it.
+    layers = _layers(resolve(*load_recipe(VIME), "gfx942"), [])
+    src = next(p["src"] for layer in layers for p in layer["components"] if p["name"] == "vime")
+    assert argv[:2] == ["/usr/bin/python3", f"{src}/train.py"]
+    flags = {a: argv[i + 1] if i + 1 < len(argv) else None for i, a in enumerate(argv) if a.startswith("--")}
+    assert flags["--num-rollout"] == "2"  # the launcher's NUM_ROLLOUT
+    assert flags["--megatron-to-hf-mode"] == "bridge" and flags["--hf-checkpoint"] == str(tmp_path / "model")
+    assert flags["--prompt-data"] == str(tmp_path / "d" / "train.parquet")
+    assert flags["--custom-rm-path"] == f"smoke_reward.{framework_inputs.ASYNC_REWARD_FN}"
+    assert flags["--vocab-size"] == "512" and "--colocate" in flags and "--use-wandb" not in flags
+    assert "PYTHONPATH" not in decl.env and decl.env["WANDB_MODE"] == "disabled"
+
+
+def test_vime_megatron_flags_match_the_made_model(tmp_path):
+    pytest.importorskip("pyarrow", reason="the smoke's parquet is written with pyarrow (test extra)")
+    decl = _vime_decl()
+    inputs = framework_inputs.make_inputs(tmp_path, train_rows=2, val_rows=1)
+    values = framework.placeholders(tmp_path, inputs, decl.steps)
+    argv = [framework.fill(a, values) for a in decl.command]
+    flags = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
+    config = json.loads((inputs.model_dir / "config.json").read_text())
+    rope = config.get("rope_theta") or config["rope_parameters"]["rope_theta"]
+    # vime/backends/megatron_utils/arguments.py _hf_validate_args compares these, and the bridge builds the
+    # model from config.json: a mismatch stops vime before its first step.
+    assert int(flags["--hidden-size"]) == config["hidden_size"]
+    assert int(flags["--num-attention-heads"]) == config["num_attention_heads"]
+    assert int(flags["--num-layers"]) == config["num_hidden_layers"]
+    assert int(flags["--ffn-hidden-size"]) == config["intermediate_size"]
+    assert float(flags["--norm-epsilon"]) == config["rms_norm_eps"]
+    assert float(flags["--rotary-base"]) == rope
+    assert config["tie_word_embeddings"] and "--untie-embeddings-and-output-weights" not in argv
+    assert int(flags["--num-query-groups"]) == config["num_key_value_heads"]
+    assert int(flags["--kv-channels"]) == config["head_dim"]
+    assert int(flags["--vocab-size"]) == config["vocab_size"]
+    rows = framework_inputs.rows(1, "train", 0)
+    assert set(rows[0]) >= {flags["--input-key"], flags["--label-key"]}
+
+
+def test_the_smoke_reward_is_awaitable_the_way_vime_calls_it(tmp_path):
+    path = tmp_path / "smoke_reward.py"
+    path.write_text(framework_inputs.REWARD_SOURCE)
+    spec = importlib.util.spec_from_file_location("smoke_reward", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = getattr(module, framework_inputs.ASYNC_REWARD_FN)
+    # rm_hub.async_rm: `await rm_function(args, sample, **kwargs)`; the label is the row's reward_model dict.
+    sample = SimpleNamespace(response="12ab", label={"ground_truth": "123", "style": "rule"})
+    assert asyncio.run(fn(SimpleNamespace(), sample)) == 0.5
+    assert asyncio.run(fn(None, SimpleNamespace(response="9", label="9"))) == 1.0
+
+
 def _recipe(tmp_path: Path, smoke: str) -> Path:
     (tmp_path / "tiny-pip.yaml").write_text((FIXTURES / "tiny-pip.yaml").read_text())
     path = tmp_path / "fw.yaml"
@@ -129,6 +247,8 @@ checks: [{metric: a, op: ">", value: 0.0}]
             ("format: kv-console", "format: kv-console, row_key: loss"),
             "kv-console lines carry their own step",
         ),
+        (("format: kv-console", "format: dict-lines, prefix: '(step) (\\d+): '"), "at most one (the step)"),
+        (("format: kv-console", "format: dict-lines, prefix: 'step (: '"), "is not a regular expression"),
     ],
 )
 def test_bad_declarations_exit_2_with_one_line(tmp_path, capsys, change, named):
