@@ -116,6 +116,9 @@ LABEL org.opencontainers.image.revision="${ROCMSTACK_REVISION}" \
       org.opencontainers.image.title="rocmstack vime-megatron-vllm-rocm7.14" \
       org.opencontainers.image.vendor="rocmstack"
 COPY --chmod=0644 rocmstack/lock.json /opt/rocmstack/lock.json
+# The recipe's framework smoke (`rocmstack smoke framework`): validate runs it from here, so an image built
+# from a recipe that is not shipped with rocmstack still runs its framework's own loop.
+COPY --chmod=0644 rocmstack/framework-smoke.json /opt/rocmstack/framework-smoke.json
 
 # Run as the non-root user rocm (numeric, so runAsNonRoot can verify it), in the groups that own /dev/kfd and /dev/dri.
 RUN (getent group video >/dev/null || groupadd --system video) \
