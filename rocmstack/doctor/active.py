@@ -24,12 +24,14 @@ import socket
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rocmstack.doctor.bars import Bars, baseline_key, load_bars, load_baseline, save_baseline
 from rocmstack.doctor.model import DoctorOptions
+from rocmstack.errors import EngineError
 from rocmstack.gpu.actors import stop_actors
 from rocmstack.gpu.collectives import OPS, debug_env, size_sweep  # torch-free part
 
@@ -286,18 +288,28 @@ class SyncPeer:
                 dist.destroy_process_group()
 
 
-def _start_ray(address: str | None, cpus: int) -> bool:
-    """Connect (or start a private local instance); True when this call started it."""
+@contextmanager
+def _ray_for(opts: DoctorOptions, progress: Callable[[str], None]) -> Iterator[None]:
+    """Ray to run the probes on: the one this process already has, the cluster at --ray-address, or a
+    private local instance started (and stopped, its folder removed) here."""
     import ray
 
     if ray.is_initialized():
-        return False
+        yield
+        return
     kwargs: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        ray.init(address="local", include_dashboard=False, num_cpus=cpus, **kwargs)
-    return True
+    if opts.ray_address:
+        ray.init(address=opts.ray_address, **kwargs)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+        return
+    from rocmstack.gpu.ray_local import private_ray
+
+    cpus = max(os.cpu_count() or 1, opts.cpu_ranks + 2)
+    with private_ray("rdoctor-", num_cpus=cpus, progress=progress, **kwargs):
+        yield
 
 
 def sweep_sizes(opts: DoctorOptions, gpu: bool) -> list[int]:
@@ -356,7 +368,7 @@ def run_active(
 ) -> dict:
     """Run the wanted probes; never raises for what it finds (an error lands in the result)."""
     try:
-        import ray
+        import ray  # noqa: F401  (level 2 needs it: say so before anything starts)
     except ImportError as exc:
         return {
             "error": f"level 2 needs Ray in this environment ({exc})",
@@ -365,18 +377,14 @@ def run_active(
     bars = load_bars(opts.bars_file)
     out: dict[str, Any] = {"wanted": sorted(wanted)}
     t0 = time.monotonic()
-    started = False
     try:
-        started = _start_ray(opts.ray_address, max(os.cpu_count() or 1, opts.cpu_ranks + 2))
-        out.update(_run(opts, wanted, bars, progress))
+        with _ray_for(opts, progress):
+            out.update(_run(opts, wanted, bars, progress))
+    except EngineError:
+        raise  # no private Ray could start: one line, exit 4
     except Exception as exc:  # the probes' own failures are caught inside; this is Ray itself failing
         out["error"] = _error(exc)
         out["traceback"] = traceback.format_exc()[-2000:]
-    finally:
-        if started:
-            import ray
-
-            ray.shutdown()
     out["seconds"] = round(time.monotonic() - t0, 2)
     return out
 
