@@ -166,6 +166,10 @@ def main(argv: list[str] | None = None, *, modules: tuple[str, ...] = COMMAND_MO
             sys.stdout = PipeGuard(sys.stdout)  # a stream in all but a closed pipe
             code = app(args=args, prog_name="rocmstack", standalone_mode=False)
             sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        if code == ExitCode.INTERRUPTED:
+            # typer turns Ctrl-C into a silent Exit(130); a command that says where it stopped raises
+            # Interrupted instead (its one line above).
+            sys.stderr.write("rocmstack: interrupted\n")
     except (ClosedPipe, BrokenPipeError):
         _closed_pipe()
     except RocmstackError as exc:

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.markup import escape
 
-from rocmstack.errors import CheckFailed, InputError, quoted
+from rocmstack.errors import CheckFailed, InputError, Interrupted, quoted
 from rocmstack.output import check_output_file, dumps, print_json, print_table, stderr, stdout, warn
 
 # Defaults per device. A GPU runs the shape and batches rollouts use; a CPU runs a small real shape at
@@ -244,7 +244,7 @@ def rollout(
 ) -> None:
     """Decode throughput of the rollout path (random weights, no download) against the memory roofline."""
     from rocmstack.bench.baseline import DEFAULT_TOLERANCE, compare, load_baseline, update_baseline
-    from rocmstack.bench.rollout import DTYPES, RolloutSpec, memory_phases, run_rollout
+    from rocmstack.bench.rollout import DTYPES, RolloutInterrupted, RolloutSpec, memory_phases, run_rollout
     from rocmstack.gpu import memory
     from rocmstack.gpu.shapes import load_config
 
@@ -299,8 +299,11 @@ def rollout(
         markup=False,
         highlight=False,
     )
-    with console.status("bench rollout") if console.is_terminal else nullcontext() as status:
-        report = run_rollout(spec, progress=_progress_sink(console, status), tick_s=TICK_S)
+    try:
+        with console.status("bench rollout") if console.is_terminal else nullcontext() as status:
+            report = run_rollout(spec, progress=_progress_sink(console, status), tick_s=TICK_S)
+    except RolloutInterrupted as stop:
+        _keep_interrupted(stop.report, output, json_out)
     if base is not None:
         report["baseline"] = compare(report, base, tolerance=tolerance) | {"file": str(baseline)}
     if save_baseline is not None:
@@ -343,6 +346,20 @@ def rollout(
                 f"{c['tokens_per_s']:,.1f} tok/s = {c['ratio']:.2f}x of {c['baseline_tokens_per_s']:,.1f}",
                 fix=f"tolerance {verdict['tolerance']:.0%}; check AITER, the attention backend and CPU fallbacks",
             )
+
+
+def _keep_interrupted(report: dict[str, Any], output: Path | None, json_out: bool) -> NoReturn:
+    """Ctrl-C: the rows that finished go where a whole run's would (--output, --json or the table), marked
+    interrupted; no baseline is compared or saved from part of a run."""
+    if output is not None:
+        output.write_text(dumps(report))
+    if json_out:
+        print_json(report)
+    elif report["results"]:
+        _render(report)
+    where = report["interrupted"]
+    kept = f"; {where['rows']} finished row(s)" + (f" in {output}" if output is not None else "")
+    raise Interrupted(f"bench interrupted at {where['phase']}{kept} (marked interrupted)")
 
 
 def plot(

@@ -237,7 +237,9 @@ def _run_hf(
     spec_bw: float | None,
     progress: Any,
     tick: Any,
-) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]],
+) -> None:
+    """Append each batch's row to ``out`` as it finishes: Ctrl-C keeps the finished ones."""
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
 
@@ -268,7 +270,6 @@ def _run_hf(
         )
 
     peak = _Memory(spec.device)
-    out = []
     for batch in spec.batches:
         progress(f"hf generate: batch {batch}: warm-up and prefill")
         ids = prompt_ids(shape.vocab_size, batch, spec.prompt_len, spec.seed, spec.device)
@@ -302,7 +303,6 @@ def _run_hf(
                 peak_gb=peak.peak_gb(),
             )
         )
-    return out
 
 
 def _run_reference(
@@ -313,11 +313,12 @@ def _run_reference(
     spec_bw: float | None,
     progress: Any,
     tick: Any,
-) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]],
+) -> None:
+    """Append each batch's row to ``out`` as it finishes: Ctrl-C keeps the finished ones."""
     import torch
 
     peak = _Memory(spec.device)
-    out = []
     for batch in spec.batches:
         ids = prompt_ids(shape.vocab_size, batch, spec.prompt_len, spec.seed, spec.device)
         gen = torch.Generator(device=spec.device).manual_seed(spec.seed)
@@ -366,7 +367,6 @@ def _run_reference(
                 },
             )
         )
-    return out
 
 
 def _run_external(
@@ -472,13 +472,20 @@ def _every(progress: Progress, seconds: float) -> Progress:
     return tick
 
 
+class RolloutInterrupted(KeyboardInterrupt):
+    """Ctrl-C during the bench: ``report`` holds the rows that finished and where it stopped."""
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        super().__init__()
+        self.report = report
+
+
 def run_rollout(
     spec: RolloutSpec, progress: Progress = lambda msg: None, *, tick_s: float = 5.0
 ) -> dict[str, Any]:
-    """Run the bench; `progress` gets each phase and, every `tick_s` seconds, the token reached."""
+    """Run the bench; `progress` gets each phase and, every `tick_s` seconds, the token reached. Ctrl-C
+    raises RolloutInterrupted with the rows that finished."""
     import torch
-
-    from rocmstack.gpu.engine import ReferenceEngine
 
     shape = shape_from_config(spec.config)
     device_name, backend = _device_info(spec.device)
@@ -489,9 +496,48 @@ def run_rollout(
             device_name, gcn_arch=getattr(props, "gcnArchName", None), memory_gb=props.total_memory / 1e9
         )
     spec_bw = arch.hbm_tb_per_s * 1e12 if arch else None
-    progress("measuring device copy bandwidth")
-    bandwidth = measure_copy_bandwidth(spec.device)
     results: list[dict[str, Any]] = []
+    engines: list[dict[str, Any]] = []
+    sync_results: list[dict[str, Any]] = []
+    measured: dict[str, float] = {}
+    phase = ["measuring device copy bandwidth"]
+
+    def tracked(msg: str) -> None:
+        phase[0] = msg
+        progress(msg)
+
+    try:
+        _measure(spec, shape, spec_bw, backend, tracked, tick_s, measured, results, engines, sync_results)
+    except KeyboardInterrupt:
+        report = _report(
+            spec, shape, device_name, backend, arch, measured.get("bandwidth"), results, engines, sync_results
+        )
+        report["interrupted"] = {"phase": phase[0], "rows": len(results)}
+        raise RolloutInterrupted(report) from None
+    return _report(
+        spec, shape, device_name, backend, arch, measured["bandwidth"], results, engines, sync_results
+    )
+
+
+def _measure(
+    spec: RolloutSpec,
+    shape: ModelShape,
+    spec_bw: float | None,
+    backend: str,
+    progress: Progress,
+    tick_s: float,
+    measured: dict[str, float],
+    results: list[dict[str, Any]],
+    engines: list[dict[str, Any]],
+    sync_results: list[dict[str, Any]],
+) -> None:
+    """The bench itself; every list is filled as its entries finish."""
+    import torch
+
+    from rocmstack.gpu.engine import ReferenceEngine
+
+    progress("measuring device copy bandwidth")
+    bandwidth = measured["bandwidth"] = measure_copy_bandwidth(spec.device)
 
     hf_model = None
     if "hf" in spec.engines or "reference" in spec.engines:
@@ -499,7 +545,7 @@ def run_rollout(
     if "hf" in spec.engines:
         progress("building the transformers model (random weights)")
         hf_model = _hf_model(spec)
-        results += _run_hf(hf_model, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s))
+        _run_hf(hf_model, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s), results)
     if "reference" in spec.engines:
         progress("building the reference engine")
         engine = ReferenceEngine(
@@ -518,7 +564,7 @@ def run_rollout(
         hf_model = None  # the engine holds the weights now: free transformers' copy before timing
         if spec.device == "cuda":
             torch.cuda.empty_cache()
-        results += _run_reference(engine, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s))
+        _run_reference(engine, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s), results)
         del engine
         if spec.device == "cuda":
             torch.cuda.empty_cache()
@@ -528,14 +574,12 @@ def run_rollout(
         # its share is free): cycles (captured graphs and their pools) must go before the cache is emptied.
         gc.collect()
         torch.cuda.empty_cache()
-    engines = []
     for name in ("vllm", "sglang"):
         if name in spec.engines:
             rows, about = _run_external(name, spec, shape, bandwidth, spec_bw, backend, progress)
             results += rows
             engines.append(about)
 
-    sync_results = []
     if spec.weight_sync:
         from rocmstack.bench.weightsync import bench_dist, bench_ipc
 
@@ -548,6 +592,18 @@ def run_rollout(
             bench_dist(spec.config, device=spec.device, dtype=spec.dtype, copy_bandwidth=bandwidth).to_dict()
         )
 
+
+def _report(
+    spec: RolloutSpec,
+    shape: ModelShape,
+    device_name: str,
+    backend: str,
+    arch: Any,
+    bandwidth: float | None,
+    results: list[dict[str, Any]],
+    engines: list[dict[str, Any]],
+    sync_results: list[dict[str, Any]],
+) -> dict[str, Any]:
     dtype_bytes = DTYPES[spec.dtype]
     return {
         "schema": 1,
@@ -570,7 +626,7 @@ def run_rollout(
                 if arch
                 else None
             ),
-            "copy_bandwidth_gb_s": bandwidth / 1e9,
+            "copy_bandwidth_gb_s": None if bandwidth is None else bandwidth / 1e9,
         },
         "versions": _versions(),
         "shape": {

@@ -71,6 +71,35 @@ def _deadline(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
 
+@contextmanager
+def _ctrl_c_kept() -> Iterator[Any]:
+    """Ctrl-C during ``ray.init`` raises KeyboardInterrupt as usual and is also remembered: Ray starts its
+    daemons with fork hooks whose exceptions Python only prints ("Exception ignored in ..."), and a start
+    that swallowed the interrupt must still stop once it returns."""
+    seen = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def _on_int(sig: int, frame: Any) -> None:
+        seen[0] = True
+        if frame is not None and f"{os.sep}logging{os.sep}" in frame.f_code.co_filename:
+            # Inside logging's fork hook, where an exception is printed and dropped: once more, 50 ms on.
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return
+        raise KeyboardInterrupt
+
+    if previous is signal.SIG_IGN:  # Ctrl-C is not ours to take (a background job)
+        yield lambda: False
+        return
+    signal.signal(signal.SIGINT, _on_int)
+    try:
+        yield lambda: seen[0]
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _own_processes(folder: str) -> list[int]:
     """This user's processes that name ``folder`` on their command line: the daemons of our instance."""
     uid = os.getuid()
@@ -148,7 +177,7 @@ def private_ray(
         for attempt in range(1, ATTEMPTS + 1):
             folder = tempfile.mkdtemp(prefix=prefix, dir=base)
             try:
-                with _deadline(limit):
+                with _deadline(limit), _ctrl_c_kept() as ctrl_c:
                     ray.init(
                         address="local",
                         num_cpus=num_cpus,
@@ -156,6 +185,8 @@ def private_ray(
                         _temp_dir=folder,
                         **init_kwargs,
                     )
+                if ctrl_c():
+                    raise KeyboardInterrupt
                 break
             except BaseException as exc:
                 _shutdown(ray, folder)
