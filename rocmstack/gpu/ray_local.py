@@ -164,7 +164,7 @@ def private_ray(
     while it runs)."""
     import ray
 
-    from rocmstack.build.runner import stop_signals_interrupt
+    from rocmstack.build.runner import Terminated, stop_signals_interrupt
 
     if progress is None:
         from rocmstack.output import warn as progress
@@ -190,6 +190,9 @@ def private_ray(
                 break
             except BaseException as exc:
                 _shutdown(ray, folder)
+                if isinstance(exc, SystemExit) and exc.code in (signal.SIGTERM, signal.SIGHUP):
+                    # Ray's own handler, installed part-way through the start, exits with the number.
+                    raise Terminated(int(exc.code)) from None
                 if not isinstance(exc, Exception | _StartTimeout):
                     raise  # Ctrl-C, SIGTERM: stopped and cleaned, and on its way
                 if _timed_out(exc) and attempt < ATTEMPTS:
@@ -203,7 +206,10 @@ def private_ray(
                 ) from None
         info = {"init_s": time.perf_counter() - start, "attempts": attempt, "temp_dir": folder}
         try:
-            yield info
+            # Ray's core installs its own SIGTERM handler at start (it logs and dies, skipping this
+            # clean-up): ours again, for the block.
+            with stop_signals_interrupt():
+                yield info
         finally:
             _shutdown(ray, folder)
 

@@ -123,3 +123,24 @@ def test_bench_keeps_its_finished_rows(tmp_path):
     assert [(r["engine"], r["batch"], r["status"]) for r in kept["results"]] == [("reference", 1, "ok")]
     assert kept["interrupted"]["rows"] == 1
     assert "reference" in out  # the finished row's table
+
+
+@pytest.mark.timeout(240)
+def test_smoke_stopped_by_sigterm_after_ray_started_removes_its_folder():
+    # Ray's core installs a SIGTERM handler of its own at start, which skipped the clean-up.
+    folder = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))
+    try:
+        proc = _start(["smoke", "grpo", "--device", "cpu"], {TMPDIR_ENV: str(folder)})
+        # The driver's own core-worker log appears as ray.init connects it; the start is over seconds later.
+        # (A SIGTERM inside ray.init itself meets Ray's C++ handler, which ends the process at once: Ray's
+        # reaper then stops the daemons, and the folder stays.)
+        _wait_for(lambda: any(folder.glob("*/session_latest/logs/python-core-driver-*")), timeout=180)
+        time.sleep(5)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert list(folder.iterdir()) == []
+        ps = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
+        assert str(folder) not in ps
+    finally:
+        subprocess.run(["rm", "-rf", str(folder)], check=False)
