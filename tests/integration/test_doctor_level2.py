@@ -87,3 +87,21 @@ def test_level3_needs_a_cluster_and_a_bad_bars_file_is_one_line(tmp_path):
         and "op = 'allreduce' is unknown" in proc.stderr
         and "Traceback" not in proc.stderr
     )
+
+
+def test_env_lint_counts_the_users_variables_not_the_ones_rays_start_sets():
+    # Ray's start sets RAY_AUTH_MODE, RAY_CLIENT_MODE and RAY_USAGE_STATS_ENABLED in the doctor's process.
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "NCCL_", "HSA_", "HIP_", "VLLM_"))
+    }
+
+    def lint(level: str) -> str:
+        r = subprocess.run(
+            [sys.executable, "-m", "rocmstack", "doctor", "--level", level, "--expect-gpus", "0", "--json",
+             "--only", "env-unknown-vars" + (",gpu-hbm-bandwidth" if level == "2" else "")],
+            capture_output=True, text=True, env=env, timeout=380,
+        )  # fmt: skip
+        assert r.returncode in (0, 1), r.stderr
+        return next(c["summary"] for c in json.loads(r.stdout)["checks"] if c["id"] == "env-unknown-vars")
+
+    assert lint("2") == lint("1")
