@@ -108,6 +108,19 @@ def _fmt(value: Any, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+# What each rate counts: they differ by the prefill, and by the median step against the mean one.
+COLUMNS_NOTE = (
+    "tok/s: batch x new tokens / the whole timed generate (prefill included); step ms: the median decode "
+    "step; decode tok/s: batch x 1000 / step ms"
+)
+
+
+def step_rate(row: dict[str, Any]) -> float | None:
+    """Tokens per second of the median decode step: the ``step ms`` column as a rate."""
+    step = row.get("median_step_ms")
+    return row["batch"] * 1000.0 / step if step else None
+
+
 def _render(report: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -128,8 +141,8 @@ def _render(report: dict[str, Any]) -> None:
         "engine",
         "batch",
         "tok/s",
-        "tok/s/GPU",
         "step ms",
+        "decode tok/s",
         "prefill tok/s",
         "MBU",
         "MBU spec",
@@ -147,8 +160,8 @@ def _render(report: dict[str, Any]) -> None:
             r["engine"],
             str(r["batch"]),
             _fmt(r["tokens_per_s"], ",.1f"),
-            _fmt(r["tokens_per_s_per_gpu"], ",.1f"),
             _fmt(r["median_step_ms"], ".2f"),
+            _fmt(step_rate(r), ",.1f"),
             _fmt(r["prefill_tokens_per_s"], ",.0f"),
             _fmt(r["mbu"], ".3f"),
             _fmt(r["mbu_spec"], ".3f"),
@@ -156,6 +169,7 @@ def _render(report: dict[str, Any]) -> None:
             _fmt(r["peak_memory_gb"], ".1f"),
         )
     print_table(table, out)
+    out.print(COLUMNS_NOTE, markup=False, highlight=False)
     for e in report.get("engines", []):
         if e["status"] == "ok":
             out.print(

@@ -238,6 +238,7 @@ def _run_hf(
     progress: Any,
     tick: Any,
     out: list[dict[str, Any]],
+    eta: Eta | None = None,
 ) -> None:
     """Append each batch's row to ``out`` as it finishes: Ctrl-C keeps the finished ones."""
     import torch
@@ -271,7 +272,7 @@ def _run_hf(
 
     peak = _Memory(spec.device)
     for batch in spec.batches:
-        progress(f"hf generate: batch {batch}: warm-up and prefill")
+        progress(f"hf generate: batch {batch}: warm-up and prefill" + (f" ({eta.left()})" if eta else ""))
         ids = prompt_ids(shape.vocab_size, batch, spec.prompt_len, spec.seed, spec.device)
         with torch.no_grad():
             generate(ids, 4)  # warm-up: kernels, allocator
@@ -303,6 +304,8 @@ def _run_hf(
                 peak_gb=peak.peak_gb(),
             )
         )
+        if eta is not None:
+            eta.finished(("hf", batch))
 
 
 def _run_reference(
@@ -314,6 +317,7 @@ def _run_reference(
     progress: Any,
     tick: Any,
     out: list[dict[str, Any]],
+    eta: Eta | None = None,
 ) -> None:
     """Append each batch's row to ``out`` as it finishes: Ctrl-C keeps the finished ones."""
     import torch
@@ -327,7 +331,7 @@ def _run_reference(
             f"reference: batch {batch}: {p}"
             for p in ("warm-up (captures the decode graphs)" if engine.use_graphs else "warm-up", "timed run")
         )
-        progress(warm)
+        progress(warm + (f" ({eta.left()})" if eta else ""))
         engine.generate(
             ids,
             spec.new_tokens,
@@ -367,6 +371,8 @@ def _run_reference(
                 },
             )
         )
+        if eta is not None:
+            eta.finished(("reference", batch))
 
 
 def _run_external(
@@ -472,6 +478,73 @@ def _every(progress: Progress, seconds: float) -> Progress:
     return tick
 
 
+# The share of the measured copy rate a decode step reaches, by device: 0.24-0.33 measured for qwen3-0.6b
+# at batches 1 and 8 on a 2-core x86-64 VM (docs/bench.md); GPUs reach 0.5-0.76 (docs/bench.md's table),
+# where the lower figure keeps the estimate on the long side. transformers' generate is slower per step.
+DECODE_SHARE = {"cpu": 0.25, "cuda": 0.5}
+HF_SLOWER = {"cpu": 2.0, "cuda": 20.0}
+
+
+def estimate_seconds(spec: RolloutSpec, shape: ModelShape, bandwidth: float) -> dict[tuple[str, int], float]:
+    """Seconds each (engine, batch) run of rocmstack's own engines will take, before it starts: every
+    generate call (a warm-up and a timed one) moves the decode step's bytes once per new token, at the share
+    of the measured copy rate the device reaches; prefill is counted as two steps. The image's engines
+    (vllm, sglang) are not estimated: their start alone varies by minutes."""
+    share = DECODE_SHARE.get(spec.device, 0.25)
+    out = {}
+    for batch in spec.batches:
+        b = roofline.decode_bytes(
+            shape,
+            batch=batch,
+            prompt_len=spec.prompt_len,
+            new_tokens=spec.new_tokens,
+            dtype_bytes=DTYPES[spec.dtype],
+        )
+        step_s = b.per_step / (bandwidth * share)
+        one_call = (spec.new_tokens + 2) * step_s
+        if "hf" in spec.engines:
+            out[("hf", batch)] = (one_call + 6 * step_s) * HF_SLOWER.get(spec.device, 2.0)
+        if "reference" in spec.engines:
+            out[("reference", batch)] = 2 * one_call
+    return out
+
+
+class Eta:
+    """The estimate, then the time left: what the estimate still holds for the runs not finished, scaled
+    by how the finished ones compared with theirs."""
+
+    def __init__(
+        self, estimate: Mapping[tuple[str, int], float], clock: Callable[[], float] = time.monotonic
+    ):
+        self.estimate = dict(estimate)
+        self.clock = clock
+        self.t0 = clock()
+        self.done: set[tuple[str, int]] = set()
+
+    def announce(self) -> str:
+        total = sum(self.estimate.values())
+        if not self.estimate:
+            return "estimate: none for these engines (their start alone varies by minutes)"
+        return (
+            f"estimate: about {_duration(total)} for {len(self.estimate)} run(s) of rocmstack's engines "
+            f"(decode at the device's usual share of the measured copy rate; engine starts not counted)"
+        )
+
+    def finished(self, run: tuple[str, int]) -> None:
+        self.done.add(run)
+
+    def left(self) -> str:
+        planned = sum(v for k, v in self.estimate.items() if k in self.done)
+        rest = sum(v for k, v in self.estimate.items() if k not in self.done)
+        scale = (self.clock() - self.t0) / planned if planned > 0 else 1.0
+        return f"about {_duration(rest * scale)} left"
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
 class RolloutInterrupted(KeyboardInterrupt):
     """Ctrl-C during the bench: ``report`` holds the rows that finished and where it stopped."""
 
@@ -538,6 +611,8 @@ def _measure(
 
     progress("measuring device copy bandwidth")
     bandwidth = measured["bandwidth"] = measure_copy_bandwidth(spec.device)
+    eta = Eta(estimate_seconds(spec, shape, bandwidth))
+    progress(eta.announce())
 
     hf_model = None
     if "hf" in spec.engines or "reference" in spec.engines:
@@ -545,7 +620,7 @@ def _measure(
     if "hf" in spec.engines:
         progress("building the transformers model (random weights)")
         hf_model = _hf_model(spec)
-        _run_hf(hf_model, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s), results)
+        _run_hf(hf_model, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s), results, eta)
     if "reference" in spec.engines:
         progress("building the reference engine")
         engine = ReferenceEngine(
@@ -564,7 +639,9 @@ def _measure(
         hf_model = None  # the engine holds the weights now: free transformers' copy before timing
         if spec.device == "cuda":
             torch.cuda.empty_cache()
-        _run_reference(engine, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s), results)
+        _run_reference(
+            engine, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s), results, eta
+        )
         del engine
         if spec.device == "cuda":
             torch.cuda.empty_cache()
