@@ -377,6 +377,7 @@ def run_active(
     bars = load_bars(opts.bars_file)
     out: dict[str, Any] = {"wanted": sorted(wanted)}
     t0 = time.monotonic()
+    progress(_plan(opts, wanted))
     try:
         with _ray_for(opts, progress):
             out.update(_run(opts, wanted, bars, progress))
@@ -387,6 +388,32 @@ def run_active(
         out["traceback"] = traceback.format_exc()[-2000:]
     out["seconds"] = round(time.monotonic() - t0, 2)
     return out
+
+
+# Measured on a 2-core x86-64 VM without GPU (2026-12-01, Ray 2.60.0, load average 7-9 from other jobs):
+# `doctor --level 2 --expect-gpus 0` took 352 s (5 collectives x 5 sizes over gloo, 5 weight-sync start-ups).
+CPU_LEVEL2_S = 352.0
+
+
+def _plan(opts: DoctorOptions, wanted: frozenset[str]) -> str:
+    """What level 2 will run, said before it starts; on a node without GPUs, how long that took here."""
+    parts = ["a private Ray start" if not opts.ray_address else f"Ray at {opts.ray_address}"]
+    if "collectives" in wanted:
+        parts.append(
+            f"{len(opts.collectives or OPS)} collective(s) x {len(sweep_sizes(opts, False))} size(s)"
+        )
+    if "weight-sync" in wanted:
+        parts.append(f"{opts.sync_repeats} weight-sync start-up(s)")
+    line = "level 2: " + ", ".join(parts)
+    if _gpus_visible():
+        return line
+    return (
+        f"{line}; without GPUs, the whole of level 2 took {CPU_LEVEL2_S / 60:.0f} min on a loaded 2-core VM"
+    )
+
+
+def _gpus_visible() -> bool:
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or os.path.exists("/dev/kfd")
 
 
 def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Callable[[str], None]) -> dict:
@@ -522,8 +549,14 @@ def _weight_sync(
     peer = ray.remote(SyncPeer)
     half = {"num_gpus": 0.5} if gpu else {}
     rounds = []
+    t0 = time.monotonic()
     for r in range(opts.sync_repeats):
-        progress(f"level 2: weight sync start-up {r + 1}/{opts.sync_repeats}")
+        # The rounds are alike: the ones done say how long the rest will take.
+        left = (time.monotonic() - t0) / r * (opts.sync_repeats - r) if r else None
+        progress(
+            f"level 2: weight sync start-up {r + 1}/{opts.sync_repeats}"
+            + (f" (about {left:.0f} s left)" if left is not None else "")
+        )
         round_: dict[str, Any] = {"colocated": [], "split": None}
         made = []
         files = []  # CPU: the shared-memory files behind the exports, removed once their holders are gone

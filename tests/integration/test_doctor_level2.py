@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,20 @@ def test_env_lint_counts_the_users_variables_not_the_ones_rays_start_sets():
         return next(c["summary"] for c in json.loads(r.stdout)["checks"] if c["id"] == "env-unknown-vars")
 
     assert lint("2") == lint("1")
+
+
+def test_level_2_says_what_it_will_run_and_how_long_the_rest_takes():
+    r = subprocess.run(
+        [sys.executable, "-m", "rocmstack", "doctor", "--level", "2", "--expect-gpus", "0",
+         "--only", "weight-sync-ipc", "--sync-repeats", "3", "--sync-bytes", "1M"],
+        capture_output=True, text=True, env=ENV, timeout=380,
+    )  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("doctor: level 2")]
+    assert lines[0] == (
+        "doctor: level 2: a private Ray start, 3 weight-sync start-up(s); without GPUs, the whole of level 2 "
+        "took 6 min on a loaded 2-core VM"
+    )
+    rounds = [line for line in lines if "weight sync start-up" in line]
+    assert rounds[0] == "doctor: level 2: weight sync start-up 1/3"
+    assert [bool(re.search(r" \(about \d+ s left\)$", line)) for line in rounds] == [False, True, True]
