@@ -6,8 +6,10 @@ body, so ``rocmstack doctor --fast`` starts quickly.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -24,7 +26,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 
 from rocmstack import __version__
 from rocmstack.errors import ExitCode, InputError, RocmstackError, printable, quoted
-from rocmstack.output import QUIET_ENV
+from rocmstack.output import QUIET_ENV, ClosedPipe, PipeGuard
 from rocmstack.resources import RECIPES_PATH_ENV
 
 # One module per concern; each exposes ``register(app)``.
@@ -138,6 +140,17 @@ def _fail(message: str, code: ExitCode) -> NoReturn:
     sys.exit(int(code))
 
 
+def _closed_pipe() -> NoReturn:
+    """The reader went away (``rocmstack ... | head -1``): that is not a failed check. Exit quietly with the
+    shell's code for SIGPIPE; stdout is pointed at /dev/null so the interpreter's last flush cannot fail."""
+    if isinstance(sys.stdout, PipeGuard):
+        sys.stdout = sys.stdout._stream
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(128 + int(signal.SIGPIPE))
+
+
 def main(argv: list[str] | None = None, *, modules: tuple[str, ...] = COMMAND_MODULES) -> None:
     """The CLI; ``modules`` narrows it to some concerns (``python -m rocmstack.doctor`` on a host that lacks
     another concern's dependencies), with the same one-line errors and exit codes."""
@@ -150,7 +163,15 @@ def main(argv: list[str] | None = None, *, modules: tuple[str, ...] = COMMAND_MO
         args = _hoist_global_options(list(sys.argv[1:] if argv is None else argv))
         _refuse_empty_values(args)
         with warnings.catch_warnings():
+            sys.stdout = PipeGuard(sys.stdout)  # a stream in all but a closed pipe
             code = app(args=args, prog_name="rocmstack", standalone_mode=False)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        if code == ExitCode.INTERRUPTED:
+            # typer turns Ctrl-C into a silent Exit(130); a command that says where it stopped raises
+            # Interrupted instead (its one line above).
+            sys.stderr.write("rocmstack: interrupted\n")
+    except (ClosedPipe, BrokenPipeError):
+        _closed_pipe()
     except RocmstackError as exc:
         if exc.detail:
             sys.stderr.write(f"rocmstack: error: {exc.one_line()}\n{exc.detail.rstrip()}\n")
@@ -175,6 +196,8 @@ def main(argv: list[str] | None = None, *, modules: tuple[str, ...] = COMMAND_MO
         where = f": {exc.filename}" if exc.filename else ""
         _fail(f"{exc.strerror or exc}{where}", ExitCode.USAGE)
     finally:
+        if isinstance(sys.stdout, PipeGuard):
+            sys.stdout = sys.stdout._stream
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)

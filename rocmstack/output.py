@@ -16,16 +16,55 @@ if TYPE_CHECKING:
 QUIET_ENV = "ROCMSTACK_QUIET"
 
 
-def stdout() -> Console:
+class ClosedPipe(Exception):
+    """The reader of stdout went away (``rocmstack check --all | head -1``). Not an OSError on purpose:
+    click and rich turn a broken pipe into exit 1, which means a failed check; ``cli.main`` exits quietly."""
+
+
+class PipeGuard:
+    """sys.stdout as it is, except that a write to a closed pipe raises ClosedPipe."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            raise ClosedPipe from None
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise ClosedPipe from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def console(**options: Any) -> Console:
+    """A rich Console whose closed pipe raises ClosedPipe (rich's own handling exits 1)."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True  # nothing more is written to the closed pipe
+            raise ClosedPipe
+
+    return _Console(**options)
+
+
+def stdout() -> Console:
+    return console(highlight=False, soft_wrap=True)
 
 
 def stderr() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def dumps(obj: Any) -> str:

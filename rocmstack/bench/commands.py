@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.markup import escape
 
-from rocmstack.errors import CheckFailed, InputError, quoted
+from rocmstack.errors import CheckFailed, InputError, Interrupted, quoted
 from rocmstack.output import check_output_file, dumps, print_json, print_table, stderr, stdout, warn
 
 # Defaults per device. A GPU runs the shape and batches rollouts use; a CPU runs a small real shape at
@@ -108,6 +108,19 @@ def _fmt(value: Any, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+# What each rate counts: they differ by the prefill, and by the median step against the mean one.
+COLUMNS_NOTE = (
+    "tok/s: batch x new tokens / the whole timed generate (prefill included); step ms: the median decode "
+    "step; decode tok/s: batch x 1000 / step ms"
+)
+
+
+def step_rate(row: dict[str, Any]) -> float | None:
+    """Tokens per second of the median decode step: the ``step ms`` column as a rate."""
+    step = row.get("median_step_ms")
+    return row["batch"] * 1000.0 / step if step else None
+
+
 def _render(report: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -128,8 +141,8 @@ def _render(report: dict[str, Any]) -> None:
         "engine",
         "batch",
         "tok/s",
-        "tok/s/GPU",
         "step ms",
+        "decode tok/s",
         "prefill tok/s",
         "MBU",
         "MBU spec",
@@ -147,8 +160,8 @@ def _render(report: dict[str, Any]) -> None:
             r["engine"],
             str(r["batch"]),
             _fmt(r["tokens_per_s"], ",.1f"),
-            _fmt(r["tokens_per_s_per_gpu"], ",.1f"),
             _fmt(r["median_step_ms"], ".2f"),
+            _fmt(step_rate(r), ",.1f"),
             _fmt(r["prefill_tokens_per_s"], ",.0f"),
             _fmt(r["mbu"], ".3f"),
             _fmt(r["mbu_spec"], ".3f"),
@@ -156,6 +169,7 @@ def _render(report: dict[str, Any]) -> None:
             _fmt(r["peak_memory_gb"], ".1f"),
         )
     print_table(table, out)
+    out.print(COLUMNS_NOTE, markup=False, highlight=False)
     for e in report.get("engines", []):
         if e["status"] == "ok":
             out.print(
@@ -244,7 +258,7 @@ def rollout(
 ) -> None:
     """Decode throughput of the rollout path (random weights, no download) against the memory roofline."""
     from rocmstack.bench.baseline import DEFAULT_TOLERANCE, compare, load_baseline, update_baseline
-    from rocmstack.bench.rollout import DTYPES, RolloutSpec, memory_phases, run_rollout
+    from rocmstack.bench.rollout import DTYPES, RolloutInterrupted, RolloutSpec, memory_phases, run_rollout
     from rocmstack.gpu import memory
     from rocmstack.gpu.shapes import load_config
 
@@ -299,8 +313,11 @@ def rollout(
         markup=False,
         highlight=False,
     )
-    with console.status("bench rollout") if console.is_terminal else nullcontext() as status:
-        report = run_rollout(spec, progress=_progress_sink(console, status), tick_s=TICK_S)
+    try:
+        with console.status("bench rollout") if console.is_terminal else nullcontext() as status:
+            report = run_rollout(spec, progress=_progress_sink(console, status), tick_s=TICK_S)
+    except RolloutInterrupted as stop:
+        _keep_interrupted(stop.report, output, json_out)
     if base is not None:
         report["baseline"] = compare(report, base, tolerance=tolerance) | {"file": str(baseline)}
     if save_baseline is not None:
@@ -343,6 +360,20 @@ def rollout(
                 f"{c['tokens_per_s']:,.1f} tok/s = {c['ratio']:.2f}x of {c['baseline_tokens_per_s']:,.1f}",
                 fix=f"tolerance {verdict['tolerance']:.0%}; check AITER, the attention backend and CPU fallbacks",
             )
+
+
+def _keep_interrupted(report: dict[str, Any], output: Path | None, json_out: bool) -> NoReturn:
+    """Ctrl-C: the rows that finished go where a whole run's would (--output, --json or the table), marked
+    interrupted; no baseline is compared or saved from part of a run."""
+    if output is not None:
+        output.write_text(dumps(report))
+    if json_out:
+        print_json(report)
+    elif report["results"]:
+        _render(report)
+    where = report["interrupted"]
+    kept = f"; {where['rows']} finished row(s)" + (f" in {output}" if output is not None else "")
+    raise Interrupted(f"bench interrupted at {where['phase']}{kept} (marked interrupted)")
 
 
 def plot(

@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from rocmstack.plots import legend_below
+
 _STYLE = {"reference": ("C0", "o"), "hf": ("C3", "s"), "vllm": ("C2", "^"), "sglang": ("C4", "v")}
 
 
@@ -53,7 +55,7 @@ def plot_reports(reports: Iterable[Mapping[str, Any]], output: Path) -> Path:
             ax.set_xscale("log", base=2)
             ax.set_xlabel("batch")
             ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=8)
+            legend_below(ax)
         ax_tps.set_yscale("log")
         ax_tps.set_ylabel("generated tokens/s")
         ax_mbu.set_ylabel("MBU")
@@ -61,7 +63,7 @@ def plot_reports(reports: Iterable[Mapping[str, Any]], output: Path) -> Path:
         ax_mbu.axhline(1.0, color="k", ls="--", lw=0.8)
     fig.tight_layout()
     output.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(output, dpi=110)
+    fig.savefig(output, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return output
 

@@ -237,7 +237,10 @@ def _run_hf(
     spec_bw: float | None,
     progress: Any,
     tick: Any,
-) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]],
+    eta: Eta | None = None,
+) -> None:
+    """Append each batch's row to ``out`` as it finishes: Ctrl-C keeps the finished ones."""
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
 
@@ -268,9 +271,8 @@ def _run_hf(
         )
 
     peak = _Memory(spec.device)
-    out = []
     for batch in spec.batches:
-        progress(f"hf generate: batch {batch}: warm-up and prefill")
+        progress(f"hf generate: batch {batch}: warm-up and prefill" + (f" ({eta.left()})" if eta else ""))
         ids = prompt_ids(shape.vocab_size, batch, spec.prompt_len, spec.seed, spec.device)
         with torch.no_grad():
             generate(ids, 4)  # warm-up: kernels, allocator
@@ -302,7 +304,8 @@ def _run_hf(
                 peak_gb=peak.peak_gb(),
             )
         )
-    return out
+        if eta is not None:
+            eta.finished(("hf", batch))
 
 
 def _run_reference(
@@ -313,11 +316,13 @@ def _run_reference(
     spec_bw: float | None,
     progress: Any,
     tick: Any,
-) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]],
+    eta: Eta | None = None,
+) -> None:
+    """Append each batch's row to ``out`` as it finishes: Ctrl-C keeps the finished ones."""
     import torch
 
     peak = _Memory(spec.device)
-    out = []
     for batch in spec.batches:
         ids = prompt_ids(shape.vocab_size, batch, spec.prompt_len, spec.seed, spec.device)
         gen = torch.Generator(device=spec.device).manual_seed(spec.seed)
@@ -326,7 +331,7 @@ def _run_reference(
             f"reference: batch {batch}: {p}"
             for p in ("warm-up (captures the decode graphs)" if engine.use_graphs else "warm-up", "timed run")
         )
-        progress(warm)
+        progress(warm + (f" ({eta.left()})" if eta else ""))
         engine.generate(
             ids,
             spec.new_tokens,
@@ -366,7 +371,8 @@ def _run_reference(
                 },
             )
         )
-    return out
+        if eta is not None:
+            eta.finished(("reference", batch))
 
 
 def _run_external(
@@ -472,13 +478,87 @@ def _every(progress: Progress, seconds: float) -> Progress:
     return tick
 
 
+# The share of the measured copy rate a decode step reaches, by device: 0.24-0.33 measured for qwen3-0.6b
+# at batches 1 and 8 on a 2-core x86-64 VM (docs/bench.md); GPUs reach 0.5-0.76 (docs/bench.md's table),
+# where the lower figure keeps the estimate on the long side. transformers' generate is slower per step.
+DECODE_SHARE = {"cpu": 0.25, "cuda": 0.5}
+HF_SLOWER = {"cpu": 2.0, "cuda": 20.0}
+
+
+def estimate_seconds(spec: RolloutSpec, shape: ModelShape, bandwidth: float) -> dict[tuple[str, int], float]:
+    """Seconds each (engine, batch) run of rocmstack's own engines will take, before it starts: every
+    generate call (a warm-up and a timed one) moves the decode step's bytes once per new token, at the share
+    of the measured copy rate the device reaches; prefill is counted as two steps. The image's engines
+    (vllm, sglang) are not estimated: their start alone varies by minutes."""
+    share = DECODE_SHARE.get(spec.device, 0.25)
+    out = {}
+    for batch in spec.batches:
+        b = roofline.decode_bytes(
+            shape,
+            batch=batch,
+            prompt_len=spec.prompt_len,
+            new_tokens=spec.new_tokens,
+            dtype_bytes=DTYPES[spec.dtype],
+        )
+        step_s = b.per_step / (bandwidth * share)
+        one_call = (spec.new_tokens + 2) * step_s
+        if "hf" in spec.engines:
+            out[("hf", batch)] = (one_call + 6 * step_s) * HF_SLOWER.get(spec.device, 2.0)
+        if "reference" in spec.engines:
+            out[("reference", batch)] = 2 * one_call
+    return out
+
+
+class Eta:
+    """The estimate, then the time left: what the estimate still holds for the runs not finished, scaled
+    by how the finished ones compared with theirs."""
+
+    def __init__(
+        self, estimate: Mapping[tuple[str, int], float], clock: Callable[[], float] = time.monotonic
+    ):
+        self.estimate = dict(estimate)
+        self.clock = clock
+        self.t0 = clock()
+        self.done: set[tuple[str, int]] = set()
+
+    def announce(self) -> str:
+        total = sum(self.estimate.values())
+        if not self.estimate:
+            return "estimate: none for these engines (their start alone varies by minutes)"
+        return (
+            f"estimate: about {_duration(total)} for {len(self.estimate)} run(s) of rocmstack's engines "
+            f"(decode at the device's usual share of the measured copy rate; engine starts not counted)"
+        )
+
+    def finished(self, run: tuple[str, int]) -> None:
+        self.done.add(run)
+
+    def left(self) -> str:
+        planned = sum(v for k, v in self.estimate.items() if k in self.done)
+        rest = sum(v for k, v in self.estimate.items() if k not in self.done)
+        scale = (self.clock() - self.t0) / planned if planned > 0 else 1.0
+        return f"about {_duration(rest * scale)} left"
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+class RolloutInterrupted(KeyboardInterrupt):
+    """Ctrl-C during the bench: ``report`` holds the rows that finished and where it stopped."""
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        super().__init__()
+        self.report = report
+
+
 def run_rollout(
     spec: RolloutSpec, progress: Progress = lambda msg: None, *, tick_s: float = 5.0
 ) -> dict[str, Any]:
-    """Run the bench; `progress` gets each phase and, every `tick_s` seconds, the token reached."""
+    """Run the bench; `progress` gets each phase and, every `tick_s` seconds, the token reached. Ctrl-C
+    raises RolloutInterrupted with the rows that finished."""
     import torch
-
-    from rocmstack.gpu.engine import ReferenceEngine
 
     shape = shape_from_config(spec.config)
     device_name, backend = _device_info(spec.device)
@@ -489,9 +569,50 @@ def run_rollout(
             device_name, gcn_arch=getattr(props, "gcnArchName", None), memory_gb=props.total_memory / 1e9
         )
     spec_bw = arch.hbm_tb_per_s * 1e12 if arch else None
-    progress("measuring device copy bandwidth")
-    bandwidth = measure_copy_bandwidth(spec.device)
     results: list[dict[str, Any]] = []
+    engines: list[dict[str, Any]] = []
+    sync_results: list[dict[str, Any]] = []
+    measured: dict[str, float] = {}
+    phase = ["measuring device copy bandwidth"]
+
+    def tracked(msg: str) -> None:
+        phase[0] = msg
+        progress(msg)
+
+    try:
+        _measure(spec, shape, spec_bw, backend, tracked, tick_s, measured, results, engines, sync_results)
+    except KeyboardInterrupt:
+        report = _report(
+            spec, shape, device_name, backend, arch, measured.get("bandwidth"), results, engines, sync_results
+        )
+        report["interrupted"] = {"phase": phase[0], "rows": len(results)}
+        raise RolloutInterrupted(report) from None
+    return _report(
+        spec, shape, device_name, backend, arch, measured["bandwidth"], results, engines, sync_results
+    )
+
+
+def _measure(
+    spec: RolloutSpec,
+    shape: ModelShape,
+    spec_bw: float | None,
+    backend: str,
+    progress: Progress,
+    tick_s: float,
+    measured: dict[str, float],
+    results: list[dict[str, Any]],
+    engines: list[dict[str, Any]],
+    sync_results: list[dict[str, Any]],
+) -> None:
+    """The bench itself; every list is filled as its entries finish."""
+    import torch
+
+    from rocmstack.gpu.engine import ReferenceEngine
+
+    progress("measuring device copy bandwidth")
+    bandwidth = measured["bandwidth"] = measure_copy_bandwidth(spec.device)
+    eta = Eta(estimate_seconds(spec, shape, bandwidth))
+    progress(eta.announce())
 
     hf_model = None
     if "hf" in spec.engines or "reference" in spec.engines:
@@ -499,7 +620,7 @@ def run_rollout(
     if "hf" in spec.engines:
         progress("building the transformers model (random weights)")
         hf_model = _hf_model(spec)
-        results += _run_hf(hf_model, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s))
+        _run_hf(hf_model, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s), results, eta)
     if "reference" in spec.engines:
         progress("building the reference engine")
         engine = ReferenceEngine(
@@ -518,7 +639,9 @@ def run_rollout(
         hf_model = None  # the engine holds the weights now: free transformers' copy before timing
         if spec.device == "cuda":
             torch.cuda.empty_cache()
-        results += _run_reference(engine, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s))
+        _run_reference(
+            engine, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s), results, eta
+        )
         del engine
         if spec.device == "cuda":
             torch.cuda.empty_cache()
@@ -528,14 +651,12 @@ def run_rollout(
         # its share is free): cycles (captured graphs and their pools) must go before the cache is emptied.
         gc.collect()
         torch.cuda.empty_cache()
-    engines = []
     for name in ("vllm", "sglang"):
         if name in spec.engines:
             rows, about = _run_external(name, spec, shape, bandwidth, spec_bw, backend, progress)
             results += rows
             engines.append(about)
 
-    sync_results = []
     if spec.weight_sync:
         from rocmstack.bench.weightsync import bench_dist, bench_ipc
 
@@ -548,6 +669,18 @@ def run_rollout(
             bench_dist(spec.config, device=spec.device, dtype=spec.dtype, copy_bandwidth=bandwidth).to_dict()
         )
 
+
+def _report(
+    spec: RolloutSpec,
+    shape: ModelShape,
+    device_name: str,
+    backend: str,
+    arch: Any,
+    bandwidth: float | None,
+    results: list[dict[str, Any]],
+    engines: list[dict[str, Any]],
+    sync_results: list[dict[str, Any]],
+) -> dict[str, Any]:
     dtype_bytes = DTYPES[spec.dtype]
     return {
         "schema": 1,
@@ -570,7 +703,7 @@ def run_rollout(
                 if arch
                 else None
             ),
-            "copy_bandwidth_gb_s": bandwidth / 1e9,
+            "copy_bandwidth_gb_s": None if bandwidth is None else bandwidth / 1e9,
         },
         "versions": _versions(),
         "shape": {

@@ -183,12 +183,26 @@ _NOT_FOUND = re.compile(
 _DENIED = re.compile(r"unauthorized|denied|authentication required|forbidden", re.IGNORECASE)
 
 
+def _tail(text: str, limit: int) -> str:
+    """The end of ``text`` in at most ``limit`` characters, starting at a link of the error chain (after
+    ": ") or at least at a word, never inside one."""
+    if len(text) <= limit:
+        return text
+    tail = text[-(limit - 3) :]
+    cut = text[: len(text) - len(tail)]
+    if cut.endswith((" ", ":")):  # the tail already starts at a boundary
+        return "..." + tail.lstrip(": ")
+    for sep in (": ", " "):
+        at = tail.find(sep)
+        if at != -1 and at + len(sep) < len(tail):
+            return "..." + tail[at + len(sep) :]
+    return "..." + tail
+
+
 def classify_pull_error(image: str, output: str) -> str:
     """One sentence: why the registry did not give us this image."""
     registry = registry_of(image)
-    detail = _last_line(output)
-    if len(detail) > 160:  # the cause is at the end of the engine's error chain
-        detail = "..." + detail[-157:]
+    detail = _tail(_last_line(output), 160)  # the cause is at the end of the engine's error chain
     if _UNREACHABLE.search(output):
         return f"registry {registry} is unreachable from this machine ({detail})"
     if _DENIED.search(output):

@@ -24,13 +24,15 @@ import socket
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmstack.doctor.bars import Bars, baseline_key, load_bars, load_baseline, save_baseline
 from rocmstack.doctor.model import DoctorOptions
+from rocmstack.errors import EngineError
 from rocmstack.gpu.actors import stop_actors
 from rocmstack.gpu.collectives import OPS, debug_env, size_sweep  # torch-free part
 
@@ -287,18 +289,28 @@ class SyncPeer:
                 dist.destroy_process_group()
 
 
-def _start_ray(address: str | None, cpus: int) -> bool:
-    """Connect (or start a private local instance); True when this call started it."""
+@contextmanager
+def _ray_for(opts: DoctorOptions, progress: Callable[[str], None]) -> Iterator[None]:
+    """Ray to run the probes on: the one this process already has, the cluster at --ray-address, or a
+    private local instance started (and stopped, its folder removed) here."""
     import ray
 
     if ray.is_initialized():
-        return False
+        yield
+        return
     kwargs: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        ray.init(address="local", include_dashboard=False, num_cpus=cpus, **kwargs)
-    return True
+    if opts.ray_address:
+        ray.init(address=opts.ray_address, **kwargs)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+        return
+    from rocmstack.gpu.ray_local import private_ray
+
+    cpus = max(os.cpu_count() or 1, opts.cpu_ranks + 2)
+    with private_ray("rdoctor-", num_cpus=cpus, progress=progress, **kwargs):
+        yield
 
 
 def sweep_sizes(opts: DoctorOptions, gpu: bool) -> list[int]:
@@ -357,7 +369,7 @@ def run_active(
 ) -> dict:
     """Run the wanted probes; never raises for what it finds (an error lands in the result)."""
     try:
-        import ray
+        import ray  # noqa: F401  (level 2 needs it: say so before anything starts)
     except ImportError as exc:
         return {
             "error": f"level 2 needs Ray in this environment ({exc})",
@@ -366,20 +378,43 @@ def run_active(
     bars = load_bars(opts.bars_file)
     out: dict[str, Any] = {"wanted": sorted(wanted)}
     t0 = time.monotonic()
-    started = False
+    progress(_plan(opts, wanted))
     try:
-        started = _start_ray(opts.ray_address, max(os.cpu_count() or 1, opts.cpu_ranks + 2))
-        out.update(_run(opts, wanted, bars, progress))
+        with _ray_for(opts, progress):
+            out.update(_run(opts, wanted, bars, progress))
+    except EngineError:
+        raise  # no private Ray could start: one line, exit 4
     except Exception as exc:  # the probes' own failures are caught inside; this is Ray itself failing
         out["error"] = _error(exc)
         out["traceback"] = traceback.format_exc()[-2000:]
-    finally:
-        if started:
-            import ray
-
-            ray.shutdown()
     out["seconds"] = round(time.monotonic() - t0, 2)
     return out
+
+
+# Measured on a 2-core x86-64 VM without GPU (2026-12-01, Ray 2.60.0, load average 7-9 from other jobs):
+# `doctor --level 2 --expect-gpus 0` took 352 s (5 collectives x 5 sizes over gloo, 5 weight-sync start-ups).
+CPU_LEVEL2_S = 352.0
+
+
+def _plan(opts: DoctorOptions, wanted: frozenset[str]) -> str:
+    """What level 2 will run, said before it starts; on a node without GPUs, how long that took here."""
+    parts = ["a private Ray start" if not opts.ray_address else f"Ray at {opts.ray_address}"]
+    if "collectives" in wanted:
+        parts.append(
+            f"{len(opts.collectives or OPS)} collective(s) x {len(sweep_sizes(opts, False))} size(s)"
+        )
+    if "weight-sync" in wanted:
+        parts.append(f"{opts.sync_repeats} weight-sync start-up(s)")
+    line = "level 2: " + ", ".join(parts)
+    if _gpus_visible():
+        return line
+    return (
+        f"{line}; without GPUs, the whole of level 2 took {CPU_LEVEL2_S / 60:.0f} min on a loaded 2-core VM"
+    )
+
+
+def _gpus_visible() -> bool:
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or os.path.exists("/dev/kfd")
 
 
 def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Callable[[str], None]) -> dict:
@@ -538,8 +573,14 @@ def _weight_sync(
     peer = ray.remote(SyncPeer)
     half = {"num_gpus": 0.5} if gpu else {}
     rounds = []
+    t0 = time.monotonic()
     for r in range(opts.sync_repeats):
-        progress(f"level 2: weight sync start-up {r + 1}/{opts.sync_repeats}")
+        # The rounds are alike: the ones done say how long the rest will take.
+        left = (time.monotonic() - t0) / r * (opts.sync_repeats - r) if r else None
+        progress(
+            f"level 2: weight sync start-up {r + 1}/{opts.sync_repeats}"
+            + (f" (about {left:.0f} s left)" if left is not None else "")
+        )
         round_: dict[str, Any] = {"colocated": [], "split": None}
         made = []
         files = []  # CPU: the shared-memory files behind the exports, removed once their holders are gone

@@ -95,6 +95,10 @@ def over_budget_row(check: Check, extra_s: float, probes: tuple[str, ...], budge
 
 def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], None] | None = None) -> dict:
     opts = options or DoctorOptions()
+    if opts.env is None:
+        # The environment as the user gave it, read once: Ray's start (level 2) sets RAY_* variables of its
+        # own in this process, which no check must count as the user's.
+        opts = dataclasses.replace(opts, env=opts.environ())
     if opts.expect_gpus is not None and opts.expect_gpus < 0:
         raise InputError(
             f"--expect-gpus {opts.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8"

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rocmstack.platform import cuda, rocm
 from rocmstack.platform.masks import MaskView, mask_view
@@ -259,8 +260,6 @@ def gpu_sources(snap: Snapshot) -> list[GpuSource]:
 
 def take_snapshot(req: SnapshotRequest) -> Snapshot:
     env = dict(req.env)
-    timings: dict[str, float] = {}
-    not_run: dict[str, str] = {}
     pending_probes: dict[str, Pending] = {}
     pending_tools: dict[str, Pending] = {}
 
@@ -270,9 +269,33 @@ def take_snapshot(req: SnapshotRequest) -> Snapshot:
     amd_render = [n for n in render if n.vendor == rocm.AMD_VENDOR_ID]
     nvidia_proc = cuda.proc_driver_gpus(req.proc_root)
     nvidia_dev = cuda.dev_nvidia_nodes(req.dev_root)
+
+    try:
+        return _gather(
+            req, env, kfd, render, amd_render, nvidia_proc, nvidia_dev, pending_probes, pending_tools
+        )
+    except BaseException:
+        # Ctrl-C: the probes and tools run in sessions of their own and would run on for their whole limit.
+        for pending in (*pending_probes.values(), *pending_tools.values()):
+            pending.stop()
+        raise
+
+
+def _gather(
+    req: SnapshotRequest,
+    env: dict[str, str],
+    kfd: Any,
+    render: Any,
+    amd_render: Any,
+    nvidia_proc: Any,
+    nvidia_dev: Any,
+    pending_probes: dict[str, Pending],
+    pending_tools: dict[str, Pending],
+) -> Snapshot:
+    timings: dict[str, float] = {}
+    not_run: dict[str, str] = {}
     amd_hw = bool(kfd) or bool(amd_render) or (req.dev_root / "kfd").exists()
     nvidia_hw = bool(nvidia_proc) or bool(nvidia_dev)
-
     # Everything starts at once; a probe whose library is missing answers "not installed" in milliseconds.
     for name in sorted(req.probes | {"site"}):
         if req.fast and name in HEAVY_PROBES:

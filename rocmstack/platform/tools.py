@@ -86,6 +86,7 @@ class Pending:
         self.log = log
         self._done: ToolRun | None = None
         self._thread: threading.Thread | None = None
+        self._proc: subprocess.Popen[str] | None = None
         path = (env or os.environ).get("PATH", os.defpath)
         exe = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=path)
         if exe is None:
@@ -113,8 +114,15 @@ class Pending:
         finally:
             if sink is not None:
                 sink.close()  # the child holds its own copy
+        self._proc = proc
         self._thread = threading.Thread(target=self._wait, args=(proc, start), daemon=True)
         self._thread.start()
+
+    def stop(self) -> None:
+        """Kill the process and its group now (Ctrl-C while waiting): it runs in a session of its own, so
+        the terminal's signal never reached it. A no-op once it has finished."""
+        if self._proc is not None and self._proc.poll() is None:
+            _kill_group(self._proc)
 
     def _wait(self, proc: subprocess.Popen[str], start: float) -> None:
         try:
@@ -135,7 +143,11 @@ class Pending:
 
     def result(self) -> ToolRun:
         if self._thread is not None:
-            self._thread.join(self.timeout + 5)
+            try:
+                self._thread.join(self.timeout + 5)
+            except BaseException:
+                self.stop()
+                raise
         if self._done is None:  # cannot happen short of a wedged kernel; still never hang or raise
             self._done = ToolRun(self.argv, None, "", "", self.timeout, timed_out=True)
         return self._done

@@ -13,10 +13,10 @@ ENGINE_OPT = typer.Option(None, "--engine", help="Container engine for image arg
 def _console():
     import sys
 
-    from rich.console import Console
+    from rocmstack.output import console
 
     # Piped output (CI logs, PR comments) gets a wide table: names and commits are never cut.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    return console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def register(app: typer.Typer) -> None:

@@ -96,12 +96,11 @@ def register(app: typer.Typer) -> None:
         The resolver (uv, cached) resolves every pip layer for the image's platform: an unsatisfiable set
         fails with the conflict in one line and uv's explanation below; a lock that no longer matches what it
         resolves is drift. --offline compares with the lock only."""
-        from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
 
         from rocmstack.errors import RuleFailure
-        from rocmstack.output import print_json, print_table
+        from rocmstack.output import console, print_json, print_table
         from rocmstack.patches import load_patches
         from rocmstack.rules.engine import evaluate_rules, load_rules
         from rocmstack.rules.gate import resolver_result
@@ -133,7 +132,7 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(1)
             return
         # Piped output (CI logs) gets a wide table instead of rich's 80-column default.
-        out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+        out = console(highlight=False, width=None if sys.stdout.isatty() else 200)
         for resolved, results in runs:
             title = escape(f"{resolved.recipe.name} [{resolved.arch_list}]")
             counts = {s: sum(1 for x in results if x.status == s) for s in _STYLE}
@@ -339,12 +338,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Newest upstream release of every pin (index JSON API; git tags where reachable) and what check
         would say with the pin bumped to it (rules, then the resolver on the bumped set)."""
-        from rich.console import Console
         from rich.markup import escape
         from rich.table import Table
 
         from rocmstack.lock.file import arch_key, entry_of, lock_path
-        from rocmstack.output import print_json, stderr
+        from rocmstack.output import console, print_json, stderr
         from rocmstack.recipe.load import load_recipe
         from rocmstack.recipe.resolve import resolve
         from rocmstack.rules.outdated import outdated
@@ -376,4 +374,4 @@ def register(app: typer.Typer) -> None:
                 escape(r.verdict),
             )
         # Piped output gets a wide table: names and commits are never cut.
-        Console(highlight=False, width=None if sys.stdout.isatty() else 200).print(table)
+        console(highlight=False, width=None if sys.stdout.isatty() else 200).print(table)

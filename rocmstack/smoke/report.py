@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack.output import dumps
+from rocmstack.plots import legend_below
 
 PLOTS = ("reward.png", "logprob_diff.png", "phase_times.png")
 
@@ -47,14 +48,14 @@ def plot(directory: Path, metrics: list[dict[str, Any]], summary: dict[str, Any]
     )
     ax.axhline(BLIND_CEILING, ls=":", color="tab:red", label=f"prompt-blind ceiling ({BLIND_CEILING})")
     ax.set(xlabel="step", ylabel="reward", ylim=(-0.05, 1.05), title=f"{title}\n{verdict}")
-    ax.legend(loc="center right", fontsize=8)
+    legend_below(ax)
     out.append(_save(fig, directory / PLOTS[0]))
 
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.semilogy(steps, [max(m["train_rollout_logprob_abs_diff_mean"], 1e-9) for m in metrics], label="mean")
     ax.semilogy(steps, [max(m["train_rollout_logprob_abs_diff_max"], 1e-9) for m in metrics], label="max")
     ax.set(xlabel="step", ylabel="|logprob trainer - rollout|", title="train vs rollout log-prob difference")
-    ax.legend(fontsize=8)
+    legend_below(ax)
     out.append(_save(fig, directory / PLOTS[1]))
 
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -64,7 +65,7 @@ def plot(directory: Path, metrics: list[dict[str, Any]], summary: dict[str, Any]
         ax.bar(steps, values, bottom=bottom, label=key.removeprefix("time_").removesuffix("_s"))
         bottom = [a + b for a, b in zip(bottom, values, strict=True)]
     ax.set(xlabel="step", ylabel="seconds", title="phase times per step")
-    ax.legend(fontsize=8)
+    legend_below(ax)
     out.append(_save(fig, directory / PLOTS[2]))
     return out
 
@@ -73,6 +74,6 @@ def _save(fig: Any, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -52,32 +50,24 @@ def _get(refs: Any) -> Any:
 
 
 @contextmanager
-def _ray_session() -> Iterator[dict[str, Any]]:
+def _ray_session(progress: Any = None) -> Iterator[dict[str, Any]]:
     """Reuse a running Ray (tests share one), else start a private local instance and stop it after."""
     import ray
 
-    info: dict[str, Any] = {"started": False, "init_s": 0.0}
+    from rocmstack.gpu.ray_local import private_ray
+
     if ray.is_initialized():
-        yield info
+        yield {"started": False, "init_s": 0.0}
         return
-    start = time.perf_counter()
-    temp_dir = tempfile.mkdtemp(prefix="rsmoke-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-    # A private cluster (address="local"), never a shared one from `ray start`; logical CPUs so the
-    # actors' bundles fit a 2-core CI box.
-    ray.init(
-        address="local",
+    # Logical CPUs so the actors' bundles fit a 2-core CI box.
+    with private_ray(
+        "rsmoke-",
         num_cpus=max(4, os.cpu_count() or 1),
-        include_dashboard=False,
+        progress=progress,
         log_to_driver=False,
-        _temp_dir=temp_dir,
         configure_logging=False,
-    )
-    info.update(started=True, init_s=time.perf_counter() - start)
-    try:
-        yield info
-    finally:
-        ray.shutdown()
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    ) as info:
+        yield {"started": True, **info}
 
 
 def _max_abs(a: Any, b: Any) -> float:

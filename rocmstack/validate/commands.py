@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
-from rocmstack.errors import ExitCode, InputError, printable
+from rocmstack.errors import EngineError, ExitCode, InputError, printable
 
 if TYPE_CHECKING:
     from rocmstack.validate.pipeline import ValidateOptions
@@ -217,12 +217,20 @@ def _in_container(
     if dry_run:
         import sys
 
+        from rocmstack.output import warn
+
+        shown, pinned_to = plan, None
+        try:
+            shown, info = container.pinned(plan)  # what a run executes: the image by its id
+            pinned_to = info["id"]
+        except EngineError as exc:
+            warn(f"{exc.one_line()}; a run would stop here, so the plan shows {image} as given")
         if json_out:
             from rocmstack.output import print_json
 
-            print_json(plan.as_dict())
+            print_json({**shown.as_dict(), "image_ref": image, "image_id": pinned_to})
         else:
-            sys.stdout.write(plan.shell() + "\n")
+            sys.stdout.write(shown.shell() + "\n")
         return None
     return container.validate_image(plan, opts, on_line=_echo())  # stderr: stdout stays JSON with --json
 

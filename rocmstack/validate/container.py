@@ -132,8 +132,9 @@ def device_flags(
         flags += ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
         flags += ["--ulimit", nofile(engine), "--shm-size", SHM_SIZE]
     else:
-        # No device on a CPU host, but Ray still needs open files: buildah's default (1024) fails the doctor.
-        flags += ["--ulimit", nofile(engine)]
+        # No device on a CPU host, but Ray still needs open files (buildah's default, 1024, fails the doctor)
+        # and /dev/shm: its object store and the CPU smoke's weight sync (shared memory) live there.
+        flags += ["--ulimit", nofile(engine), "--shm-size", SHM_SIZE]
     if seccomp_unconfined:
         flags += ["--security-opt", "seccomp=unconfined"]
     return flags
@@ -548,6 +549,13 @@ def by_id(p: Plan, image_id: str) -> Plan:
     return dataclasses.replace(p, image=bare, setup=swap(p.setup), run=run)
 
 
+def pinned(p: Plan) -> tuple[Plan, dict]:
+    """The plan a run executes: IMAGE inspected once and run by its id, not the tag, which could move to
+    another image meanwhile. ``--dry-run`` prints this same plan."""
+    info = inspect(p.engine, p.image)
+    return by_id(p, info["id"]), info
+
+
 def inspect(engine: str, image: str) -> dict:
     """Labels, id and tags of IMAGE from the engine's store (buildah shares podman's)."""
     from rocmstack.build.engines import Engine, inspect_image
@@ -696,10 +704,8 @@ def validate_image(p: Plan, opts: ValidateOptions, *, on_line: Callable[[str], N
     from rocmstack.validate import pipeline
     from rocmstack.validate.report import write_all
 
-    info = inspect(p.engine, p.image)
     ref = p.image
-    # Run the very image inspected (its id), not the tag, which could move to another image meanwhile.
-    p = by_id(p, info["id"])
+    p, info = pinned(p)
     got = _run_and_collect(p, on_line)
     code, report, refused = got.code, got.report, got.refused
     advice = seccomp_advice(report)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,38 @@ def test_custom_allreduce_on_two_cpu_ranks_of_the_vllm_build():
     check = next(c for c in report["checks"] if c["id"] == "custom-allreduce")
     assert check["status"] == "pass", check
     assert "shm_allreduce matches the reference on 2 ranks in 12 comparisons" in check["summary"]
+
+
+def test_env_lint_counts_the_users_variables_not_the_ones_rays_start_sets():
+    # Ray's start sets RAY_AUTH_MODE, RAY_CLIENT_MODE and RAY_USAGE_STATS_ENABLED in the doctor's process.
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "NCCL_", "HSA_", "HIP_", "VLLM_"))
+    }
+
+    def lint(level: str) -> str:
+        r = subprocess.run(
+            [sys.executable, "-m", "rocmstack", "doctor", "--level", level, "--expect-gpus", "0", "--json",
+             "--only", "env-unknown-vars" + (",gpu-hbm-bandwidth" if level == "2" else "")],
+            capture_output=True, text=True, env=env, timeout=380,
+        )  # fmt: skip
+        assert r.returncode in (0, 1), r.stderr
+        return next(c["summary"] for c in json.loads(r.stdout)["checks"] if c["id"] == "env-unknown-vars")
+
+    assert lint("2") == lint("1")
+
+
+def test_level_2_says_what_it_will_run_and_how_long_the_rest_takes():
+    r = subprocess.run(
+        [sys.executable, "-m", "rocmstack", "doctor", "--level", "2", "--expect-gpus", "0",
+         "--only", "weight-sync-ipc", "--sync-repeats", "3", "--sync-bytes", "1M"],
+        capture_output=True, text=True, env=ENV, timeout=380,
+    )  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("doctor: level 2")]
+    assert lines[0] == (
+        "doctor: level 2: a private Ray start, 3 weight-sync start-up(s); without GPUs, the whole of level 2 "
+        "took 6 min on a loaded 2-core VM"
+    )
+    rounds = [line for line in lines if "weight sync start-up" in line]
+    assert rounds[0] == "doctor: level 2: weight sync start-up 1/3"
+    assert [bool(re.search(r" \(about \d+ s left\)$", line)) for line in rounds] == [False, True, True]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -169,3 +170,32 @@ def test_module_entry_point_has_the_cli_errors():
         and proc.stderr.startswith("rocmstack: error: --batch")
         and proc.stderr.count("\n") == 1
     )
+
+
+def test_estimate_before_the_work_and_time_left_on_each_run(capsys, shape, tmp_path):
+    code, _, err = cli(
+        capsys, *RUN, "--shape", shape, "--engine", "reference,hf", "-o", str(tmp_path / "r.json")
+    )
+    assert code == 0, err
+    lines = err.splitlines()
+    at = next(i for i, line in enumerate(lines) if "estimate: about" in line)
+    first = next(i for i, line in enumerate(lines) if "building the" in line)
+    assert at < first  # said before any model is built
+    assert "for 4 run(s) of rocmstack's engines" in lines[at]
+    runs = [line for line in lines if "batch" in line and ("warm-up" in line) and "token" not in line]
+    assert runs and all(re.search(r"\(about [0-9.]+ (s|min) left\)$", line) for line in runs), runs
+
+
+def test_the_table_says_what_each_rate_counts_and_step_ms_agrees_with_its_rate(capsys, shape, tmp_path):
+    code, out, err = cli(
+        capsys, *RUN, "--shape", shape, "--engine", "reference", "-o", str(tmp_path / "r.json")
+    )
+    assert code == 0, err
+    assert "tok/s: batch x new tokens / the whole timed generate (prefill included)" in out
+    assert "decode tok/s: batch x 1000 / step ms" in out
+    report = json.loads((tmp_path / "r.json").read_text())
+    for r in report["results"]:
+        row = next(line for line in out.splitlines() if line.startswith(f"│ reference │ {r['batch']:>5} │"))
+        cells = [c.strip() for c in row.strip("│").split("│")]
+        step_ms, rate = float(cells[3]), float(cells[4].replace(",", ""))
+        assert rate == pytest.approx(r["batch"] * 1000 / step_ms, rel=0.01)

@@ -89,6 +89,23 @@ def test_qualify(short, full):
     assert E.qualify(short) == full
 
 
+# Verbatim from `make build` on a machine without a route to Docker Hub (podman 4.3.1, Debian 12).
+PODMAN_NO_ROUTE = (
+    "Error: initializing source docker://rocm/primus:v26.7: pinging container registry registry-1.docker.io: "
+    'Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 10.255.255.53:53: '
+    "no such host"
+)
+
+
+def test_a_long_cause_is_shortened_at_a_link_of_the_chain_never_mid_word():
+    text = E.classify_pull_error("rocm/primus:v26.7", PODMAN_NO_ROUTE)
+    detail = text.split(" (", 1)[1].removesuffix(")")
+    assert detail.startswith("...") and len(detail) <= 160
+    kept = detail.removeprefix("...")
+    assert PODMAN_NO_ROUTE.endswith(": " + kept)  # starts where a link of the chain starts
+    assert text.endswith("no such host)")
+
+
 def test_classify_unreachable_registry_keeps_the_cause():
     text = E.classify_pull_error("rocm/primus:v26.7", PODMAN_NO_REGISTRY)
     assert text.startswith("registry docker.io is unreachable from this machine")

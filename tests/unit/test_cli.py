@@ -152,3 +152,40 @@ def test_inspect_prints_no_terminal_escape_from_the_image(capsys, monkeypatch):
 def test_promote_without_a_report_is_refused(capsys):
     code, _, err = run(capsys, "tags", "verl-0.9.0-rocm10", "--promote")
     assert code == 2 and "--promote needs --report DIR" in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("recipes",),
+        ("check", "--all"),
+        ("show", "verl-0.9.0-rocm10"),
+        ("--help",),
+        ("doctor", "--fast", "--expect-gpus", "0", "--json"),
+    ],
+)
+def test_a_closed_pipe_exits_quietly_never_1(args):
+    # `rocmstack ... | head -1`: the reader gone before rocmstack writes is the sure way to meet it.
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "rocmstack", *args], stdout=write, stderr=subprocess.PIPE, timeout=120
+        )
+    finally:
+        os.close(write)
+    err = proc.stderr.decode()
+    assert proc.returncode in (0, 141), (proc.returncode, err)
+    assert "Traceback" not in err and "Broken pipe" not in err and "error" not in err, err
+
+
+def test_head_1_in_a_shell_exits_0_or_141():
+    import subprocess
+    import sys
+
+    shell = f"{sys.executable} -m rocmstack -q check --all | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}"
+    proc = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.stdout.strip() in ("0", "141"), proc

@@ -69,6 +69,16 @@ def test_dry_run_json(cli, tmp_path):
     assert plan["commands"][1] == ["docker", "rm", "--force", plan["container"]]
 
 
+@pytest.mark.parametrize("engine", ["docker", "podman", "buildah"])
+def test_dry_run_shows_the_shared_memory_every_run_gets(cli, tmp_path, engine):
+    # security.md: /dev/shm of 16 GB on every host (this one has no GPU): what is shown is what runs.
+    r = cli("validate", "localhost/x:1", "--engine", engine, "--report", str(tmp_path), "--dry-run", "--json")
+    assert r.code == 0, r.err
+    starts = json.loads(r.out)["commands"][0]  # docker/podman run, buildah from: where the flags go
+    assert starts[starts.index("--shm-size") + 1] == "16g", starts
+    assert not any(a.startswith("--ipc") for a in starts)
+
+
 @pytest.mark.timeout(240)
 def test_in_place_failure_exits_1_with_a_report(cli, tmp_path):
     r = cli(

@@ -92,8 +92,9 @@ def test_group_ids_are_the_hosts_numbers_never_names_never_root(amd_dev):
 
 
 @pytest.mark.parametrize("engine", container.ENGINES)
-@pytest.mark.parametrize("host", ["amd", "nvidia"])
+@pytest.mark.parametrize("host", container.HOSTS)
 def test_never_the_hosts_ipc_namespace(engine, host):
+    # On every host, a CPU one too: Ray's object store and the CPU smoke's weight sync live in /dev/shm.
     flags = device_flags(engine, host)
     assert not any(f.startswith("--ipc") for f in flags) and flags[flags.index("--shm-size") + 1] == "16g"
 
@@ -122,8 +123,8 @@ def test_nvidia_uses_gpus_on_docker_and_cdi_elsewhere():
 
 
 @pytest.mark.parametrize("engine", container.ENGINES)
-def test_cpu_host_gets_no_device_only_the_open_file_limit(engine):
-    assert device_flags(engine, "cpu") == ["--ulimit", container.nofile(engine)]
+def test_cpu_host_gets_no_device_only_open_files_and_shared_memory(engine):
+    assert device_flags(engine, "cpu") == ["--ulimit", container.nofile(engine), "--shm-size", "16g"]
 
 
 @pytest.mark.parametrize("engine", container.ENGINES)
@@ -175,6 +176,8 @@ def test_buildah_plan_is_from_run_rm_with_the_build_store(tmp_path, monkeypatch)
         "c1",
         "--ulimit",
         container.nofile("buildah"),
+        "--shm-size",
+        "16g",
         "localhost/t:1",
     )
     assert p.run == (

@@ -1,0 +1,219 @@
+"""A private local Ray instance for the doctor's level 2 and the smoke job, beside any other Ray on the machine.
+
+``ray.init(address="local")`` starts a head node of its own: Ray chooses its GCS, raylet, object-manager and
+metrics ports free at start (nothing here passes a fixed one; the dashboard is off). Its socket and log
+folder is a fresh short one under ``/tmp`` (Ray's socket paths must fit 107 bytes), removed on every way
+out. A start that times out (Ray's own "timed out during startup" on a loaded machine, or the start limit
+here) is retried once in a new folder; a start that still fails is an EngineError (one line, exit 4).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from rocmstack.errors import EngineError
+
+# Seconds one start may take (Ray's own raylet wait is 30 s of it); a test can make it tiny.
+START_TIMEOUT_ENV = "ROCMSTACK_RAY_START_TIMEOUT"
+START_TIMEOUT_S = 180.0
+# Where the private folders go; short, as Ray's socket paths must fit 107 bytes.
+TMPDIR_ENV = "ROCMSTACK_RAY_TMPDIR"
+ATTEMPTS = 2
+
+
+class _StartTimeout(BaseException):
+    """Not an Exception: Ray's start-up code catches and logs those, and would carry on."""
+
+
+def start_timeout(env: dict[str, str] | None = None) -> float:
+    raw = (os.environ if env is None else env).get(START_TIMEOUT_ENV, "")
+    try:
+        value = float(raw) if raw else START_TIMEOUT_S
+    except ValueError:
+        value = START_TIMEOUT_S
+    return value if value > 0 else START_TIMEOUT_S
+
+
+def _timed_out(exc: BaseException) -> bool:
+    return isinstance(exc, _StartTimeout) or "timed out during startup" in str(exc)
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Raise _StartTimeout in the main thread after ``seconds``. Elsewhere, or when SIGALRM is taken
+    (a test harness's own timer), Ray's own start limit alone applies."""
+    usable = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGALRM) in (
+        signal.SIG_DFL,
+        None,
+    )
+    if not usable:
+        yield
+        return
+
+    def _fire(_sig: int, _frame: object) -> None:
+        raise _StartTimeout(f"no Ray node within {seconds:g} s")
+
+    signal.signal(signal.SIGALRM, _fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+
+@contextmanager
+def _ctrl_c_kept() -> Iterator[Any]:
+    """Ctrl-C during ``ray.init`` raises KeyboardInterrupt as usual and is also remembered: Ray starts its
+    daemons with fork hooks whose exceptions Python only prints ("Exception ignored in ..."), and a start
+    that swallowed the interrupt must still stop once it returns."""
+    seen = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def _on_int(sig: int, frame: Any) -> None:
+        seen[0] = True
+        if frame is not None and f"{os.sep}logging{os.sep}" in frame.f_code.co_filename:
+            # Inside logging's fork hook, where an exception is printed and dropped: once more, 50 ms on.
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return
+        raise KeyboardInterrupt
+
+    if previous is signal.SIG_IGN:  # Ctrl-C is not ours to take (a background job)
+        yield lambda: False
+        return
+    signal.signal(signal.SIGINT, _on_int)
+    try:
+        yield lambda: seen[0]
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _own_processes(folder: str) -> list[int]:
+    """This user's processes that name ``folder`` on their command line: the daemons of our instance."""
+    uid = os.getuid()
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            if entry.stat().st_uid != uid:
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if folder in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def stop_leftovers(folder: str, grace_s: float = 3.0) -> None:
+    """Stop what a failed or interrupted start left running in ``folder`` (GCS, raylet, agents): SIGTERM,
+    then SIGKILL. Only processes that name this private folder are touched, never another Ray."""
+    pids = _own_processes(folder)
+    for pid in pids:
+        with suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + grace_s
+    while pids and time.monotonic() < end:
+        time.sleep(0.1)
+        pids = [p for p in pids if Path(f"/proc/{p}").exists() and _alive(p)]
+    for pid in pids:
+        with suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _shutdown(ray: Any, folder: str) -> None:
+    with suppress(Exception):
+        ray.shutdown()
+    stop_leftovers(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def private_ray(
+    prefix: str,
+    *,
+    num_cpus: int,
+    progress: Any = None,
+    **init_kwargs: Any,
+) -> Iterator[dict[str, Any]]:
+    """Start a private local Ray for the block and stop it after; yields ``{"init_s", "attempts", "temp_dir"}``.
+
+    The folder is removed and the instance stopped on every way out (an error, Ctrl-C, SIGTERM or SIGHUP
+    while it runs)."""
+    import ray
+
+    from rocmstack.build.runner import Terminated, stop_signals_interrupt
+
+    if progress is None:
+        from rocmstack.output import warn as progress
+
+    limit = start_timeout()
+    base = os.environ.get(TMPDIR_ENV) or "/tmp"
+    start = time.perf_counter()
+    with stop_signals_interrupt():
+        folder = ""
+        for attempt in range(1, ATTEMPTS + 1):
+            folder = tempfile.mkdtemp(prefix=prefix, dir=base)
+            try:
+                with _deadline(limit), _ctrl_c_kept() as ctrl_c:
+                    ray.init(
+                        address="local",
+                        num_cpus=num_cpus,
+                        include_dashboard=False,
+                        _temp_dir=folder,
+                        **init_kwargs,
+                    )
+                if ctrl_c():
+                    raise KeyboardInterrupt
+                break
+            except BaseException as exc:
+                _shutdown(ray, folder)
+                if isinstance(exc, SystemExit) and exc.code in (signal.SIGTERM, signal.SIGHUP):
+                    # Ray's own handler, installed part-way through the start, exits with the number.
+                    raise Terminated(int(exc.code)) from None
+                if not isinstance(exc, Exception | _StartTimeout):
+                    raise  # Ctrl-C, SIGTERM: stopped and cleaned, and on its way
+                if _timed_out(exc) and attempt < ATTEMPTS:
+                    progress(f"Ray did not start in time ({_reason(exc)}); retrying once")
+                    continue
+                tries = f"{attempt} attempts" if attempt > 1 else "1 attempt"
+                raise EngineError(
+                    f"no private Ray instance could start ({tries}; {_reason(exc)})",
+                    fix="check the machine's load and `ray status` for other instances; "
+                    f"{START_TIMEOUT_ENV}=SECONDS allows a slower start",
+                ) from None
+        info = {"init_s": time.perf_counter() - start, "attempts": attempt, "temp_dir": folder}
+        try:
+            # Ray's core installs its own SIGTERM handler at start (it logs and dies, skipping this
+            # clean-up): ours again, for the block.
+            with stop_signals_interrupt():
+                yield info
+        finally:
+            _shutdown(ray, folder)
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 160 else text[:157] + "..."

@@ -1,0 +1,118 @@
+"""Private Ray instances of the doctor and the smoke job, on a machine that runs another Ray: real Ray, real
+processes (`ray start` for the other instance, `rocmstack` as a user runs it)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from rocmstack.gpu.ray_local import START_TIMEOUT_ENV, TMPDIR_ENV, stop_leftovers
+
+pytestmark = [pytest.mark.slow]
+
+RAY = Path(sys.executable).with_name("ray")
+
+SMOKE = ("smoke", "grpo", "--device", "cpu", "--steps", "2", "--prompts", "4")
+DOCTOR = ("doctor", "--level", "2", "--expect-gpus", "0", "--only", "weight-sync-broadcast")
+
+
+def _daemons(folder: Path) -> list[str]:
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if str(folder) in line and "ps -ww" not in line]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def other_ray():
+    """Another Ray on the machine, as `ray start --head` leaves one (its agents on Ray's default ports),
+    in its own folder; its GCS and client-server ports are free ones, so its client server, which names
+    neither the folder nor anything else of its own, can be found and stopped by its port."""
+    pytest.importorskip("ray")
+    folder = Path(tempfile.mkdtemp(prefix="rother-", dir="/tmp"))
+    client_port = _free_port()
+    started = subprocess.run(
+        [
+            str(RAY),
+            "start",
+            "--head",
+            f"--temp-dir={folder}",
+            f"--port={_free_port()}",
+            f"--ray-client-server-port={client_port}",
+            "--num-cpus=1",
+            "--include-dashboard=false",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=180,
+        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+    )
+    try:
+        assert started.returncode == 0
+        yield folder
+    finally:
+        # Only the processes of this instance, by their ids.
+        stop_leftovers(str(folder))
+        stop_leftovers(f"--port={client_port} --mode=proxy")
+        subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+@pytest.fixture
+def ray_tmp(tmp_path_factory):
+    # Short: Ray's socket paths must fit 107 bytes.
+    folder = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))
+    yield folder
+    subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+def _rocmstack(args: tuple[str, ...], env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rocmstack", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=timeout,
+    )
+
+
+@pytest.mark.timeout(420)
+def test_smoke_runs_beside_another_ray_and_leaves_it_and_nothing_else(other_ray, ray_tmp, tmp_path):
+    before = _daemons(other_ray)
+    assert before, "the other Ray instance is not running"
+    r = _rocmstack((*SMOKE, "--report", str(tmp_path / "rep")), {TMPDIR_ENV: str(ray_tmp)})
+    assert r.returncode in (0, 1), r.stderr  # 2 steps: a verdict either way, never a start failure
+    assert "Traceback" not in r.stderr
+    assert (tmp_path / "rep" / "summary.json").is_file()
+    assert list(ray_tmp.iterdir()) == []  # its private folder is gone
+    assert _daemons(ray_tmp) == []  # and so are its daemons
+    assert len(_daemons(other_ray)) == len(before)  # the other instance was not touched
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("args", [SMOKE, DOCTOR], ids=["smoke", "doctor"])
+def test_a_start_that_times_out_is_retried_once_then_one_line_exit_4(args, other_ray, ray_tmp):
+    # A start limit no Ray can meet: each attempt times out for real, mid-start.
+    r = _rocmstack(args, {START_TIMEOUT_ENV: "0.3", TMPDIR_ENV: str(ray_tmp)})
+    errors = [line for line in r.stderr.splitlines() if line.startswith("rocmstack: error:")]
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert errors == [
+        "rocmstack: error: no private Ray instance could start (2 attempts; no Ray node within 0.3 s) "
+        f"(check the machine's load and `ray status` for other instances; {START_TIMEOUT_ENV}=SECONDS "
+        "allows a slower start)"
+    ]
+    assert "retrying once" in r.stderr
+    assert list(ray_tmp.iterdir()) == []
+    assert _daemons(ray_tmp) == []
+    assert _daemons(other_ray)
