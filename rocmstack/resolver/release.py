@@ -35,8 +35,8 @@ def index_json_url() -> str:
     return os.environ.get("ROCMSTACK_PYPI_JSON", PYPI_JSON).rstrip("/")
 
 
-def _get_json(url: str, timeout: float) -> dict | None:
-    """The JSON document at ``url`` (None: 404)."""
+def index_json(url: str, timeout: float) -> dict | None:
+    """The package index's JSON document at ``url`` (None: 404); an unreachable index is a NetworkError."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             data = json.load(resp)
@@ -100,12 +100,12 @@ def release_requires(release: str, *, timeout: float = 60) -> tuple[str, ...]:
     except (OSError, ValueError):
         pass
     url = f"{index_json_url()}/{name}/{version}/json"
-    data = _get_json(url, timeout)
+    data = index_json(url, timeout)
     if data is not None:
         requires = tuple(str(r) for r in (data.get("info") or {}).get("requires_dist") or ())
     else:
         url = f"{index_json_url()}/{name}/json"
-        project = _get_json(url, timeout)
+        project = index_json(url, timeout)
         files = ((project or {}).get("releases") or {}).get(version)
         if not files:
             raise InputError(

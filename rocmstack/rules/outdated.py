@@ -5,11 +5,8 @@ bumped set), so an upgrade is a decision made in seconds."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,21 +40,12 @@ def index_json_url() -> str:
 
 def latest_release(package: str, *, timeout: float = 20) -> str | None:
     """The newest final release of ``package`` on the index (None if the index does not know it)."""
+    from rocmstack.resolver.release import index_json
+
     url = f"{index_json_url()}/{package}/json"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            data = json.load(resp)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise NetworkError(
-            f"package index: {url}: HTTP {exc.code}", fix="check the index and retry"
-        ) from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise NetworkError(
-            f"package index unreachable: {url}: {reason}", fix="check the network and retry"
-        ) from None
+    data = index_json(url, timeout)
+    if data is None:
+        return None
     versions = []
     for text, files in (data.get("releases") or {}).items():
         try:
