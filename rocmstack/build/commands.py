@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
         from rocmstack.build import engines
         from rocmstack.build.pipeline import Options, execute, make_plan, print_plan
         from rocmstack.build.tags import tag_set
-        from rocmstack.errors import EngineError, InputError
+        from rocmstack.errors import EngineError, InputError, Interrupted
         from rocmstack.output import print_json, stderr, warn
         from rocmstack.render.commands import gate_and_render
         from rocmstack.render.context import write_context
@@ -131,14 +131,13 @@ def register(app: typer.Typer) -> None:
 
         try:
             manifest = execute(plan, err)
-        except INTERRUPTS:
-            # typer turns Ctrl-C into a silent exit 130 (SIGTERM/SIGHUP exit 128 + signal): say what state
-            # things are in.
-            err.print(
-                f"rocmstack: build interrupted: the engine was stopped and nothing was tagged (log: {plan.log})",
-                markup=False,
-                highlight=False,
-            )
+        except INTERRUPTS as exc:
+            # Say what state things are in: Ctrl-C as the one line of an Interrupted (exit 130); SIGTERM/SIGHUP
+            # exit 128 + signal after the same line.
+            said = f"build interrupted: the engine was stopped and nothing was tagged (log: {plan.log})"
+            if isinstance(exc, KeyboardInterrupt):
+                raise Interrupted(said) from None
+            err.print(f"rocmstack: {said}", markup=False, highlight=False)
             raise
         if json_out:
             print_json(manifest)

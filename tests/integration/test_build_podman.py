@@ -401,7 +401,9 @@ def test_ctrl_c_stops_the_engine_and_tags_nothing(podman_env, first_build):
     assert (
         err.strip()
         .splitlines()[-1]
-        .startswith("rocmstack: build interrupted: the engine was stopped and nothing was tagged (log: ")
+        .startswith(
+            "rocmstack: error: build interrupted: the engine was stopped and nothing was tagged (log: "
+        )
     )
     assert "Traceback" not in err
     assert not any(exists(podman_env, ref) for ref in tags["immutable_refs"])
