@@ -127,7 +127,7 @@ def register(app: typer.Typer) -> None:
             return
         err = stderr()
         print_plan(plan, err)
-        from rocmstack.build.runner import INTERRUPTS
+        from rocmstack.signals import INTERRUPTS
 
         try:
             manifest = execute(plan, err)

@@ -9,18 +9,18 @@ seconds later), and a signal that arrives while stopping hurries the stop along 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocmstack.build.progress import Event, Step, StepTracker
+from rocmstack.signals import Terminated, stop_signals_interrupt
 
 TAIL_LINES = 30
 STOP_GRACE_S = 20
@@ -40,39 +40,6 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out
-
-
-class Terminated(SystemExit):
-    """SIGTERM or SIGHUP while a child runs: the child is stopped first (like Ctrl-C), then rocmstack exits
-    with 128 + the signal, as a shell reports it. A SystemExit, so the CLI does not turn it into 130."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(128 + signum)
-        self.signum = signum
-        self.name = signal.Signals(signum).name
-
-
-# What stops a run: Ctrl-C, or SIGTERM/SIGHUP turned into Terminated.
-INTERRUPTS: tuple[type[BaseException], ...] = (KeyboardInterrupt, Terminated)
-
-
-def _raise_terminated(signum: int, _frame: object) -> None:
-    raise Terminated(signum)
-
-
-@contextlib.contextmanager
-def stop_signals_interrupt() -> Iterator[None]:
-    """While the block runs, SIGTERM and SIGHUP raise Terminated, so the code that stops the child on
-    Ctrl-C runs for them too. Only the main thread can take signals; elsewhere, a no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, _raise_terminated) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _stop(proc: subprocess.Popen) -> None:

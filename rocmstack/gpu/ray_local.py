@@ -164,7 +164,7 @@ def private_ray(
     while it runs)."""
     import ray
 
-    from rocmstack.build.runner import Terminated, stop_signals_interrupt
+    from rocmstack.signals import Terminated, stop_signals_interrupt
 
     if progress is None:
         from rocmstack.output import warn as progress
@@ -205,11 +205,17 @@ def private_ray(
                     f"{START_TIMEOUT_ENV}=SECONDS allows a slower start",
                 ) from None
         info = {"init_s": time.perf_counter() - start, "attempts": attempt, "temp_dir": folder}
+        received: list[int] = []
         try:
             # Ray's core installs its own SIGTERM handler at start (it logs and dies, skipping this
             # clean-up): ours again, for the block.
-            with stop_signals_interrupt():
+            with stop_signals_interrupt(received):
                 yield info
+        except SystemExit as exc:
+            # A signal that lands inside ray.get: Ray turns the Terminated our handler raised into SystemExit(1).
+            if received and not isinstance(exc, Terminated):
+                raise Terminated(received[-1]) from None
+            raise
         finally:
             _shutdown(ray, folder)
 

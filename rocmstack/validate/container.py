@@ -456,7 +456,7 @@ def run_plan(
 
 def _remove(cleanup: Sequence[str], runner: Runner) -> None:
     """Remove the working container; a further Ctrl-C or SIGTERM meanwhile does not skip it."""
-    from rocmstack.build.runner import INTERRUPTS, stop_signals_interrupt
+    from rocmstack.signals import INTERRUPTS, stop_signals_interrupt
 
     for _ in range(3):
         try:

@@ -131,11 +131,15 @@ def test_smoke_stopped_by_sigterm_after_ray_started_removes_its_folder():
     folder = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))
     try:
         proc = _start(["smoke", "grpo", "--device", "cpu"], {TMPDIR_ENV: str(folder)})
-        # The driver's own core-worker log appears as ray.init connects it; the start is over seconds later.
-        # (A SIGTERM inside ray.init itself meets Ray's C++ handler, which ends the process at once: Ray's
-        # reaper then stops the daemons, and the folder stays.)
-        _wait_for(lambda: any(folder.glob("*/session_latest/logs/python-core-driver-*")), timeout=180)
-        time.sleep(5)
+
+        # The smoke's actors exist only once ray.init has returned (a SIGTERM inside ray.init itself meets
+        # Ray's C++ handler, which ends the process at once: Ray's reaper then stops the daemons, and the
+        # folder stays); on a loaded machine the start can take long after the driver's log appears.
+        def actors_up() -> bool:  # this instance's workers log ":actor_name:<class>" once their actor exists
+            logs = folder.glob("*/session_latest/logs/worker-*")
+            return any(":actor_name:" in p.read_text(errors="replace") for p in logs if p.is_file())
+
+        _wait_for(actors_up, timeout=180)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 128 + signal.SIGTERM, err

@@ -1,0 +1,45 @@
+"""SIGTERM and SIGHUP as a stop like Ctrl-C: the code that stops children on Ctrl-C runs for them too, and
+rocmstack then exits with 128 + the signal, as a shell reports it (the build, validate's container run and
+the private Ray instances of doctor and smoke use it)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+
+class Terminated(SystemExit):
+    """SIGTERM or SIGHUP: a SystemExit with 128 + the signal, so the CLI does not turn it into 130."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+# What stops a run: Ctrl-C, or SIGTERM/SIGHUP turned into Terminated.
+INTERRUPTS: tuple[type[BaseException], ...] = (KeyboardInterrupt, Terminated)
+
+
+@contextlib.contextmanager
+def stop_signals_interrupt(received: list[int] | None = None) -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise Terminated (each also appended to ``received``: a
+    library that catches the exception raised inside it and exits otherwise, as Ray's ``get`` does with
+    SystemExit(1), can be told apart). Only the main thread can take signals; elsewhere, a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum: int, _frame: object) -> None:
+        if received is not None:
+            received.append(signum)
+        raise Terminated(signum)
+
+    previous = {sig: signal.signal(sig, _raise) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
