@@ -6,7 +6,9 @@ image) they are packaged under ``rocmstack/_data``.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 # Folders searched for recipe names (os.pathsep-separated) before the shipped recipes; ``--recipes-dir``
 # prepends to it.
@@ -40,3 +42,11 @@ def self_requirements() -> list[str]:
     from importlib.metadata import requires
 
     return sorted(r for r in requires("rocmstack") or [] if "extra ==" not in r)
+
+
+@cache
+def yaml_data(path: Path) -> Any:
+    """A data file shipped with rocmstack (facts the checks read), parsed once per process."""
+    import yaml
+
+    return yaml.safe_load(path.read_text(encoding="utf-8"))

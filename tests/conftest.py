@@ -4,8 +4,10 @@ isolated podman store."""
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import zipfile
@@ -140,3 +142,15 @@ def pytest_runtest_makereport(item, call):
     if not any(word in reason for word in _SKIPS_BY_DESIGN):
         report.outcome = "failed"
         report.longrepr = f"skipped under ROCMSTACK_REQUIRE_INTEGRATION=1, which make test sets: {reason}"
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the test's daemons listen on loopback only)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def low_nofile() -> None:
+    """preexec_fn: an open-file limit of 1024, under what the doctor's nofile-limit check asks for."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))

@@ -112,19 +112,13 @@ def summarise(row: dict[str, Any], new_tokens: int) -> dict[str, float]:
     return out
 
 
-def visibility(device: str) -> str:
-    """The GPUs this process's runtime counts and its masks (rocmstack.platform.masks.process_visibility)."""
-    from rocmstack.platform.masks import process_visibility
+def _gpu_count() -> int | None:
+    try:
+        import torch
 
-    seen: int | None = None
-    if device != "cpu":
-        try:
-            import torch
-
-            seen = torch.cuda.device_count()
-        except Exception:  # a broken torch is reported by the traceback itself
-            seen = None
-    return process_visibility(os.environ, seen)
+        return int(torch.cuda.device_count())
+    except Exception:  # a broken torch is reported by the traceback itself
+        return None
 
 
 def main(argv: list[str]) -> int:
@@ -132,12 +126,16 @@ def main(argv: list[str]) -> int:
     try:
         result = run(req)
     except Exception:
-        if req["device"] != "cpu":
-            seen = visibility(req["device"])
-            # An engine that finds no GPU says only that: name what hid it (nothing to add when it saw GPUs
-            # and no mask was set).
-            if seen.startswith(("0 ", "? ")) or not seen.endswith("no visibility mask set"):
-                print(f"{VISIBILITY_MARK} the engine's process: {seen}", flush=True)
+        from rocmstack.platform.masks import MASK_VARS, process_visibility
+
+        # An engine that finds no GPU says only that: name what hid it (nothing to add when it saw GPUs
+        # and no mask was set).
+        seen = None if req["device"] == "cpu" else _gpu_count()
+        masked = any(os.environ.get(k) is not None for k in MASK_VARS)
+        if req["device"] != "cpu" and (not seen or masked):
+            print(
+                f"{VISIBILITY_MARK} the engine's process: {process_visibility(os.environ, seen)}", flush=True
+            )
         raise
     print(RESULT_MARK + json.dumps(result), flush=True)
     return 0

@@ -150,6 +150,17 @@ def prompt_ids(vocab: int, batch: int, prompt_len: int, seed: int, device: str) 
     return torch.randint(0, vocab, (batch, prompt_len), generator=gen).to(device)
 
 
+def spec_bytes(shape: ModelShape, spec: RolloutSpec, batch: int) -> roofline.DecodeBytes:
+    """The roofline's bytes per decode step of this run at ``batch`` (the bench's rows and its estimate)."""
+    return roofline.decode_bytes(
+        shape,
+        batch=batch,
+        prompt_len=spec.prompt_len,
+        new_tokens=spec.new_tokens,
+        dtype_bytes=DTYPES[spec.dtype],
+    )
+
+
 def _record(
     engine: str,
     batch: int,
@@ -170,13 +181,7 @@ def _record(
     reason: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    b = roofline.decode_bytes(
-        shape,
-        batch=batch,
-        prompt_len=spec.prompt_len,
-        new_tokens=spec.new_tokens,
-        dtype_bytes=DTYPES[spec.dtype],
-    )
+    b = spec_bytes(shape, spec, batch)
     n, p = spec.new_tokens, spec.prompt_len
     if tokens_per_s is None and total_s:
         tokens_per_s = batch * n / total_s
@@ -493,13 +498,7 @@ def estimate_seconds(spec: RolloutSpec, shape: ModelShape, bandwidth: float) -> 
     share = DECODE_SHARE.get(spec.device, 0.25)
     out = {}
     for batch in spec.batches:
-        b = roofline.decode_bytes(
-            shape,
-            batch=batch,
-            prompt_len=spec.prompt_len,
-            new_tokens=spec.new_tokens,
-            dtype_bytes=DTYPES[spec.dtype],
-        )
+        b = spec_bytes(shape, spec, batch)
         step_s = b.per_step / (bandwidth * share)
         one_call = (spec.new_tokens + 2) * step_s
         if "hf" in spec.engines:

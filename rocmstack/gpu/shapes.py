@@ -18,10 +18,9 @@ MOE_SHAPES = Path(__file__).with_name("moe_shapes.yaml")
 
 def moe_shapes() -> dict[str, dict[str, Any]]:
     """The MoE models a recipe's ``models:`` may name, with the fields their config file names use."""
-    import yaml
+    from rocmstack.resources import yaml_data
 
-    loaded = yaml.safe_load(MOE_SHAPES.read_text(encoding="utf-8"))
-    return dict(loaded["models"])
+    return dict(yaml_data(MOE_SHAPES)["models"])
 
 
 # The published configs' architecture fields (huggingface.co/Qwen/Qwen3-0.6B and Qwen3-8B, config.json).

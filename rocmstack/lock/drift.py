@@ -30,14 +30,17 @@ def drift(entry: Mapping[str, Any], resolved: Resolved) -> list[str]:
     """Dotted recipe fields whose value differs between the lock entry and the recipe now."""
     locked = flatten(entry.get("recipe_fields", {}))
     now = flatten(recipe_fields(resolved))
-    # A field left empty (null, [], {}) is the same recipe as one without it: a lock written before an
-    # optional field existed (requirements_from, models, prebuild_aiter) has not drifted.
-    empty: tuple[Any, ...] = (None, [], {})
     return sorted(
         k
         for k in set(locked) | set(now)
-        if locked.get(k) != now.get(k) and not (locked.get(k) in empty and now.get(k) in empty)
+        if locked.get(k) != now.get(k) and not (is_empty(locked.get(k)) and is_empty(now.get(k)))
     )
+
+
+def is_empty(value: Any) -> bool:
+    """A field left empty (null, [], {}) is the same recipe as one without it: a lock written before an
+    optional field existed (requirements_from, models, prebuild_aiter) has not drifted, and diff shows no row."""
+    return value is None or value == [] or value == {}
 
 
 def self_layer_drift(entry: Mapping[str, Any], now: Iterable[str]) -> str | None:

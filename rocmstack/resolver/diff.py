@@ -130,7 +130,7 @@ def other_fields(recipe_fields: Mapping[str, Any]) -> dict[str, str]:
     """The recipe fields that no other section shows, dotted, each value as the recipe writes it: what
     changes the image or where it is published besides the pins (gpu_archs, build_args, user, publish,
     guards, base.provides, component extras and build env, ...)."""
-    from rocmstack.lock.drift import flatten
+    from rocmstack.lock.drift import flatten, is_empty
     from rocmstack.recipe.resolve import plain_value
 
     out = {}
@@ -140,8 +140,8 @@ def other_fields(recipe_fields: Mapping[str, Any]) -> dict[str, str]:
             continue
         if parts[0] == "components" and len(parts) == 3 and parts[2] in ("version", "ref"):
             continue  # the component section's pin
-        if value in (None, [], {}):
-            continue  # an empty field is the same as one that is not there (as for drift)
+        if is_empty(value):
+            continue  # the same as a field that is not there
         out[key] = plain_value(value, sort_keys=True)
     return out
 

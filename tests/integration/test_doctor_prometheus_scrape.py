@@ -8,7 +8,6 @@ open-file hard limit of 1024), and the measured level-2 report of two H200s
 from __future__ import annotations
 
 import json
-import resource
 import shutil
 import socket
 import subprocess
@@ -22,21 +21,12 @@ import pytest
 
 from rocmstack.doctor.checks.host import judge_ecc
 from rocmstack.doctor.prometheus import write_textfile
+from tests.conftest import free_port, low_nofile
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "docs/evidence/doctor-levels-h200x2-2026-11-30/level2-healthy.json"
 AMD_SMI_ECC = ROOT / "tests/fixtures/doctor/tools/amd-smi-metric-k-umc-excerpt.txt"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _low_nofile() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +37,7 @@ def prom(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("prom")
     textfiles = tmp / "textfiles"
     textfiles.mkdir()
-    exporter_port, server_port = _free_port(), _free_port()
+    exporter_port, server_port = free_port(), free_port()
     (tmp / "prometheus.yml").write_text(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
         "scrape_configs:\n  - job_name: node\n    static_configs:\n"
@@ -114,7 +104,7 @@ def test_a_doctor_run_and_measured_figures_reach_prometheus(prom):
         capture_output=True,
         text=True,
         timeout=120,
-        preexec_fn=_low_nofile,
+        preexec_fn=low_nofile,
     )
     assert run.returncode == 1, run.stderr
     report = json.loads(H200.read_text())

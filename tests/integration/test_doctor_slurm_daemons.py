@@ -6,7 +6,6 @@ process, which `nofile-limit` fails (a slurmd unit with a low LimitNOFILE passes
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import socket
 import subprocess
@@ -16,26 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port, low_nofile
+
 pytestmark = pytest.mark.slow
 NODE = socket.gethostname().split(".")[0]
 CHECKS = "nofile-limit"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _low_nofile() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
-
-
 def _conf(tmp: Path) -> str:
     return f"""ClusterName=rocmstacktest
 SlurmctldHost={NODE}(127.0.0.1)
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
 AuthType=auth/none
 CredType=cred/none
 SlurmUser=root
@@ -137,7 +128,7 @@ def _hook(env: dict, hook: str, *, fault: bool) -> subprocess.CompletedProcess[s
         capture_output=True,
         text=True,
         timeout=120,
-        preexec_fn=_low_nofile if fault else None,
+        preexec_fn=low_nofile if fault else None,
     )
 
 

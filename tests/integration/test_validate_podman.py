@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import socket
 import ssl
 import subprocess
 import time
@@ -27,6 +26,7 @@ from test_build_podman import ROOT, podman, rocmstack
 
 from rocmstack.build import engines
 from rocmstack.render.sbom import schema_errors
+from tests.conftest import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 ARGS = ["--expect-gpus", "0", "--skip-smoke", "--skip-bench", "--doctor-skip", "lock-drift"]
@@ -129,12 +129,6 @@ def test_dry_run_prints_what_the_real_run_ran(validated, podman_env, image):
 # -- publish -----------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def registry(podman_env, tmp_path_factory):
     """A real OCI registry on localhost, over TLS with a throw-away certificate that podman and skopeo trust
@@ -142,7 +136,7 @@ def registry(podman_env, tmp_path_factory):
     for tool in ("docker-registry", "skopeo", "openssl"):
         _need(tool)
     root = tmp_path_factory.mktemp("registry")
-    port = _free_port()
+    port = free_port()
     made = subprocess.run(
         [
             "openssl",

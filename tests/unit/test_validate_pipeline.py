@@ -188,22 +188,26 @@ def test_doctor_level_without_torch_is_level_one(monkeypatch):
     assert pipeline._doctor_level("cpu") == 1
 
 
+# A child of the tiny-pip fixture whose framework smoke is two echoed steps of verl's console format.
+FW_RECIPE = (
+    "name: fw\nextends: tiny-pip\ndescription: test\n"
+    "publish: {repository: localhost/t/fw, tag: 'fw_{arch}', aliases: []}\n"
+    "framework_smoke:\n"
+    "  framework: echo\n"
+    "  command: ['{python}', '-c', \"print('step:1 - r:0.5'); print('step:2 - r:0.7')\"]\n"
+    "  timeout_s: 60\n"
+    "  metrics: {format: kv-console}\n"
+    "  checks: [{metric: r, op: '>', value: 0.6, at: last}]\n"
+)
+
+
 def test_framework_stage_runs_the_recipe_declaration_or_says_why_not(tmp_path):
     from pathlib import Path
 
     fixtures = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "recipes"
     (tmp_path / "tiny-pip.yaml").write_text((fixtures / "tiny-pip.yaml").read_text())
     recipe = tmp_path / "fw.yaml"
-    recipe.write_text(
-        "name: fw\nextends: tiny-pip\ndescription: test\n"
-        "publish: {repository: localhost/t/fw, tag: 'fw_{arch}', aliases: []}\n"
-        "framework_smoke:\n"
-        "  framework: echo\n"
-        "  command: ['{python}', '-c', \"print('step:1 - r:0.5'); print('step:2 - r:0.7')\"]\n"
-        "  timeout_s: 60\n"
-        "  metrics: {format: kv-console}\n"
-        "  checks: [{metric: r, op: '>', value: 0.6, at: last}]\n"
-    )
+    recipe.write_text(FW_RECIPE)
     opts = pipeline.ValidateOptions(report_dir=tmp_path / "report")
     no_lock = pipeline.run_framework_stage(opts, {"lock": None}, lambda msg: None)
     assert no_lock == (
@@ -237,16 +241,7 @@ def test_an_image_from_a_lab_recipe_runs_the_framework_smoke_it_carries(tmp_path
     lab = tmp_path / "lab"
     lab.mkdir()
     (lab / "tiny-pip.yaml").write_text((fixtures / "tiny-pip.yaml").read_text())
-    (lab / "fw.yaml").write_text(
-        "name: fw\nextends: tiny-pip\ndescription: test\n"
-        "publish: {repository: localhost/t/fw, tag: 'fw_{arch}', aliases: []}\n"
-        "framework_smoke:\n"
-        "  framework: echo\n"
-        "  command: ['{python}', '-c', \"print('step:1 - r:0.5'); print('step:2 - r:0.7')\"]\n"
-        "  timeout_s: 60\n"
-        "  metrics: {format: kv-console}\n"
-        "  checks: [{metric: r, op: '>', value: 0.6, at: last}]\n"
-    )
+    (lab / "fw.yaml").write_text(FW_RECIPE)
     recipe, path = load_recipe(str(lab / "fw.yaml"))
     files = render(
         resolve(recipe, path, None),

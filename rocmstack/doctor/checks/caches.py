@@ -14,14 +14,12 @@ import re
 import socket
 import time
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-
-import yaml
 
 from rocmstack.doctor.checks.network import _process_runs
 from rocmstack.doctor.model import Check, DoctorOptions, Result, failed, passed, skipped, warned
 from rocmstack.platform.snapshot import Snapshot
+from rocmstack.resources import yaml_data
 
 DATA = Path(__file__).resolve().parents[1] / "jit_caches.yaml"
 # The offload-bundle entry id clang writes for each device target of a HIP module ("hipv4-amdgcn-amd-amdhsa--
@@ -29,9 +27,8 @@ DATA = Path(__file__).resolve().parents[1] / "jit_caches.yaml"
 _BUNDLE_TARGET = re.compile(rb"amdhsa--(gfx[0-9a-z]+)")
 
 
-@cache
 def data() -> dict:
-    loaded: dict = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    loaded: dict = yaml_data(DATA)
     return loaded
 
 

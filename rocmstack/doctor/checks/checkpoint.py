@@ -8,14 +8,12 @@ import json
 import struct
 from collections import Counter
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rocmstack.doctor.model import Check, DoctorOptions, Result, failed, passed, skipped, warned
 from rocmstack.platform.snapshot import Snapshot
+from rocmstack.resources import yaml_data
 
 DATA = Path(__file__).resolve().parents[1] / "checkpoint_formats.yaml"
 INDEX = "model.safetensors.index.json"
@@ -23,9 +21,8 @@ MAX_HEADER = 100 << 20  # safetensors refuses headers above 100 MB too
 KV_SCALE_SUFFIXES = (".k_scale", ".v_scale", "k_proj.output_scale", "v_proj.output_scale")
 
 
-@cache
 def data() -> dict:
-    loaded: dict = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    loaded: dict = yaml_data(DATA)
     return loaded
 
 

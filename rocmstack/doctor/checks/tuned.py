@@ -10,18 +10,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rocmstack.doctor.model import Check, DoctorOptions, Result, passed, skipped, warned
 from rocmstack.errors import InputError
 from rocmstack.platform.snapshot import Snapshot
+from rocmstack.resources import yaml_data
 
 HERE = Path(__file__).resolve().parents[1]
 
 
-@cache
 def engines_data() -> dict:
-    loaded: dict = yaml.safe_load((HERE / "tuned_configs.yaml").read_text(encoding="utf-8"))
+    loaded: dict = yaml_data(HERE / "tuned_configs.yaml")
     return loaded
 
 
