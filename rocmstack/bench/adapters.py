@@ -4,8 +4,8 @@ Each engine runs once per bench run, every batch inside that one start, in a chi
 (own process group, time limit, killed whole), with dummy weights from a config-only model folder:
 - vLLM: ``python -m rocmstack.bench.engine_child`` (one offline ``vllm.LLM``; decode step from ``generate``
   timed at 1 and N new tokens, see engine_child);
-- SGLang: its one-batch benchmark (``sglang.benchmark.one_batch``, before 0.5.23 ``sglang.bench_one_batch``),
-  which times prefill and each decode step itself; its JSON-lines result file is read.
+- SGLang: its one-batch benchmark (``sglang.benchmark.one_batch``; ``sglang.bench_one_batch`` in releases
+  without it), which times prefill and each decode step itself; its JSON-lines result file is read.
 Peak memory: on a GPU the device's used memory as the driver counts it (NVML, amdsmi), sampled here while
 the engine runs, over the whole run (the engines reserve their cache up front); on CPU the engine
 process's max RSS. An engine that is not installed is a `skip` with the reason; one that fails is an
@@ -216,6 +216,11 @@ def _run_vllm(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
 
 def _run_sglang(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
     model_dir = write_model_dir(req.config, tmp / "model", req.dtype)
+    if not req.tokenizer:
+        # The one-batch benchmark loads a tokenizer even for its random token ids: a small local one.
+        from rocmstack.gpu.tokenizer import build_tokenizer
+
+        build_tokenizer(model_dir)
     result_file = tmp / "result.jsonl"
     cmd = sglang_command(model_dir, req, result_file)
     proc = launch(cmd, None)
@@ -223,9 +228,34 @@ def _run_sglang(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
         return _failed("sglang", cmd, proc, "(engine start or run failed)")
     try:
         rows = [json.loads(ln) for ln in result_file.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    except (OSError, ValueError) as exc:
+        batches = sglang_batches(rows)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         return _failed("sglang", cmd, proc, f"without a readable {result_file.name} ({exc})")
-    batches = tuple(
+    missing = sorted(set(req.batches) - {b.batch for b in batches})
+    if missing:  # the benchmark skips a batch that does not fit its KV cache, and says so in its log
+        return _failed("sglang", cmd, proc, f"without a result for batch {', '.join(map(str, missing))}")
+    return EngineRun(
+        engine="sglang",
+        status="ok",
+        command=tuple(cmd),
+        version=_dist_version("sglang"),
+        engine_starts=1,  # the benchmark loads the model once and runs every --batch-size in turn
+        batches=batches,
+    )
+
+
+def _dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def sglang_batches(rows: list[dict[str, Any]]) -> tuple[EngineBatch, ...]:
+    """The one-batch benchmark's JSON lines: prefill, each decode step synchronised and timed, total."""
+    return tuple(
         EngineBatch(
             batch=int(r["batch_size"]),
             prefill_s=float(r["prefill_latency"]),
@@ -233,16 +263,6 @@ def _run_sglang(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
             step_s=float(r["median_decode_latency"]) if "median_decode_latency" in r else None,
         )
         for r in rows
-    )
-    import sglang
-
-    return EngineRun(
-        engine="sglang",
-        status="ok",
-        command=tuple(cmd),
-        version=getattr(sglang, "__version__", None),
-        engine_starts=1,  # the benchmark loads the model once and runs every --batch-size in turn
-        batches=batches,
     )
 
 

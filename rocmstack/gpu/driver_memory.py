@@ -2,14 +2,17 @@
 
 An engine such as vLLM holds its memory in processes of its own, and torch's allocator counters see only
 the calling process; the driver's used-memory figure of the device sees them all. Nothing here creates a
-GPU context, so the caller can watch a device that a child process is using.
+GPU context, so the caller can watch a device that a child process is using. ``process_device_memory``
+is the per-process view: what a set of processes holds, as an engine's sleep must give it back.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 
 UsedBytes = Callable[[], int]
 
@@ -82,3 +85,69 @@ class PeakSampler:
     @property
     def peak_bytes(self) -> int:
         return self._peak - self.baseline
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """Bytes some processes hold on their devices as the driver counts them; ``None`` when not measurable."""
+
+    nbytes: int | None
+    source: str  # "nvml", "amdsmi", or why it could not be measured
+
+
+def process_device_memory(
+    device_type: str, *, hip: bool = False, pids: Collection[int] | None = None
+) -> DeviceMemory:
+    """What ``pids`` (default: this process) hold on GPUs per the driver: NVML for NVIDIA, amdsmi for AMD.
+
+    An engine that runs its model in child processes (SGLang's scheduler) is measured over its whole
+    process set; torch's allocator counters would see only the caller.
+    """
+    if device_type != "cuda":
+        return DeviceMemory(None, "not measurable on CPU (no device memory)")
+    wanted = frozenset(pids) if pids is not None else frozenset({os.getpid()})
+    return _amdsmi_process_memory(wanted) if hip else _nvml_process_memory(wanted)
+
+
+def _nvml_process_memory(pids: frozenset[int]) -> DeviceMemory:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as exc:  # no driver library: say so, do not pass
+        return DeviceMemory(None, f"NVML unavailable: {exc}")
+    try:
+        total, seen = 0, False
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                if proc.pid in pids and proc.usedGpuMemory is not None:
+                    total += int(proc.usedGpuMemory)
+                    seen = True
+        if not seen:
+            return DeviceMemory(None, f"NVML lists none of processes {sorted(pids)} (another PID namespace?)")
+        return DeviceMemory(total, "nvml")
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _amdsmi_process_memory(pids: frozenset[int]) -> DeviceMemory:
+    try:
+        import amdsmi
+
+        amdsmi.amdsmi_init()
+    except Exception as exc:
+        return DeviceMemory(None, f"amdsmi unavailable: {exc}")
+    try:
+        total, seen = 0, False
+        for handle in amdsmi.amdsmi_get_processor_handles():
+            for proc in amdsmi.amdsmi_get_gpu_process_list(handle):
+                # amdsmi >= 6.4 returns dicts; older releases return handles without memory figures.
+                if isinstance(proc, dict) and proc.get("pid") in pids:
+                    total += int(proc.get("memory_usage", {}).get("vram_mem", 0))
+                    seen = True
+        if not seen:
+            return DeviceMemory(None, f"amdsmi lists none of processes {sorted(pids)} with memory figures")
+        return DeviceMemory(total, "amdsmi")
+    finally:
+        amdsmi.amdsmi_shut_down()

@@ -21,12 +21,12 @@ import inspect
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from rocmstack.gpu.driver_memory import DeviceMemory, process_device_memory
 from rocmstack.gpu.engine import GenerateOutput
 from rocmstack.gpu.weight_sync import TensorSpec, open_shared_tensor, unpack_state_dict
 
@@ -103,68 +103,6 @@ class WeightSyncExtension:
             self._rocmstack_group = None
 
 
-@dataclass(frozen=True)
-class DeviceMemory:
-    """Bytes this process holds on its device as the driver counts them; ``None`` when not measurable."""
-
-    nbytes: int | None
-    source: str  # "nvml", "amdsmi", or why it could not be measured
-
-
-def process_device_memory(device_type: str) -> DeviceMemory:
-    """What this process holds on GPUs per the driver (NVML for NVIDIA, amdsmi for AMD)."""
-    if device_type != "cuda":
-        return DeviceMemory(None, "not measurable on CPU (no device memory)")
-    pid = os.getpid()
-    if torch.version.hip:
-        return _amdsmi_process_memory(pid)
-    return _nvml_process_memory(pid)
-
-
-def _nvml_process_memory(pid: int) -> DeviceMemory:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception as exc:  # no driver library: say so, do not pass
-        return DeviceMemory(None, f"NVML unavailable: {exc}")
-    try:
-        total, seen = 0, False
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                if proc.pid == pid and proc.usedGpuMemory is not None:
-                    total += int(proc.usedGpuMemory)
-                    seen = True
-        if not seen:
-            return DeviceMemory(None, f"NVML lists no process {pid} (another PID namespace?)")
-        return DeviceMemory(total, "nvml")
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def _amdsmi_process_memory(pid: int) -> DeviceMemory:
-    try:
-        import amdsmi
-
-        amdsmi.amdsmi_init()
-    except Exception as exc:
-        return DeviceMemory(None, f"amdsmi unavailable: {exc}")
-    try:
-        total, seen = 0, False
-        for handle in amdsmi.amdsmi_get_processor_handles():
-            for proc in amdsmi.amdsmi_get_gpu_process_list(handle):
-                # amdsmi >= 6.4 returns dicts; older releases return handles without memory figures.
-                if isinstance(proc, dict) and proc.get("pid") == pid:
-                    total += int(proc.get("memory_usage", {}).get("vram_mem", 0))
-                    seen = True
-        if not seen:
-            return DeviceMemory(None, f"amdsmi lists no process {pid} with memory figures")
-        return DeviceMemory(total, "amdsmi")
-    finally:
-        amdsmi.amdsmi_shut_down()
-
-
 def write_model_dir(config: dict[str, Any], root: Path) -> Path:
     """A config-only HF model folder (weights come by sync; ``load_format="dummy"`` fills the start)."""
     from transformers import AutoConfig
@@ -201,7 +139,8 @@ class VLLMRollout:
         self.asleep = False
         if self.device.type == "cuda":
             torch.empty(1, device=self.device)  # the context first: the driver lists a process only then
-        self.baseline = process_device_memory(self.device.type)  # before the engine allocates
+        # Before the engine allocates: its share is what the process holds beyond this.
+        self.baseline = process_device_memory(self.device.type, hip=bool(torch.version.hip))
         self._tmp = tempfile.TemporaryDirectory(prefix="rocmstack-vllm-")
         model_dir = write_model_dir(config, Path(self._tmp.name))
         kwargs: dict[str, Any] = {}
@@ -300,7 +239,7 @@ class VLLMRollout:
             self.asleep = False
 
     def memory(self) -> DeviceMemory:
-        return process_device_memory(self.device.type)
+        return process_device_memory(self.device.type, hip=bool(torch.version.hip))
 
     def shutdown(self) -> None:
         try:

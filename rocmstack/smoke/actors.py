@@ -261,6 +261,16 @@ class TrainerWorker:
         _leave_group()
 
 
+def _served_engine(name: str, config: dict[str, Any], **kwargs: Any) -> Any:
+    if name == "sglang":
+        from rocmstack.gpu.sglang_rollout import SGLangRollout
+
+        return SGLangRollout(config, **kwargs)
+    from rocmstack.gpu.vllm_rollout import VLLMRollout
+
+    return VLLMRollout(config, **kwargs)
+
+
 class RolloutWorker:
     """Holds its own copy of the weights inside a KV-cache engine; samples responses with log-probs."""
 
@@ -272,12 +282,12 @@ class RolloutWorker:
         self.dtype = DTYPES[dtype]
         batch = opts["prompts_per_step"] * opts["group_size"]
         seq = opts["num_digits"] + 2 + opts["max_new_tokens"]
-        self.vllm: Any = None
-        if opts["rollout"] == "vllm":
-            from rocmstack.gpu.vllm_rollout import VLLMRollout
-
-            # Colocated on a GPU the engine sleeps between rollout and training, as in verl/slime.
-            self.vllm = VLLMRollout(
+        # An image's engine as the rollout (vLLM or SGLang: one interface, see gpu/vllm_rollout.py); colocated
+        # on a GPU it sleeps between rollout and training, as in verl/slime.
+        self.served: Any = None
+        if opts["rollout"] in ("vllm", "sglang"):
+            self.served = _served_engine(
+                opts["rollout"],
                 model_config,
                 device=self.device,
                 dtype=self.dtype,
@@ -286,7 +296,7 @@ class RolloutWorker:
                 sleep_mode=opts["placement"] == "colocated",
                 seed=opts["seed"] + 1,
             )
-            self.engine, self.engine_name = self.vllm, "vllm"
+            self.engine, self.engine_name = self.served, opts["rollout"]
         else:
             self.engine, self.engine_name = make_engine(
                 model_config,
@@ -328,14 +338,14 @@ class RolloutWorker:
     # ---- an engine rollout's memory: sleep between rollout and training, wake to load ----
     def sleep(self) -> dict[str, Any]:
         """Put the engine to sleep; what the process held on the device before and after, per the driver."""
-        awake = self.vllm.memory()
+        awake = self.served.memory()
         start = time.perf_counter()
-        self.vllm.sleep()
+        self.served.sleep()
         seconds = time.perf_counter() - start
-        asleep = self.vllm.memory()
+        asleep = self.served.memory()
         return {
-            "slept": self.vllm.asleep,
-            "baseline": self.vllm.baseline.nbytes,
+            "slept": self.served.asleep,
+            "baseline": self.served.baseline.nbytes,
             "awake": awake.nbytes,
             "asleep": asleep.nbytes,
             "source": awake.source if awake.nbytes is None else asleep.source,
@@ -343,9 +353,9 @@ class RolloutWorker:
         }
 
     def wake(self) -> None:
-        if self.vllm is not None:
-            self.vllm.wake_weights()
-            self.vllm.wake_rest()
+        if self.served is not None:
+            self.served.wake_weights()
+            self.served.wake_rest()
 
     def _skip_load(self) -> bool:
         # The stale-weights fault with an engine: after the first load, the engine silently keeps its weights.
@@ -358,11 +368,11 @@ class RolloutWorker:
             raise RuntimeError(
                 f"colocated sync needs one device; trainer is on {payload['uuid']}, rollout on {mine}"
             )
-        if self.vllm is not None:
-            self.vllm.wake_weights()
+        if self.served is not None:
+            self.served.wake_weights()
             if not self._skip_load():
-                self.vllm.load_shared(payload["handle"], payload["specs"])
-            self.vllm.wake_rest()
+                self.served.load_shared(payload["handle"], payload["specs"])
+            self.served.wake_rest()
             self.version = payload["version"]
             return self.version
         flat = open_shared_tensor(payload["handle"])
@@ -375,9 +385,9 @@ class RolloutWorker:
     def init_group(self, address: str, rank: int, layout: dict[str, Any]) -> None:
         self.specs = layout["specs"]
         self.layout = layout
-        if self.vllm is not None:  # the engine's worker joins; it receives into its own buffer
+        if self.served is not None:  # the engine's worker joins; it receives into its own buffer
             host, port = address.removeprefix("tcp://").rsplit(":", 1)
-            self.vllm.join_group(host, int(port), rank)
+            self.served.join_group(host, int(port), rank)
             return
         _join_group(self.device, address, rank)
         self.recv = torch.empty(layout["numel"], dtype=DTYPES[layout["dtype"]], device=self.device)
@@ -385,13 +395,13 @@ class RolloutWorker:
     def receive_broadcast(self) -> int:
         import torch.distributed as dist
 
-        if self.vllm is not None:
-            self.vllm.wake_weights()
+        if self.served is not None:
+            self.served.wake_weights()
             load = not self._skip_load()
-            self.version = self.vllm.receive_broadcast(
+            self.version = self.served.receive_broadcast(
                 self.specs, self.layout["numel"], self.layout["dtype"], load=load
             )
-            self.vllm.wake_rest()
+            self.served.wake_rest()
             return self.version
 
         version = torch.zeros(1, dtype=torch.int64, device=self.device)
@@ -404,13 +414,13 @@ class RolloutWorker:
 
     @torch.no_grad()
     def probe_logprobs(self) -> torch.Tensor:
-        if self.vllm is not None:
-            return self.vllm.score(self.probe.cpu())  # the engine's prompt log-probs
+        if self.served is not None:
+            return self.served.score(self.probe.cpu())  # the engine's prompt log-probs
         return _probe_logprobs(self.engine.forward_logits(self.probe).float(), self.probe)
 
     def shutdown(self) -> None:
-        if self.vllm is not None:
-            self.vllm.shutdown()
+        if self.served is not None:
+            self.served.shutdown()
         _leave_group()
 
 

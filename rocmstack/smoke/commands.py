@@ -30,8 +30,9 @@ def register(app: typer.Typer) -> None:
         ),
         rollout: str = typer.Option(
             "reference",
-            help="Rollout: reference (rocmstack's engine) or vllm (the image's vLLM: offline LLM, "
-            "collective_rpc weight loads, sleep/wake). sglang is not supported yet.",
+            help="Rollout: reference (rocmstack's engine), vllm (the image's vLLM: offline LLM, "
+            "collective_rpc weight loads, sleep/wake) or sglang (the image's SGLang: offline Engine, "
+            "update_weights_from_tensor, release/resume memory; GPUs only, colocated).",
         ),
         logprob_bar: float = typer.Option(
             LOGPROB_BAR, help="Engine rollouts: bar on step 0's mean |trainer - rollout| log-prob."

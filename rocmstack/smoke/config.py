@@ -12,7 +12,7 @@ PLACEMENTS = ("colocated", "split")
 DEVICES = ("auto", "cuda", "cpu")
 ENGINES = ("auto", "reference", "kvcache")
 # reference: rocmstack's own engine (gpu/engine.py); vllm: the image's vLLM through its offline API
-# (gpu/vllm_rollout.py); sglang: named so that asking for it says plainly that it is not supported yet.
+# (gpu/vllm_rollout.py); sglang: the image's SGLang through its offline Engine (gpu/sglang_rollout.py).
 ROLLOUTS = ("reference", "vllm", "sglang")
 INJECTS = ("skip-sync", "stale-weights", "zero-reward", "nan-loss", "logprob-mismatch")
 # The verdict criterion each injected fault must trip.
@@ -126,10 +126,11 @@ class SmokeOptions:
                 raise InputError(f"--{name} {getattr(self, name)!r} is not one of {', '.join(allowed)}")
         if self.inject is not None and self.inject not in INJECTS:
             raise InputError(f"--inject {self.inject!r} is not one of {', '.join(INJECTS)}")
-        if self.rollout == "sglang":
+        if self.rollout == "sglang" and self.placement == "split":
             raise InputError(
-                "--rollout sglang is not supported yet",
-                fix="use --rollout vllm or --rollout reference",
+                "--rollout sglang with --placement split is not supported: SGLang's weight broadcast "
+                "(update_weights_from_distributed) needs two GPUs and has not been proven on them",
+                fix="use --placement colocated, or --rollout vllm for a split run",
             )
         if self.inject == "logprob-mismatch" and self.rollout == "reference":
             raise InputError(

@@ -1,8 +1,7 @@
 """The inputs of ``smoke framework``, made locally (nothing is downloaded anywhere):
 
 - a tiny random-weight Qwen3 folder (config, safetensors, tokenizer files), seeded;
-- a byte-level BPE tokenizer trained with ``tokenizers`` on a few KB of generated text, with a Qwen-like
-  chat template; "\\n" is one token (verl's agent loop needs that; a WordLevel vocabulary would not do);
+- a byte-level BPE tokenizer with a Qwen-like chat template (``rocmstack.gpu.tokenizer``);
 - train/val parquet in verl's layout (data_source, prompt as chat messages, ability,
   reward_model {ground_truth, style}, extra_info), which TRL's GRPO reads too;
 - a reward file a random policy can earn (so advantages, and the gradient, are not all zero): the share of
@@ -16,11 +15,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-CHAT_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+from rocmstack.gpu.tokenizer import build_tokenizer
+
 REWARD_MODULE = "smoke_reward"
 REWARD_FN = "compute_score"
 ASYNC_REWARD_FN = "async_reward"  # slime/vime: --custom-rm-path {reward_module}.async_reward
@@ -71,44 +67,6 @@ class FrameworkInputs:
     val_parquet: Path
     reward_py: Path
     vocab_size: int
-
-
-def corpus(seed: int = 0, lines: int = 400) -> list[str]:
-    """A few KB of text shaped like the prompts and answers (digits, words, chat markers, newlines)."""
-    rng = random.Random(seed)
-    words = ("copy", "the", "number", "digits", "answer", "repeat", "please", "write", "it", "back", "is")
-    out = []
-    for _ in range(lines):
-        number = "".join(rng.choice("0123456789") for _ in range(rng.randint(2, 6)))
-        phrase = " ".join(rng.choice(words) for _ in range(rng.randint(2, 6)))
-        out.append(f"<|im_start|>user\n{phrase} {number}<|im_end|>\n<|im_start|>assistant\n{number}\n")
-    return out
-
-
-def build_tokenizer(directory: Path, *, vocab_size: int = 512, seed: int = 0) -> int:
-    """Train a byte-level BPE, save it as a transformers fast tokenizer; return its length."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(corpus(seed), trainer)
-    if len(tok.encode("\n", add_special_tokens=False).ids) != 1:  # verl's agent loop splits on it
-        raise RuntimeError("the smoke tokenizer does not encode a newline as one token")
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None
-    )
-    fast.chat_template = CHAT_TEMPLATE
-    directory.mkdir(parents=True, exist_ok=True)
-    fast.save_pretrained(str(directory))
-    return len(fast)
 
 
 def build_model(directory: Path, *, vocab_size: int, eos_id: int, pad_id: int, seed: int = 0) -> None:

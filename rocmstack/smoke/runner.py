@@ -32,6 +32,22 @@ def _resolve_device(device: str) -> str:
     return device
 
 
+def _check_engine(name: str, device: str) -> None:
+    """Before Ray starts: SGLang (no CPU engine) has a GPU, and the engine is importable here."""
+    import importlib.util
+    import sys
+
+    if name == "sglang" and device != "cuda":
+        raise CheckFailed(
+            "--rollout sglang needs a GPU: SGLang has no CPU engine", fix="use --rollout vllm on CPU"
+        )
+    if importlib.util.find_spec(name) is None:
+        raise CheckFailed(
+            f"--rollout {name}: {name} is not installed in this Python ({sys.executable})",
+            fix="run in the image that has it, or use --rollout reference",
+        )
+
+
 # Every actor call has a limit: a stuck collective or a dead GPU must fail the run, not hang it.
 CALL_TIMEOUT_S = 600.0
 PG_READY_TIMEOUT_S = 120.0  # placing the trainer and the rollout worker
@@ -164,6 +180,8 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
     device = _resolve_device(opts.device)
     dtype = "bfloat16" if device == "cuda" else "float32"
     engine = opts.rollout != "reference"
+    if engine:
+        _check_engine(opts.rollout, device)
     # vLLM's CPU attention has no head_dim 16 (the tiny shape): engine smokes start at small.
     shape = opts.shape if opts.shape != "auto" else ("small" if device == "cuda" or engine else "tiny")
     prompt_len = opts.num_digits + 2

@@ -282,13 +282,13 @@ def sleep_frees_memory(rows: list[dict[str, Any]], frac: float = SLEEP_FREE_FRAC
 def wake_not_degenerate(rows: list[dict[str, Any]]) -> Criterion:
     bad = [r["step"] for r in rows if r["gen_distinct_tokens"] < 2 or not r["gen_logprobs_finite"]]
     after_wake = sum(1 for r in rows if r["gen_after_wake"])
-    what = f"{after_wake} generations after a wake" if after_wake else "generations (the engine never slept)"
+    what = f", {after_wake} of them after a wake" if after_wake else " (the engine never slept)"
     return Criterion(
         "wake_not_degenerate",
         bool(rows) and not bad,
         f"degenerate (one token, or non-finite log-probs) at steps {bad[:5]}"
         if bad
-        else f"{len(rows)} {what}: several distinct tokens, finite log-probs",
+        else f"{len(rows)} generations{what}: several distinct tokens, finite log-probs",
     )
 
 

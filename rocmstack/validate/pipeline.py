@@ -314,7 +314,7 @@ def image_engines(image: dict[str, Any], recipe: str | None = None) -> tuple[str
 
 # Engines the GRPO smoke can drive as its rollout (``smoke grpo --rollout``); a few steps prove the
 # invariants (log-prob agreement, weight version, sleep/wake), reward growth is the reference smoke's job.
-SMOKE_ENGINES = ("vllm",)
+SMOKE_ENGINES = ("vllm", "sglang")
 ENGINE_SMOKE_STEPS = 5
 
 

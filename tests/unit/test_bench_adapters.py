@@ -4,12 +4,15 @@ The engines themselves run in tests/integration/test_bench_engine.py (real vLLM 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rocmstack.bench import engine_child
 from rocmstack.bench.adapters import (
     EngineRequest,
     _failed,
+    _run_sglang,
     cpu_kv_cache_bytes,
     engine_available,
     parse_vllm_answer,
@@ -56,6 +59,51 @@ def test_sglang_runs_every_batch_in_one_benchmark(tmp_path):
     assert cmd[cmd.index("--load-format") + 1] == "dummy"
     assert cmd[cmd.index("--result-filename") + 1] == str(tmp_path / "r.jsonl")
     assert "--tokenizer-path" not in cmd
+
+
+# One line of sglang.benchmark.one_batch's --result-filename, with the keys latency_test_run_once writes in
+# SGLang 0.5.17 (python/sglang/benchmark/one_batch.py: measurement_results).
+def one_batch_line(batch: int) -> str:
+    import json
+
+    return json.dumps({
+        "run_name": "default", "batch_size": batch, "input_len": 128, "output_len": 256,
+        "prefill_latency": 0.05 * batch, "prefill_throughput": 128 * batch / (0.05 * batch),
+        "median_decode_latency": 0.006, "median_decode_throughput": batch / 0.006,
+        "total_latency": 0.05 * batch + 255 * 0.006, "overall_throughput": 1.0,
+    })  # fmt: skip
+
+
+def sglang_launch(batches: tuple[int, ...], seen: list[list[str]]):
+    """Stands in for the benchmark's process: writes its result lines for `batches` where it was told to."""
+
+    def launch(cmd: list[str], env: object) -> ToolRun:
+        seen.append(cmd)
+        out = Path(cmd[cmd.index("--result-filename") + 1])
+        out.write_text("".join(one_batch_line(b) + "\n" for b in batches))
+        log = "skipping (256, 128, 256) due to max batch size limit" if 256 not in batches else "done"
+        return ToolRun(argv=tuple(cmd), returncode=0, stdout="", stderr=log, seconds=1.0)
+
+    return launch
+
+
+def test_sglang_rows_become_batches_and_a_tokenizer_is_made_for_its_benchmark(tmp_path):
+    seen: list[list[str]] = []
+    run = _run_sglang(request(), tmp_path, sglang_launch((1, 64, 256), seen))
+    assert run.status == "ok" and run.engine_starts == 1
+    assert [(b.batch, b.step_s) for b in run.batches] == [(1, 0.006), (64, 0.006), (256, 0.006)]
+    assert run.batch(64).prefill_s == pytest.approx(3.2) and run.batch(64).total_s == pytest.approx(
+        3.2 + 1.53
+    )
+    # The benchmark loads a tokenizer even for random ids: a local one is written beside the config.
+    model = Path(seen[0][seen[0].index("--model-path") + 1])
+    assert (model / "tokenizer.json").is_file() and (model / "config.json").is_file()
+
+
+def test_a_batch_the_sglang_benchmark_skipped_is_an_error_not_a_missing_row(tmp_path):
+    run = _run_sglang(request(), tmp_path, sglang_launch((1, 64), []))
+    assert run.status == "error" and "without a result for batch 256" in (run.reason or "")
+    assert "max batch size limit" in (run.reason or "")  # its own line says why
 
 
 def test_decode_step_is_the_difference_of_two_output_lengths():

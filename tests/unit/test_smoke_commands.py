@@ -30,8 +30,10 @@ def test_bad_input_is_one_line_and_exit_2(capsys):
     ("args", "line"),
     [
         (
-            ["--rollout", "sglang"],
-            "--rollout sglang is not supported yet (use --rollout vllm or --rollout reference)",
+            ["--rollout", "sglang", "--placement", "split"],
+            "--rollout sglang with --placement split is not supported: SGLang's weight broadcast "
+            "(update_weights_from_distributed) needs two GPUs and has not been proven on them "
+            "(use --placement colocated, or --rollout vllm for a split run)",
         ),
         (
             ["--inject", "logprob-mismatch"],
@@ -70,3 +72,26 @@ def test_the_command_module_imports_no_heavy_dependency():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--rollout", "sglang"],
+            "--rollout sglang needs a GPU: SGLang has no CPU engine (use --rollout vllm on CPU)",
+        ),
+        (["--rollout", "vllm"], "--rollout vllm: vllm is not installed in this Python"),
+    ],
+)
+def test_an_engine_rollout_that_cannot_run_here_is_one_line_before_ray_starts(capsys, args, line):
+    import importlib.util
+
+    if args[1] == "vllm" and importlib.util.find_spec("vllm") is not None:
+        pytest.skip("this Python has vLLM: the not-installed line cannot happen")
+    with pytest.raises(SystemExit) as exc:
+        main(["smoke", "grpo", "--device", "cpu", *args])
+    err = capsys.readouterr().err
+    (last,) = [ln for ln in err.splitlines() if ln.startswith("rocmstack: error:")]
+    assert exc.value.code == 1 and last.startswith(f"rocmstack: error: {line}")
+    assert "Traceback" not in err and "ray" not in err.lower()
