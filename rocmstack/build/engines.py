@@ -25,12 +25,12 @@ PROBE_TIMEOUT = 20
 QUICK_TIMEOUT = 120
 PULL_TIMEOUT = 4 * 3600  # a ROCm base image is tens of GB
 PUSH_TIMEOUT = 4 * 3600
-# vfs works everywhere, including inside an unprivileged container (overlay-on-overlay does not), but each
-# layer is a full copy of the tree below it: for tens-of-GB ROCm images set
-# ROCMSTACK_PODMAN_STORAGE_DRIVER=overlay where the kernel allows it. Every podman call (build, tag, inspect,
-# and `rocmstack validate`) goes through this one setting, so they all see the same image store.
+# By default rocmstack's podman and buildah calls use podman's own storage settings (storage.conf, or its
+# pick: overlay where the kernel allows it, vfs otherwise), so they see the images that the user's own
+# `podman import` / `podman pull` put there; forcing a driver on a store made with another one fails
+# ("database graph driver mismatch"). ROCMSTACK_PODMAN_STORAGE_DRIVER forces one for every call (build,
+# tag, inspect, and `rocmstack validate`'s buildah), so they all still see the same image store.
 PODMAN_DRIVER_ENV = "ROCMSTACK_PODMAN_STORAGE_DRIVER"
-DEFAULT_PODMAN_DRIVER = "vfs"
 INSTALL_HINT = (
     "install podman and buildah for daemonless builds (Debian/Ubuntu: apt-get install podman buildah), "
     "or start a Docker daemon with the buildx plugin (docker-buildx-plugin)"
@@ -43,7 +43,9 @@ Which = Callable[[str], str | None]  # shutil.which's shape
 @dataclass(frozen=True, kw_only=True)
 class Engine:
     name: str  # "docker" | "podman"
-    argv: tuple[str, ...]  # command prefix, e.g. ("podman",) or ("podman", "--storage-driver", "vfs")
+    argv: tuple[
+        str, ...
+    ]  # command prefix, e.g. ("docker",), ("podman",) or ("podman", "--storage-driver", "vfs")
     version: str
     builder: str | None = None  # docker buildx builder instance
     driver: str | None = None  # that builder's buildx driver: docker, docker-container, kubernetes, remote
@@ -75,8 +77,8 @@ def _last_line(text: str) -> str:
 
 
 def podman_prefix() -> tuple[str, ...]:
-    driver = os.environ.get(PODMAN_DRIVER_ENV, "").strip() or DEFAULT_PODMAN_DRIVER
-    return ("podman", "--storage-driver", driver)
+    driver = os.environ.get(PODMAN_DRIVER_ENV, "").strip()
+    return ("podman", "--storage-driver", driver) if driver else ("podman",)
 
 
 def probe_docker(

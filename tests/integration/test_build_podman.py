@@ -576,3 +576,45 @@ def test_base_freeze_reads_the_base_image_through_buildah(podman_env, first_buil
     assert "  provides:\n    # read from localhost/rocmstack-test-base:bookworm" in recipe.read_text()
     left = podman(podman_env, "ps", "--all", "--external", "--format", "{{.Names}}").stdout
     assert "rocmstack-freeze-" not in left  # the working container is removed
+
+
+def test_rocmstack_uses_the_image_store_the_users_podman_made(tmp_path, monkeypatch):
+    # A user's `podman import` goes into podman's own store (overlay on most hosts); rocmstack's podman and
+    # buildah calls must see it, not force another driver on it ("database graph driver mismatch").
+    if not shutil.which("podman") or not shutil.which("buildah") or os.geteuid() != 0:
+        pytest.skip("needs podman and buildah as root")
+    store = tmp_path / "store"
+    store.mkdir()
+    env = podman_store_env(store, "overlay")
+    if subprocess.run(["podman", "info"], env=env, capture_output=True, timeout=120).returncode != 0:
+        pytest.skip("overlay storage does not work here (e.g. over overlayfs)")
+    rootfs = tmp_path / "rootfs"
+    (rootfs / "etc").mkdir(parents=True)
+    (rootfs / "etc" / "hostname").write_text("plain\n")
+    tarball = tmp_path / "rootfs.tar"
+    with tarfile.open(tarball, "w") as tar:
+        tar.add(rootfs, arcname=".")
+    name = "localhost/rocmstack-test/plain:1"
+    try:
+        subprocess.run(
+            ["podman", "import", str(tarball), name], env=env, check=True, capture_output=True, timeout=300
+        )
+        for key in ("CONTAINERS_STORAGE_CONF", "CONTAINERS_CONF"):
+            monkeypatch.setenv(key, env[key])
+        monkeypatch.delenv(engines.PODMAN_DRIVER_ENV, raising=False)
+        engine = engines.probe_podman()
+        assert isinstance(engine, engines.Engine), engine
+        seen = subprocess.run(
+            engine.cmd("image", "exists", name), env=env, capture_output=True, text=True, timeout=120
+        )
+        assert seen.returncode == 0, seen.stderr
+
+        from rocmstack.validate.container import engine_prefix
+
+        listed = subprocess.run(
+            [*engine_prefix("buildah"), "images", "--format", "{{.Name}}:{{.Tag}}"],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert listed.returncode == 0 and name in listed.stdout, listed.stderr
+    finally:
+        subprocess.run(["podman", "system", "reset", "--force"], env=env, capture_output=True, timeout=600)

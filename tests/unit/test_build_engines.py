@@ -72,7 +72,7 @@ def test_storage_driver_override(monkeypatch):
     monkeypatch.setenv(E.PODMAN_DRIVER_ENV, "overlay")
     assert E.podman_prefix() == ("podman", "--storage-driver", "overlay")
     monkeypatch.delenv(E.PODMAN_DRIVER_ENV)
-    assert E.podman_prefix() == ("podman", "--storage-driver", "vfs")
+    assert E.podman_prefix() == ("podman",)  # podman's own storage settings, as the user's podman uses
 
 
 @pytest.mark.parametrize(
