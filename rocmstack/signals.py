@@ -43,3 +43,24 @@ def stop_signals_interrupt(received: list[int] | None = None) -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def stops_deferred() -> Iterator[None]:
+    """While the block runs (a few process starts), Ctrl-C, SIGTERM and SIGHUP wait: the first one is raised
+    again, to whatever handler was there, once the block has finished. A child started inside is then always
+    one that the caller holds and can stop; an interrupt between a start and its bookkeeping would leave it
+    running for its whole time limit. Only the main thread takes signals; elsewhere, a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, lambda signum, _frame: got.append(signum)) for sig in sigs}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if got:
+        signal.raise_signal(got[0])

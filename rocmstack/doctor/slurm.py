@@ -138,7 +138,15 @@ def act(
         log(f"rocmstack: drained node {name}: {reason}")
         return Outcome("drained" if not node.drained else "kept-drained", tuple(lines), bad)
     if node.drained_by_us:
-        _update(name, env, "state=resume")
+        try:
+            _update(name, env, "state=resume")
+        except EngineError:
+            # Another hook on this node (the Epilog after a failed Prolog, a health check) may have resumed
+            # it between the query and the update: Slurm then refuses with "Invalid node state specified".
+            if query(name, env).drained:
+                raise
+            log(f"rocmstack: node {name} was resumed meanwhile (checks pass)")
+            return Outcome("none", (), 0)
         log(f"rocmstack: resumed node {name} (checks pass; it was drained by rocmstack: {node.reason})")
         return Outcome("resumed", (), 0)
     return Outcome("none", (), 0)

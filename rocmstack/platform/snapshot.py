@@ -16,6 +16,7 @@ from typing import Any
 from rocmstack.platform import cuda, rocm
 from rocmstack.platform.masks import MaskView, mask_view
 from rocmstack.platform.tools import Pending, ProbeResult, ToolRun, finish_probe, start_probe, start_tool
+from rocmstack.signals import stops_deferred
 
 HEAVY_PROBES = ("torch", "ray", "vllm")  # --fast skips these: they import torch or ray
 TOOLS = {**rocm.TOOL_ARGV, "nvidia-smi": cuda.NVIDIA_SMI_ARGV, "amd-smi-partition": rocm.PARTITION_ARGV}
@@ -297,19 +298,20 @@ def _gather(
     amd_hw = bool(kfd) or bool(amd_render) or (req.dev_root / "kfd").exists()
     nvidia_hw = bool(nvidia_proc) or bool(nvidia_dev)
     # Everything starts at once; a probe whose library is missing answers "not installed" in milliseconds.
-    for name in sorted(req.probes | {"site"}):
-        if req.fast and name in HEAVY_PROBES:
-            not_run[name] = "skipped by --fast (imports torch or ray)"
-            continue
-        if name == "nvml" and not nvidia_hw:
-            not_run[name] = "no NVIDIA driver on this node"
-            continue
-        pending_probes[name] = start_probe(name, python=req.python, timeout=req.probe_timeout, env=env)
-    for name in sorted(req.tools):
-        if name == "amd-smi-partition" and not amd_hw:
-            not_run[name] = "no AMD GPU on this node"
-            continue
-        pending_tools[name] = start_tool(list(TOOLS[name]), timeout=req.tool_timeout, env=env)
+    with stops_deferred():  # every process started here is in the dicts take_snapshot stops on Ctrl-C
+        for name in sorted(req.probes | {"site"}):
+            if req.fast and name in HEAVY_PROBES:
+                not_run[name] = "skipped by --fast (imports torch or ray)"
+                continue
+            if name == "nvml" and not nvidia_hw:
+                not_run[name] = "no NVIDIA driver on this node"
+                continue
+            pending_probes[name] = start_probe(name, python=req.python, timeout=req.probe_timeout, env=env)
+        for name in sorted(req.tools):
+            if name == "amd-smi-partition" and not amd_hw:
+                not_run[name] = "no AMD GPU on this node"
+                continue
+            pending_tools[name] = start_tool(list(TOOLS[name]), timeout=req.tool_timeout, env=env)
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     partitions = rocm.compute_partitions(req.sysfs_root)

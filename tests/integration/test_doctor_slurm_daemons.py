@@ -224,3 +224,27 @@ def test_epilog_failure_drains_after_the_job_ran(slurm):
     assert reason.startswith("rocmstack: nofile-limit: "), (reason, (tmp / "epilog.out").read_text())
     assert _hook(env, "healthcheck", fault=False).returncode == 0
     assert "DRAIN" not in _wait_state(env, want_drain=False)[0]
+
+
+def test_a_resume_another_hook_made_first_is_not_an_error(slurm, monkeypatch):
+    # The race of two hooks on one node: this one read "drained by rocmstack", then the Epilog resumed the
+    # node before this one's resume, which the real slurmctld refuses ("Invalid node state specified").
+    from rocmstack.doctor import slurm as hooks
+
+    env, _, _ = slurm
+    _wait_state(env, want_drain=False)
+    text = (
+        Path(__file__).resolve().parents[1] / "fixtures/doctor/slurm/scontrol-show-node-drained-22.05.8.txt"
+    )
+    stale = hooks.parse_node(
+        text.read_text().replace("Reason=admin: replacing a cable", "Reason=rocmstack: nofile-limit: low"),
+        NODE,
+    )
+    real = hooks.query
+    reads = iter([stale])
+    monkeypatch.setattr(hooks, "query", lambda name, e: next(reads, None) or real(name, e))
+    lines: list[str] = []
+    outcome = hooks.act({"checks": []}, "healthcheck", NODE, env, lines.append)
+    assert (outcome.action, outcome.exit_code) == ("none", 0), lines
+    assert lines == [f"rocmstack: node {NODE} was resumed meanwhile (checks pass)"]
+    assert "DRAIN" not in _node(env)[0]
