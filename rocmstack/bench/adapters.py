@@ -26,7 +26,7 @@ from typing import Any
 
 from rocmstack.bench.engine_child import RESULT_MARK, VISIBILITY_MARK, summarise
 from rocmstack.gpu.driver_memory import PeakSampler, open_counter
-from rocmstack.platform.tools import ToolRun, run_tool, strip_ansi
+from rocmstack.platform.tools import ToolRun, engine_available, run_tool, strip_ansi
 
 Launch = Callable[[list[str], Mapping[str, str] | None], ToolRun]
 LOG_TAIL = 40  # log lines kept with a failed run
@@ -84,13 +84,6 @@ def _sglang_module() -> str:
     except ImportError:  # a parent package that fails to import
         new = False
     return "sglang.benchmark.one_batch" if new else "sglang.bench_one_batch"
-
-
-def engine_available(engine: str) -> str | None:
-    """None when the engine is installed in this Python, else why not."""
-    if importlib.util.find_spec(engine) is None:  # the engines' import names are their own
-        return f"{engine} is not installed in this Python ({sys.executable})"
-    return None
 
 
 def write_model_dir(config: Mapping[str, Any], directory: Path, dtype: str) -> Path:

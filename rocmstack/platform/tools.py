@@ -160,6 +160,16 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         proc.kill()
 
 
+def engine_available(engine: str) -> str | None:
+    """None when the engine (vllm, sglang: their import names are their own) is installed in this Python,
+    else why not. Finds the package without importing it."""
+    import importlib.util
+
+    if importlib.util.find_spec(engine) is None:
+        return f"{engine} is not installed in this Python ({sys.executable})"
+    return None
+
+
 def start_tool(argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None) -> Pending:
     return Pending(argv, timeout, env)
 

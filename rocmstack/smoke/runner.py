@@ -33,18 +33,16 @@ def _resolve_device(device: str) -> str:
 
 
 def _check_engine(name: str, device: str) -> None:
-    """Before Ray starts: SGLang (no CPU engine) has a GPU, and the engine is importable here."""
-    import importlib.util
-    import sys
+    """Before Ray starts: SGLang (no CPU engine) has a GPU, and the engine is installed here."""
+    from rocmstack.platform.tools import engine_available
 
     if name == "sglang" and device != "cuda":
         raise CheckFailed(
             "--rollout sglang needs a GPU: SGLang has no CPU engine", fix="use --rollout vllm on CPU"
         )
-    if importlib.util.find_spec(name) is None:
+    if (why := engine_available(name)) is not None:
         raise CheckFailed(
-            f"--rollout {name}: {name} is not installed in this Python ({sys.executable})",
-            fix="run in the image that has it, or use --rollout reference",
+            f"--rollout {name}: {why}", fix="run in the image that has it, or use --rollout reference"
         )
 
 
