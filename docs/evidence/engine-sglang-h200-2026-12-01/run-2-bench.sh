@@ -2,7 +2,7 @@
 # shellcheck source-path=SCRIPTDIR
 # 2. rocmstack's engine bench, reference and SGLang (one SGLang start for all batches: SGLang's own one-batch
 #    benchmark, which times prefill and every decode step): Qwen3-8B config, dummy weights, 128 in / 256 out.
-# Not run yet: the session's device time ran out. No figure from it is quoted anywhere.
+# Run 2026-12-02; the figures are in README.md.
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
 source "$here/common.sh"
