@@ -69,6 +69,7 @@ class EngineRun:
     version: str | None = None
     engine_starts: int = 0
     start_s: float | None = None
+    wall_s: float | None = None  # the engine's whole process: start, warm-up, every batch
     batches: tuple[EngineBatch, ...] = ()
     peak_memory_gb: float | None = None
     peak_memory_source: str | None = None
@@ -201,6 +202,7 @@ def _run_vllm(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
         version=str(answer["version"]),
         engine_starts=int(answer["engine_starts"]),
         start_s=float(answer["start_s"]),
+        wall_s=proc.seconds,
         batches=tuple(batches),
         peak_memory_gb=float(answer["max_rss_gb"]) if req.device == "cpu" else None,
         peak_memory_source="max RSS of the engine process" if req.device == "cpu" else None,
@@ -233,6 +235,7 @@ def _run_sglang(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
         command=tuple(cmd),
         version=_dist_version("sglang"),
         engine_starts=1,  # the benchmark loads the model once and runs every --batch-size in turn
+        wall_s=proc.seconds,
         batches=batches,
     )
 

@@ -175,7 +175,8 @@ def _render(report: dict[str, Any]) -> None:
             out.print(
                 escape(
                     f"{e['engine']} {e['version']}: {e['engine_starts']} engine start(s) for all batches"
-                    + (f" ({e['start_s']:.0f} s)" if e["start_s"] is not None else "")
+                    + (f" (start {e['start_s']:.0f} s)" if e["start_s"] is not None else "")
+                    + (f", {e['wall_s']:.0f} s in all" if e.get("wall_s") is not None else "")
                     + f"; peak memory: {e['peak_memory_source'] or 'not measured'}"
                 )
             )

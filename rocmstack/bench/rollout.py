@@ -434,6 +434,7 @@ def _run_external(
         "version": run.version,
         "engine_starts": run.engine_starts,
         "start_s": run.start_s,
+        "wall_s": run.wall_s,
         "peak_memory_source": run.peak_memory_source,
         "command": list(run.command),
         "log_tail": list(run.log_tail),

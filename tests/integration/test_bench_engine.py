@@ -80,6 +80,7 @@ def test_vllm_beside_the_reference_engine_one_start_for_all_batches(tmp_path):
     assert engine["engine"] == "vllm" and engine["status"] == "ok"
     assert engine["version"] == "0.32.0"
     assert engine["engine_starts"] == 1  # every batch inside one engine
+    assert 0 < engine["start_s"] < engine["wall_s"]  # the start is part of the engine process's time
     assert engine["peak_memory_source"] == "max RSS of the engine process"
     # the bench sizes vLLM's CPU cache to the run (vLLM's default takes GBs of the host)
     assert rows[("vllm", 4)]["peak_memory_gb"] < 4
