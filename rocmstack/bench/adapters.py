@@ -26,6 +26,7 @@ from typing import Any
 
 from rocmstack.bench.engine_child import RESULT_MARK, VISIBILITY_MARK, summarise
 from rocmstack.gpu.driver_memory import PeakSampler, open_counter
+from rocmstack.gpu.model_dir import write_model_dir
 from rocmstack.platform.tools import ToolRun, engine_available, run_tool, strip_ansi
 
 Launch = Callable[[list[str], Mapping[str, str] | None], ToolRun]
@@ -85,14 +86,6 @@ def _sglang_module() -> str:
     except ImportError:  # a parent package that fails to import
         new = False
     return "sglang.benchmark.one_batch" if new else "sglang.bench_one_batch"
-
-
-def write_model_dir(config: Mapping[str, Any], directory: Path, dtype: str) -> Path:
-    """A config-only HF model directory; both engines fill it with dummy weights (load format dummy)."""
-    cfg = dict(config) | {"architectures": ["Qwen3ForCausalLM"], "torch_dtype": dtype}
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "config.json").write_text(json.dumps(cfg, indent=2))
-    return directory
 
 
 def cpu_kv_cache_bytes(req: EngineRequest) -> int:

@@ -28,7 +28,7 @@ import torch
 
 from rocmstack.gpu.driver_memory import DeviceMemory, process_device_memory
 from rocmstack.gpu.engine import GenerateOutput
-from rocmstack.gpu.vllm_rollout import write_model_dir
+from rocmstack.gpu.model_dir import write_model_dir
 from rocmstack.gpu.weight_sync import TensorSpec, open_shared_tensor, unpack_state_dict
 
 WEIGHTS, KV_CACHE = "weights", "kv_cache"  # SGLang's memory tags (sglang.srt.constants)
@@ -87,7 +87,7 @@ class SGLangRollout:
         # Before the engine starts: its share is what this process and its children hold beyond this.
         self.baseline = process_device_memory("cuda", hip=self.hip)
         self._tmp = tempfile.TemporaryDirectory(prefix="rocmstack-sglang-")
-        model_dir = write_model_dir(config, Path(self._tmp.name))
+        model_dir = write_model_dir(config, Path(self._tmp.name) / "model")
         self.engine = sglang.Engine(
             model_path=str(model_dir),
             skip_tokenizer_init=True,

@@ -28,6 +28,7 @@ import torch
 
 from rocmstack.gpu.driver_memory import DeviceMemory, process_device_memory
 from rocmstack.gpu.engine import GenerateOutput
+from rocmstack.gpu.model_dir import write_model_dir
 from rocmstack.gpu.weight_sync import TensorSpec, open_shared_tensor, unpack_state_dict
 
 EXTENSION = "rocmstack.gpu.vllm_rollout.WeightSyncExtension"
@@ -103,17 +104,6 @@ class WeightSyncExtension:
             self._rocmstack_group = None
 
 
-def write_model_dir(config: dict[str, Any], root: Path) -> Path:
-    """A config-only HF model folder (weights come by sync; ``load_format="dummy"`` fills the start)."""
-    from transformers import AutoConfig
-
-    hf_config = AutoConfig.for_model(**config)
-    hf_config.architectures = ["Qwen3ForCausalLM"]
-    path = root / "model"
-    hf_config.save_pretrained(path)
-    return path
-
-
 class VLLMRollout:
     """The rollout interface of the smoke's engines, on vLLM's offline ``LLM``."""
 
@@ -142,7 +132,7 @@ class VLLMRollout:
         # Before the engine allocates: its share is what the process holds beyond this.
         self.baseline = process_device_memory(self.device.type, hip=bool(torch.version.hip))
         self._tmp = tempfile.TemporaryDirectory(prefix="rocmstack-vllm-")
-        model_dir = write_model_dir(config, Path(self._tmp.name))
+        model_dir = write_model_dir(config, Path(self._tmp.name) / "model")
         kwargs: dict[str, Any] = {}
         if self.device.type == "cpu":
             kwargs["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
