@@ -13,7 +13,8 @@ import platform
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,7 @@ from rich.markup import escape
 
 from rocmstack.build import engines
 from rocmstack.build.engines import Engine, Which
-from rocmstack.build.progress import Event
+from rocmstack.build.progress import Event, cache_counts
 from rocmstack.build.runner import RunResult, run_logged
 from rocmstack.build.tags import TagSet, immutability_verdict
 from rocmstack.errors import BuildError, EngineError
@@ -39,6 +40,11 @@ RENDER_HASH_LABEL = "dev.rocmstack.render-hash"
 LOCK_PATH = "/opt/rocmstack/lock.json"
 _PATCH_FAILED = re.compile(r"rocmstack patch FAILED: \[([a-z0-9._-]+)\] (.*)")
 _GUARD_FAILED = re.compile(r"rocmstack guard FAILED: (.*)")
+# Failures of the engine itself at a step's start, not of the step: the build runs once more (its finished
+# layers come from the cache). podman/buildah re-exec a sealed memfd copy of themselves for a RUN step; the
+# seal fails with EBUSY while the kernel still holds a passing reference to the copy's pages
+# (containers/storage pkg/unshare/unshare.c, copy_self_proc_exe).
+ENGINE_RACES = ("sealing memfd copy: Device or resource busy",)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -316,6 +322,46 @@ def run_engine(plan: Plan, console: Console) -> RunResult:
         )
 
 
+def engine_race(result: RunResult) -> str | None:
+    """The engine's own line when a failed build died of one of ENGINE_RACES; None otherwise."""
+    if result.ok or result.timed_out:
+        return None
+    return next((ln.strip() for ln in result.tail if any(race in ln for race in ENGINE_RACES)), None)
+
+
+def after_retry(first: RunResult, second: RunResult, race: str) -> RunResult:
+    """The second attempt, counted as one build: a layer the first attempt built is no cache hit."""
+    built = {s.index: s for s in first.steps if not s.cached and not s.failed}
+    steps = tuple(
+        replace(s, cached=False, seconds=built[s.index].seconds) if s.cached and s.index in built else s
+        for s in second.steps
+    )
+    return replace(
+        second,
+        steps=steps,
+        cache=cache_counts(steps),
+        seconds=first.seconds + second.seconds,
+        retries=(*first.retries, race),
+    )
+
+
+def build_through_races(
+    plan: Plan, console: Console, run: Callable[[Plan, Console], RunResult] = run_engine
+) -> RunResult:
+    """Run the build; once more if the engine itself lost one of ENGINE_RACES."""
+    result = run(plan, console)
+    if race := engine_race(result):
+        step = next((s for s in result.steps if s.failed), None)
+        where = f"step {step.index}/{step.total}" if step else "a step"
+        console.print(
+            f"[yellow]{where} did not start: {escape(race)} (a race of the engine, not of the step); "
+            "building once more, finished layers from the cache[/yellow]"
+        )
+        _log(plan, f"rocmstack: {where} did not start ({race}); building once more")
+        result = after_retry(result, run(plan, console), race)
+    return result
+
+
 def failure_message(plan: Plan, result: RunResult) -> str:
     step = next((s for s in result.steps if s.failed), None)
     where = (
@@ -465,6 +511,7 @@ def write_manifest(
         "base": base,
         "steps": [s.as_dict() for s in result.steps],
         "cache": result.cache,
+        "retries": list(result.retries),
         "duration_s": round(result.seconds, 2),
         "engine": {"name": plan.engine.name, "version": plan.engine.version, "builder": plan.engine.builder},
         "command": list(plan.command),
@@ -491,7 +538,7 @@ def execute(plan: Plan, console: Console) -> dict:
     plan.manifest.unlink(missing_ok=True)
     base = ensure_base(plan, console)
     plan.iidfile.unlink(missing_ok=True)
-    result = run_engine(plan, console)
+    result = build_through_races(plan, console)
     if not result.ok:
         console.print(f"[red]last {len(result.tail)} log lines[/red] ({plan.log}):")
         for line in result.tail:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 _PODMAN_STEP = re.compile(r"^STEP (\d+)/(\d+): (.*)$")
@@ -148,10 +148,14 @@ class StepTracker:
 
     # -- summary ------------------------------------------------------------------------------------
     def cache_counts(self) -> dict[str, int]:
-        """Cache hits vs misses over the steps after FROM (FROM itself is neither)."""
-        counted = [s for s in self.steps if s.keyword != "FROM" and not s.failed]
-        hits = sum(1 for s in counted if s.cached)
-        return {"hits": hits, "misses": len(counted) - hits}
+        return cache_counts(self.steps)
 
     def failed_step(self) -> Step | None:
         return next((s for s in self.steps if s.failed), None)
+
+
+def cache_counts(steps: Iterable[Step]) -> dict[str, int]:
+    """Cache hits vs misses over the steps after FROM (FROM itself is neither)."""
+    counted = [s for s in steps if s.keyword != "FROM" and not s.failed]
+    hits = sum(1 for s in counted if s.cached)
+    return {"hits": hits, "misses": len(counted) - hits}

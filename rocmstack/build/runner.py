@@ -36,6 +36,7 @@ class RunResult:
     failed_instruction: str | None
     error: str | None
     cache: dict
+    retries: tuple[str, ...] = ()  # engine races that made the build run again (pipeline.ENGINE_RACES)
 
     @property
     def ok(self) -> bool:

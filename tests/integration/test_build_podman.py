@@ -123,6 +123,12 @@ def _store_env(store: Path, driver: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def podman_env(tmp_path_factory):
+    """This module's own store: its tests bump pins, re-tag and interrupt builds, and its first build must
+    start from an empty cache. The other modules share one store (conftest)."""
+    yield from podman_store(tmp_path_factory)
+
+
+def podman_store(tmp_path_factory):
     """An isolated podman store with the base image imported; env for every rocmstack/podman call.
 
     overlay where the kernel allows it (this machine does: a build is ~10x faster than with vfs, which

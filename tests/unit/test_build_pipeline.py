@@ -218,3 +218,112 @@ def test_guard_refuses_a_tag_holding_another_build_of_the_same_render(monkeypatc
         match=r"render hash aaaaaaaaaaaa but from another build \(image 111111111111, this is 222222222222\)",
     ):
         pipeline.guard_verdict(eng, "r.io/x:t", h, image_id="sha256:" + "2" * 64)
+
+
+# Verbatim: podman 4.3.1 (Debian bookworm, --isolation chroot, overlay) on a loaded 2-core machine, the
+# tail of a build whose RUN step 15 never started: the engine's re-exec of itself from a sealed memfd copy
+# lost a race with the kernel (the line is containers/storage's pkg/unshare/unshare.c, copy_self_proc_exe).
+RACED = """\
+STEP 9/26: ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
+--> Using cache 18fef9f65d5827a96cc4cc5da6da6a236fa70657422e6dcdfe9d6c6c38fb1719
+--> 18fef9f65d5
+STEP 10/26: RUN --mount=type=cache,target=/root/.cache/pip     python3 -m pip install       "iniconfig==2.1.0"
+Collecting iniconfig==2.1.0
+Successfully installed iniconfig-2.1.0
+--> 90065a7f16d
+STEP 11/26: RUN --mount=type=cache,target=/root/.cache/pip     python3 -m pip install       "tomli==2.0.1"
+Successfully installed tomli-2.0.1
+--> ac1535f248d
+STEP 12/26: COPY --chmod=0644 rocmstack/patches/tomli-marker.json /opt/rocmstack/patches/tomli-marker.json
+--> 4b82ae6ee60
+STEP 13/26: RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/tomli-marker.json
+rocmstack patch applied: [tomli-marker] /usr/local/lib/python3.11/dist-packages/tomli/__init__.py
+--> 477da181327
+STEP 14/26: ENV ROCMSTACK_FIXTURE="1"
+--> 678b7dafb10
+STEP 15/26: RUN --mount=type=cache,target=/root/.cache/pip     python3 -m pip install "cyclonedx-python-lib<12,>=11"
+Close_Fd sealing memfd copy: Device or resource busy
+subprocess exited with status 1
+Error: building at STEP "RUN --mount=type=cache,target=/root/.cache/pip python3 -m pip install "cyclonedx-python-lib<12,>=11"": exit status 1
+"""  # noqa: E501  (verbatim)
+# The same build run again, in podman's format: the layers of the first attempt come from the cache.
+AGAIN = """\
+STEP 9/26: ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
+--> Using cache 18fef9f65d5827a96cc4cc5da6da6a236fa70657422e6dcdfe9d6c6c38fb1719
+STEP 10/26: RUN --mount=type=cache,target=/root/.cache/pip     python3 -m pip install       "iniconfig==2.1.0"
+--> Using cache 90065a7f16d5827a96cc4cc5da6da6a236fa70657422e6dcdfe9d6c6c38fb1719
+STEP 11/26: RUN --mount=type=cache,target=/root/.cache/pip     python3 -m pip install       "tomli==2.0.1"
+--> Using cache ac1535f248d5827a96cc4cc5da6da6a236fa70657422e6dcdfe9d6c6c38fb1719
+STEP 12/26: COPY --chmod=0644 rocmstack/patches/tomli-marker.json /opt/rocmstack/patches/tomli-marker.json
+--> Using cache 4b82ae6ee605827a96cc4cc5da6da6a236fa70657422e6dcdfe9d6c6c38fb1719
+STEP 13/26: RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/tomli-marker.json
+--> Using cache 477da1813275827a96cc4cc5da6da6a236fa70657422e6dcdfe9d6c6c38fb1719
+STEP 14/26: ENV ROCMSTACK_FIXTURE="1"
+--> Using cache 678b7dafb105827a96cc4cc5da6da6a236fa70657422e6dcdfe9d6c6c38fb1719
+STEP 15/26: RUN --mount=type=cache,target=/root/.cache/pip     python3 -m pip install "cyclonedx-python-lib<12,>=11"
+Successfully installed cyclonedx-python-lib-11.0.0
+--> 5d1f0e2a3b4
+STEP 16/26: LABEL "org.opencontainers.image.source"="https://x.y/z"
+COMMIT
+--> 932ad5181e9
+"""
+
+
+def _replay(*outputs: str, tmp_path: Path):
+    """The engine's runs, replayed through the real step tracker, one output per call."""
+    from rocmstack.build.progress import StepTracker
+
+    left = list(outputs)
+
+    def run(plan, console) -> RunResult:
+        text = left.pop(0)
+        tracker = StepTracker("podman")
+        for line in text.splitlines(keepends=True):
+            tracker.feed(line)
+        ok = "Error: building at STEP" not in text
+        tracker.close(ok)
+        return RunResult(
+            returncode=0 if ok else 1,
+            steps=tuple(tracker.steps),
+            tail=tuple(text.splitlines()[-30:]),
+            seconds=10.0,
+            timed_out=False,
+            failed_instruction=tracker.failed_instruction,
+            error=tracker.error,
+            cache=tracker.cache_counts(),
+        )
+
+    return run, left
+
+
+def test_an_engine_race_at_a_steps_start_builds_once_more_and_counts_as_one_build(tmp_path):
+    from rich.console import Console
+
+    run, left = _replay(RACED, AGAIN, tmp_path=tmp_path)
+    console = Console(record=True, width=200)
+    result = P.build_through_races(_plan_stub(tmp_path), console, run)
+    assert result.ok and not left
+    assert result.retries == ("Close_Fd sealing memfd copy: Device or resource busy",)
+    said = console.export_text()
+    assert "step 15/26 did not start: Close_Fd sealing memfd copy: Device or resource busy" in said
+    assert "building once more" in (tmp_path / "b.log").read_text()
+    # Layers 10-14 were built by the first attempt: no cache hits of this build, whatever the second says.
+    cached = {s.index: s.cached for s in result.steps}
+    assert cached == {9: True, 10: False, 11: False, 12: False, 13: False, 14: False, 15: False, 16: False}
+    assert result.cache == {"hits": 1, "misses": 7} and result.seconds == 20.0
+
+
+def test_a_failing_step_is_not_run_again_and_a_second_race_is_the_failure(tmp_path):
+    from rich.console import Console
+
+    fails = RACED.replace(
+        "Close_Fd sealing memfd copy: Device or resource busy", "ERROR: No matching distribution"
+    )
+    run, left = _replay(fails, tmp_path=tmp_path)
+    result = P.build_through_races(_plan_stub(tmp_path), Console(record=True), run)
+    assert not result.ok and result.retries == () and not left
+
+    run, left = _replay(RACED, RACED, AGAIN, tmp_path=tmp_path)
+    result = P.build_through_races(_plan_stub(tmp_path), Console(record=True), run)
+    assert not result.ok and len(result.retries) == 1 and left == [AGAIN]  # once more, not until it passes
+    assert "step 15/26" in P.failure_message(_plan_stub(tmp_path), result)
