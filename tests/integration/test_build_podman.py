@@ -40,8 +40,8 @@ BASE_VERSION = "v1"  # bump when the base recipe below changes
 CACHE = Path(os.environ.get("ROCMSTACK_TEST_CACHE", Path.home() / ".cache" / "rocmstack-test"))
 SOURCE_URL = "https://example.org/rocmstack-e2e"
 ARCH = "gfx942"
-# The fixture uses test-only patches, which the shipped rule `patches-apply` does not know: override it
-# (and check that the override lands in the labels).
+# The fixture's patches are test-only (--patches-dir). `patches-apply` is overridden anyway, to check that
+# an override lands in the labels.
 RENDER = ["--gpu-arch", ARCH, "--patches-dir", str(PATCHES), "--ignore-rule", "patches-apply"]
 COMMON = [*RENDER, "--engine", "podman", "--source-url", SOURCE_URL]
 

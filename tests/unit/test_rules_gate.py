@@ -206,3 +206,17 @@ def test_a_lock_without_rocmstacks_own_layer_is_drift(recipe_copy, monkeypatch):
     monkeypatch.setattr(resources, "self_requirements", lambda: [*now, "tomli>=2"])
     with pytest.raises(LockDrift, match=r"rocmstack's own requirements changed \(\+tomli>=2\)"):
         verify(_resolved(recipe_copy))
+
+
+def test_the_rules_judge_the_patches_of_the_folder_the_build_renders_from(tmp_path):
+    # tiny-pip's patch exists only in the test patch folder: judged against the shipped specs it is unknown.
+    root = Path(__file__).resolve().parents[1] / "fixtures"
+    recipe = tmp_path / "tiny-pip.yaml"
+    shutil.copy(root / "recipes" / "tiny-pip.yaml", recipe)
+    with pytest.raises(RuleFailure, match="patches-apply failed: unknown patch tomli-marker"):
+        lock_resolved(_resolved(recipe, "gfx942"))
+    entry = lock_resolved(_resolved(recipe, "gfx942"), patches_dir=root / "patches")
+    assert {"id": "patches-apply", "status": "pass"} in entry["rules"]
+    write_lock(lock_path(recipe), "tiny-pip", {"gfx942": entry})
+    checked = gate(str(recipe), "gfx942", patches_dir=root / "patches")
+    assert next(r for r in checked.results if r.id == "patches-apply").status == "pass"
