@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 class Terminated(SystemExit):
@@ -24,25 +24,33 @@ INTERRUPTS: tuple[type[BaseException], ...] = (KeyboardInterrupt, Terminated)
 
 
 @contextlib.contextmanager
-def stop_signals_interrupt(received: list[int] | None = None) -> Iterator[None]:
-    """While the block runs, SIGTERM and SIGHUP raise Terminated (each also appended to ``received``: a
-    library that catches the exception raised inside it and exits otherwise, as Ray's ``get`` does with
-    SystemExit(1), can be told apart). Only the main thread can take signals; elsewhere, a no-op."""
+def _handled(sigs: tuple[int, ...], handler: Callable[[int, object], None]) -> Iterator[None]:
+    """``handler`` for ``sigs`` while the block runs, then the previous handlers again. Only the main thread
+    can take signals; elsewhere, a no-op."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous = {sig: signal.signal(sig, handler) for sig in sigs}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def stop_signals_interrupt(received: list[int] | None = None) -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise Terminated (each also appended to ``received``: a
+    library that catches the exception raised inside it and exits otherwise, as Ray's ``get`` does with
+    SystemExit(1), can be told apart)."""
 
     def _raise(signum: int, _frame: object) -> None:
         if received is not None:
             received.append(signum)
         raise Terminated(signum)
 
-    previous = {sig: signal.signal(sig, _raise) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
+    with _handled((signal.SIGTERM, signal.SIGHUP), _raise):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
@@ -50,17 +58,9 @@ def stops_deferred() -> Iterator[None]:
     """While the block runs (a few process starts), Ctrl-C, SIGTERM and SIGHUP wait: the first one is raised
     again, to whatever handler was there, once the block has finished. A child started inside is then always
     one that the caller holds and can stop; an interrupt between a start and its bookkeeping would leave it
-    running for its whole time limit. Only the main thread takes signals; elsewhere, a no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    running for its whole time limit."""
     got: list[int] = []
-    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, lambda signum, _frame: got.append(signum)) for sig in sigs}
-    try:
+    with _handled((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), lambda signum, _frame: got.append(signum)):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if got:
         signal.raise_signal(got[0])

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from rocmstack.errors import InputError
 from rocmstack.lock.drift import drift, package_drift, recipe_fields, self_layer_drift
 from rocmstack.lock.file import arch_key, closure_of, entry_of, lock_path, write_lock
-from rocmstack.patches import Patch
+from rocmstack.patches import load_patches
 from rocmstack.recipe.load import load_recipe
 from rocmstack.recipe.resolve import Resolved, resolve
 from rocmstack.rules.engine import Result, Status, enforce
@@ -48,8 +48,8 @@ class Gate:
 
 
 def _render_hash(resolved: Resolved, ignored: tuple[str, ...], patches_dir: Path | None = None) -> str:
-    """The render hash of this recipe with the shipped patches, as ``render`` computes it."""
-    from rocmstack.patches import load_patches, select
+    """The render hash of this recipe, as ``render`` computes it, with the patches of ``patches_dir``."""
+    from rocmstack.patches import select
     from rocmstack.render.context import render_hash
 
     recipe = resolved.recipe
@@ -87,13 +87,6 @@ def make_entry(
     return entry
 
 
-def _patches(patches_dir: Path | None) -> Mapping[str, Patch] | None:
-    """The patch specs the rules judge: those of the folder the build renders from (None: the shipped ones)."""
-    from rocmstack.patches import load_patches
-
-    return None if patches_dir is None else load_patches(patches_dir)
-
-
 def lock_resolved(
     resolved: Resolved,
     *,
@@ -103,7 +96,7 @@ def lock_resolved(
 ) -> dict[str, Any]:
     """Run the rules (RuleFailure if one fails: a failing set is never locked) and build its lock entry."""
     ignored = tuple(sorted(set(ignore)))
-    results = enforce(resolved, ignored, patches=_patches(patches_dir))
+    results = enforce(resolved, ignored, patches=load_patches(patches_dir))
     return make_entry(resolved, results, ignored=ignored, closure=closure, patches_dir=patches_dir)
 
 
@@ -254,7 +247,7 @@ def gate(
     closure = closure_of(state.entry)
     if closure is not None and not overrides:
         resolved = dataclasses.replace(resolved, locked=closure)
-    results = enforce(resolved, ignored, patches=_patches(patches_dir))
+    results = enforce(resolved, ignored, patches=load_patches(patches_dir))
     notes = list(state.notes)
     if overrides:
         notes.append(f"--set on top of the lock: {', '.join(overrides)}")

@@ -269,7 +269,7 @@ COMMIT
 """
 
 
-def _replay(*outputs: str, tmp_path: Path):
+def _replay(*outputs: str):
     """The engine's runs, replayed through the real step tracker, one output per call."""
     from rocmstack.build.progress import StepTracker
 
@@ -299,7 +299,7 @@ def _replay(*outputs: str, tmp_path: Path):
 def test_an_engine_race_at_a_steps_start_builds_once_more_and_counts_as_one_build(tmp_path):
     from rich.console import Console
 
-    run, left = _replay(RACED, AGAIN, tmp_path=tmp_path)
+    run, left = _replay(RACED, AGAIN)
     console = Console(record=True, width=200)
     result = P.build_through_races(_plan_stub(tmp_path), console, run)
     assert result.ok and not left
@@ -319,11 +319,11 @@ def test_a_failing_step_is_not_run_again_and_a_second_race_is_the_failure(tmp_pa
     fails = RACED.replace(
         "Close_Fd sealing memfd copy: Device or resource busy", "ERROR: No matching distribution"
     )
-    run, left = _replay(fails, tmp_path=tmp_path)
+    run, left = _replay(fails)
     result = P.build_through_races(_plan_stub(tmp_path), Console(record=True), run)
     assert not result.ok and result.retries == () and not left
 
-    run, left = _replay(RACED, RACED, AGAIN, tmp_path=tmp_path)
+    run, left = _replay(RACED, RACED, AGAIN)
     result = P.build_through_races(_plan_stub(tmp_path), Console(record=True), run)
     assert not result.ok and len(result.retries) == 1 and left == [AGAIN]  # once more, not until it passes
     assert "step 15/26" in P.failure_message(_plan_stub(tmp_path), result)

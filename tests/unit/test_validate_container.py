@@ -216,9 +216,8 @@ def test_storage_driver_follows_the_build_engine_setting(tmp_path, monkeypatch):
     monkeypatch.setenv("ROCMSTACK_PODMAN_STORAGE_DRIVER", "overlay")
     p = plan(engine="podman", host="cpu", image="i", report_dir=tmp_path, args=InImageArgs())
     assert p.run[:3] == ("podman", "--storage-driver", "overlay")
-    monkeypatch.setenv(
-        "ROCMSTACK_PODMAN_STORAGE_DRIVER", ""
-    )  # unset in effect: podman's own storage settings
+    # Unset in effect: podman's own storage settings.
+    monkeypatch.setenv("ROCMSTACK_PODMAN_STORAGE_DRIVER", "")
     p = plan(engine="buildah", host="cpu", image="i", report_dir=tmp_path, args=InImageArgs())
     assert p.setup[:2] == ("buildah", "from")
 
