@@ -35,6 +35,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad input: recipe, override, argument
     BUILD = 3  # the container build itself failed
     ENGINE = 4  # no usable container engine, or a registry/base image out of reach
+    NOTHING_JUDGED = 5  # the doctor ran but judged no check (all skipped or over --budget): not a pass
     INTERRUPTED = 130
 
 

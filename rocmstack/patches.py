@@ -15,9 +15,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rocmstack.errors import RecipeError
+from rocmstack.errors import InputError, RecipeError, quoted
 from rocmstack.recipe.load import YAML_LOADER
-from rocmstack.recipe.model import Component, Name, RelPath, Url
+from rocmstack.recipe.model import Component, Name, Recipe, RelPath, Url
 from rocmstack.resources import patches_dir
 
 
@@ -123,7 +123,36 @@ def load_patch(path: Path) -> Patch:
 
 def load_patches(directory: Path | None = None) -> dict[str, Patch]:
     root = directory or patches_dir()
+    if directory is not None and not root.is_dir():
+        raise InputError(
+            f"patches folder {quoted(str(root))} does not exist",
+            fix="give --patches-dir or the recipe's patches_dir field a folder of <id>.yaml patch specs",
+        )
     return {p.stem: load_patch(p) for p in sorted(root.glob("*.yaml"))}
+
+
+def recipe_patches_dir(recipe: Recipe, source: Path) -> Path | None:
+    """The folder the recipe's ``patches_dir`` field names (None: the shipped one), relative to the file
+    that names it: a child inherits its parent's folder, found beside the parent, unless it names its own.
+    A value given by ``--set patches_dir=...`` is relative to the current folder, as any path argument."""
+    from rocmstack.recipe.load import _read_yaml, parent_file
+
+    if recipe.patches_dir is None:
+        return None
+    current: Path | None = source
+    while current is not None:
+        data = _read_yaml(current)
+        if "patches_dir" in data:
+            if data["patches_dir"] == recipe.patches_dir:
+                return current.parent / recipe.patches_dir
+            break
+        current = parent_file(current)
+    return Path(recipe.patches_dir)  # not what the files say: a --set override
+
+
+def chosen_patches_dir(recipe: Recipe, source: Path, option: Path | None) -> Path | None:
+    """The one patch folder every command uses: ``--patches-dir``, else the recipe's field, else shipped."""
+    return option if option is not None else recipe_patches_dir(recipe, source)
 
 
 def select(
@@ -133,7 +162,9 @@ def select(
     for pid in ids:
         if pid not in available:
             raise RecipeError(
-                f"{origin}: patches: unknown patch {pid!r}", fix=f"known: {', '.join(available)}"
+                f"{origin}: patches: unknown patch {pid!r}",
+                fix=f"known: {', '.join(available) or 'none'}; for a patch of your own, name the folder "
+                f"holding {pid}.yaml with the recipe's patches_dir field or --patches-dir",
             )
         patch = available[pid]
         if patch.component not in components:

@@ -17,6 +17,24 @@ RECIPES_PATH_ENV = "ROCMSTACK_RECIPES_PATH"
 _PKG = Path(__file__).resolve().parent
 
 
+def recipes_path() -> tuple[Path, ...]:
+    """The folders of $ROCMSTACK_RECIPES_PATH, each one checked as ``--recipes-dir`` checks its own: a
+    folder that is not there is an InputError naming the variable and the folder, never silently skipped
+    (a recipe name would then resolve to a shipped recipe of that name, or to none)."""
+    import os
+
+    from rocmstack.errors import InputError, quoted
+
+    folders = tuple(Path(p) for p in os.environ.get(RECIPES_PATH_ENV, "").split(os.pathsep) if p)
+    for folder in folders:
+        if not folder.is_dir():
+            raise InputError(
+                f"${RECIPES_PATH_ENV}: {quoted(folder)} is not a folder",
+                fix=f"create it, or take it out of ${RECIPES_PATH_ENV}",
+            )
+    return folders
+
+
 def data_dir(name: str) -> Path:
     for candidate in (_PKG.parent / name, _PKG / "_data" / name):
         if candidate.is_dir():

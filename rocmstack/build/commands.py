@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from rocmstack.options import PATCHES_DIR_OPT
+
 RECIPE_ARG = typer.Argument(..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
 ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
 SET_OPT = typer.Option(
@@ -63,9 +65,7 @@ def register(app: typer.Typer) -> None:
         out_dir: Path = typer.Option(
             Path("build/images"), "--out-dir", help="Where contexts, logs and manifests go"
         ),
-        patches_dir: Path | None = typer.Option(
-            None, "--patches-dir", help="Patch specs directory (default: the shipped patches/)"
-        ),
+        patches_dir: Path | None = PATCHES_DIR_OPT,
         ignore_rules: list[str] = IGNORE_OPT,
         relock: bool = RELOCK_OPT,
         json_out: bool = JSON_OPT,
@@ -159,9 +159,7 @@ def register(app: typer.Typer) -> None:
         registry: str | None = REGISTRY_OPT,
         aliases: list[str] = ALIAS_OPT,
         ignore_rules: list[str] = IGNORE_OPT,
-        patches_dir: Path | None = typer.Option(
-            None, "--patches-dir", help="Patch specs directory (default: the shipped patches/)"
-        ),
+        patches_dir: Path | None = PATCHES_DIR_OPT,
         promote: bool = typer.Option(
             False,
             "--promote",
@@ -346,6 +344,7 @@ def register(app: typer.Typer) -> None:
         fmt: str = typer.Option(
             "github", "--format", help="github (a matrix=<json> line for $GITHUB_OUTPUT) or json"
         ),
+        patches_dir: Path | None = PATCHES_DIR_OPT,
     ) -> None:
         """Expand recipes x GPU archs into GitHub Actions matrices: images, and one validation leg per arch."""
         from rocmstack.build import matrix
@@ -361,6 +360,7 @@ def register(app: typer.Typer) -> None:
             build_runner=matrix.parse_labels(build_runner, matrix.DEFAULT_BUILD_RUNNER, "--build-runner"),
             gpu_runner_prefix=matrix.parse_labels(gpu_runner, matrix.DEFAULT_GPU_RUNNER, "--gpu-runner"),
             expect_gpus=expect_gpus,
+            patches_dir=patches_dir,
         )
         if fmt == "json":
             print_json(matrix.as_json(entries))

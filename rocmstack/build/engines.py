@@ -11,12 +11,11 @@ import json
 import os
 import re
 import shutil
-import stat
 import subprocess
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, cast
 
 from rocmstack.errors import EngineError, InputError
 
@@ -183,6 +182,25 @@ _NOT_FOUND = re.compile(
     r"manifest unknown|not found|does not exist|no such image|name unknown", re.IGNORECASE
 )
 _DENIED = re.compile(r"unauthorized|denied|authentication required|forbidden", re.IGNORECASE)
+# Docker's client when no daemon answers on its socket (moby client/errors.go, connectionFailed): "Cannot
+# connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?", or, for a
+# socket this user may not open, "permission denied while trying to connect to the Docker daemon socket".
+_DAEMON_DOWN = re.compile(
+    r"Cannot connect to the Docker daemon|permission denied while trying to connect to the Docker daemon",
+    re.IGNORECASE,
+)
+DAEMON_FIX = (
+    "start the Docker daemon (systemctl start docker), or give this user its socket (the docker group), "
+    "or use --engine podman"
+)
+
+
+def check_daemon(engine: Engine, out: subprocess.CompletedProcess) -> None:
+    """EngineError when a docker command failed because no daemon answered: then its failure says nothing
+    about the image (not "not found", not a registry's fault)."""
+    text = f"{out.stderr or ''}\n{out.stdout or ''}"
+    if engine.name == "docker" and out.returncode != 0 and _DAEMON_DOWN.search(text):
+        raise EngineError(f"docker: daemon not reachable ({_tail(_last_line(text), 160)})", fix=DAEMON_FIX)
 
 
 def _tail(text: str, limit: int) -> str:
@@ -205,6 +223,8 @@ def classify_pull_error(image: str, output: str) -> str:
     """One sentence: why the registry did not give us this image."""
     registry = registry_of(image)
     detail = _tail(_last_line(output), 160)  # the cause is at the end of the engine's error chain
+    if _DAEMON_DOWN.search(output):  # the registry was never asked
+        return f"the Docker daemon is not reachable ({detail}; {DAEMON_FIX})"
     if _UNREACHABLE.search(output):
         return f"registry {registry} is unreachable from this machine ({detail})"
     if _DENIED.search(output):
@@ -221,7 +241,9 @@ def image_present(engine: Engine, ref: str, runner: Runner = subprocess.run) -> 
         if engine.name == "podman"
         else ("image", "inspect", "--format", "{{.Id}}", ref)
     )
-    return _run(engine.cmd(*args), QUICK_TIMEOUT, runner).returncode == 0
+    out = _run(engine.cmd(*args), QUICK_TIMEOUT, runner)
+    check_daemon(engine, out)  # a daemon that is down is not an absent image (which would start a pull)
+    return out.returncode == 0
 
 
 def build_command(
@@ -267,6 +289,7 @@ def build_command(
 def inspect_image(engine: Engine, ref: str, runner: Runner = subprocess.run) -> dict:
     """Normalised ``image inspect``: id, labels, repo digests, created."""
     out = _run(engine.cmd("image", "inspect", ref), QUICK_TIMEOUT, runner)
+    check_daemon(engine, out)
     if out.returncode != 0:
         raise EngineError(
             f"image {ref} not found in the {engine.name} image store ({_last_line(out.stderr)})",
@@ -286,6 +309,70 @@ def inspect_image(engine: Engine, ref: str, runner: Runner = subprocess.run) -> 
 
 
 READ_LIMIT = 64 << 20  # the most read_file takes out of an image
+# What a tar stream carries besides one file's bytes: its header (512 bytes, a PAX record or two more for
+# long names or xattrs), the padding to 512 and the end-of-archive blocks.
+TAR_SLACK = 64 << 10
+
+
+class _Capped:
+    """A pipe read through, at most CAP bytes in all: the image decides how much it sends, not the host."""
+
+    def __init__(self, pipe: IO[bytes], cap: int, what: str) -> None:
+        self.pipe, self.left, self.what = pipe, cap, what
+
+    def read(self, n: int = -1) -> bytes:
+        want = self.left + 1 if n < 0 else min(n, self.left + 1)
+        data = self.pipe.read(want) if want > 0 else b""
+        self.left -= len(data)
+        if self.left < 0:
+            raise EngineError(self.what)
+        return data
+
+
+def _stream_file(argv: list[str], path: str, ref: str, limit: int, timeout: float) -> bytes | None:
+    """The one file of the tar stream ARGV writes to stdout (``cp CID:PATH -``), read from the pipe with
+    the limit applied as it arrives: nothing lands on disk, and no more than LIMIT + TAR_SLACK bytes are
+    read before the engine is stopped."""
+    import tarfile
+    import threading
+
+    too_big = f"{path} in image {ref} is larger than {limit:,} bytes"
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+    except FileNotFoundError:
+        raise EngineError(f"cannot read {path} from image {ref}: {argv[0]} is not installed") from None
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        capped = cast(IO[bytes], _Capped(proc.stdout, limit + TAR_SLACK, too_big))
+        try:
+            with tarfile.open(fileobj=capped, mode="r|") as tar:
+                member = tar.next()
+                if member is None:
+                    return None
+                if not member.isreg():
+                    raise EngineError(f"{path} in image {ref} is not a regular file")
+                if member.size > limit:  # the header says so: stop before a byte of it is read
+                    raise EngineError(too_big)
+                fh = tar.extractfile(member)
+                data = fh.read(limit + 1) if fh is not None else b""
+        except tarfile.TarError:
+            proc.stdout.close()  # a writer still going stops on the closed pipe; its exit code says why
+            if proc.wait() != 0:
+                return None  # cp failed before any archive: the path is absent (or unreadable) in the image
+            raise EngineError(f"cannot read {path} from image {ref}: not a tar stream") from None
+        if len(data) > limit:
+            raise EngineError(too_big)
+        return data
+    finally:
+        timer.cancel()
+        proc.kill()  # an image that sends more than asked for is not read to its end
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def read_file(
@@ -293,29 +380,16 @@ def read_file(
 ) -> bytes | None:
     """Copy one file out of an image without running it (create, cp, rm); None when it is absent.
 
-    The image is untrusted: what came out is read only as a regular file (never through a link) of at
-    most LIMIT bytes; anything else is an EngineError naming it."""
+    The image is untrusted: what comes out is read only as a regular file (a link, a folder or a device
+    is refused, never followed) of at most LIMIT bytes, and the limit bounds the copy itself: ``cp`` streams
+    a tar archive that is read from the pipe and cut off past the limit, so a 300 MiB file costs the host
+    LIMIT bytes, never 300 MiB of disk. Anything else is an EngineError naming it."""
     created = _run(engine.cmd("create", ref, "true"), QUICK_TIMEOUT, runner)
     if created.returncode != 0:
         raise EngineError(f"cannot open image {ref} to read {path} ({_last_line(created.stderr)})")
     cid = created.stdout.strip().splitlines()[-1]
     try:
-        with tempfile.TemporaryDirectory(prefix="rocmstack-cp.") as tmp:
-            dest = Path(tmp) / "out"
-            cp = _run(engine.cmd("cp", f"{cid}:{path}", str(dest)), QUICK_TIMEOUT, runner)
-            if cp.returncode != 0 or not (dest.is_file() or dest.is_symlink()):
-                return None
-            try:
-                fd = os.open(dest, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
-            except OSError:
-                raise EngineError(f"{path} in image {ref} is not a regular file") from None
-            with os.fdopen(fd, "rb") as f:
-                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                    raise EngineError(f"{path} in image {ref} is not a regular file")
-                data = f.read(limit + 1)
-            if len(data) > limit:
-                raise EngineError(f"{path} in image {ref} is larger than {limit:,} bytes")
-            return data
+        return _stream_file(engine.cmd("cp", f"{cid}:{path}", "-"), path, ref, limit, QUICK_TIMEOUT)
     finally:
         _run(engine.cmd("rm", "--force", cid), QUICK_TIMEOUT, runner)
 
@@ -364,6 +438,7 @@ def remote_manifest(
     does not exist. The config digest is the image id, the same before and after a push, so it says
     which build a tag holds; it is None for a multi-platform index.
     """
+    tls = [] if engine.tls_verify else ["--tls-verify=false"]
     if engine.name == "docker":
         describe = engine.cmd("buildx", "imagetools", "inspect", ref, "--format", "{{json .Manifest}}")
         raw = engine.cmd("buildx", "imagetools", "inspect", ref, "--raw")
@@ -372,7 +447,6 @@ def remote_manifest(
             raise EngineError(
                 f"cannot read the digest of {ref}: skopeo is not installed", fix="apt-get install skopeo"
             )
-        tls = [] if engine.tls_verify else ["--tls-verify=false"]
         describe = ["skopeo", "inspect", *tls, "--no-tags", f"docker://{qualify(ref)}"]
         raw = ["skopeo", "inspect", *tls, "--raw", f"docker://{qualify(ref)}"]
     outs = [_run(argv, QUICK_TIMEOUT, runner) for argv in (describe, raw)]
@@ -382,9 +456,50 @@ def remote_manifest(
             if _NOT_FOUND.search(text) and not _UNREACHABLE.search(text):
                 return None
             raise EngineError(f"cannot read the digest of {ref}: {classify_pull_error(ref, text)}")
-    digest = json.loads(outs[0].stdout).get("Digest" if engine.name != "docker" else "digest")
-    config = (json.loads(outs[1].stdout).get("config") or {}).get("digest")
-    return {"digest": digest, "config": config}
+    digest = _get(_json(outs[0].stdout, ref), "Digest" if engine.name != "docker" else "digest")
+    manifest = _json(outs[1].stdout, ref)
+    config = _get(_get(manifest, "config"), "digest")
+    children = _get(manifest, "manifests")
+    if not isinstance(children, list):
+        return {"digest": digest, "config": config}
+    # A multi-platform index (an OCI image index, a Docker manifest list): its digest names no image.
+    # What it holds is the config digests of its image manifests (attestations are not images).
+    from rocmstack.build.tags import parse_reference
+
+    name = parse_reference(ref).name
+    images = []
+    for child in children[:MAX_INDEX_CHILDREN]:
+        kind = _get(_get(child, "annotations"), "vnd.docker.reference.type")
+        if kind == "attestation-manifest" or not isinstance(_get(child, "digest"), str):
+            continue
+        child_ref = f"{name}@{child['digest']}"
+        if engine.name == "docker":
+            argv = engine.cmd("buildx", "imagetools", "inspect", child_ref, "--raw")
+        else:
+            argv = ["skopeo", "inspect", *tls, "--raw", f"docker://{qualify(child_ref)}"]
+        out = _run(argv, QUICK_TIMEOUT, runner)
+        if out.returncode != 0:
+            raise EngineError(
+                f"cannot read {child_ref} of the index {ref}: {classify_pull_error(ref, out.stderr)}"
+            )
+        images.append(_get(_get(_json(out.stdout, child_ref), "config"), "digest"))
+    more = len(children) > MAX_INDEX_CHILDREN
+    return {"digest": digest, "config": None, "index": True, "images": images, "more": more}
+
+
+MAX_INDEX_CHILDREN = 16  # an index of ours holds one image (and its attestation); a registry's may hold more
+
+
+def _json(text: str, ref: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise EngineError(f"cannot read the manifest of {ref}: the registry tool printed no JSON") from None
+
+
+def _get(obj: object, key: str) -> object:
+    """``obj[key]`` of a registry's JSON when obj is an object, else None: its shape is not ours to trust."""
+    return obj.get(key) if isinstance(obj, dict) else None
 
 
 def by_digest(ref: str, digest: str) -> str:

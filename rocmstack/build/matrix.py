@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from rocmstack.errors import InputError
 
@@ -134,6 +135,7 @@ def expand(
     build_runner: tuple[str, ...] = DEFAULT_BUILD_RUNNER,
     gpu_runner_prefix: tuple[str, ...] = DEFAULT_GPU_RUNNER,
     expect_gpus: int = DEFAULT_EXPECT_GPUS,
+    patches_dir: Path | None = None,
 ) -> list[Entry]:
     """Every recipe (default: all that ``rocmstack recipes`` lists) x every arch set (default: the recipe's
     default set).
@@ -160,9 +162,9 @@ def expand(
         model, _ = load_recipe(name)
         sets = list(gpu_archs) or [";".join(sorted(model.default_gpu_archs))]
         for arch in sets:
-            checked = gate(name, arch)
+            checked = gate(name, arch, patches_dir=patches_dir)
             resolved = checked.resolved
-            rendered = render(resolved, ignored_rules=checked.ignored)
+            rendered = render(resolved, ignored_rules=checked.ignored, patches_dir=checked.patches_dir)
             tags = tag_set(resolved, rendered.render_hash, registry=registry)
             entries.append(
                 Entry(

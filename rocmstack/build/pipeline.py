@@ -416,24 +416,39 @@ def guard_verdict(
     """'push' or 'skip' for an immutable ref, from its registry labels; CheckFailed if it holds another render.
 
     With ``image_id``, 'skip' also needs the registry's image to be this very build (its config digest):
-    two builds of one render are not the same image, and tags must not split between them.
+    two builds of one render are not the same image, and tags must not split between them. A tag that
+    holds a multi-platform index is this build only when every image the index lists is: the index's own
+    digest names no image, and its render-hash label is one platform's.
     """
     labels = engines.remote_labels(engine, ref, which=which)
     verdict = immutability_verdict(
         ref, (labels or {}).get(RENDER_HASH_LABEL), render_hash, exists=labels is not None
     )
     if verdict == "skip" and image_id:
-        remote = engines.remote_manifest(engine, ref, which=which)
-        config = (remote or {}).get("config")
-        mine = "sha256:" + image_id.removeprefix("sha256:")
-        if config and config != mine:
-            from rocmstack.errors import CheckFailed
+        from rocmstack.errors import CheckFailed, printable
 
+        remote = engines.remote_manifest(engine, ref, which=which) or {}
+        mine = "sha256:" + image_id.removeprefix("sha256:")
+        fix = "push the image the registry already holds, or bump a pin so the tags change"
+        if remote.get("index"):
+            held = [str(c) for c in remote.get("images") or []]
+            if not held or remote.get("more") or any(c != mine for c in held):
+                shown = ", ".join(printable(c[7:19]) for c in held) or "none"
+                raise CheckFailed(
+                    f"refusing to push {ref}: it already exists in the registry with render hash "
+                    f"{render_hash[:12]} as a multi-platform index whose images ({shown}) are not all this "
+                    f"build ({mine[7:19]}); immutable tags never move",
+                    fix=fix,
+                )
+            return verdict
+        config = remote.get("config")
+        if not isinstance(config, str) or config != mine:
+            held_id = printable(config[7:19]) if isinstance(config, str) else "unknown"
             raise CheckFailed(
                 f"refusing to push {ref}: it already exists in the registry with render hash "
-                f"{render_hash[:12]} but from another build (image {config[7:19]}, this is {mine[7:19]}); "
+                f"{render_hash[:12]} but from another build (image {held_id}, this is {mine[7:19]}); "
                 "immutable tags never move",
-                fix="push the image the registry already holds, or bump a pin so the tags change",
+                fix=fix,
             )
     return verdict
 

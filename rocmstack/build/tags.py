@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rocmstack.errors import InputError
+from rocmstack.errors import InputError, quoted
 
 if TYPE_CHECKING:
     from rocmstack.recipe.resolve import Resolved
@@ -52,14 +52,9 @@ def parse_reference(text: str) -> Reference:
             f"{text!r} is not a valid image reference",
             fix="lowercase [registry[:port]/]name[/name...][:tag], tag of [A-Za-z0-9_.-] up to 128 characters",
         )
-    first, sep, _ = m["name"].partition("/")
-    # As docker/podman normalise: only a first component with '.', ':' or 'localhost' is a registry host
-    # (where uppercase is allowed); anything else is a lowercase path component.
-    if (
-        sep
-        and not ("." in first or ":" in first or first == "localhost" or first.startswith("["))
-        and first != first.lower()
-    ):
+    first = m["name"].partition("/")[0]
+    # Only a registry host (registry_host) may hold uppercase; anything else is a lowercase path component.
+    if registry_host(m["name"]) is None and "/" in m["name"] and first != first.lower():
         raise InputError(f"{text!r} is not a valid image reference: repository names are lowercase")
     if len(m["name"]) > NAME_MAX:
         raise InputError(f"image name {m['name'][:40]}... is longer than {NAME_MAX} characters")
@@ -75,9 +70,41 @@ def validate_tag(tag: str, *, what: str = "tag") -> str:
     return tag
 
 
-def repository(publish_repo: str, registry: str | None) -> str:
-    """The repository to tag: ``--registry`` (host[:port][/namespace]) is prefixed to ``publish.repository``."""
-    repo = f"{registry.rstrip('/')}/{publish_repo}" if registry else publish_repo
+def registry_host(name: str) -> str | None:
+    """The registry host a repository name begins with, or None. Docker's rule (distribution's
+    ``splitDockerDomain``): a first component is a host only when a path follows it and it holds a '.' or
+    a ':', or is ``localhost`` (or an IPv6 literal); ``acme/verl`` is a path on the default registry."""
+    first, sep, _ = name.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost" or first.startswith("[")):
+        return first
+    return None
+
+
+def _under(repo: str, registry: str) -> bool:
+    """``repo`` is ``registry`` or a path below it; host names compare case-insensitively, paths exactly."""
+    r_host, _, r_path = repo.partition("/")
+    g_host, _, g_path = registry.partition("/")
+    if r_host.lower() != g_host.lower():
+        return False
+    return not g_path or r_path == g_path or r_path.startswith(g_path + "/")
+
+
+def repository(publish_repo: str, registry: str | None, *, source: str = "publish.repository") -> str:
+    """The repository to tag: ``--registry`` (host[:port][/namespace]) is prefixed to ``publish.repository``.
+
+    A repository that already names a registry is not prefixed again when it lies under ``--registry``
+    (``ghcr.io/acme/verl`` with ``--registry ghcr.io/acme``); one that names another registry is an error,
+    never a silent ``ghcr.io/acme/quay.io/x/verl``."""
+    reg = registry.rstrip("/") if registry else ""
+    if reg and registry_host(publish_repo):
+        if not _under(publish_repo, reg):
+            raise InputError(
+                f"{source} {quoted(publish_repo)} already names a registry, and not --registry {quoted(reg)}",
+                fix="drop --registry, pass the registry the repository names, "
+                "or set publish.repository without a host (e.g. acme/verl)",
+            )
+        reg = ""
+    repo = f"{reg}/{publish_repo}" if reg else publish_repo
     if not NAME_RE.fullmatch(repo) or len(repo) > NAME_MAX:
         raise InputError(
             f"image repository {repo!r} is not valid in the OCI reference grammar",
@@ -185,7 +212,7 @@ def tag_set(
             )
         if name not in aliases:
             aliases.append(name)
-    repo = repository(recipe.publish.repository, registry)
+    repo = repository(recipe.publish.repository, registry, source=f"{resolved.source}: publish.repository")
     tags = TagSet(repository=repo, descriptive=descriptive, content=content, aliases=tuple(aliases))
     for ref in tags.refs():
         parse_reference(ref)

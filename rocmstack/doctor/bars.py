@@ -38,9 +38,20 @@ class HealthBar:
 
 
 @dataclass(frozen=True)
+class BenchBar:
+    arch: str  # gfx target or CUDA capability, as gpu_specs.yaml names it (gfx942, sm_90)
+    min_mbu: float  # decode MBU against the node's measured copy bandwidth, at the bench's largest batch
+    source: str
+
+
+@dataclass(frozen=True)
 class Bars:
     collectives: tuple[CollectiveBar, ...]
     health: tuple[HealthBar, ...]
+    bench: tuple[BenchBar, ...] = ()
+
+    def for_bench(self, arch: str | None) -> BenchBar | None:
+        return next((b for b in self.bench if arch and b.arch.lower() == arch.lower()), None)
 
     def for_collectives(self, gpu_name: str, gpus: int, nodes: int = 1) -> list[CollectiveBar]:
         return [
@@ -110,7 +121,18 @@ def load_bars(path: Path | None = None) -> Bars:
                 _field(path, where, row, "source", str),
             )
         )
-    return Bars(tuple(coll), tuple(health))
+    bench = []
+    for i, row in enumerate(data.get("bench") or []):
+        where = f"bench[{i}]"
+        floor = _field(path, where, row, "min_mbu", float)
+        if not 0 < floor < 1:
+            raise InputError(
+                f"{path}: {where}.min_mbu = {floor} is not a share of the roofline", fix="a number in (0, 1)"
+            )
+        bench.append(
+            BenchBar(_field(path, where, row, "arch", str), floor, _field(path, where, row, "source", str))
+        )
+    return Bars(tuple(coll), tuple(health), tuple(bench))
 
 
 def default_baseline_path(env: dict[str, str] | None = None) -> Path:

@@ -1,37 +1,91 @@
 """``--budget``: which checks fit in a time budget. A run costs its start, the slowest of the probes it
 starts (they run in parallel), the level-2 probes it starts (one after another) and each check's own work
 (costs.yaml); a probe is paid by the first check that needs it. Checks are taken in report order while the
-run fits, and every check left out is named with what it would have added."""
+run fits, and every check left out is named with what it would have added.
+
+Only what will start on this node is charged (``Node``): a probe the snapshot does not start here costs
+nothing, one whose library is not installed costs a Python start, a tool not on PATH costs nothing. What
+cannot be told beforehand is charged in full, so an estimate errs long, never short."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import importlib.util
+import os
 import re
+import shutil
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from rocmstack.doctor.model import Check
+from rocmstack.doctor.model import Check, DoctorOptions
 from rocmstack.errors import InputError, quoted
+from rocmstack.platform.snapshot import gpu_hardware, not_started
 
 COSTS_FILE = Path(__file__).with_name("costs.yaml")
 DEFAULT_OWN_COST = 0.05
 UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-# probes that --fast leaves out: their checks skip at no cost
-FAST_SKIPS = frozenset({"torch", "ray", "vllm"})
+# the module each guarded probe imports (rocmstack/platform/probes/*_probe.py)
+PROBE_MODULES = {"torch": "torch", "ray": "ray", "vllm": "vllm", "amdsmi": "amdsmi", "nvml": "pynvml"}
+VENDOR_TOOLS = frozenset({"rocm-smi", "amd-smi", "rocminfo", "nvidia-smi"})  # the need "tools"
+# what decides where this Python finds its modules: the probes see the run's environment, not ours
+IMPORT_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSAFEPATH")
+
+
+@dataclass(frozen=True)
+class Node:
+    """What decides which probes and tools a run starts here. The default is the worst case: a GPU of
+    each vendor, every library installed, every tool on PATH."""
+
+    amd_hw: bool = True
+    nvidia_hw: bool = True
+    missing: frozenset[str] = frozenset()  # probes whose library is not installed: they answer at once
+    on_path: frozenset[str] | None = None  # the tools found on PATH; None: unknown, all of them
+
+    @property
+    def gpu(self) -> bool:
+        return self.amd_hw or self.nvidia_hw
+
+    def has(self, tool: str) -> bool:
+        return self.on_path is None or tool in self.on_path
 
 
 @dataclass(frozen=True)
 class Costs:
     start: float
-    parallel: Mapping[str, float]  # probes and tools, started together
+    parallel: Mapping[str, float]  # probes and tools, started together, on a GPU node
     sequential: Mapping[str, float]  # level-2 probes and the burn-in, one after another
     checks: Mapping[str, float]
+    # the level-2 probes on a node without GPU: CPU actors and gloo take far longer than a GPU
+    sequential_no_gpu: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    not_installed: float = 0.5  # a probe whose library is missing: one Python start
+    default_check: float = DEFAULT_OWN_COST  # a check's own work where costs.yaml names none
+    # checks that run a tool themselves: the seconds of each tool, paid only where it is on PATH
+    check_tools: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
 
-    def own(self, check: Check) -> float:
-        return self.checks.get(check.id, DEFAULT_OWN_COST)
+    def own(self, check: Check, node: Node | None = None) -> float:
+        tools = self.check_tools.get(check.id)
+        if tools:
+            node = node or Node()
+            return max([self.default_check, *(s for t, s in tools.items() if node.has(t))])
+        return self.checks.get(check.id, self.default_check)
+
+    def probe(self, need: str, node: Node, fast: bool) -> float:
+        """What starting ``need`` (a probe or the vendor tools) costs on ``node``; 0 where it is not started."""
+        name = "amd-smi-partition" if need == "partition" else need
+        if not_started(name, fast=fast, amd_hw=node.amd_hw, nvidia_hw=node.nvidia_hw):
+            return 0.0
+        if need == "tools" and not any(node.has(t) for t in VENDOR_TOOLS):
+            return 0.0  # a tool not on PATH is answered without a process
+        if need == "partition" and not node.has("amd-smi"):
+            return 0.0
+        if need in node.missing:
+            return min(self.not_installed, self.parallel.get(need, 0.0))
+        return self.parallel.get(need, 0.0)
 
 
 @dataclass(frozen=True)
@@ -45,8 +99,50 @@ class Plan:
 @functools.cache
 def load_costs(path: Path = COSTS_FILE) -> Costs:
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    checks: dict[str, float] = {}
+    check_tools: dict[str, dict[str, float]] = {}
+    for check_id, value in (data.get("checks") or {}).items():
+        if isinstance(value, dict):  # {tool: seconds}: the tools the check may run itself
+            check_tools[check_id] = {str(t): float(s) for t, s in value.items()}
+        else:
+            checks[check_id] = float(value)
     return Costs(
-        float(data["start"]), dict(data["parallel"]), dict(data["sequential"]), dict(data.get("checks") or {})
+        float(data["start"]),
+        dict(data["parallel"]),
+        dict(data["sequential"]),
+        checks,
+        sequential_no_gpu=dict(data.get("sequential_no_gpu") or {}),
+        not_installed=float(data["not_installed"]),
+        default_check=float(data["default_check"]),
+        check_tools=check_tools,
+    )
+
+
+def node_of(opts: DoctorOptions, costs: Costs | None = None) -> Node:
+    """This node as the snapshot will see it: its GPUs, the probes' libraries, the tools on PATH."""
+    costs = costs or load_costs()
+    env = opts.environ()
+    amd_hw, nvidia_hw = gpu_hardware(opts.sysfs_root, opts.dev_root, opts.proc_root)
+    missing: set[str] = set()
+    # Only this interpreter, with the run's import settings, can be asked without starting a process.
+    same_python = opts.python in (None, sys.executable) and all(
+        env.get(k) == os.environ.get(k) for k in IMPORT_ENV
+    )
+    if same_python:
+        for probe, module in PROBE_MODULES.items():
+            try:
+                found = importlib.util.find_spec(module) is not None  # finds, never imports
+            except (ImportError, ValueError):
+                found = True  # cannot tell: charge it in full
+            if not found:
+                missing.add(probe)
+    tools = {*VENDOR_TOOLS, *(t for tools in costs.check_tools.values() for t in tools)}
+    path = env.get("PATH")
+    return Node(
+        amd_hw=amd_hw,
+        nvidia_hw=nvidia_hw,
+        missing=frozenset(missing),
+        on_path=frozenset(t for t in tools if shutil.which(t, path=path)),
     )
 
 
@@ -73,29 +169,32 @@ def plan(
     fast: bool = False,
     costs: Costs | None = None,
     extra: Mapping[str, float] | None = None,
+    node: Node | None = None,
 ) -> Plan:
-    """``extra``: sequential costs known only at run time (the burn-in lasts as long as it is asked to)."""
+    """``extra``: sequential costs known only at run time (the burn-in lasts as long as it is asked to).
+    ``node``: what starts here (``node_of``); None charges every probe and tool in full."""
     costs = costs or load_costs()
-    sequential = {**costs.sequential, **(extra or {})}
+    node = node or Node()
+    no_gpu = {} if node.gpu else costs.sequential_no_gpu
+    sequential = {**costs.sequential, **no_gpu, **(extra or {})}
+    parallel = {n: costs.probe(n, node, fast) for n in costs.parallel}
     paid: set[str] = set()
     slowest = sequential_s = own_s = 0.0
     run: list[Check] = []
     over: list[tuple[Check, float, tuple[str, ...]]] = []
     for check in checks:
-        new = {n for n in check.needs if n not in paid and not (fast and n in FAST_SKIPS)}
-        new_slowest = max([slowest, *(costs.parallel.get(n, 0.0) for n in new)])
-        added = (
-            new_slowest
-            - slowest
-            + sum(sequential.get(n, 0.0) for n in new if n not in costs.parallel)
-            + costs.own(check)
-        )
+        # a probe that does not start here is paid at once, at no cost
+        new = {n for n in check.needs if n not in paid and parallel.get(n, 1.0) > 0}
+        new_sequential = sum(sequential.get(n, 0.0) for n in new if n not in parallel)
+        new_slowest = max([slowest, *(parallel.get(n, 0.0) for n in new)])
+        own = costs.own(check, node)
+        added = new_slowest - slowest + new_sequential + own
         if costs.start + slowest + sequential_s + own_s + added <= budget_s:
             run.append(check)
             paid |= new
-            sequential_s += sum(sequential.get(n, 0.0) for n in new if n not in costs.parallel)
+            sequential_s += new_sequential
             slowest = new_slowest
-            own_s += costs.own(check)
+            own_s += own
         else:
             over.append((check, added, tuple(sorted(new))))
     return Plan(tuple(run), tuple(over), costs.start + slowest + sequential_s + own_s)

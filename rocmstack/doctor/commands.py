@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from rocmstack.errors import ExitCode, InputError, quoted
+from rocmstack.errors import InputError, quoted
 
 
 def split_ids(values: list[str]) -> tuple[str, ...]:
@@ -96,7 +96,7 @@ def register(app: typer.Typer) -> None:
         Reads the safetensors headers and config.json only; no tensor is loaded."""
         from rocmstack.doctor.checks.checkpoint import CHECKS
         from rocmstack.doctor.model import DoctorOptions
-        from rocmstack.doctor.runner import run_doctor
+        from rocmstack.doctor.runner import exit_code, run_doctor
 
         if json_out and markdown:
             raise InputError("--json and --markdown both given", fix="choose one output format")
@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
         report = run_doctor(opts)
         _print_report(report, json_out, markdown)
         if not report.get("ok"):
-            raise typer.Exit(int(ExitCode.FAILED))
+            raise typer.Exit(int(exit_code(report)))
 
     @app.command("doctor")
     @app.command("doctor")
@@ -142,6 +142,16 @@ def register(app: typer.Typer) -> None:
         ),
         tensor_parallel: int | None = typer.Option(
             None, "--tensor-parallel", metavar="N", help="Rollout TP size, to judge allocator x all-reduce."
+        ),
+        memory_share: float = typer.Option(
+            0.9,
+            "--memory-share",
+            metavar="F",
+            help="Share of each GPU's memory the job's engine takes (vLLM gpu_memory_utilization, "
+            "SGLang mem_fraction_static).",
+        ),
+        allow_pid: list[int] = typer.Option(
+            [], "--allow-pid", metavar="PID", help="A process whose GPU memory is the job's own (repeat)."
         ),
         timeout: float = typer.Option(30.0, "--timeout", metavar="S", help="Time limit of each probe (s)."),
         cluster_timeout: float = typer.Option(
@@ -219,6 +229,11 @@ def register(app: typer.Typer) -> None:
         history: Path | None = typer.Option(
             None, "--history", metavar="DIR", help="Keep this run and compare it with the node's last one."
         ),
+        allow_shared_dir: bool = typer.Option(
+            False,
+            "--allow-shared-dir",
+            help="--prometheus/--history: accept a folder users other than root can write.",
+        ),
         minutes: float = typer.Option(
             10.0, "--minutes", metavar="N", help="Level 4: minutes of sustained load (fractions allowed)."
         ),
@@ -248,6 +263,10 @@ def register(app: typer.Typer) -> None:
         if tensor_parallel is not None and tensor_parallel < 1:
             raise InputError(
                 f"--tensor-parallel {tensor_parallel} must be >= 1", fix="e.g. --tensor-parallel 2"
+            )
+        if not 0 < memory_share <= 1:
+            raise InputError(
+                f"--memory-share {memory_share} is outside (0, 1]", fix="e.g. --memory-share 0.85"
             )
         if fast and deep:
             raise InputError(
@@ -335,14 +354,33 @@ def register(app: typer.Typer) -> None:
             raise InputError("--slurm runs on the node itself", fix="drop --ray-address")
         if node is not None and slurm is None:
             raise InputError("--node names the Slurm node of --slurm", fix="add --slurm healthcheck")
+        allocation: dict[str, str] = {}
+        hook_deadline: float | None = None
+        if slurm is not None:
+            import time
+
+            from rocmstack.doctor.slurm import job_allocation
+
+            # scontrol's calls end with the budget, counted from here (None: the hook's own cap)
+            hook_deadline = None if budget_s is None else time.monotonic() + budget_s
+            # slurmd sets the job's GPUs (ROCR_VISIBLE_DEVICES, ...) in a Prolog/Epilog's environment: the
+            # job's allocation, not the node's configuration. The probes and Ray's workers inherit this
+            # process's environment, so they leave it here, and the report keeps them as the allocation.
+            allocation = job_allocation(os.environ)
+            for var in allocation:
+                del os.environ[var]
         if prometheus is not None:
             from rocmstack.doctor.prometheus import check_textfile_path
 
-            check_textfile_path(prometheus)
+            check_textfile_path(prometheus, allow_shared_dir)
         if history is not None:
             from rocmstack.doctor.history import check_history_dir
 
-            check_history_dir(history)
+            check_history_dir(history, allow_shared_dir)
+        if allow_shared_dir and prometheus is None and history is None:
+            raise InputError(
+                "--allow-shared-dir is about the folder of --prometheus or --history", fix="drop it"
+            )
         opts = DoctorOptions(
             level=level,
             collectives=ops,
@@ -370,6 +408,8 @@ def register(app: typer.Typer) -> None:
             only=split_ids(only),
             skip=split_ids(skip),
             tensor_parallel=tensor_parallel,
+            memory_share=memory_share,
+            allow_pids=tuple(allow_pid),
             probe_timeout=timeout,
             sysfs_root=sysfs_root,
             dev_root=dev_root,
@@ -422,7 +462,7 @@ def register(app: typer.Typer) -> None:
         if prometheus is not None:
             from rocmstack.doctor.prometheus import write_textfile
 
-            write_textfile(prometheus, report)
+            write_textfile(prometheus, report, allow_shared_dir)
         if html is not None:
             from rocmstack.doctor.html import write_html
 
@@ -445,12 +485,19 @@ def register(app: typer.Typer) -> None:
                 if not json_out:
                     sys.stdout.write(line + "\n")
 
-            outcome = act(report, slurm, node_name(node, env), env, log)
-            report["slurm"] = {"hook": slurm, "action": outcome.action, "lines": list(outcome.lines)}
+            outcome = act(report, slurm, node_name(node, env), env, log, hook_deadline)
+            report["slurm"] = {
+                "hook": slurm,
+                "action": outcome.action,
+                "lines": list(outcome.lines),
+                "allocation": allocation,
+            }
             if json_out:
                 print_json(report)
             sys.stdout.flush()
             raise typer.Exit(outcome.exit_code)
         _print_report(report, json_out, markdown)
         if not report.get("ok"):
-            raise typer.Exit(int(ExitCode.FAILED))
+            from rocmstack.doctor.runner import exit_code
+
+            raise typer.Exit(int(exit_code(report)))

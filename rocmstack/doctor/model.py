@@ -91,6 +91,8 @@ class DoctorOptions:
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     tensor_parallel: int | None = None
+    memory_share: float = 0.9  # share of each GPU's memory the job's engine takes (vLLM's default 0.9)
+    allow_pids: tuple[int, ...] = ()  # processes whose GPU memory is the job's own (--allow-pid)
     probe_timeout: float = 30.0
     tool_timeout: float = 10.0
     python: str | None = None  # interpreter whose environment is checked (default: this one)

@@ -1,25 +1,71 @@
 """``--prometheus FILE``: the report in the text format node-exporter's textfile collector reads
 (https://prometheus.io/docs/instrumenting/exposition_formats/). Names follow Prometheus' conventions: a
 ``rocmstack_doctor_`` prefix, base units in the name (bytes, seconds), ``_total`` on counters. The file is
-written beside its final name and renamed over it, so a scrape never reads half a file."""
+written beside its final name and renamed over it, so a scrape never reads half a file.
+
+The doctor runs as root from Slurm's hooks, so the folder is one that only root (or the user running it)
+can write, unless ``--allow-shared-dir`` says otherwise: anyone who can write there can replace or add this
+node's metrics. The temporary file is created new (O_EXCL|O_NOFOLLOW) and chmod-ed through its descriptor,
+so a link swapped in can never steer a write or a chmod to another file."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
 from rocmstack.doctor.figures import Figure, from_report
 from rocmstack.doctor.model import Status
-from rocmstack.errors import InputError
+from rocmstack.errors import InputError, printable
 
 PREFIX = "rocmstack_doctor_"
+SHARED_DIR_OPTION = "--allow-shared-dir"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def check_textfile_path(path: Path) -> None:
-    """Before any work: node-exporter reads only ``*.prom`` files, from a directory that exists."""
+def others_can_write(st: os.stat_result) -> bool:
+    """Whether users other than root and the running one can write this folder: its owner is neither, or
+    group or others have write (even with the sticky bit: they can still add files). A POSIX ACL that
+    grants write shows in the group bits (its mask)."""
+    return st.st_uid not in (0, os.geteuid()) or bool(st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def check_private_dir(flag: str, folder: Path, st: os.stat_result, allow_shared: bool) -> None:
+    """Exit 2 naming the folder, its mode and owner when others may write it and that was not allowed."""
+    if allow_shared or not others_can_write(st):
+        return
+    me = os.geteuid()
+    who = "root" if me == 0 else f"root and uid {me}"
+    raise InputError(
+        f"{flag}: folder {printable(folder)} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}) "
+        f"can be written by users other than {who}",
+        fix=f"let only {who} write it (chmod go-w, chown), or add {SHARED_DIR_OPTION}",
+    )
+
+
+def _open_dir(flag: str, folder: Path, allow_shared: bool) -> int:
+    try:
+        fd = os.open(folder, _DIR_FLAGS)
+    except OSError as exc:
+        raise InputError(
+            f"{flag}: folder {printable(folder)}: {exc.strerror}", fix="give a directory that exists"
+        ) from None
+    try:
+        check_private_dir(flag, folder, os.fstat(fd), allow_shared)
+    except InputError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_textfile_path(path: Path, allow_shared: bool = False) -> None:
+    """Before any work: node-exporter reads only ``*.prom`` files, from a directory that exists and that
+    nobody but root (or the running user) can write."""
     if path.suffix != ".prom":
         raise InputError(
             f"--prometheus {path}: node-exporter's textfile collector reads only *.prom files",
@@ -32,6 +78,7 @@ def check_textfile_path(path: Path) -> None:
         )
     if path.is_dir():
         raise InputError(f"--prometheus {path} is a directory", fix="give a file name ending in .prom")
+    os.close(_open_dir("--prometheus", path.parent, allow_shared))
 
 
 def _escape(value: str) -> str:
@@ -90,19 +137,40 @@ def render(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_textfile(path: Path, report: dict) -> None:
-    text = render(report)
-    # the temporary name does not end in .prom, so the collector never reads it
+def write_textfile(path: Path, report: dict, allow_shared: bool = False) -> None:
+    """Write a new temporary file beside ``path`` and rename it over ``path``, all relative to one open
+    descriptor of the folder (checked again here: the run may have taken minutes)."""
+    data = render(report).encode("utf-8")
+    dir_fd = _open_dir("--prometheus", path.parent, allow_shared)
     tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        for _ in range(100):  # O_EXCL: a name someone else took (a file, a link) is never opened
+            # the temporary name does not end in .prom, so the collector never reads it
+            name = f".{path.name}.{secrets.token_hex(8)}.tmp"
+            try:
+                fd = os.open(name, _NEW_FILE_FLAGS, 0o600, dir_fd=dir_fd)
+            except FileExistsError:
+                continue
+            tmp = name
+            break
+        else:
+            raise InputError(
+                f"--prometheus {printable(path)}: no free temporary name in its folder",
+                fix="remove the .*.tmp files there",
+            )
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # node-exporter often runs as its own user
-        os.replace(tmp, path)
+            os.fchmod(fh.fileno(), 0o644)  # node-exporter often runs as its own user
+        os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        tmp = None
     except OSError as exc:
+        raise InputError(
+            f"--prometheus {printable(path)}: {exc.strerror}", fix="give a writable file path"
+        ) from None
+    finally:
         if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"--prometheus {path}: {exc.strerror}", fix="give a writable file path") from None
+            with contextlib.suppress(OSError):  # moved away meanwhile: only the folder is ever touched
+                os.unlink(tmp, dir_fd=dir_fd)
+        os.close(dir_fd)

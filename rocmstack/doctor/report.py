@@ -8,9 +8,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from rocmstack.errors import printable
 from rocmstack.output import print_table
 
 if TYPE_CHECKING:
@@ -27,15 +29,32 @@ NODE_STYLE = {
 }
 
 
+def _t(text: object) -> str:
+    """Text from outside the program (summaries, details, fixes that quote a model folder's file names,
+    paths, GPU names, host names, node errors) as one printable line: no terminal escape reaches the
+    terminal and no newline forges a row."""
+    return printable(text)
+
+
+def _cell(text: object) -> Text:
+    """Outside text as a table cell: a plain string there would be read as rich markup."""
+    return Text(printable(text))
+
+
+def _m(text: object) -> str:
+    """Outside text inside a rich markup string: printable, and its brackets not read as markup."""
+    return escape(printable(text))
+
+
 def render_table(report: dict, console: Console) -> None:
     if report.get("mode") == "cluster":
         render_cluster_table(report, console)
         return
     plat = report.get("platform", {})
     console.print(
-        f"[bold]rocmstack doctor[/bold] on {report['host']}  vendor={plat.get('vendor')}  "
-        f"python={plat.get('python')}  GPUs: {plat.get('physical_gpus')} on the node, "
-        f"{plat.get('visible_gpus') if plat.get('visible_gpus') is not None else 'all'} visible  "
+        f"[bold]rocmstack doctor[/bold] on {_m(report['host'])}  vendor={_m(plat.get('vendor'))}  "
+        f"python={_m(plat.get('python'))}  GPUs: {_m(plat.get('physical_gpus'))} on the node, "
+        f"{_m(plat.get('visible_gpus')) if plat.get('visible_gpus') is not None else 'all'} visible  "
         f"({report['seconds']:.2f} s{', --fast' if report['options']['fast'] else ''})"
     )
     sources = Table(title="GPU sources", title_justify="left", show_edge=False, pad_edge=False)
@@ -43,7 +62,10 @@ def render_table(report: dict, console: Console) -> None:
         sources.add_column(col, no_wrap=col != "how", overflow="fold")
     for s in report.get("sources", []):
         sources.add_row(
-            s["name"], s["scope"], "-" if s["count"] is None else str(s["count"]), Text(s["detail"])
+            _cell(s["name"]),
+            _cell(s["scope"]),
+            "-" if s["count"] is None else _cell(s["count"]),
+            Text(_t(s["detail"])),
         )
     print_table(sources, console)
     table = Table(title="Checks", title_justify="left", show_edge=False, pad_edge=False)
@@ -54,16 +76,20 @@ def render_table(report: dict, console: Console) -> None:
     for c in report["checks"]:
         if c["group"] != group:
             group = c["group"]
-            table.add_row(Text(group, style="bold cyan"), "", "")
-        table.add_row("  " + c["id"], Text(MARK[c["status"]], style=STYLE[c["status"]]), Text(c["summary"]))
+            table.add_row(Text(_t(group), style="bold cyan"), "", "")
+        table.add_row(
+            _cell("  " + _t(c["id"])),
+            Text(MARK[c["status"]], style=STYLE[c["status"]]),
+            Text(_t(c["summary"])),
+        )
         if c["status"] in ("fail", "error", "warn") and c.get("fix"):
-            table.add_row("", "", Text(f"fix: {c['fix']}", style="italic"))
+            table.add_row("", "", Text(f"fix: {_t(c['fix'])}", style="italic"))
     print_table(table, console)
     trend = trend_rows(report)
     if trend:
         since = next(c for c in report["checks"] if c["id"] == "history-trend")["data"]
         t = Table(
-            title=f"Trend against the previous run ({since.get('previous_started_at')})",
+            title=f"Trend against the previous run ({_m(since.get('previous_started_at'))})",
             title_justify="left",
             show_edge=False,
             pad_edge=False,
@@ -73,14 +99,15 @@ def render_table(report: dict, console: Console) -> None:
         for row in trend:
             style = "bold yellow" if row["worse"] else ""
             t.add_row(
-                row["key"],
+                _cell(row["key"]),
                 f"{row['previous']:.4g}",
                 f"{row['current']:.4g}",
                 Text(f"{row['change']:+.1%}", style=style),
             )
         print_table(t, console)
-    style = "bold green" if report.get("ok") else "bold red"
-    console.print(Text(report["verdict"], style=style))
+    # a run that judged nothing is no pass and no failure of the node: its own colour
+    style = "bold green" if report.get("ok") else "bold yellow" if report.get("judged") == 0 else "bold red"
+    console.print(Text(_t(report["verdict"]), style=style))
 
 
 def trend_rows(report: dict) -> list[dict]:
@@ -93,7 +120,7 @@ def trend_rows(report: dict) -> list[dict]:
 
 def render_cluster_table(report: dict, console: Console) -> None:
     console.print(
-        f"[bold]rocmstack doctor[/bold] cluster {report['address']}: {len(report['nodes'])} node(s) "
+        f"[bold]rocmstack doctor[/bold] cluster {_m(report['address'])}: {len(report['nodes'])} node(s) "
         f"({report['seconds']:.1f} s)"
     )
     ids = report.get("check_ids", [])
@@ -101,14 +128,17 @@ def render_cluster_table(report: dict, console: Console) -> None:
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("check")
     for node in report["nodes"]:
-        table.add_column(node["label"], justify="center", overflow="fold")
-    table.add_row("state", *(Text(n["state"], style=NODE_STYLE.get(n["state"], "")) for n in report["nodes"]))
+        table.add_column(Text(_t(node["label"])), justify="center", overflow="fold")
+    table.add_row(
+        "state", *(Text(_t(n["state"]), style=NODE_STYLE.get(n["state"], "")) for n in report["nodes"])
+    )
     statuses = [
         {c["id"]: c["status"] for c in (n.get("report") or {}).get("checks", [])} for n in report["nodes"]
     ]
     for cid in ids:
         table.add_row(
-            cid, *(Text(MARK[st[cid]], style=STYLE[st[cid]]) if cid in st else Text("-") for st in statuses)
+            Text(_t(cid)),
+            *(Text(MARK[st[cid]], style=STYLE[st[cid]]) if cid in st else Text("-") for st in statuses),
         )
     print_table(table, console)
     if report.get("cluster_checks"):
@@ -116,27 +146,41 @@ def render_cluster_table(report: dict, console: Console) -> None:
         for col in ("check", "status", "result"):
             cluster.add_column(col, overflow="fold")
         for c in report["cluster_checks"]:
-            result = "\n".join([c["summary"], *c.get("details", [])[:12]])
+            result = "\n".join(_t(line) for line in [c["summary"], *c.get("details", [])[:12]])
             if c.get("fix") and c["status"] != "pass":
-                result += f"\nfix: {c['fix']}"
-            cluster.add_row(c["id"], Text(MARK[c["status"]], style=STYLE[c["status"]]), result)
+                result += f"\nfix: {_t(c['fix'])}"
+            cluster.add_row(_cell(c["id"]), Text(MARK[c["status"]], style=STYLE[c["status"]]), Text(result))
         console.print(cluster)
     for node in report["nodes"]:
         if node["state"] != "ok":
             console.print(
-                f"[bold]{node['label']}[/bold]: {node['state']}"
-                + (f": {node['error']}" if node.get("error") else "")
+                f"[bold]{_m(node['label'])}[/bold]: {_m(node['state'])}"
+                + (f": {_m(node['error'])}" if node.get("error") else "")
             )
             for c in (node.get("report") or {}).get("checks", []):
                 if c["status"] in ("fail", "error"):
                     console.print(
-                        f"  {c['id']}: {c['summary']}" + (f"\n    fix: {c['fix']}" if c.get("fix") else "")
+                        Text(
+                            f"  {_t(c['id'])}: {_t(c['summary'])}"
+                            + (f"\n    fix: {_t(c['fix'])}" if c.get("fix") else "")
+                        )
                     )
-    console.print(Text(report["verdict"], style="bold green" if report.get("ok") else "bold red"))
+    console.print(Text(_t(report["verdict"]), style="bold green" if report.get("ok") else "bold red"))
 
 
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+MD_SPECIAL = "\\`*_[]<>|~#!"  # what would make outside text a link, an image, HTML, code or a new cell
+
+
+def _md(text: object) -> str:
+    """Outside text in a Markdown table cell: printable (a newline shows as \\n, not a new row) and every
+    character that would start Markdown or HTML escaped, so a model folder's name cannot add a link, an
+    image or a tag to a CI job summary."""
+    return "".join("\\" + ch if ch in MD_SPECIAL else ch for ch in printable(text))
+
+
+def _code(text: object) -> str:
+    """Outside text shown as inline code: printable, and a backtick cannot close the span."""
+    return "`" + printable(text).replace("`", "'").replace("|", "\\|") + "`"
 
 
 def render_markdown(report: dict) -> str:
@@ -145,17 +189,17 @@ def render_markdown(report: dict) -> str:
     if report.get("mode") == "cluster":
         ids = report.get("check_ids", [])
         lines += [
-            f"## rocmstack doctor: cluster {report['address']}",
+            f"## rocmstack doctor: cluster {_md(report['address'])}",
             "",
             f"**{_md(report['verdict'])}**",
             "",
-            "| node | state | " + " | ".join(ids) + " |",
+            "| node | state | " + " | ".join(_md(i) for i in ids) + " |",
             "|---|---|" + "---|" * len(ids),
         ]
         for node in report["nodes"]:
             st = {c["id"]: c["status"] for c in (node.get("report") or {}).get("checks", [])}
             lines.append(
-                f"| {_md(node['label'])} | {node['state']} | "
+                f"| {_md(node['label'])} | {_md(node['state'])} | "
                 + " | ".join(icon.get(st.get(c, ""), "-") for c in ids)
                 + " |"
             )
@@ -163,7 +207,7 @@ def render_markdown(report: dict) -> str:
             lines += ["", "| across the cluster | status | result | fix |", "|---|---|---|---|"]
             for c in report["cluster_checks"]:
                 lines.append(
-                    f"| `{c['id']}` | {icon[c['status']]} {c['status']} | {_md(c['summary'])} | "
+                    f"| {_code(c['id'])} | {icon[c['status']]} {c['status']} | {_md(c['summary'])} | "
                     f"{_md(c.get('fix') or '') if c['status'] != 'pass' else ''} |"
                 )
         return "\n".join(lines) + "\n"
@@ -171,15 +215,15 @@ def render_markdown(report: dict) -> str:
     lines += [
         f"## rocmstack doctor: {_md(report['host'])}",
         "",
-        f"**{_md(report['verdict'])}** — vendor `{plat.get('vendor')}`, {plat.get('physical_gpus')} GPU(s), "
-        f"python {plat.get('python')}, {report['seconds']:.2f} s",
+        f"**{_md(report['verdict'])}** — vendor {_md(plat.get('vendor'))}, "
+        f"{_md(plat.get('physical_gpus'))} GPU(s), python {_md(plat.get('python'))}, {report['seconds']:.2f} s",
         "",
         "| check | status | result | fix |",
         "|---|---|---|---|",
     ]
     for c in report["checks"]:
         lines.append(
-            f"| `{c['id']}` | {icon[c['status']]} {c['status']} | {_md(c['summary'])} | "
+            f"| {_code(c['id'])} | {icon[c['status']]} {c['status']} | {_md(c['summary'])} | "
             f"{_md(c.get('fix') or '') if c['status'] != 'pass' else ''} |"
         )
     trend = trend_rows(report)
@@ -188,13 +232,13 @@ def render_markdown(report: dict) -> str:
         for row in trend:
             mark = " ⚠️" if row["worse"] else ""
             lines.append(
-                f"| `{_md(row['key'])}` | {row['previous']:.4g} | {row['current']:.4g} | "
+                f"| {_code(row['key'])} | {row['previous']:.4g} | {row['current']:.4g} | "
                 f"{row['change']:+.1%}{mark} |"
             )
     lines += ["", "| GPU source | scope | count | how |", "|---|---|---|---|"]
     for s in report.get("sources", []):
         lines.append(
-            f"| {s['name']} | {s['scope']} | {'-' if s['count'] is None else s['count']} | "
+            f"| {_md(s['name'])} | {_md(s['scope'])} | {'-' if s['count'] is None else _md(s['count'])} | "
             f"{_md(s['detail'])} |"
         )
     return "\n".join(lines) + "\n"
@@ -202,11 +246,13 @@ def render_markdown(report: dict) -> str:
 
 def _suite(name: str, report: dict) -> ET.Element:
     checks = report.get("checks", [])
+    # every case skipped reads as green to a CI: a run that judged nothing is one failing case of its own
+    nothing = report.get("judged") == 0
     suite = ET.Element(
         "testsuite",
         name=name,
-        tests=str(len(checks)),
-        failures=str(sum(c["status"] == "fail" for c in checks)),
+        tests=str(len(checks) + nothing),
+        failures=str(sum(c["status"] == "fail" for c in checks) + nothing),
         errors=str(sum(c["status"] == "error" for c in checks)),
         skipped=str(sum(c["status"] == "skip" for c in checks)),
         time=f"{report.get('seconds', 0):.3f}",
@@ -215,26 +261,33 @@ def _suite(name: str, report: dict) -> ET.Element:
         case = ET.SubElement(
             suite,
             "testcase",
-            classname=f"{name}.{c['group']}",
-            name=c["id"],
+            classname=_t(f"{name}.{c['group']}"),
+            name=_t(c["id"]),
             time=f"{c.get('seconds', 0):.4f}",
         )
+        # printable(): XML 1.0 has no escape for most control characters, so one raw ESC in a summary
+        # would make the whole file unreadable to the CI's JUnit parser
         body = "\n".join(
-            [
+            _t(line)
+            for line in [
                 c["summary"],
                 *c.get("details", []),
                 *([f"fix: {c['fix']}"] if c.get("fix") else []),
                 f"source: {c['source']}",
             ]
         )
+        summary = _t(c["summary"])
         if c["status"] == "fail":
-            ET.SubElement(case, "failure", message=c["summary"], type="fail").text = body
+            ET.SubElement(case, "failure", message=summary, type="fail").text = body
         elif c["status"] == "error":
-            ET.SubElement(case, "error", message=c["summary"], type="error").text = body
+            ET.SubElement(case, "error", message=summary, type="error").text = body
         elif c["status"] == "skip":
-            ET.SubElement(case, "skipped", message=c["summary"])
+            ET.SubElement(case, "skipped", message=summary)
         else:
             ET.SubElement(case, "system-out").text = body
+    if nothing:
+        case = ET.SubElement(suite, "testcase", classname=_t(f"{name}.run"), name="nothing-judged")
+        ET.SubElement(case, "failure", message=_t(report.get("verdict", "")), type="nothing-judged")
     return suite
 
 
@@ -243,25 +296,25 @@ def render_junit(report: dict) -> str:
     if report.get("mode") == "cluster":
         for node in report["nodes"]:
             if node.get("report"):
-                root.append(_suite(f"doctor.{node['label']}", node["report"]))
+                root.append(_suite(_t(f"doctor.{node['label']}"), node["report"]))
             else:
                 suite = ET.SubElement(
                     root,
                     "testsuite",
-                    name=f"doctor.{node['label']}",
+                    name=_t(f"doctor.{node['label']}"),
                     tests="1",
                     failures="0",
                     errors="1",
                     skipped="0",
                 )
                 case = ET.SubElement(suite, "testcase", classname="doctor.cluster", name="node")
-                ET.SubElement(case, "error", message=f"node {node['state']}", type=node["state"]).text = (
-                    node.get("error") or ""
-                )
+                ET.SubElement(
+                    case, "error", message=_t(f"node {node['state']}"), type=_t(node["state"])
+                ).text = _t(node.get("error") or "")
         if report.get("cluster_checks"):
             root.append(_suite("doctor.cluster", {"checks": report["cluster_checks"]}))
     else:
-        root.append(_suite(f"doctor.{report['host']}", report))
+        root.append(_suite(_t(f"doctor.{report['host']}"), report))
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

@@ -14,18 +14,22 @@ from typing import Any
 
 from rocmstack import __version__
 from rocmstack.doctor.active import ACTIVE_PROBES
+from rocmstack.doctor.budget import VENDOR_TOOLS, node_of, plan
 from rocmstack.doctor.checks import ALL_CHECKS, BY_ID
 from rocmstack.doctor.model import FAILING, SCHEMA, Check, DoctorOptions, Status, errored
 from rocmstack.doctor.redact import env_dump, scrub, secret_values
-from rocmstack.errors import InputError
+from rocmstack.errors import ExitCode, InputError, RocmstackError
+from rocmstack.output import warn
 from rocmstack.platform.snapshot import SnapshotRequest, take_snapshot
 from rocmstack.platform.tools import current_python
 
 PROBES = frozenset({"torch", "ray", "vllm", "amdsmi", "nvml"})
-VENDOR_TOOLS = frozenset({"rocm-smi", "amd-smi", "rocminfo", "nvidia-smi"})
 
 
 LEVELS = (1, 2, 3, 4)
+# the statuses that are a judgement of the node; a skip (the check's own or --budget's) is none
+JUDGED = ("pass", "warn", "fail", "error")
+NOTHING_JUDGED = "NOTHING JUDGED"
 
 
 def select_checks(
@@ -107,10 +111,12 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
     checks, over = selected, []
     budget: dict[str, Any] | None = None
     if opts.budget_s is not None:
-        from rocmstack.doctor.budget import plan
-
         chosen = plan(
-            selected, opts.budget_s, fast=opts.fast, extra={"burn-in": opts.burnin_minutes * 60 + 30}
+            selected,
+            opts.budget_s,
+            fast=opts.fast,
+            extra={"burn-in": opts.burnin_minutes * 60 + 30},
+            node=node_of(opts),
         )
         checks, over = list(chosen.run), list(chosen.over)
         budget = {
@@ -198,6 +204,8 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
         platform, sources = {"error": f"{type(exc).__name__}: {exc}"}, []
     counts = {s.value: sum(r["status"] == s.value for r in results) for s in Status}
     failing = [str(r["id"]) for r in results if r["status"] in {s.value for s in FAILING}]
+    judged = sum(counts[s] for s in JUDGED)
+    over_ids = set(budget["over"]) if budget is not None else set()
     report = {
         "schema": SCHEMA,
         "rocmstack_version": __version__,
@@ -222,8 +230,10 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
         "sources": sources,
         "checks": results,
         "summary": counts,
-        "ok": not failing,
-        "verdict": verdict_line(counts, failing),
+        # A run that judged nothing is no pass: a hook must not resume a node on it.
+        "ok": not failing and judged > 0,
+        "judged": judged,
+        "verdict": verdict_line(counts, failing, over=sum(r["id"] in over_ids for r in results)),
         "environment": env_dump(env),
         "timings": {k: round(v, 3) for k, v in snap.timings.items()},
         "not_run": dict(snap.not_run),
@@ -237,7 +247,13 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
     if opts.history_dir is not None:
         from rocmstack.doctor.history import append_run
 
-        scrubbed["history"] = {"file": str(append_run(opts.history_dir, scrubbed))}
+        # The run is judged already: a history file someone swapped for a link or FIFO mid-run loses this
+        # run's line (said), never the verdict (a Prolog's exit 2 would drain the node for it).
+        try:
+            scrubbed["history"] = {"file": str(append_run(opts.history_dir, scrubbed))}
+        except RocmstackError as exc:
+            scrubbed["history"] = {"error": exc.one_line()}
+            warn(exc.one_line())
     return scrubbed
 
 
@@ -273,8 +289,24 @@ def node_facts(opts: DoctorOptions) -> dict:
     }
 
 
-def verdict_line(counts: dict[str, int], failing: list[str]) -> str:
+def verdict_line(counts: dict[str, int], failing: list[str], over: int = 0) -> str:
+    """``over``: how many of the skips --budget left out (they are named apart from a check's own skip)."""
     tally = ", ".join(f"{counts[s]} {s}" for s in ("pass", "warn", "fail", "error", "skip") if counts.get(s))
     if failing:
         return f"NOT READY: {', '.join(failing)} ({tally})"
+    total = sum(counts.values())
+    if not sum(counts.get(s, 0) for s in JUDGED):
+        why = [f"{over} over the budget"] if over else []
+        if counts.get("skip", 0) - over:
+            why.append(f"{counts.get('skip', 0) - over} skip")
+        return f"{NOTHING_JUDGED}: 0 of {total} checks judged ({', '.join(why) or 'none run'})"
     return f"READY ({tally})"
+
+
+def exit_code(report: dict) -> ExitCode:
+    """The doctor's exit status: 0 ready, 1 a check failed, 5 nothing was judged (docs/doctor.md)."""
+    if report.get("ok"):
+        return ExitCode.OK
+    if report.get("judged") == 0:  # a report without the field (cluster mode) is judged by "ok" alone
+        return ExitCode.NOTHING_JUDGED
+    return ExitCode.FAILED

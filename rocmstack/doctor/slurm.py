@@ -1,73 +1,161 @@
 """The doctor as a Slurm hook (``rocmstack doctor --slurm healthcheck|prolog|epilog``).
 
-On a failure the node is drained with a reason that names the check (``rocmstack: <id>: <one line>``); once
-the checks pass again, a node is resumed only if that prefix says rocmstack drained it: a node an admin
-drained keeps its state and reason. Slurm reads the hooks differently (slurm.conf(5)): a non-zero Prolog or
-Epilog makes slurmd drain the node itself (and requeue the job of a failed Prolog), so those hooks exit 1 on
-a failure; the exit code of a HealthCheckProgram is not read, so it exits 0 once it has acted, and non-zero
-only when it could not reach slurmctld.
+On a failure the node is drained with a reason that names the check (``rocmstack: <id>: <one line>``). The
+hook only ever acts on a node in service (IDLE, MIXED, ALLOCATED) or one it drained itself: a state or reason
+someone else set (DOWN, FAIL, a maintenance reservation, a reboot, another drain) is left exactly as it is. A
+node rocmstack drained is resumed only when the check named in its reason ran in this run and passed, and
+nothing failed; a run that judged nothing (every check skipped) neither drains nor resumes.
+
+Slurm reads the hooks differently (slurm.conf(5)): a non-zero Prolog or Epilog makes slurmd drain the node
+itself (and requeue the job of a failed Prolog), so those hooks exit 1 on a failure; the exit code of a
+HealthCheckProgram is not read, so it exits 0 once it has acted, and non-zero only when it could not reach
+slurmctld.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from rocmstack.errors import EngineError, printable
+from rocmstack.errors import EngineError, printable, quoted
 
 HOOKS = ("healthcheck", "prolog", "epilog")
 REASON_PREFIX = "rocmstack: "
 REASON_MAX = 200  # slurmctld keeps the whole string; sinfo and squeue cut it, so keep it readable
-SCONTROL_TIMEOUT = 20.0
+SCONTROL_TIMEOUT = 20.0  # one call's limit
+HOOK_SCONTROL_S = 30.0  # all of a hook's scontrol calls together, when no --budget says otherwise
+# What slurmd sets in a Prolog/Epilog's environment for the job's GPUs (gres_common_prep_set_env in Slurm's
+# src/plugins/gres/common/gres_common.c; which vendor variables depends on gres.conf's Flags). They are the
+# job's allocation, not the node's configuration: a hook judges the node without them.
+JOB_GPU_VARS = (
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "ZE_AFFINITY_MASK",
+    "GPU_DEVICE_ORDINAL",
+    "SLURM_JOB_GPUS",
+)
+# State words of a node in service, or one drained (by whoever: the reason tells), as `scontrol show node`
+# joins them (IDLE+DRAIN, MIXED+COMPLETING, ALLOCATED+RESERVED). Any other word (DOWN, FAIL, MAINTENANCE,
+# REBOOT_REQUESTED, REBOOT_ISSUED, POWERED_DOWN, FUTURE, UNKNOWN, ...) is a state someone else owns.
+IN_SERVICE = frozenset(
+    {
+        "IDLE",
+        "MIXED",
+        "ALLOCATED",
+        "ALLOC",
+        "COMPLETING",
+        "DRAIN",
+        "DRAINING",
+        "DRAINED",
+        "NOT_RESPONDING",  # a missed ping, for a moment
+        "RESERVED",  # in a reservation that is not a maintenance one (that adds MAINTENANCE)
+        "PLANNED",
+        "CLOUD",
+    }
+)
+JUDGED = ("pass", "warn", "fail", "error")
 # `scontrol show node -o` ends the reason with " [user@time]"
 _REASON_TAIL = re.compile(r"\s*\[[^\]@]*@[^\]]*\]\s*$")
+_REASON_CHECK = re.compile(r"^rocmstack: ([A-Za-z0-9][A-Za-z0-9_.-]*): ")
 
 
 @dataclass(frozen=True)
 class NodeState:
     name: str
-    state: str  # e.g. IDLE, IDLE+DRAIN, MIXED+DRAIN, DOWN+DRAIN
+    state: str  # e.g. IDLE, IDLE+DRAIN, MIXED+DRAIN, DOWN, IDLE+FAIL, IDLE+MAINTENANCE+RESERVED
     reason: str  # without Slurm's " [user@time]" tail; "" when none
 
     @property
+    def words(self) -> tuple[str, ...]:
+        return tuple(w for w in self.state.upper().split("+") if w)
+
+    @property
     def drained(self) -> bool:
-        return "DRAIN" in self.state.split("+") or self.state.upper().startswith("DRAIN")
+        return any(w in ("DRAIN", "DRAINING", "DRAINED") for w in self.words)
 
     @property
     def drained_by_us(self) -> bool:
-        return self.drained and self.reason.startswith(REASON_PREFIX)
+        return self.drained and self.reason.startswith(REASON_PREFIX) and not self.foreign
+
+    @property
+    def foreign(self) -> tuple[str, ...]:
+        """The state words rocmstack never sets and never clears (DOWN, FAIL, MAINTENANCE, REBOOT_...)."""
+        return tuple(w for w in self.words if w not in IN_SERVICE) or (() if self.words else ("UNKNOWN",))
+
+    @property
+    def drained_for(self) -> str | None:
+        """The check whose failure drained the node (``rocmstack: <id>: ...``); None when not ours."""
+        found = _REASON_CHECK.match(self.reason) if self.drained_by_us else None
+        return found.group(1) if found else None
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # "drain", "resume", "kept-drained", "left-as-is", "judged-nothing", "none"
+    message: str  # the line logged for it; "" for "none"
 
 
 @dataclass(frozen=True)
 class Outcome:
-    action: str  # "drained", "resumed", "kept-drained", "left-admin-drain", "none"
+    action: str  # "drained", "resumed", "kept-drained", "left-as-is", "judged-nothing", "none"
     lines: tuple[str, ...]  # one per failure, as written to syslog and stdout
     exit_code: int
 
 
-def node_name(given: str | None, env: dict[str, str]) -> str:
+def node_name(given: str | None, env: Mapping[str, str]) -> str:
     """The Slurm name of this node: --node, else $SLURMD_NODENAME (set in Prolog/Epilog), else the short
     host name (what slurmd registers unless NodeHostName says otherwise)."""
     return given or env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
-def _scontrol(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def job_allocation(env: Mapping[str, str]) -> dict[str, str]:
+    """The job's GPU allocation slurmd put into a hook's environment (JOB_GPU_VARS that are set)."""
+    return {k: env[k] for k in JOB_GPU_VARS if k in env}
+
+
+def judged_nothing(report: dict) -> bool:
+    """True when no check reached a verdict (all skipped, e.g. over the --budget)."""
+    return not any(c.get("status") in JUDGED for c in report.get("checks", []))
+
+
+def _scontrol(args: list[str], env: dict[str, str], deadline: float) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("scontrol", path=env.get("PATH"))
     if exe is None:
         raise EngineError("scontrol is not on the PATH", fix="install slurm-client (Debian: slurm-client)")
-    try:
-        return subprocess.run(
-            [exe, *args], capture_output=True, text=True, env=env, timeout=SCONTROL_TIMEOUT, check=False
-        )
-    except subprocess.TimeoutExpired:
+    what = " ".join(args[:2])
+    left = deadline - time.monotonic()
+    if left <= 0:
         raise EngineError(
-            f"scontrol {' '.join(args[:2])} did not answer in {SCONTROL_TIMEOUT:g} s",
+            f"scontrol {what}: no time left of the hook's time limit",
+            fix="give the hook a larger --budget (it must leave time to reach slurmctld)",
+        )
+    limit = min(SCONTROL_TIMEOUT, left)
+    # its own session: on a time-out the whole group goes, a wrapper script's children with it
+    proc = subprocess.Popen(
+        [exe, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise EngineError(
+            f"scontrol {what} did not answer in {limit:.3g} s",
             fix="check that slurmctld is up (scontrol ping)",
         ) from None
+    return subprocess.CompletedProcess([exe, *args], proc.returncode, out, err)
 
 
 def _said(run: subprocess.CompletedProcess[str]) -> str:
@@ -87,8 +175,8 @@ def parse_node(text: str, name: str) -> NodeState:
     )
 
 
-def query(name: str, env: dict[str, str]) -> NodeState:
-    run = _scontrol(["show", "node", name, "--oneliner"], env)
+def query(name: str, env: dict[str, str], deadline: float) -> NodeState:
+    run = _scontrol(["show", "node", name, "--oneliner"], env, deadline)
     if run.returncode != 0:
         raise EngineError(
             f"scontrol show node {name}: {_said(run)}",
@@ -97,8 +185,8 @@ def query(name: str, env: dict[str, str]) -> NodeState:
     return parse_node(run.stdout, name)
 
 
-def _update(name: str, env: dict[str, str], *fields: str) -> None:
-    run = _scontrol(["update", f"nodename={name}", *fields], env)
+def _update(name: str, env: dict[str, str], deadline: float, *fields: str) -> None:
+    run = _scontrol(["update", f"nodename={name}", *fields], env, deadline)
     if run.returncode != 0:
         raise EngineError(
             f"scontrol update nodename={name} {fields[0]}: {_said(run)}",
@@ -115,41 +203,98 @@ def failure_lines(report: dict) -> list[str]:
     ]
 
 
+def drain_reason(lines: list[str]) -> str:
+    more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+    return (lines[0][: REASON_MAX - len(more)] + more).replace("\n", " ")
+
+
+def _nothing_judged(report: dict, name: str) -> str:
+    return (
+        f"rocmstack: the run judged nothing ({len(report.get('checks', []))} check(s), none ran): node {name} "
+        "is neither drained nor resumed"
+    )
+
+
+def decide(report: dict, node: NodeState) -> Decision:
+    """What a hook does to ``node`` after this run (pure: the tests read every branch)."""
+    name = node.name
+    checks = report.get("checks", [])
+    if judged_nothing(report):
+        return Decision("judged-nothing", _nothing_judged(report, name))
+    lines = failure_lines(report)
+    if node.foreign or (node.drained and not node.drained_by_us):
+        said = f"reason {quoted(node.reason)}" if node.reason else "no reason"
+        return Decision(
+            "left-as-is",
+            f"rocmstack: node {name} is left as it is: State={printable(node.state)} ({said}) was not set "
+            "by rocmstack",
+        )
+    check = node.drained_for
+    status = {c["id"]: c["status"] for c in checks}.get(check or "")
+    if lines:
+        if check is not None and status in (None, "skip"):
+            # its fault may still be there: a new reason would lose the one check that can clear it
+            return Decision(
+                "kept-drained",
+                f"rocmstack: node {name} stays drained for {check} (not run in this run): "
+                f"{printable(node.reason)}",
+            )
+        if check is not None:  # the check that drained it stays the one named
+            lines = sorted(lines, key=lambda line: not line.startswith(f"{REASON_PREFIX}{check}: "))
+        return Decision("drain", drain_reason(lines))
+    if not node.drained_by_us:
+        return Decision("none", "")
+    if check is None or status not in ("pass", "warn"):
+        return Decision(
+            "kept-drained",
+            f"rocmstack: node {name} stays drained: {check or 'the check its reason names'}, which drained "
+            "it, did not run in this run",
+        )
+    return Decision(
+        "resume",
+        f"rocmstack: resumed node {name} ({check} passes; it was drained by {printable(node.reason)})",
+    )
+
+
 def act(
     report: dict,
     hook: str,
     name: str,
     env: dict[str, str],
     log: Callable[[str], None],
+    deadline: float | None = None,
 ) -> Outcome:
-    """Drain or resume ``name`` by the report's verdict; never touches a drain someone else set."""
+    """Drain or resume ``name`` by the report's verdict; never touches a state someone else set. Every
+    scontrol call ends by ``deadline`` (time.monotonic()), by default HOOK_SCONTROL_S from now."""
+    deadline = time.monotonic() + HOOK_SCONTROL_S if deadline is None else deadline
     lines = failure_lines(report)
     for line in lines:
         log(line)
-    node = query(name, env)
-    bad = 1 if hook in ("prolog", "epilog") else 0
-    if lines:
-        more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
-        reason = (lines[0][: REASON_MAX - len(more)] + more).replace("\n", " ")
-        if node.drained and not node.drained_by_us:
-            log(f"rocmstack: node {name} stays drained by someone else ({node.reason or 'no reason'})")
-            return Outcome("left-admin-drain", tuple(lines), bad)
-        _update(name, env, "state=drain", f"reason={reason}")
-        log(f"rocmstack: drained node {name}: {reason}")
+    bad = 1 if lines and hook in ("prolog", "epilog") else 0
+    if judged_nothing(report):
+        log(_nothing_judged(report, name))  # no scontrol call: nothing to act on
+        return Outcome("judged-nothing", (), 0)
+    node = query(name, env, deadline)
+    decision = decide(report, node)
+    if decision.action == "drain":
+        _update(name, env, deadline, "state=drain", f"reason={decision.message}")
+        log(f"rocmstack: drained node {name}: {decision.message}")
         return Outcome("drained" if not node.drained else "kept-drained", tuple(lines), bad)
-    if node.drained_by_us:
+    if decision.action == "resume":
         try:
-            _update(name, env, "state=resume")
+            _update(name, env, deadline, "state=resume")
         except EngineError:
             # Another hook on this node (the Epilog after a failed Prolog, a health check) may have resumed
             # it between the query and the update: Slurm then refuses with "Invalid node state specified".
-            if query(name, env).drained:
+            if query(name, env, deadline).drained:
                 raise
             log(f"rocmstack: node {name} was resumed meanwhile (checks pass)")
             return Outcome("none", (), 0)
-        log(f"rocmstack: resumed node {name} (checks pass; it was drained by rocmstack: {node.reason})")
+        log(decision.message)
         return Outcome("resumed", (), 0)
-    return Outcome("none", (), 0)
+    if decision.message:
+        log(decision.message)
+    return Outcome(decision.action, tuple(lines), bad)
 
 
 def syslog_writer(hook: str) -> Callable[[str], None]:

@@ -104,3 +104,18 @@ def closure_of(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if "rocmstack_requirements" in entry:  # absent: a lock from before rocmstack's own layer was locked
         out["rocmstack_requirements"] = entry["rocmstack_requirements"]
     return out
+
+
+def left_unlocked(previous: Mapping[str, Any] | None, recipe: Recipe) -> tuple[str, ...]:
+    """The git components the entry a lock starts from (its own, or a child's parent's) already left
+    unlocked (commit null: its remote was out of reach, `--allow-unreachable-git`) at the recipe's very url
+    and ref. A new lock may leave these unlocked again without the flag when the remote is still out of
+    reach: the decision is the lock's, recorded and listed, as a commit it already pins is kept."""
+    git = (previous or {}).get("git") or {}
+    out = []
+    for name, comp in sorted(recipe.components.items()):
+        old = git.get(name) or {}
+        unlocked = comp.source == "git" and name in git and old.get("commit") is None
+        if unlocked and old.get("url") == comp.url and old.get("ref") == comp.ref:
+            out.append(name)
+    return tuple(out)

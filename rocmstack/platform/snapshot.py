@@ -259,6 +259,36 @@ def gpu_sources(snap: Snapshot) -> list[GpuSource]:
     return sources
 
 
+def _vendors(
+    kfd: Any, amd_render: Any, nvidia_proc: Any, nvidia_dev: Any, dev_root: Path
+) -> tuple[bool, bool]:
+    """(AMD, NVIDIA): driver-level evidence of a GPU of that vendor; it decides which probes start."""
+    return bool(kfd) or bool(amd_render) or (dev_root / "kfd").exists(), bool(nvidia_proc) or bool(nvidia_dev)
+
+
+def gpu_hardware(sysfs_root: Path, dev_root: Path, proc_root: Path) -> tuple[bool, bool]:
+    """``_vendors`` read from the roots, before a snapshot (--budget reads this)."""
+    render = rocm.render_nodes(dev_root, sysfs_root)
+    return _vendors(
+        rocm.kfd_gpu_nodes(sysfs_root),
+        [n for n in render if n.vendor == rocm.AMD_VENDOR_ID],
+        cuda.proc_driver_gpus(proc_root),
+        cuda.dev_nvidia_nodes(dev_root),
+        dev_root,
+    )
+
+
+def not_started(name: str, *, fast: bool, amd_hw: bool, nvidia_hw: bool) -> str | None:
+    """Why a snapshot does not start this probe or tool here, or None when it does (--budget reads this)."""
+    if fast and name in HEAVY_PROBES:
+        return "skipped by --fast (imports torch or ray)"
+    if name == "nvml" and not nvidia_hw:
+        return "no NVIDIA driver on this node"
+    if name == "amd-smi-partition" and not amd_hw:
+        return "no AMD GPU on this node"
+    return None
+
+
 def take_snapshot(req: SnapshotRequest) -> Snapshot:
     env = dict(req.env)
     pending_probes: dict[str, Pending] = {}
@@ -295,21 +325,17 @@ def _gather(
 ) -> Snapshot:
     timings: dict[str, float] = {}
     not_run: dict[str, str] = {}
-    amd_hw = bool(kfd) or bool(amd_render) or (req.dev_root / "kfd").exists()
-    nvidia_hw = bool(nvidia_proc) or bool(nvidia_dev)
+    amd_hw, nvidia_hw = _vendors(kfd, amd_render, nvidia_proc, nvidia_dev, req.dev_root)
     # Everything starts at once; a probe whose library is missing answers "not installed" in milliseconds.
     with stops_deferred():  # every process started here is in the dicts take_snapshot stops on Ctrl-C
         for name in sorted(req.probes | {"site"}):
-            if req.fast and name in HEAVY_PROBES:
-                not_run[name] = "skipped by --fast (imports torch or ray)"
-                continue
-            if name == "nvml" and not nvidia_hw:
-                not_run[name] = "no NVIDIA driver on this node"
+            if why := not_started(name, fast=req.fast, amd_hw=amd_hw, nvidia_hw=nvidia_hw):
+                not_run[name] = why
                 continue
             pending_probes[name] = start_probe(name, python=req.python, timeout=req.probe_timeout, env=env)
         for name in sorted(req.tools):
-            if name == "amd-smi-partition" and not amd_hw:
-                not_run[name] = "no AMD GPU on this node"
+            if why := not_started(name, fast=req.fast, amd_hw=amd_hw, nvidia_hw=nvidia_hw):
+                not_run[name] = why
                 continue
             pending_tools[name] = start_tool(list(TOOLS[name]), timeout=req.tool_timeout, env=env)
 

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from rocmstack.options import PATCHES_DIR_OPT
+
 if TYPE_CHECKING:
     from rocmstack.recipe.resolve import Resolved
 
@@ -102,23 +104,28 @@ def register(app: typer.Typer) -> None:
         recipe: str = RECIPE_ARG,
         gpu_arch: str | None = ARCH_OPT,
         overrides: list[str] = SET_OPT,
+        patches_dir: Path | None = PATCHES_DIR_OPT,
         json_out: bool = JSON_OPT,
     ) -> None:
         """Print the resolved pins of a recipe."""
         from rich.markup import escape
 
+        from rocmstack.errors import printable
         from rocmstack.output import print_json, print_table, stdout, table
+        from rocmstack.patches import chosen_patches_dir
         from rocmstack.recipe.model import LAYER_ORDER
 
         resolved = load_resolved(recipe, gpu_arch, overrides)
         warnings = _warn_unverified(resolved)
         r = resolved.recipe
+        folder = chosen_patches_dir(r, resolved.source, patches_dir)
         if json_out:
             print_json(
                 {
                     "recipe": r.model_dump(mode="json", by_alias=True),
                     "gpu_archs": list(resolved.gpu_archs),
                     "pins": resolved.pins(),
+                    "patches_dir": str(folder) if folder else None,  # None: the shipped patches/
                     "overrides": overrides,
                     "warnings": warnings,
                 }
@@ -153,7 +160,8 @@ def register(app: typer.Typer) -> None:
                     cells[column] += " [yellow](unverified)[/yellow]"
             tab.add_row(cells["name"], c.layer.value, c.source, cells["version"], cells["ref"])
         print_table(tab, out)
-        out.print(f"patches: {', '.join(r.patches) or 'none'}")
+        where = f" (from {printable(folder)})" if folder else ""
+        out.print(f"patches: {', '.join(r.patches) or 'none'}{where}")
 
     @app.command("schema")
     def schema_cmd(

@@ -18,8 +18,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rocmstack.errors import RecipeError, printable, quoted
-from rocmstack.recipe.model import Component, Recipe
-from rocmstack.resources import RECIPES_PATH_ENV, recipes_dir
+from rocmstack.recipe.model import Component, Recipe, hide_userinfo
+from rocmstack.resources import RECIPES_PATH_ENV, recipes_dir, recipes_path
 
 MAX_EXTENDS_DEPTH = 8
 # --set may not change these: they say which file a recipe is, not what it pins.
@@ -107,7 +107,7 @@ def search_path(first: Path | None = None) -> tuple[Path, ...]:
     """Where recipe names are looked up, in order: ``first`` (the folder of the recipe that says
     ``extends:``, or a test's folder), each folder of $ROCMSTACK_RECIPES_PATH (``--recipes-dir`` puts
     its folders there), then the shipped recipes, which are always on the path."""
-    env = [Path(p) for p in os.environ.get(RECIPES_PATH_ENV, "").split(os.pathsep) if p]
+    env = recipes_path()
     out: list[Path] = []
     for folder in (*([first] if first else []), *env, recipes_dir()):
         if folder.resolve() not in (o.resolve() for o in out):
@@ -376,6 +376,8 @@ def _describe(error: dict[str, Any]) -> str:
     loc = printable(".".join(str(p) for p in error["loc"] if not str(p).startswith("function-")))
     kind = error["type"]
     value = error.get("input")
+    if isinstance(value, str):  # a URL's token is not repeated into the terminal or a CI log
+        value = hide_userinfo(value, schemeless=True)
     if kind == "extra_forbidden":
         return f"{loc}: unknown key (remove it or check the spelling)"
     if kind == "missing":
@@ -418,7 +420,8 @@ def validate(raw: Mapping[str, Any], origin: str, overrides: Iterable[Override] 
             ]
         if blamed:
             from_set.append(
-                f"--set {printable(blamed[-1].dotted)}={printable(blamed[-1].raw)}: {_describe(error)}"
+                f"--set {printable(blamed[-1].dotted)}={printable(hide_userinfo(blamed[-1].raw, schemeless=True))}: "
+                f"{_describe(error)}"
             )
         elif not loc and targets:
             from_file.append(

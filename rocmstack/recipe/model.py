@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from rocmstack.doctor.redact import redact_url
 from rocmstack.secrets import is_secret_name
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -49,8 +50,30 @@ _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _AITER_MODULE = re.compile(r"^module_[a-z0-9_]{1,80}$")
 
 
-def _matching(pattern: re.Pattern[str], what: str) -> AfterValidator:
+NO_TOKEN = "use a credential helper / netrc, never a token in a recipe"
+
+
+def hide_userinfo(value: str, *, schemeless: bool = False) -> str:
+    """``value`` with a URL's ``user:token@`` masked; with ``schemeless``, an image reference's too
+    (``user:token@registry/repo``). Errors quote this, never the value itself."""
+    if "://" in value or not schemeless:
+        return redact_url(value)
+    return redact_url("https://" + value).removeprefix("https://")
+
+
+def _userinfo_problem(value: str, *, schemeless: bool = False) -> str | None:
+    # a recipe's URLs are copied verbatim into the lock and the image's labels and layers: a token there
+    # is published with them
+    hidden = hide_userinfo(value, schemeless=schemeless)
+    if hidden == value:
+        return None
+    return f"{hidden!r} carries user information (user:token@), which the lock and the image would keep: {NO_TOKEN}"
+
+
+def _matching(pattern: re.Pattern[str], what: str, *, schemeless: bool = False) -> AfterValidator:
     def check(value: str) -> str:
+        if (problem := _userinfo_problem(value, schemeless=schemeless)) is not None:
+            raise ValueError(problem)
         if not pattern.fullmatch(value):
             raise ValueError(f"{value!r} is not a valid {what}")
         return value
@@ -104,13 +127,17 @@ EnvValue = Annotated[
 ]
 GitUrl = Annotated[str, _matching(_GIT_URL, "git URL (https://host/owner/repo[.git])")]
 GitRef = Annotated[str, _matching(_GIT_REF, "git ref (a tag, branch or full 40-hex commit)")]
-ImageRepo = Annotated[str, _matching(_IMAGE_REPO, "image repository (OCI reference grammar)")]
+ImageRepo = Annotated[
+    str, _matching(_IMAGE_REPO, "image repository (OCI reference grammar)", schemeless=True)
+]
 ImageTag = Annotated[str, _matching(_IMAGE_TAG, "image tag (OCI reference grammar)")]
 Digest = Annotated[str, _matching(_DIGEST, "digest (sha256:<64 hex>)")]
 Arch = Annotated[str, _matching(_ARCH, "GPU arch (gfxNNN)")]
 Package = Annotated[str, _matching(_PKG, "package name")]
 Extra = Annotated[str, _matching(_EXTRA, "package extra")]
 RelPath = Annotated[str, _matching(_PATH, "relative path")]
+# A folder beside the recipe may be a sibling (../patches): relative, but `..` allowed.
+_PATCHES_DIR = re.compile(r"^(?!/)[A-Za-z0-9_./-]{1,200}$")
 # A published release, exactly: name==version (no extras, marker or URL).
 _RELEASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}==[0-9][A-Za-z0-9.+!_-]{0,63}$")
 Release = Annotated[str, _matching(_RELEASE, "published release, name==version (e.g. verl==0.9.0)")]
@@ -434,6 +461,11 @@ class FrameworkSmoke(_Strict):
     env: dict[EnvName, CommandArg] = Field(
         default_factory=dict, description="added to the environment ({placeholders} allowed)"
     )
+    pass_env: tuple[EnvName, ...] = Field(
+        default=(),
+        description="caller's variables the command also gets, by name, beyond the minimal environment "
+        "(docs/security.md); a secret's name is refused",
+    )
     steps: int = Field(default=2, ge=1, le=100, description="training steps; fills {steps}")
     timeout_s: int = Field(ge=10, le=7200, description="the whole run is killed after this many seconds")
     metrics: MetricsSource
@@ -446,6 +478,9 @@ class FrameworkSmoke(_Strict):
         for name in self.env:
             if is_secret_name(name):
                 raise ValueError(f"{name}: a smoke command's env is part of the recipe; no secrets in it")
+        for name in self.pass_env:
+            if is_secret_name(name):
+                raise ValueError(f"pass_env: {name} names a secret; a recipe's command never gets one")
         return self
 
 
@@ -463,6 +498,12 @@ class Recipe(_Strict):
     system_packages: tuple[AptPackage, ...] = ()
     components: dict[Name, Component]
     patches: tuple[Name, ...] = ()
+    patches_dir: Annotated[str, _matching(_PATCHES_DIR, "relative folder")] | None = Field(
+        default=None,
+        description="folder of this recipe's own patch specs (<id>.yaml), relative to the recipe file; "
+        "--patches-dir wins over it; a child recipe inherits its parent's unless it names its own "
+        "(null: the shipped patches/)",
+    )
     env: dict[EnvName, EnvValue] = Field(default_factory=dict)
     build_args: dict[EnvName, EnvValue] = Field(default_factory=dict)
     guards: Guards = Field(default_factory=Guards)

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from rocmstack.options import PATCHES_DIR_OPT
+
 if TYPE_CHECKING:
     from rocmstack.render.context import Rendered
     from rocmstack.rules.gate import Gate
@@ -41,7 +43,7 @@ def gate_and_render(
         warn(note)
     revision = source_revision()
     rendered = render(
-        checked.resolved, ignored_rules=checked.ignored, patches_dir=patches_dir, revision=revision
+        checked.resolved, ignored_rules=checked.ignored, patches_dir=checked.patches_dir, revision=revision
     )
     return checked, rendered, revision, notes
 
@@ -69,6 +71,7 @@ def register(app: typer.Typer) -> None:
             "--all",
             help="Every recipe `rocmstack recipes` lists x its default arch sets, into OUTPUT/<recipe>-<archs>",
         ),
+        patches_dir: Path | None = PATCHES_DIR_OPT,
         json_out: bool = JSON_OPT,
     ) -> None:
         """Write a complete build context (Dockerfile + every file it COPYs) and print the render hash."""
@@ -87,12 +90,12 @@ def register(app: typer.Typer) -> None:
                     "--all renders every listed recipe as written and locked",
                     fix="drop --gpu-arch/--set/--relock, or name one recipe",
                 )
-            _render_all(output, ignore_rules, json_out)
+            _render_all(output, ignore_rules, json_out, patches_dir)
             return
         assert recipe is not None
         # Lock drift (exit 2) and compatibility rules (exit 1) are checked before anything is written.
         checked, rendered, _, warnings = gate_and_render(
-            recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock
+            recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock, patches_dir=patches_dir
         )
         resolved = checked.resolved
         write_context(rendered, output)
@@ -114,6 +117,14 @@ def register(app: typer.Typer) -> None:
             )
         else:
             stdout().print(f"rendered {resolved.recipe.name} for {resolved.arch_list} -> {output}")
+            if checked.lock.status == "unlocked":
+                # Said on stdout too, beside the result: an unlocked build is not hash-checked, and the
+                # warning alone is easily lost among the others.
+                stdout().print(
+                    f"UNLOCKED: no lock entry in {checked.lock.path.name} [{checked.lock.key}]: the build "
+                    "installs by pip's resolver, not hash-checked; `rocmstack lock` first",
+                    markup=False,
+                )
             if checked.ignored:
                 stdout().print(
                     f"ignored rules: {', '.join(checked.ignored)} (label dev.rocmstack.ignored-rules)"
@@ -121,7 +132,7 @@ def register(app: typer.Typer) -> None:
             stdout().print(rendered.render_hash)
 
 
-def _render_all(output: Path, ignore: list[str], json_out: bool) -> None:
+def _render_all(output: Path, ignore: list[str], json_out: bool, patches_dir: Path | None = None) -> None:
     """``render --all``: what ``recipes`` lists x each default arch set, every one gated before any is
     written, each into ``output/<recipe>-<arch>-<arch>``."""
     from rocmstack.lock.file import arch_key, default_arch_sets
@@ -134,7 +145,7 @@ def _render_all(output: Path, ignore: list[str], json_out: bool) -> None:
         model, _ = load_recipe(str(file))
         for archs in default_arch_sets(model):
             checked, rendered, _, _ = gate_and_render(
-                str(file), arch_key(archs), [], ignore=ignore, relock=False
+                str(file), arch_key(archs), [], ignore=ignore, relock=False, patches_dir=patches_dir
             )
             done.append((checked, rendered, output / f"{model.name}-{'-'.join(archs)}"))
     for _, rendered, folder in done:

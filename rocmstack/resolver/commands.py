@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from rocmstack.options import PATCHES_DIR_OPT
+
 JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 ENGINE_OPT = typer.Option(None, "--engine", help="Container engine for image arguments: podman or docker")
 
@@ -29,6 +31,7 @@ def register(app: typer.Typer) -> None:
         ),
         engine: str | None = ENGINE_OPT,
         md: bool = typer.Option(False, "--markdown", help="A Markdown table (for a PR comment)"),
+        patches_dir: Path | None = PATCHES_DIR_OPT,
         json_out: bool = JSON_OPT,
     ) -> None:
         """What changed from A to B: packages added/removed/up/down, git commits, pins, env, patches, base."""
@@ -38,9 +41,8 @@ def register(app: typer.Typer) -> None:
         from rocmstack.output import print_json
         from rocmstack.resolver.diff import _SYMBOL, diff, load_side, markdown
 
-        result = diff(
-            load_side(a, gpu_arch=gpu_arch, engine=engine), load_side(b, gpu_arch=gpu_arch, engine=engine)
-        )
+        sides = [load_side(x, gpu_arch=gpu_arch, engine=engine, patches_dir=patches_dir) for x in (a, b)]
+        result = diff(*sides)
         if json_out:
             print_json(result.to_json())
             return

@@ -146,7 +146,7 @@ def other_fields(recipe_fields: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def side_from_recipe(name_or_path: str, gpu_arch: str | None = None) -> Side:
+def side_from_recipe(name_or_path: str, gpu_arch: str | None = None, patches_dir: Path | None = None) -> Side:
     import dataclasses
 
     from rocmstack.lock.drift import recipe_fields
@@ -159,7 +159,7 @@ def side_from_recipe(name_or_path: str, gpu_arch: str | None = None) -> Side:
     resolved = resolve(recipe, path, gpu_arch)
     # The hash `render` would print now: with the recipe's lock entry, where it has one.
     closure = closure_of(entry_of(lock_path(path), arch_key(resolved.gpu_archs)))
-    render_hash = _render_hash(dataclasses.replace(resolved, locked=closure), ())
+    render_hash = _render_hash(dataclasses.replace(resolved, locked=closure), (), patches_dir)
     comps = {
         n: str(c.ref if c.source == "git" else c.version or c.source) for n, c in recipe.components.items()
     }
@@ -196,7 +196,9 @@ def side_from_image(ref: str, engine: str | None) -> Side:
     return Side(**{**side.__dict__, "base": {**side.base, "digest": digest}, "render_hash": render_hash})
 
 
-def load_side(spec: str, *, gpu_arch: str | None = None, engine: str | None = None) -> Side:
+def load_side(
+    spec: str, *, gpu_arch: str | None = None, engine: str | None = None, patches_dir: Path | None = None
+) -> Side:
     """A lock file, a recipe (name or .yaml) or an image reference."""
     path = Path(spec)
     if spec.endswith(".json"):
@@ -210,11 +212,11 @@ def load_side(spec: str, *, gpu_arch: str | None = None, engine: str | None = No
             return side_from_lock(_pick_entry(read_lock(path) or {}, spec, gpu_arch), spec)
         return side_from_lock(check_entry(doc, spec), spec)  # an image's lock.json
     if spec.endswith((".yaml", ".yml")):
-        return side_from_recipe(spec, gpu_arch)
+        return side_from_recipe(spec, gpu_arch, patches_dir)
     from rocmstack.recipe.load import recipes_on_path
 
     if spec in recipes_on_path():  # what `rocmstack recipes` lists (--recipes-dir too)
-        return side_from_recipe(spec, gpu_arch)
+        return side_from_recipe(spec, gpu_arch, patches_dir)
     if not spec.strip():
         raise InputError("diff: empty argument", fix="give a lock file, a recipe or an image reference")
     return side_from_image(spec, engine)

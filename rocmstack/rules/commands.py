@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from rocmstack.options import PATCHES_DIR_OPT
+
 if TYPE_CHECKING:
     from rocmstack.recipe.resolve import Resolved
 
@@ -89,6 +91,7 @@ def register(app: typer.Typer) -> None:
         offline: bool = typer.Option(
             False, "--offline", help="Check against the lock only; do not run the resolver (no network)"
         ),
+        patches_dir: Path | None = PATCHES_DIR_OPT,
         json_out: bool = JSON_OPT,
     ) -> None:
         """Evaluate every compatibility rule and the resolver against the resolved pins; exit 1 if any fails.
@@ -100,15 +103,17 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from rocmstack.errors import RuleFailure
-        from rocmstack.output import console, print_json, print_table
-        from rocmstack.patches import load_patches
+        from rocmstack.output import console, print_json, print_table, quiet
+        from rocmstack.patches import chosen_patches_dir, load_patches
         from rocmstack.rules.engine import evaluate_rules, load_rules
         from rocmstack.rules.gate import resolver_result
 
-        rules, patches = load_rules(), load_patches()
+        rules = load_rules()
         runs = []
         details: dict[str, str] = {}
         for r in _targets(recipe, gpu_arch, every, overrides):
+            # Each recipe's own folder (--all may mix them); --patches-dir wins for all.
+            patches = load_patches(chosen_patches_dir(r.recipe, r.source, patches_dir))
             results = evaluate_rules(r, ignore=ignore, rules=rules, patches=patches)
             row, detail = resolver_result(r, offline=offline)
             if detail:
@@ -133,16 +138,23 @@ def register(app: typer.Typer) -> None:
             return
         # Piped output (CI logs) gets a wide table instead of rich's 80-column default.
         out = console(highlight=False, width=None if sys.stdout.isatty() else 200)
+        hush = quiet()
         for resolved, results in runs:
             title = escape(f"{resolved.recipe.name} [{resolved.arch_list}]")
             counts = {s: sum(1 for x in results if x.status == s) for s in _STYLE}
             summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
             # --all is a CI overview: only the rows that need attention, one summary line per recipe x archs.
-            shown = [x for x in results if x.status != "pass"] if every else results
-            if every and not shown:
+            # -q hides warnings: only the failures, and the counts in the summary line.
+            if hush:
+                shown = [x for x in results if x.status == "fail"]
+            else:
+                shown = [x for x in results if x.status != "pass"] if every else results
+            if (every or hush) and not shown:
                 out.print(f"{title}: {summary}")
                 continue
-            table = Table(title=f"{title}: {summary}" if every else title, title_justify="left", expand=True)
+            table = Table(
+                title=f"{title}: {summary}" if every or hush else title, title_justify="left", expand=True
+            )
             table.add_column("rule", no_wrap=True)
             table.add_column("status", no_wrap=True)
             for name, ratio in (("reason", 4), ("fix", 3)):
@@ -161,7 +173,7 @@ def register(app: typer.Typer) -> None:
                     x.source,
                 )
             print_table(table, out)
-            if not every:
+            if not (every or hush):
                 out.print(summary)
         if failed:
             resolved, first = failed[0]
@@ -195,11 +207,10 @@ def register(app: typer.Typer) -> None:
         allow_unreachable_git: bool = typer.Option(
             False,
             "--allow-unreachable-git",
-            help="Leave components whose git remote is out of reach unlocked (listed in the lock) instead of failing",
+            help="Leave components whose git remote is out of reach unlocked (listed in the lock) instead of failing "
+            "(those the lock it starts from, its own or a child's parent's, left unlocked stay so without it)",
         ),
-        patches_dir: Path | None = typer.Option(
-            None, "--patches-dir", help="Patch specs folder, as given to render/build (default: shipped)"
-        ),
+        patches_dir: Path | None = PATCHES_DIR_OPT,
         json_out: bool = JSON_OPT,
     ) -> None:
         """Resolve and write <recipe>.lock.json: every Python package (version, hashes, layer) of every pip
@@ -211,7 +222,7 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from rocmstack.errors import InputError, NetworkError
-        from rocmstack.lock.file import arch_key, default_arch_sets, lock_path, write_lock
+        from rocmstack.lock.file import arch_key, default_arch_sets, left_unlocked, lock_path, write_lock
         from rocmstack.output import print_json, print_table, stderr, table, warn
         from rocmstack.recipe.load import load_recipe, recipes_on_path
         from rocmstack.recipe.resolve import resolve
@@ -261,19 +272,30 @@ def register(app: typer.Typer) -> None:
                     if started and not refresh:
                         stderr().print(escape(f"{model.name} [{resolved.arch_list}]: {started}"), style="dim")
                     stderr().print(escape(f"resolving {model.name} [{resolved.arch_list}] ..."), style="dim")
+                    # What the entry started from already left unlocked may stay so (a child of a
+                    # shipped recipe locks offline from its parent's lock); any other remote must answer.
+                    kept = () if refresh else left_unlocked(previous, model)
+                    arch = f" --gpu-arch {shlex.quote(gpu_arch)}" if gpu_arch else ""
+                    where = f" --out-dir {shlex.quote(str(out_dir))}" if out_dir else ""
+                    again = f"rocmstack lock {recipe_arg(resolved)}{arch}{where} --allow-unreachable-git"
                     try:
                         found = closure(
                             resolved,
                             previous=previous,
                             refresh=(tuple(names) if names else True) if refresh else (),
-                            allow_unreachable=allow_unreachable_git,
+                            allow_unreachable=allow_unreachable_git or bool(kept),
                         ).to_json()
+                        missed = [
+                            f"{n}: {g['url']} ({g['ref']}) did not answer"
+                            for n, g in sorted(found["git"].items())
+                            if g.get("commit") is None and n not in kept
+                        ]
+                        if missed and not allow_unreachable_git:
+                            raise NetworkError(f"git remote of {missed[0]}")
                     except NetworkError as exc:
                         if not exc.message.startswith("git remote "):
                             raise
                         # The way on without that remote, as a command that runs as printed.
-                        arch = f" --gpu-arch {shlex.quote(gpu_arch)}" if gpu_arch else ""
-                        again = f"rocmstack lock {recipe_arg(resolved)}{arch} --allow-unreachable-git"
                         raise NetworkError(
                             f"{model.name}: {exc.message}",
                             fix=f"check the network and retry, or run `{again}` to leave it unlocked "

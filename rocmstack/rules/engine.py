@@ -2,7 +2,9 @@
 
 A rule is data: id, description, severity, public source, fix, and two conditions in the language of
 ``rocmstack.rules.conditions`` -- ``when`` (does the rule apply to these pins?) and ``require`` (what must
-hold if it does). No rule has code of its own.
+hold if it does). No rule has code of its own. ``fixes`` (optional) lists ``{when, fix}`` alternatives: the
+first whose condition holds for the recipe is the fix reported, so a hint never names a patch for a component
+the recipe lacks; ``fix`` is the one used when none holds.
 
 Outcome of one rule (``when`` / ``require`` are three-valued):
   when False                 -> pass  ("n/a: ...")
@@ -35,7 +37,19 @@ Severity = Literal["fail", "warn"]
 _ID = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
 _URL = re.compile(r"^https://\S+$")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
-_KEYS = {"id", "description", "severity", "source", "fix", "message", "when", "require", "refs", "examples"}
+_KEYS = {
+    "id",
+    "description",
+    "severity",
+    "source",
+    "fix",
+    "fixes",
+    "message",
+    "when",
+    "require",
+    "refs",
+    "examples",
+}
 TOGETHER_PREFIX = "validated:"
 
 
@@ -50,6 +64,7 @@ class Rule:
     when: Any = None
     message: str | None = None
     refs: tuple[str, ...] = ()
+    fixes: tuple[tuple[Any, str], ...] = ()  # (condition, fix): the first that holds replaces ``fix``
     domain: str = ""
     examples: Mapping[str, Any] = field(default_factory=dict)
 
@@ -114,6 +129,13 @@ def _parse_rule(raw: Any, origin: str, domain: str) -> Rule:
     problems = check_condition(raw["require"], f"{where}: require")
     if raw.get("when") is not None:
         problems += check_condition(raw["when"], f"{where}: when")
+    fixes = raw.get("fixes") or []
+    if not isinstance(fixes, list) or not all(
+        isinstance(f, dict) and set(f) == {"when", "fix"} and isinstance(f["fix"], str) for f in fixes
+    ):
+        raise RecipeError(f"{where}: fixes must be a list of {{when: <condition>, fix: <text>}} mappings")
+    for i, alternative in enumerate(fixes):
+        problems += check_condition(alternative["when"], f"{where}: fixes[{i}].when")
     if problems:
         raise RecipeError(problems[0])
     return Rule(
@@ -126,6 +148,7 @@ def _parse_rule(raw: Any, origin: str, domain: str) -> Rule:
         when=raw.get("when"),
         message=raw.get("message"),
         refs=tuple(raw.get("refs", ())),
+        fixes=tuple((f["when"], f["fix"]) for f in fixes),
         domain=domain,
         examples=raw.get("examples") or {},
     )
@@ -158,7 +181,11 @@ def _patch_status(resolved: Resolved, patches: Mapping[str, Patch]) -> dict[str,
     for pid in resolved.recipe.patches:
         patch = patches.get(pid)
         if patch is None:
-            status[pid] = ("mismatch", f"unknown patch {pid}")
+            status[pid] = (
+                "mismatch",
+                f"unknown patch {pid}: no {pid}.yaml in the patch folder; for a patch of your own, name "
+                "its folder with the recipe's patches_dir field or --patches-dir",
+            )
             continue
         comp = components.get(patch.component)
         if comp is None:
@@ -214,13 +241,20 @@ def _fill(template: str, facts: Facts, detail: str) -> str:
     return _PLACEHOLDER.sub(sub, template)
 
 
+def fix_for(rule: Rule, facts: Facts) -> str:
+    """The fix this recipe can apply: the first ``fixes`` alternative whose condition holds, else ``fix``."""
+    return next((text for condition, text in rule.fixes if evaluate(condition, facts)[0] is True), rule.fix)
+
+
 def judge(rule: Rule, facts: Facts) -> Result:
+    fix = fix_for(rule, facts)
+
     def result(status: Status, reason: str) -> Result:
         return Result(
             id=rule.id,
             status=status,
             reason=reason,
-            fix=rule.fix,
+            fix=fix,
             source=rule.source,
             severity=rule.severity,
             description=rule.description,

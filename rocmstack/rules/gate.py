@@ -17,7 +17,7 @@ from typing import Any, Literal
 from rocmstack.errors import InputError
 from rocmstack.lock.drift import drift, package_drift, recipe_fields, self_layer_drift
 from rocmstack.lock.file import arch_key, closure_of, entry_of, lock_path, write_lock
-from rocmstack.patches import load_patches
+from rocmstack.patches import chosen_patches_dir, load_patches
 from rocmstack.recipe.load import load_recipe
 from rocmstack.recipe.resolve import Resolved, resolve
 from rocmstack.rules.engine import Result, Status, enforce
@@ -45,6 +45,7 @@ class Gate:
     lock: LockState
     ignored: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    patches_dir: Path | None = None  # the folder chosen (None: shipped), for the render that follows
 
 
 def _render_hash(resolved: Resolved, ignored: tuple[str, ...], patches_dir: Path | None = None) -> str:
@@ -53,7 +54,8 @@ def _render_hash(resolved: Resolved, ignored: tuple[str, ...], patches_dir: Path
     from rocmstack.render.context import render_hash
 
     recipe = resolved.recipe
-    patches = select(recipe.patches, load_patches(patches_dir), dict(recipe.components), str(resolved.source))
+    folder = chosen_patches_dir(recipe, resolved.source, patches_dir)
+    patches = select(recipe.patches, load_patches(folder), dict(recipe.components), str(resolved.source))
     return render_hash(resolved, patches, ignored)
 
 
@@ -96,6 +98,7 @@ def lock_resolved(
 ) -> dict[str, Any]:
     """Run the rules (RuleFailure if one fails: a failing set is never locked) and build its lock entry."""
     ignored = tuple(sorted(set(ignore)))
+    patches_dir = chosen_patches_dir(resolved.recipe, resolved.source, patches_dir)
     results = enforce(resolved, ignored, patches=load_patches(patches_dir))
     return make_entry(resolved, results, ignored=ignored, closure=closure, patches_dir=patches_dir)
 
@@ -243,6 +246,8 @@ def gate(
     if overrides:
         plain, _ = load_recipe(recipe)
         base = resolve(plain, path, gpu_arch)
+    # The lock is compared, the rules judged and the render made with the patches of one folder.
+    patches_dir = chosen_patches_dir(model, path, patches_dir)
     state = verify(base, relock=relock, ignore=ignored if relock else (), patches_dir=patches_dir)
     closure = closure_of(state.entry)
     if closure is not None and not overrides:
@@ -256,7 +261,14 @@ def gate(
     if ignored:
         notes.append(f"rules ignored by --ignore-rule (recorded in the image labels): {', '.join(ignored)}")
     notes += [f"rule {r.id}: {r.reason}" for r in results if r.status == "warn"]
-    return Gate(resolved=resolved, results=results, lock=state, ignored=ignored, notes=tuple(notes))
+    return Gate(
+        resolved=resolved,
+        results=results,
+        lock=state,
+        ignored=ignored,
+        notes=tuple(notes),
+        patches_dir=patches_dir,
+    )
 
 
 RESOLVER_SOURCE = "https://docs.astral.sh/uv/pip/compile/"

@@ -91,12 +91,20 @@ def register(app: typer.Typer) -> None:
             None, "--report", help="Folder for the inputs, framework.log, metrics.jsonl, summary.json."
         ),
         overrides: list[str] = typer.Option([], "--set", help="Override a recipe field (docs/recipes.md)."),
+        allow_command: bool = typer.Option(
+            False,
+            "--allow-recipe-command",
+            help="Run the recipe's command on a node that is no rocmstack image (it is code from the recipe; "
+            "it gets a minimal environment, never the caller's secrets).",
+        ),
         json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     ) -> None:
         """Run the image's RL framework's own short loop as the recipe declares; exit 0 on a passing verdict."""
         from rocmstack.smoke import framework
 
-        summary = framework.run_command(recipe, overrides, work_dir, steps=steps, timeout_s=timeout)
+        summary = framework.run_command(
+            recipe, overrides, work_dir, steps=steps, timeout_s=timeout, allow_command=allow_command
+        )
         if json_out:
             from rocmstack.output import print_json
 

@@ -4,6 +4,9 @@ The recipe declares the command, where the framework's metrics land and the judg
 (rocmstack.recipe.model.FrameworkSmoke): a new framework is data, not code. rocmstack makes the inputs
 (framework_inputs), runs the command in its own process group under the time limit with its output
 streamed to ``framework.log``, parses the metrics and judges them with the smoke verdict's criteria.
+
+The command is code from the recipe: outside a rocmstack image it runs only when the caller opts in
+(``--allow-recipe-command``), and always with a minimal environment (``command_env``), never the caller's secrets.
 """
 
 from __future__ import annotations
@@ -15,16 +18,48 @@ import os
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rocmstack.errors import InputError, printable
 from rocmstack.output import dumps
 from rocmstack.recipe.model import FrameworkSmoke, MetricsSource
+from rocmstack.secrets import is_secret_name
 from rocmstack.smoke import verdict
 
 LOG_NAME = "framework.log"
+ALLOW_FLAG = "--allow-recipe-command"
+# What a recipe's command gets of the caller's environment, by name: the basics a process needs, the device
+# runtime's masks, paths and tuning (ROCm/HIP/HSA, CUDA, RCCL/NCCL, MIOpen, AITER, the arch lists), the
+# engines' own settings (torch, vLLM, SGLang, Triton: an image's ENV sets them there) and Ray's switches that
+# leave the device masks to the framework. No other RAY_* (RAY_ADDRESS would join another cluster), no HF_*,
+# no PYTHONPATH; the declaration's pass_env adds names. A secret's name never passes, even when listed.
+BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "LD_LIBRARY_PATH")
+DEVICE_ENV_PREFIXES = (
+    "LC_",
+    "HIP_",
+    "ROCR_",
+    "HSA_",
+    "ROCM_",
+    "CUDA_",
+    "GPU_",
+    "AMDGPU_",
+    "NCCL_",
+    "RCCL_",
+    "MIOPEN_",
+    "AITER_",
+    "PYTORCH_",
+    "TORCH_",
+    "TRITON_",
+    "VLLM_",
+    "SGLANG_",
+    "RAY_EXPERIMENTAL_NOSET_",
+)
+MAX_LINE = 1 << 20  # a longer log line is no metric line a framework writes: left out, with a warning
+MAX_STEP = 10**12  # a larger "step" is a garbled line, not a step of a smoke
+_WRAP_DEPTH = 4  # np.float64(...), tensor(...): a deeper nesting is no logged scalar
 # verl's console logger (verl/utils/logger/aggregate_logger.py, concat_dict_to_str): "step:N - k:v - k:v";
 # the line may come through Ray's log forwarding with a "(TaskRunner pid=...)" prefix.
 _KV_LINE = re.compile(r"(?:^|\s)step:(\d+)((?: - [^\n]*)?)$")
@@ -57,7 +92,9 @@ def placeholders(work_dir: Path, inputs: Any, steps: int, python: str = sys.exec
 def number(text: str) -> float | None:
     """A logged value as a float: ``0.5``, ``'0.5'``, ``nan``, ``-inf``, ``True``, ``np.float64(0.5)``."""
     s = text.strip().strip("'\"")
-    while (m := _WRAPPED.match(s)) is not None:
+    for _ in range(_WRAP_DEPTH):
+        if (m := _WRAPPED.match(s)) is None:
+            break
         s = m.group(1).split(",")[0].strip()
     if s in ("True", "False"):
         return float(s == "True")
@@ -71,26 +108,78 @@ def _as_float(value: Any) -> float | None:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, int | float):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int too big for a float: kept, and non-finite to the verdict
+            return math.inf if value > 0 else -math.inf
     if isinstance(value, str):
         return number(value)
     return None
 
 
-def parse_kv_console(text: str) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Metrics:
+    rows: list[dict[str, Any]]
+    skipped: tuple[str, ...] = ()  # per metric line left out: where and why
+
+
+def whole_step(value: Any) -> int | None:
+    """A logged step as an int: a whole number from 0 to MAX_STEP (``3``, ``3.0``, ``"3"``), else None."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not 0 < len(text) <= len(str(MAX_STEP)):  # int() of thousands of digits raises
+            return None
+        try:
+            value = int(text)
+        except ValueError:
+            return None
+    if isinstance(value, float):
+        if not value.is_integer():  # also nan and the infinities
+            return None
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= MAX_STEP else None
+
+
+def _step_problem(n: int, raw: Any) -> str:
+    return f"line {n}: step {printable(str(raw))[:40]} is not a whole number from 0 to {MAX_STEP}"
+
+
+def _lines(text: str, skipped: list[str]) -> list[tuple[int, str]]:
+    """Numbered lines; one over MAX_LINE is left out (and said), so no parser sees it."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if len(line) > MAX_LINE:
+            skipped.append(f"line {n}: longer than {MAX_LINE} characters")
+        else:
+            out.append((n, line))
+    return out
+
+
+def _kv_console(text: str) -> Metrics:
     """verl's console lines, one row per step (a step logged twice is merged)."""
+    skipped: list[str] = []
     by_step: dict[int, dict[str, Any]] = {}
-    for line in text.splitlines():
+    for n, line in _lines(text, skipped):
         m = _KV_LINE.search(line.rstrip())
         if m is None:
             continue
-        row = by_step.setdefault(int(m.group(1)), {"step": int(m.group(1))})
+        if (step := whole_step(m.group(1))) is None:
+            skipped.append(_step_problem(n, m.group(1)))
+            continue
+        row = by_step.setdefault(step, {"step": step})
         for part in m.group(2).split(" - ")[1:]:
             key, sep, value = part.rpartition(":")
+            key = key.strip()
             parsed = number(value)
-            if sep and key and parsed is not None:
-                row[key.strip()] = parsed
-    return [by_step[k] for k in sorted(by_step)]
+            if sep and key and key != "step" and parsed is not None:  # the row's step is the line's
+                row[key] = parsed
+    return Metrics([by_step[k] for k in sorted(by_step)], tuple(skipped))
+
+
+def parse_kv_console(text: str) -> list[dict[str, Any]]:
+    return _kv_console(text).rows
 
 
 class _NonFinite(ast.NodeTransformer):
@@ -108,12 +197,12 @@ def literal(text: str) -> Any:
 
 
 def _rows_from_objects(
-    objects: list[tuple[int | None, dict[str, Any]]], source: MetricsSource
+    objects: list[tuple[int, int | None, dict[str, Any]]], source: MetricsSource, skipped: list[str]
 ) -> list[dict[str, Any]]:
     """One row per step; a step logged by several lines (say, trainer and rollout) is merged."""
     rows: list[dict[str, Any]] = []
     by_step: dict[int, dict[str, Any]] = {}
-    for line_step, obj in objects:
+    for n, line_step, obj in objects:
         if source.row_key is not None and source.row_key not in obj:
             continue
         row: dict[str, Any] = {}
@@ -124,7 +213,11 @@ def _rows_from_objects(
         if step is None and source.step_key is not None:
             if source.step_key not in row:
                 continue
-            step = int(row[source.step_key])
+            if (step := whole_step(row[source.step_key])) is None:
+                skipped.append(_step_problem(n, row[source.step_key]))
+                continue
+        if step is not None:
+            row.pop("step", None)  # a logged "step" value never replaces the row's step
         if step is None:
             row["step"] = len(rows) + 1
             rows.append(row)
@@ -136,10 +229,12 @@ def _rows_from_objects(
     return sorted(rows, key=lambda r: r["step"]) if by_step else rows
 
 
-def _objects(text: str, source: MetricsSource) -> list[tuple[int | None, dict[str, Any]]]:
+def _objects(
+    text: str, source: MetricsSource, skipped: list[str]
+) -> list[tuple[int, int | None, dict[str, Any]]]:
     prefix = re.compile(source.prefix) if source.prefix is not None else None
-    out: list[tuple[int | None, dict[str, Any]]] = []
-    for line in text.splitlines():
+    out: list[tuple[int, int | None, dict[str, Any]]] = []
+    for n, line in _lines(text, skipped):
         step: int | None = None
         s = line.strip()
         if prefix is not None:
@@ -147,27 +242,42 @@ def _objects(text: str, source: MetricsSource) -> list[tuple[int | None, dict[st
             if m is None:
                 continue
             s = line[m.end() :].strip()
-            if prefix.groups:
-                try:
-                    step = int(m.group(1))
-                except (TypeError, ValueError):
-                    continue
+            if prefix.groups and (step := whole_step(m.group(1) or "")) is None:
+                skipped.append(_step_problem(n, m.group(1)))
+                continue
         if not s.startswith("{") or not s.endswith("}"):
             continue
         try:
             obj = json.loads(s) if source.format == "jsonl" else literal(s)
-        except (ValueError, SyntaxError, RecursionError, MemoryError):
+        # TypeError: a literal dict with an unhashable key ({[1]: 2}); the rest: not a literal, or too deep.
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
             continue
         if isinstance(obj, dict):
-            out.append((step, obj))
+            out.append((n, step, obj))
     return out
 
 
-def parse_metrics(text: str, source: MetricsSource) -> list[dict[str, Any]]:
-    """Per-step rows ``{"step": N, metric: float, ...}`` from a framework's log, in the declared format."""
+def read_metrics(text: str, source: MetricsSource) -> Metrics:
+    """Per-step rows ``{"step": N, metric: float, ...}`` from a framework's log, in the declared format, and
+    the metric lines left out. A value too big for a float, nan or inf is kept (the checks judge it); a line
+    whose step is no whole number >= 0, or that is too long to be a metric line, is left out and said."""
     if source.format == "kv-console":
-        return parse_kv_console(text)
-    return _rows_from_objects(_objects(text, source), source)
+        return _kv_console(text)
+    skipped: list[str] = []
+    rows = _rows_from_objects(_objects(text, source, skipped), source, skipped)
+    return Metrics(rows, tuple(skipped))
+
+
+def parse_metrics(text: str, source: MetricsSource) -> list[dict[str, Any]]:
+    return read_metrics(text, source).rows
+
+
+def skipped_warning(skipped: Sequence[str], count: int) -> str | None:
+    """One line for all ``count`` metric lines left out (``skipped``: the first reasons); None for none."""
+    if not skipped or count < 1:
+        return None
+    more = f"; and {count - 1} more" if count > 1 else ""
+    return f"{count} metric line(s) left out of the verdict: {skipped[0]}{more}"
 
 
 def judge(
@@ -185,6 +295,50 @@ def judge(
     ]
     out += [verdict.metric_check(rows, c.metric, c.op, c.value, c.at) for c in decl.checks]
     return out
+
+
+def in_image() -> bool:
+    """This node is a rocmstack image: it carries the image contract's lock.json."""
+    from rocmstack.build.pipeline import LOCK_PATH
+
+    return Path(LOCK_PATH).is_file()
+
+
+def check_recipe_command(recipe: str, *, allowed: bool, inside_image: bool) -> None:
+    """A recipe's command is code: outside a rocmstack image it runs only when the caller said so
+    (``--allow-recipe-command``, on ``smoke framework`` and ``validate --in-place``); one InputError line else."""
+    if allowed or inside_image:
+        return
+    from rocmstack.build.pipeline import LOCK_PATH
+
+    raise InputError(
+        f"recipe {printable(recipe)}: its framework_smoke command is code from the recipe, and this node is "
+        f"no rocmstack image (no {LOCK_PATH})",
+        fix=f"run it inside the image, or pass {ALLOW_FLAG} to run it here (with a minimal environment, "
+        "docs/security.md)",
+    )
+
+
+def _passed(name: str) -> bool:
+    return name in BASE_ENV or name.startswith(DEVICE_ENV_PREFIXES)
+
+
+def command_env(
+    decl: FrameworkSmoke, values: Mapping[str, str], environ: Mapping[str, str] = os.environ
+) -> dict[str, str]:
+    """The command's whole environment: the caller's variables named by BASE_ENV, DEVICE_ENV_PREFIXES and the
+    declaration's ``pass_env``, then its ``env``. A secret's name (rocmstack.secrets) never passes, nor a
+    value holding a URL's user information (``https://user:token@host``)."""
+    from rocmstack.doctor.redact import redact_url
+
+    wanted = set(decl.pass_env)
+    env = {
+        k: v
+        for k, v in environ.items()
+        if (_passed(k) or k in wanted) and not is_secret_name(k) and redact_url(v) == v
+    }
+    env.update({k: fill(v, values) for k, v in decl.env.items() if not is_secret_name(k)})
+    return env
 
 
 def _tail(text: str, lines: int = 20) -> list[str]:
@@ -214,7 +368,7 @@ def run_framework_smoke(
     inputs_s = time.monotonic() - t0
     values = placeholders(work_dir, inputs, decl.steps, python)
     argv = [fill(a, values) for a in decl.command]
-    env = {**os.environ, **{k: fill(v, values) for k, v in decl.env.items()}}
+    env = command_env(decl, values)
     log = work_dir / LOG_NAME
     run = run_tool(argv, timeout=limit, env=env, log=log, cwd=work_dir)
     text = run.stdout
@@ -223,7 +377,8 @@ def run_framework_smoke(
         if not metrics_file.is_absolute():
             metrics_file = work_dir / metrics_file
         text = metrics_file.read_text(errors="replace") if metrics_file.is_file() else ""
-    rows = parse_metrics(text, decl.metrics)
+    metrics = read_metrics(text, decl.metrics)
+    rows = metrics.rows
     criteria = judge(
         decl.model_copy(update={"timeout_s": int(limit)}) if timeout_s is not None else decl,
         rows,
@@ -251,6 +406,8 @@ def run_framework_smoke(
         "inputs_s": round(inputs_s, 2),
         "run_s": round(run.seconds, 2),
         "metrics": rows,
+        "skipped_lines": list(metrics.skipped[:20]),
+        "skipped_count": len(metrics.skipped),
         "criteria": verdict.as_dicts(criteria),
         "failed": failed,
         "passed": not failed,
@@ -302,17 +459,26 @@ def run_command(
     *,
     steps: int | None = None,
     timeout_s: float | None = None,
+    allow_command: bool = False,
 ) -> dict[str, Any]:
-    """``smoke framework``: read the declaration (bad input stops here, exit 2), run it, judge it."""
+    """``smoke framework``: read the declaration and the permission to run it (bad input stops here, exit 2),
+    run it, judge it."""
     decl, name = declaration(recipe_name, overrides)
+    check_recipe_command(name, allowed=allow_command, inside_image=in_image())
     work_dir = work_folder(report, name)
-    from rocmstack.output import stderr
+    from rich.markup import escape
+
+    from rocmstack.output import stderr, warn
 
     stderr().print(
-        f"[bold]framework[/bold] {decl.framework}: {decl.steps if steps is None else steps} "
-        f"step(s), log {work_dir / LOG_NAME}"
+        f"[bold]framework[/bold] {escape(decl.framework)}: {decl.steps if steps is None else steps} "
+        f"step(s), log {escape(str(work_dir / LOG_NAME))}",
+        highlight=False,
     )
-    return run_framework_smoke(decl, work_dir, recipe=name, steps=steps, timeout_s=timeout_s)
+    summary = run_framework_smoke(decl, work_dir, recipe=name, steps=steps, timeout_s=timeout_s)
+    if (why := skipped_warning(summary["skipped_lines"], summary["skipped_count"])) is not None:
+        warn(why)
+    return summary
 
 
 def print_summary(summary: dict[str, Any]) -> None:

@@ -47,6 +47,12 @@ def register(app: typer.Typer) -> None:
             help="With --in-place on a node that is no rocmstack image: the recipe whose engines and framework "
             "it holds (an image's lock.json says this itself).",
         ),
+        allow_recipe_command: bool = typer.Option(
+            False,
+            "--allow-recipe-command",
+            help="With --in-place on a node that is no rocmstack image: run the recipe's framework smoke "
+            "command (code from the recipe; a minimal environment, never the caller's secrets).",
+        ),
         device: str = typer.Option("auto", "--device", help="auto (GPU when torch sees one) | cpu."),
         smoke_steps: int | None = typer.Option(
             None, "--smoke-steps", metavar="N", help="GRPO steps (default: the smoke's)."
@@ -77,6 +83,7 @@ def register(app: typer.Typer) -> None:
             smoke_steps=smoke_steps,
             doctor_skip=split_ids(doctor_skip),
             recipe=recipe,
+            allow_recipe_command=allow_recipe_command,
         )
         if in_place:
             if image:
@@ -99,6 +106,11 @@ def register(app: typer.Typer) -> None:
                 raise InputError(
                     f"--recipe {recipe!r} is for --in-place: an image's own lock.json names its recipe",
                     fix="drop --recipe",
+                )
+            if allow_recipe_command:
+                raise InputError(
+                    "--allow-recipe-command is for --in-place: inside the image its own declaration runs",
+                    fix="drop --allow-recipe-command",
                 )
             opts = opts.validated()
             if not dry_run:

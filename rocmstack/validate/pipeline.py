@@ -39,12 +39,14 @@ from rocmstack.validate.schema import (
     SKIPPED,
     SMOKE_DIR,
     STAGE,
+    WARN,
     stage,
     verdict,
 )
 
 if TYPE_CHECKING:
     from rocmstack.bench.rollout import RolloutSpec
+    from rocmstack.doctor.bars import Bars
     from rocmstack.recipe.model import FrameworkSmoke
 
 DEVICES = ("auto", "cpu")
@@ -97,6 +99,7 @@ class ValidateOptions:
     image_root: Path | None = None  # default: $ROCMSTACK_ROOT or /opt/rocmstack
     skip_framework: bool = False
     recipe: str | None = None  # whose framework_smoke runs; default: the image's lock.json names it
+    allow_recipe_command: bool = False  # --recipe's command may run on a node that is no rocmstack image
 
     def validated(self) -> ValidateOptions:
         if self.device not in DEVICES:
@@ -118,6 +121,15 @@ class ValidateOptions:
             from rocmstack.recipe.load import find_recipe
 
             find_recipe(self.recipe)  # an unknown name is one line, before any stage runs
+            if not self.skip_framework:
+                from rocmstack.recipe.load import load_recipe
+                from rocmstack.smoke.framework import check_recipe_command, in_image
+
+                recipe = load_recipe(self.recipe)[0]
+                if recipe.framework_smoke is not None:  # refused before any stage runs, not after the bench
+                    check_recipe_command(
+                        recipe.name, allowed=self.allow_recipe_command, inside_image=in_image()
+                    )
         check_output_dir(self.report_dir, "--report")
         if self.baseline is not None and not self.baseline.is_file():
             raise InputError(
@@ -363,22 +375,39 @@ def bench_spec(device: str, engines: tuple[str, ...] = ()) -> RolloutSpec:
     )
 
 
-def bench_verdict(report: dict[str, Any]) -> tuple[str, str]:
-    """pass when every config ran and, with a baseline, none regressed; else fail and why."""
+def bench_verdict(report: dict[str, Any], bars: Bars | None = None) -> tuple[str, str]:
+    """Judge decode against the roofline: every config ran, each engine's decode MBU at the largest batch
+    clears the arch's floor (bars.yaml `bench`), and, with a baseline, none regressed. No floor for this
+    arch: warn, never a plain pass."""
     bad = [r for r in report["results"] if r["status"] != "ok"]
     if bad:
         return FAIL, f"{bad[0]['engine']} batch {bad[0]['batch']}: {bad[0]['status']}: {bad[0].get('reason')}"
     if not report["results"]:
         return FAIL, "the bench ran no configuration"
+    if bars is None:
+        from rocmstack.doctor.bars import load_bars
+
+        bars = load_bars()
+    arch = ((report["device"].get("spec") or {}).get("arch")) or None
+    bar = bars.for_bench(arch)
     top = max(r["batch"] for r in report["results"])
+    rows = [r for r in report["results"] if r["batch"] == top]
+    floor = f"floor {bar.min_mbu:.0%}, {printable(bar.arch)} bars.yaml" if bar else None
     text = (
         "; ".join(
-            f"{r['engine']} batch {r['batch']}: {r['tokens_per_s']:,.1f} tok/s, MBU {r['mbu']:.3f}"
-            for r in report["results"]
-            if r["batch"] == top
+            f"{printable(r['engine'])} decode {_rate(r.get('decode_tokens_per_s'))} tok/s at batch {r['batch']} = "
+            + (f"{r['mbu']:.0%}" if r.get("mbu") is not None else "?")
+            + " of roofline"
+            + (f" ({floor})" if floor else "")
+            for r in rows
         )
-        + f" on {report['device']['name']}"
+        + f" on {printable(report['device']['name'])}"
     )
+    if bar is None:
+        return WARN, text + f"; no bench floor in bars.yaml for arch {quoted(arch or 'unknown')}: not judged"
+    under = [r for r in rows if r.get("decode_tokens_per_s") is None or (r.get("mbu") or 0.0) < bar.min_mbu]
+    if under:
+        return FAIL, "under the floor: " + text
     base = report.get("baseline")
     if base is None:
         return PASS, text + " (no baseline)"
@@ -392,6 +421,10 @@ def bench_verdict(report: dict[str, Any]) -> tuple[str, str]:
             f"{c['ratio']:.2f}x of baseline {c['baseline_tokens_per_s']:,.1f} (tolerance {base['tolerance']:.0%})"
         )
     return PASS, text + f"; {len(base['checks'])} config(s) within {base['tolerance']:.0%} of the baseline"
+
+
+def _rate(value: Any) -> str:
+    return f"{value:,.0f}" if isinstance(value, int | float) else "none"
 
 
 def run_bench_stage(
@@ -466,7 +499,7 @@ def run_framework_stage(
     name = opts.recipe or locked_name
     try:
         from rocmstack.recipe.load import load_recipe
-        from rocmstack.smoke.framework import run_framework_smoke
+        from rocmstack.smoke.framework import check_recipe_command, in_image, run_framework_smoke
 
         decl = None if opts.recipe else image_framework_smoke(opts.root())
         if decl is None and not name:
@@ -484,6 +517,11 @@ def run_framework_stage(
                 return stage("framework", SKIPPED, 0.0, note), None
         if decl is None:
             return stage("framework", SKIPPED, 0.0, f"recipe {name} declares no framework smoke"), None
+        # The image's own declaration (its lock.json was read) is the image's code; --recipe's is not.
+        inside = in_image() or (not opts.recipe and lock is not None)
+        check_recipe_command(
+            str(name or decl.framework), allowed=opts.allow_recipe_command, inside_image=inside
+        )
         progress(f"framework: {decl.framework}'s own loop")
         summary = run_framework_smoke(decl, opts.report_dir / FRAMEWORK_DIR, recipe=str(name or "unknown"))
     except Exception as exc:
@@ -491,6 +529,8 @@ def run_framework_stage(
     text = f"{summary['framework']}: {summary['steps_seen']}/{summary['steps']} steps" + (
         "" if summary["passed"] else "; failed: " + ", ".join(summary["failed"])
     )
+    if summary.get("skipped_count"):
+        text += f"; {summary['skipped_count']} metric line(s) left out (framework/summary.json)"
     return stage("framework", PASS if summary["passed"] else FAIL, time.monotonic() - t0, text), summary
 
 

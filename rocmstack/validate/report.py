@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rocmstack.errors import InputError
+from rocmstack.errors import InputError, printable
 from rocmstack.output import dumps
 from rocmstack.smoke.report import PLOTS
 from rocmstack.validate.schema import (
@@ -29,6 +29,7 @@ from rocmstack.validate.schema import (
 SMOKE_PLOTS = tuple(
     zip(PLOTS, ("GRPO reward", "train vs rollout log-prob difference", "phase times per step"), strict=True)
 )
+MAX_DEPTH = 64  # a report rocmstack writes nests about 8 deep
 LABEL_PREFIXES = ("dev.rocmstack.", "org.opencontainers.image.")
 _MARK = {
     "pass": "PASS",
@@ -74,12 +75,35 @@ def load(directory: Path) -> dict[str, Any]:
             f"--report {directory}: no {REPORT_JSON} in it",
             fix="pass the folder `rocmstack validate IMAGE --report DIR` wrote",
         ) from None
-    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
+    except RecursionError:  # JSON nested deeper than the parser goes: no report rocmstack writes
         raise InputError(
-            f"--report {directory}: {REPORT_JSON} is not readable JSON ({exc})",
+            f"--report {directory}: {REPORT_JSON} is not readable JSON (nested too deep)",
             fix="run `rocmstack validate` again",
         ) from None
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
+        raise InputError(
+            f"--report {directory}: {REPORT_JSON} is not readable JSON ({printable(exc)})",
+            fix="run `rocmstack validate` again",
+        ) from None
+    if _nested_deeper(report, MAX_DEPTH):
+        raise InputError(
+            f"--report {directory}: {REPORT_JSON} is nested deeper than {MAX_DEPTH} levels",
+            fix="run `rocmstack validate` again",
+        )
     return parse_report(report, f"--report {directory}: {REPORT_JSON}")
+
+
+def _nested_deeper(value: Any, limit: int) -> bool:
+    """Whether VALUE nests lists/objects deeper than LIMIT; iterative, so depth itself cannot crash it.
+    What reads the report afterwards (scrub, the renderers, json.dumps) recurses."""
+    todo = [(value, 0)]
+    while todo:
+        node, depth = todo.pop()
+        if isinstance(node, dict | list):
+            if depth >= limit:
+                return True
+            todo.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return False
 
 
 def _num(value: Any, spec: str) -> str:
@@ -92,10 +116,10 @@ def _num(value: Any, spec: str) -> str:
 
 
 def _md(text: Any) -> str:
-    """One table cell of GitHub markdown: no line break, no pipe, no HTML (job summaries render tags)."""
-    return (
-        html.escape(str(text).replace("\r", " ").replace("\n", " ")).replace("|", "\\|").replace("`", "\\`")
-    )
+    """One table cell of GitHub markdown: no line break, no pipe, no HTML (job summaries render tags), no
+    terminal escape (the file is also read with cat)."""
+    line = printable(str(text).replace("\r", " ").replace("\n", " "))
+    return html.escape(line).replace("|", "\\|").replace("`", "\\`")
 
 
 def _image_title(report: dict[str, Any]) -> str:
@@ -149,12 +173,12 @@ def render_markdown(report: dict[str, Any]) -> str:
             "",
             f"### rollout bench ({_md(bench['shape']['name'])} on {_md(bench['device']['name'])})",
             "",
-            "| engine | batch | tok/s | MBU | roofline tok/s | baseline tok/s | ratio |",
+            "| engine | batch | decode tok/s | MBU | roofline tok/s | baseline tok/s | ratio |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for r, b in _bench_rows(bench):
             lines.append(
-                f"| {_md(r['engine'])} | {_num(r['batch'], '')} | {_num(r.get('tokens_per_s'), ',.1f')} | "
+                f"| {_md(r['engine'])} | {_num(r['batch'], '')} | {_num(r.get('decode_tokens_per_s'), ',.1f')} | "
                 f"{_num(r.get('mbu'), '.3f')} | {_num(r.get('roofline_tokens_per_s'), ',.0f')} | "
                 f"{_num(b and b['baseline_tokens_per_s'], ',.1f')} | {_num(b and b['ratio'], '.2f')} |"
             )
@@ -197,7 +221,7 @@ dt{font-weight:600}dd{margin:0;word-break:break-all}
 
 
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    return html.escape("" if value is None else printable(value))
 
 
 def _criterion_status(passed: Any) -> str:
@@ -312,14 +336,14 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
             f"{_num(dev.get('copy_bandwidth_gb_s'), ',.0f')} GB/s</p>"
         )
         parts.append(
-            '<table id="bench"><tr><th>engine</th><th>batch</th><th>status</th><th>tok/s</th><th>MBU</th>'
+            '<table id="bench"><tr><th>engine</th><th>batch</th><th>status</th><th>decode tok/s</th><th>MBU</th>'
             "<th>roofline tok/s</th><th>baseline tok/s</th><th>ratio</th></tr>"
         )
         for r, b in _bench_rows(bench):
             status = "pass" if r["status"] == "ok" and (b is None or b["ok"] is True) else "fail"
             parts.append(
                 f"<tr><td>{_e(r['engine'])}</td><td class=num>{_num(r['batch'], '')}</td>{_status_cell(status)}"
-                f"<td class=num>{_num(r.get('tokens_per_s'), ',.1f')}</td>"
+                f"<td class=num>{_num(r.get('decode_tokens_per_s'), ',.1f')}</td>"
                 f"<td class=num>{_num(r.get('mbu'), '.3f')}</td>"
                 f"<td class=num>{_num(r.get('roofline_tokens_per_s'), ',.0f')}</td>"
                 f"<td class=num>{_num(b and b['baseline_tokens_per_s'], ',.1f')}</td>"

@@ -20,6 +20,8 @@ from rocmstack.errors import InputError, printable
 
 SCHEMA = "rocmstack.validate/1"  # bump the suffix on any incompatible change of report.json
 PASS, FAIL, ERROR, SKIPPED = "pass", "fail", "error", "skipped"
+WARN = "warn"  # ran, but there was nothing to judge it against (no bar): not a failure, never a plain pass
+MAY_WARN = ("bench",)  # the stages that warn (no floor for the arch); any other stage's warn fails
 SMOKE_DIR = "smoke"
 BENCH_DIR = "bench"
 ROOFLINE_PNG = "roofline.png"
@@ -60,16 +62,24 @@ def stage(name: str, status: str, seconds: float, summary: str, **extra: Any) ->
 
 
 def verdict(stages: list[dict[str, Any]]) -> tuple[bool, str]:
-    """Pass only when every stage that ran passed; the line names what failed and what was skipped."""
+    """Pass only when every stage that ran passed; the line names what failed and what was skipped.
+    A status other than ours (an image's "PASS", "ok", true) is not a pass: it fails, named as given."""
     ran = [s for s in stages if s["status"] != SKIPPED]
-    bad = [s for s in ran if s["status"] in (FAIL, ERROR)]
-    skipped = [s["name"] for s in stages if s["status"] == SKIPPED]
-    tail = f" ({', '.join(skipped)} skipped)" if skipped else ""
+    # a tuple, compared with ==: an image's stage name may be anything JSON holds, hashable or not
+    warns = [s for s in ran if s["status"] == WARN and s["name"] in MAY_WARN]
+    bad = [s for s in ran if s["status"] != PASS and not any(s is w for w in warns)]
+    skipped = [printable(s["name"]) for s in stages if s["status"] == SKIPPED]
+    warned = [printable(s["name"]) for s in warns]
+    notes = [
+        f"{', '.join(names)} {what}" for names, what in ((warned, "warned"), (skipped, "skipped")) if names
+    ]
+    tail = f" ({'; '.join(notes)})" if notes else ""
     if not ran:
         return False, "FAIL: nothing ran" + tail
     if bad:
-        return False, "FAIL: " + ", ".join(f"{s['name']} {s['status']}" for s in bad) + tail
-    return True, "PASS: " + ", ".join(s["name"] for s in ran) + tail
+        named = (f"{printable(s['name'])} {printable(s['status'])}" for s in bad)
+        return False, "FAIL: " + ", ".join(named) + tail
+    return True, "PASS: " + ", ".join(printable(s["name"]) for s in ran) + tail
 
 
 # -- the report.json schema -----------------------------------------------------------------------------
@@ -84,7 +94,7 @@ class _Open(BaseModel):
 
 
 class Stage(_Open):
-    name: Scalar
+    name: str  # the verdict line joins the names: a number or null here is a malformed report
     status: Scalar
     seconds: Scalar
     summary: Scalar

@@ -180,3 +180,145 @@ def test_the_guard_tells_two_builds_of_one_render_apart(hostile, registry, podma
         pipeline.guard_verdict(engine, ref, manifest["render_hash"], image_id=manifest["image"]["id"])
     remote = engines.remote_manifest(engine, ref)
     assert remote and remote["config"] == "sha256:" + hostile_id and remote["digest"].startswith("sha256:")
+
+
+# -- small images of their own: `podman import` of a few files, no build -------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_store(tmp_path_factory):
+    """An isolated podman store holding images imported from a few files: the tests below need an image's
+    files and its id, not a build."""
+    from test_build_podman import _store_env
+
+    _need("podman")
+    root = tmp_path_factory.mktemp("tiny")
+    env = None
+    for driver in ("overlay", "vfs"):
+        candidate = _store_env(root / "store", driver)
+        if podman(candidate, "info").returncode == 0:
+            env = candidate
+            break
+    assert env is not None, "podman has no usable storage driver here"
+
+    def image(ref: str, files: dict[str, bytes | str], label: str = "") -> str:
+        tree = root / ref.replace("/", "_").replace(":", "_")
+        tree.mkdir()
+        for name, content in files.items():
+            if isinstance(content, str):
+                (tree / name).symlink_to(content)
+            else:
+                (tree / name).write_bytes(content)
+        subprocess.run(["tar", "-C", str(tree), "-cf", f"{tree}.tar", "."], check=True, timeout=120)
+        change = ["--change", f"LABEL {pipeline.RENDER_HASH_LABEL}={label}"] if label else []
+        made = podman(env, "import", *change, f"{tree}.tar", ref, timeout=600)
+        assert made.returncode == 0, made.stderr
+        return podman(env, "image", "inspect", "--format", "{{.Id}}", ref).stdout.strip()
+
+    yield {"env": env, "root": root, "image": image}
+    podman(env, "system", "reset", "--force")
+
+
+# Runs the engine with the host's disk allowance for `cp` cut to 8 MiB (RLIMIT_FSIZE): a copy of the
+# file to disk fails there; a stream through a pipe is not a file write and is bounded by the reader.
+CP_FSIZE_WRAPPER = textwrap.dedent("""\
+    import os, resource, sys
+    if "cp" in sys.argv[1:]:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8 << 20, 8 << 20))
+    os.execvp(sys.argv[1], sys.argv[1:])
+""")
+
+
+def test_read_file_bounds_the_copy_out_of_a_real_image(tiny_store, monkeypatch):
+    """A 64 MiB file against a 1 MiB limit (the SBOM read of validate): refused as too large, with no more
+    than the limit taken in; the old whole-file copy onto the host's disk could not even start here."""
+    import sys
+
+    env = tiny_store["env"]
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    ref = "localhost/rocmstack-test-bigfile:1"
+    tiny_store["image"](ref, {"big": b"\0" * (64 << 20), "small": b"sbom", "link": "/etc/passwd"})
+    wrapper = tiny_store["root"] / "cp-fsize.py"
+    wrapper.write_text(CP_FSIZE_WRAPPER)
+    engine = engines.Engine(
+        name="podman",
+        argv=(sys.executable, str(wrapper), "podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV]),
+        version="test",
+    )
+    assert engines.read_file(engine, ref, "/small", 1 << 20) == b"sbom"
+    with pytest.raises(engines.EngineError, match="larger than 1,048,576 bytes"):
+        engines.read_file(engine, ref, "/big", 1 << 20)
+    assert engines.read_file(engine, ref, "/absent", 1 << 20) is None
+    # podman resolves the link inside the image, where /etc/passwd is not: nothing of the host's comes out
+    assert engines.read_file(engine, ref, "/link", 1 << 20) is None
+    assert not list(podman(env, "ps", "--all", "--quiet").stdout.split())  # every container removed
+
+
+def test_the_guard_reads_a_multi_platform_index_for_what_it_holds(tiny_store, tmp_path, monkeypatch):
+    """A real registry tag holding an OCI index (`podman manifest push --all`) of another build of the same
+    render: the index's digest is no build's image, and the guard refuses instead of skipping the push (the
+    old answer, 'this build is already there', split the tags between the two builds)."""
+    import socket
+    import time
+    import urllib.request
+
+    _need("docker-registry")
+    _need("skopeo")
+    env = tiny_store["env"]
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    render_hash = "c" * 64
+    this_build = tiny_store["image"]("localhost/rocmstack-test-build-a:1", {"f": b"a"}, render_hash)
+    other_build = tiny_store["image"]("localhost/rocmstack-test-build-b:1", {"f": b"b"}, render_hash)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = tmp_path / "config.yml"
+    conf.write_text(
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path}/data\n"
+        f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n"
+    )
+    proc = subprocess.Popen(
+        ["docker-registry", "serve", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.3)
+        engine = engines.Engine(
+            name="podman",
+            argv=("podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV]),
+            version="test",
+            tls_verify=False,
+        )
+        builds = {"other": "localhost/rocmstack-test-build-b:1", "mine": "localhost/rocmstack-test-build-a:1"}
+        for name, image in builds.items():
+            index = f"localhost/rocmstack-test-index-{name}:1"
+            assert podman(env, "manifest", "create", index).returncode == 0
+            assert podman(env, "manifest", "add", index, f"containers-storage:{image}").returncode == 0
+            pushed = podman(
+                env,
+                "manifest",
+                "push",
+                "--all",
+                "--tls-verify=false",
+                index,
+                f"docker://127.0.0.1:{port}/split/tiny:{name}",
+            )
+            assert pushed.returncode == 0, pushed.stderr
+        other_tag, mine_tag = f"127.0.0.1:{port}/split/tiny:other", f"127.0.0.1:{port}/split/tiny:mine"
+        with pytest.raises(CheckFailed, match="multi-platform index whose images"):
+            pipeline.guard_verdict(engine, other_tag, render_hash, image_id=this_build)
+        remote = engines.remote_manifest(engine, other_tag)
+        assert remote is not None and remote.get("index") and remote["images"] == ["sha256:" + other_build]
+        assert pipeline.guard_verdict(engine, mine_tag, render_hash, image_id=this_build) == "skip"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -19,11 +19,18 @@ pytest.importorskip("pyarrow")
 RECIPE = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "recipes" / "trl-cpu.yaml"
 
 
-def test_trl_grpo_runs_its_own_loop_and_is_judged(tmp_path, capsys):
+def test_trl_grpo_runs_its_own_loop_and_is_judged(tmp_path, capsys, monkeypatch):
+    # The real loop runs on the minimal environment rocmstack gives a recipe's command: the caller's
+    # tokens stay out, and TRL needs nothing of what was left out.
+    monkeypatch.setenv("HF_TOKEN", "hf_caller_secret_123")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_caller_secret_456")
     with pytest.raises(SystemExit) as exc:
-        main(["smoke", "framework", str(RECIPE), "--report", str(tmp_path), "--json"])
+        main(
+            ["smoke", "framework", str(RECIPE), "--report", str(tmp_path), "--allow-recipe-command", "--json"]
+        )
     summary = json.loads(capsys.readouterr().out)
     assert exc.value.code == 0, summary["criteria"]
+    assert summary["skipped_count"] == 0
     assert summary["passed"] and summary["framework"] == "trl" and summary["steps_seen"] == 2
     names = [c["name"] for c in summary["criteria"]]
     assert names[:2] == ["exit_clean", "steps_seen"] and "grad_norm > 0 (any)" in names

@@ -23,6 +23,7 @@ PODMAN_NO_REGISTRY = (
     'Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 10.255.255.53:53: no such host\n'
 )
 # Verbatim: `docker version` with the client installed and no daemon (docker 28 client, this machine).
+# Docker's client, verbatim, when nothing answers on its socket (moby client/errors.go, connectionFailed).
 DOCKER_NO_DAEMON = (
     "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
 )
@@ -110,8 +111,9 @@ def test_classify_unreachable_registry_keeps_the_cause():
     text = E.classify_pull_error("rocm/primus:v26.7", PODMAN_NO_REGISTRY)
     assert text.startswith("registry docker.io is unreachable from this machine")
     assert text.endswith("no such host)")
+    # No daemon: the registry was never asked, so it is not the registry's failure.
     assert E.classify_pull_error("rocm/primus:v26.7", DOCKER_NO_DAEMON).startswith(
-        "pull from registry docker.io failed"
+        "the Docker daemon is not reachable"
     )
 
 
@@ -271,3 +273,88 @@ def test_podman_pushes_the_checked_image_id_and_promote_reads_by_digest():
     assert (
         by_digest("localhost:5000/a/b:r-123", "sha256:" + "d" * 64) == "localhost:5000/a/b@sha256:" + "d" * 64
     )
+
+
+def test_remote_manifest_of_an_index_lists_its_images_not_its_attestations():
+    """skopeo's --raw of a tag holding an OCI index (as `podman manifest push` or buildx with provenance
+    writes it): the result names the config digests of the index's images, and no config of its own."""
+    import json
+
+    mine = "sha256:" + "1" * 64
+    index = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": "sha256:" + "a" * 64,
+                "size": 1,
+                "platform": {"architecture": "amd64", "os": "linux"},
+            },
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": "sha256:" + "b" * 64,
+                "size": 1,
+                "annotations": {"vnd.docker.reference.type": "attestation-manifest"},
+                "platform": {"architecture": "unknown", "os": "unknown"},
+            },
+        ],
+    }
+    answers = {
+        "docker://r.io/x:t": json.dumps(index),
+        "docker://r.io/x@sha256:" + "a" * 64: json.dumps({"schemaVersion": 2, "config": {"digest": mine}}),
+    }
+    asked = []
+
+    def runner(argv, **kw):
+        asked.append(argv[-1])
+        if "--raw" in argv:
+            return subprocess.CompletedProcess(argv, 0, answers[argv[-1]], "")
+        return subprocess.CompletedProcess(argv, 0, json.dumps({"Digest": "sha256:" + "c" * 64}), "")
+
+    engine = E.Engine(name="podman", argv=("podman",), version="x")
+    remote = E.remote_manifest(engine, "r.io/x:t", which=lambda tool: "/usr/bin/" + tool, runner=runner)
+    assert remote == {
+        "digest": "sha256:" + "c" * 64,
+        "config": None,
+        "index": True,
+        "images": [mine],
+        "more": False,
+    }
+    assert "docker://r.io/x@sha256:" + "b" * 64 not in asked  # the attestation is not read
+
+
+@pytest.fixture
+def docker_down(tmp_path, monkeypatch):
+    """A `docker` on PATH that answers every command as docker does with no daemon: the message, exit 1."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "docker"
+    fake.write_text(f"#!/bin/sh\necho '{DOCKER_NO_DAEMON}' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    path = f"{bindir}:{E.os.environ['PATH']}"
+    monkeypatch.setenv("PATH", path)
+    return path
+
+
+def test_a_docker_daemon_that_is_down_is_not_an_absent_image(docker_down):
+    """A daemon that was down was reported as "image ... not found" (fix: build it or pull it)."""
+    engine = E.Engine(name="docker", argv=("docker",), version="")
+    for call in (E.inspect_image, E.image_present):
+        with pytest.raises(EngineError) as err:
+            call(engine, "rocmstack/verl:x")
+        assert err.value.exit_code == 4
+        assert err.value.message == f"docker: daemon not reachable ({DOCKER_NO_DAEMON})"
+        assert "systemctl start docker" in (err.value.fix or "") and "not found" not in err.value.one_line()
+
+
+def test_validate_with_docker_down_exits_4_naming_the_daemon(docker_down):
+    from tests.conftest import run_cli
+
+    res = run_cli("validate", "rocmstack/verl:x", "--engine", "docker", env={"PATH": docker_down})
+    assert res.code == 4
+    last = res.err.strip().splitlines()[-1]
+    assert last.startswith(
+        "rocmstack: error: docker: daemon not reachable (Cannot connect to the Docker daemon"
+    )
+    assert "not found" not in last and "Traceback" not in res.err

@@ -82,6 +82,27 @@ def test_recipes_dir_must_be_a_folder(capsys, tmp_path):
     assert code == 2 and "is not a folder" in err
 
 
+@pytest.mark.parametrize(
+    "command", [("show", "verl-0.9.0-rocm10"), ("recipes",), ("check", "--all", "--offline")]
+)
+def test_a_recipes_path_folder_that_does_not_exist_is_exit_2_naming_it(
+    capsys, monkeypatch, tmp_path, command
+):
+    """ROCMSTACK_RECIPES_PATH=/nonexistent was skipped silently (a name then found the shipped
+    recipe of that name), while --recipes-dir /nonexistent is exit 2."""
+    missing = tmp_path / "nonexistent"
+    monkeypatch.setenv("ROCMSTACK_RECIPES_PATH", os.pathsep.join([str(EXAMPLES), str(missing)]))
+    code, out, err = run(capsys, *command)
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"rocmstack: error: $ROCMSTACK_RECIPES_PATH: '{missing}' is not a folder "
+        "(create it, or take it out of $ROCMSTACK_RECIPES_PATH)"
+    )
+    monkeypatch.setenv("ROCMSTACK_RECIPES_PATH", str(EXAMPLES))  # every folder there: found by name
+    code, out, err = run(capsys, "show", "my-verl", "--json")
+    assert code == 0, err
+
+
 LATIN1 = '{"name": "caf\u00e9"}'.encode("latin-1")
 
 

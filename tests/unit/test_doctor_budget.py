@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from rocmstack.doctor import DoctorOptions, run_doctor
-from rocmstack.doctor.budget import Costs, default_level, parse_duration, plan
+from rocmstack.doctor.budget import (
+    Costs,
+    Node,
+    default_level,
+    load_costs,
+    node_of,
+    parse_duration,
+    plan,
+)
 from rocmstack.doctor.checks import BY_ID
 from rocmstack.errors import InputError
 
@@ -56,15 +66,34 @@ def test_fast_runs_torch_checks_at_no_cost():
     assert [c.id for c in chosen.run] == ["torch-arch"]
 
 
-def test_run_doctor_reports_the_checks_over_budget_as_skips():
-    report = run_doctor(DoctorOptions(fast=True, budget_s=1.5, only=("nofile-limit", "gpu-ecc")))
+def _tools_dir(tmp_path, *names):
+    """A PATH of its own: real executables named like the vendor tools, which print nothing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name in names:
+        (bin_dir / name).write_text("#!/bin/sh\nexit 1\n")
+        (bin_dir / name).chmod(0o755)
+    return str(bin_dir)
+
+
+def test_run_doctor_reports_the_checks_over_budget_as_skips(tmp_path):
+    only = ("nofile-limit", "gpu-ecc")
+    path = _tools_dir(tmp_path, "rocm-smi")
+    report = run_doctor(DoctorOptions(fast=True, budget_s=1.5, only=only, env={"PATH": path}))
     rows = {c["id"]: c for c in report["checks"]}
     assert rows["nofile-limit"]["status"] != "skip" or "budget" not in rows["nofile-limit"]["summary"]
     assert rows["gpu-ecc"]["status"] == "skip"
-    assert rows["gpu-ecc"]["summary"].startswith(
-        "over the budget: would add ~5 s (starting tools)"
-    )  # 3 s + 2 s
+    # the vendor tools start (3 s); gpu-ecc's own tools (amd-smi, nvidia-smi) are not on PATH: 0.02 s
+    assert rows["gpu-ecc"]["summary"].startswith("over the budget: would add ~3.02 s (starting tools)")
     assert report["budget"]["over"] == ["gpu-ecc"]
+
+
+def test_tools_not_on_path_cost_nothing(tmp_path):
+    only = ("nofile-limit", "gpu-ecc")
+    report = run_doctor(DoctorOptions(fast=True, budget_s=1.5, only=only, env={"PATH": _tools_dir(tmp_path)}))
+    assert report["budget"]["over"] == []
+    assert {c["id"]: c["status"] for c in report["checks"]}["gpu-ecc"] == "skip"  # no GPU: its own skip
+    assert "budget" not in report["checks"][1]["summary"]
 
 
 def test_a_budget_without_a_level_chooses_among_levels_1_and_2():
@@ -93,3 +122,93 @@ def test_checks_after_a_spent_budget_are_skipped_not_overrun(monkeypatch):
     report = run_doctor(DoctorOptions(fast=True, budget_s=1.5, only=("nofile-limit", "dev-shm", "ray-env")))
     spent = [c["id"] for c in report["checks"] if "was spent before this check" in c["summary"]]
     assert spent and spent == report["budget"]["over"][-len(spent) :]
+
+
+# This machine as node_of sees it (a 2-core VM, no GPU, torch and Ray installed, vLLM and amdsmi not).
+CPU_NODE = Node(
+    amd_hw=False,
+    nvidia_hw=False,
+    missing=frozenset({"vllm", "amdsmi"}),
+    on_path=frozenset({"rocm-smi", "rocminfo", "dmesg"}),
+)
+
+
+def level_checks(level: int):
+    from rocmstack.doctor.runner import select_checks
+
+    return [c for c in select_checks(level=level) if c.scope == "node"]
+
+
+def test_only_probes_that_start_here_are_charged():
+    costs = load_costs()
+    chosen = plan(level_checks(2), 10.0, node=CPU_NODE)
+    # the whole of level 1: torch is the slowest probe (6 s); vLLM is not installed (a Python start), NVML
+    # and the partition query do not start without their GPU; level 2 does not fit
+    assert [c.id for c in chosen.run] == [c.id for c in level_checks(1)]
+    assert {c.level for c, _, _ in chosen.over} == {2}
+    # level 2 without GPUs (CPU actors over gloo) is charged its own, far larger figures
+    added = {c.id: a for c, a, _ in chosen.over}
+    assert added["weight-sync-ipc"] == pytest.approx(costs.sequential_no_gpu["weight-sync"] + 0.02)
+    assert costs.sequential_no_gpu["weight-sync"] > costs.sequential["weight-sync"]
+    on_gpu = {c.id: a for c, a, _ in plan(level_checks(2), 10.0, node=Node()).over}
+    assert on_gpu["weight-sync-ipc"] == pytest.approx(costs.sequential["weight-sync"] + 0.02)
+    assert chosen.estimate_s <= 10.0
+    vllm = plan([BY_ID["vllm-flavour"]], 10.0, node=CPU_NODE)
+    assert vllm.estimate_s == pytest.approx(costs.start + costs.not_installed + costs.default_check)
+    # where it cannot be told (the default node), every probe is charged in full
+    worst = plan(level_checks(1), 10.0)
+    over = {c.id: probes for c, _, probes in worst.over}
+    assert "vllm" in over["vllm-flavour"]
+    assert plan([BY_ID["torch-arch"]], 10.0, node=CPU_NODE).over == ()
+    # no vendor tool on PATH, no AMD GPU (no partition query), no NVIDIA driver: amdsmi's Python start only
+    bare = dataclasses.replace(CPU_NODE, on_path=frozenset())
+    assert plan([BY_ID["gpu-partition"]], 1.6, node=bare).estimate_s == pytest.approx(1.52)
+    amd = dataclasses.replace(bare, amd_hw=True, on_path=frozenset({"amd-smi"}))
+    ((_, added, probes),) = plan([BY_ID["gpu-partition"]], 1.6, node=amd).over
+    assert (added, probes) == (pytest.approx(3.02), ("amdsmi", "partition", "tools"))  # in parallel
+
+
+def test_node_of_this_machine_asks_this_python_only(tmp_path):
+    import importlib.util
+
+    node = node_of(DoctorOptions(sysfs_root=tmp_path, dev_root=tmp_path, proc_root=tmp_path))
+    assert (node.amd_hw, node.nvidia_hw) == (False, False)
+    assert ("torch" in node.missing) == (importlib.util.find_spec("torch") is None)
+    assert ("vllm" in node.missing) == (importlib.util.find_spec("vllm") is None)
+    (tmp_path / "kfd").touch()
+    assert node_of(DoctorOptions(sysfs_root=tmp_path, dev_root=tmp_path, proc_root=tmp_path)).amd_hw
+    # another interpreter, or other import settings: its libraries cannot be told from here
+    assert node_of(DoctorOptions(python="/opt/other/bin/python")).missing == frozenset()
+    assert node_of(DoctorOptions(env={"PYTHONPATH": str(tmp_path)})).missing == frozenset()
+
+
+def test_every_need_has_a_figure_and_every_figure_a_check():
+    costs = load_costs()
+    needs = {n for c in BY_ID.values() for n in c.needs} - {"burn-in"}  # the burn-in: --minutes
+    assert needs <= set(costs.parallel) | set(costs.sequential)
+    assert set(costs.checks) | set(costs.check_tools) <= set(BY_ID)
+
+
+def test_a_10s_budget_runs_what_a_full_level_1_run_runs():
+    judged = {"pass", "warn", "fail", "error"}
+    full = run_doctor(DoctorOptions(expect_gpus=0))
+    budget = run_doctor(DoctorOptions(expect_gpus=0, budget_s=10.0, level=default_level(None, 10.0)))
+    assert budget["budget"]["over"] == [c["id"] for c in budget["checks"] if BY_ID[c["id"]].level == 2]
+    assert {c["id"] for c in budget["checks"] if c["status"] in judged} == {
+        c["id"] for c in full["checks"] if c["status"] in judged
+    }
+
+
+def test_a_10s_budget_fits_level_1_on_the_h200_node_of_the_evidence():
+    # docs/evidence/doctor-h200-2026-11-29: NVIDIA driver, nvidia-smi on PATH, no amdsmi; full level 1 4.38 s
+    h200 = Node(
+        amd_hw=False,
+        nvidia_hw=True,
+        missing=frozenset({"amdsmi", "vllm"}),
+        on_path=frozenset({"nvidia-smi", "dmesg"}),
+    )
+    assert [c.id for c in plan(level_checks(2), 10.0, node=h200).run] == [c.id for c in level_checks(1)]
+    # with vLLM installed its import (11-15 s there) cannot fit, and the one check that needs it is named
+    with_vllm = dataclasses.replace(h200, missing=frozenset({"amdsmi"}))
+    over = [c.id for c, _, _ in plan(level_checks(1), 10.0, node=with_vllm).over]
+    assert over == ["vllm-flavour"]

@@ -4,7 +4,9 @@ each FP8 format), with config.json / hf_quant_config.json as the quantisers writ
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -245,3 +247,86 @@ def test_cli_bad_input_is_one_line_exit_2(args, says):
     result = run_cli(*args)
     assert result.code == 2
     assert says in result.err and "Traceback" not in result.err
+
+
+def _raw_shard(path: Path, header: object, data: bytes = b"") -> Path:
+    body = json.dumps(header).encode()
+    path.write_bytes(len(body).to_bytes(8, "little") + body + data)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ({"a": {"b": {"dtype": "F32"}}}, "tensor 'a'"),  # nested where a tensor entry belongs
+        ({"dtype": "F32", "shape": [1], "data_offsets": ["0", "4"]}, "data_offsets"),
+        ({"dtype": "F32", "shape": [1], "data_offsets": {"1": 4}}, "data_offsets"),
+        ({"dtype": "F32", "shape": [1], "data_offsets": [4, -1]}, "data_offsets"),
+        ({"dtype": "F32", "shape": [1], "data_offsets": [0, 1e400]}, "data_offsets"),
+        ({"dtype": "F32", "shape": [1], "data_offsets": [0, 2**70]}, "data_offsets"),
+        ({"dtype": ["F32"], "shape": [1], "data_offsets": [0, 4]}, "dtype"),
+        ([1, 2], "tensor 'a'"),
+    ],
+)
+def test_a_malformed_header_is_a_finding_in_all_four_checks(tmp_path, entry, says):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(QWEN3))
+    header = {"a": entry, "b": {"dtype": "F8_E4M3", "shape": [1], "data_offsets": [0, 1]}}
+    _raw_shard(folder / "model.safetensors", header, b"\0" * 8)
+    result = shards(make_snapshot(), opts(folder))
+    assert result.status == Status.FAIL and says in result.summary, result.summary
+    for check in (fp8_format, quant_method, kv_cache_dtype):
+        assert check(make_snapshot(), opts(folder, ("gfx942",), "fp8")).status in set(Status)
+
+
+def test_a_header_nested_past_the_recursion_limit_is_not_json(tmp_path):
+    path = tmp_path / "model.safetensors"
+    body = b"[" * 200_000 + b"]" * 200_000
+    path.write_bytes(len(body).to_bytes(8, "little") + body)
+    assert "nested too deep" in (read_header(path).error or "")
+
+
+def test_a_shard_linked_to_another_owners_file_is_not_read(tmp_path):
+    # doctor runs as root: a user's link to a file that is not theirs must not print its first 8 bytes
+    target = tmp_path / "secret"
+    target.write_bytes(b"SECRET!!" * 4)
+    if os.geteuid() == 0:
+        os.chown(target, 65534, 65534)  # the link stays root's: a link to another owner's file
+    else:
+        target = Path("/etc/passwd")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "model.safetensors").symlink_to(target)
+    shard = read_header(folder / "model.safetensors")
+    leaked = str(int.from_bytes(target.read_bytes()[:8], "little"))
+    assert shard.error is not None and "another owner" in shard.error and leaked not in shard.error
+
+
+def test_a_shard_linked_to_the_users_own_blob_is_read(tmp_path):
+    blob = _raw_shard(
+        tmp_path / "blob", {"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4
+    )
+    (tmp_path / "model.safetensors").symlink_to(blob)  # a Hugging Face cache snapshot folder's layout
+    shard = read_header(tmp_path / "model.safetensors")
+    assert shard.error is None and set(shard.tensors) == {"a"}
+
+
+def test_a_fifo_config_json_or_shard_does_not_hang_the_preflight(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    os.mkfifo(folder / "config.json")
+    os.mkfifo(folder / "model.safetensors")
+    os.mkfifo(folder / "model.safetensors.index.json")
+    done: list = []
+    worker = threading.Thread(target=lambda: done.append(shards(make_snapshot(), opts(folder))), daemon=True)
+    worker.start()
+    worker.join(10)
+    if not done:
+        with open(folder / "config.json", "wb"):  # a writer lets the waiting reader (a daemon thread) go
+            pass
+        pytest.fail("the preflight waited on a FIFO")
+    result = done[0]
+    assert result.status == Status.FAIL
+    assert "config.json: not read: not a regular file" in result.details
+    assert "model.safetensors: not read: not a regular file" in result.details

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
 
 from rocmstack.doctor.prometheus import check_textfile_path, render, write_textfile
 from rocmstack.errors import InputError
+from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "docs/evidence/doctor-levels-h200x2-2026-11-30/level2-healthy.json"
@@ -91,3 +94,35 @@ def test_burn_in_rates_are_exported_per_gpu():
         in text
     )
     assert "rocmstack_doctor_burnin_hbm_copy_bytes_per_second" in text
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner"),
+    [(0o777, 0), (0o1777, 0), (0o775, 0), (0o755, 65534)],
+    ids=["world", "world-sticky", "group", "owner-nobody"],
+)
+def test_a_folder_others_can_write_is_refused_unless_allowed(tmp_path, mode, owner):
+    folder = tmp_path / "textfiles"
+    folder.mkdir()
+    os.chown(folder, owner, -1)
+    folder.chmod(mode)
+    out = folder / "doctor.prom"
+    message = rf"--prometheus: folder .*textfiles \(mode {mode:04o}, owner uid {owner}\) can be written by"
+    with pytest.raises(InputError, match=message):
+        check_textfile_path(out)
+    with pytest.raises(InputError, match=message):  # checked again when written: a run may take minutes
+        write_textfile(out, _report())
+    assert not out.exists()
+    check_textfile_path(out, allow_shared=True)
+    write_textfile(out, _report(), allow_shared=True)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644
+
+
+def test_a_shared_folder_is_refused_on_the_command_line_in_one_line(tmp_path):
+    tmp_path.chmod(0o777)
+    result = run_cli("doctor", "--only", "nofile-limit", "--prometheus", str(tmp_path / "d.prom"))
+    assert result.code == 2 and "Traceback" not in result.err
+    assert f"folder {tmp_path} (mode 0777, owner uid 0)" in result.err
+    assert "--allow-shared-dir" in result.err
+    alone = run_cli("doctor", "--only", "nofile-limit", "--allow-shared-dir")
+    assert alone.code == 2 and "--allow-shared-dir is about the folder" in alone.err

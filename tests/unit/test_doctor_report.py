@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -88,3 +89,83 @@ def test_verdict_line():
         verdict_line({"pass": 2, "warn": 1, "fail": 0, "error": 0, "skip": 0}, []) == "READY (2 pass, 1 warn)"
     )
     assert verdict_line({"pass": 1, "fail": 1}, ["gpu-count"]).startswith("NOT READY: gpu-count")
+
+
+HOSTILE = "ckpt\x1b]52;c;cHduZWQ=\x07\x1b[2J\u202e[red]x[/red] | ![i](http://x/y.png) <img src=x>\nforged row"
+
+
+@pytest.fixture
+def hostile(report):
+    """A report whose outside text (a model folder's file name in a summary, a GPU name, a host name,
+    a source's detail) carries terminal escapes, rich markup, Markdown and HTML."""
+    r = json.loads(json.dumps(report))
+    r["host"] = HOSTILE
+    r["platform"]["vendor"] = HOSTILE
+    r["checks"][-1]["summary"] = f"{HOSTILE}.safetensors: truncated"
+    r["checks"][-1]["details"] = [HOSTILE]
+    r["checks"][-1]["fix"] = HOSTILE
+    r["sources"].append({"name": "[red]kfd[/red]", "scope": "node", "count": 1, "detail": HOSTILE})
+    return r
+
+
+def test_table_prints_outside_text_escaped(hostile):
+    console = Console(record=True, width=400, force_terminal=True)
+    render_table(hostile, console)
+    raw = console.export_text(styles=False)
+    assert "\x07" not in raw and "\u202e" not in raw and "\x1b]52" not in raw and "\x1b[2J" not in raw
+    assert "\\x1b]52;c;cHduZWQ=\\x07" in raw and "[red]x[/red]" in raw  # shown, not obeyed
+    assert "[red]kfd[/red]" in raw  # a cell's text is not read as markup either
+
+
+def test_markdown_escapes_outside_text(hostile):
+    md = render_markdown(hostile)
+    assert "\x1b" not in md and "\x07" not in md and "\u202e" not in md
+    assert not re.search(r"(?<!\\)(!\[|<img)", md) and "\nforged row" not in md  # no image, no tag, no row
+    assert "\\!\\[i\\](http://x/y.png) \\<img src=x\\>\\\\nforged row" in md  # shown as written
+    rows = [line for line in md.splitlines() if "truncated" in line]
+    assert len(rows) == 1 and len(re.split(r"(?<!\\)\|", rows[0])) == 6  # four cells, no more
+
+
+def test_junit_of_outside_text_is_valid_xml(hostile):
+    xml = render_junit(hostile)
+    ET.fromstring(xml.split("\n", 1)[1])  # a raw control character is not XML: the parser would refuse it
+    assert "\x1b" not in xml and "\\x1b" in xml
+
+
+def test_a_cluster_report_prints_node_text_escaped():
+    """Node labels, node errors and the nodes' own check text come from other machines."""
+    evil = "n\x1b[2J\x1b]0;t\x07[red]x"
+    check = {
+        "id": "gpu-count",
+        "group": "g",
+        "status": "fail",
+        "summary": evil,
+        "fix": evil,
+        "details": [evil],
+    }
+    rep = {
+        "mode": "cluster",
+        "address": evil,
+        "seconds": 1.0,
+        "check_ids": ["gpu-count"],
+        "ok": False,
+        "verdict": "NOT READY",
+        "nodes": [
+            {
+                "label": evil,
+                "state": "failed",
+                "error": evil,
+                "report": {"checks": [{**check, "source": "s"}]},
+            },
+            {"label": "b", "state": "died", "error": evil, "report": None},
+        ],
+        "cluster_checks": [{**check, "id": "x", "source": "s"}],
+    }
+    console = Console(record=True, width=200, force_terminal=True)
+    render_table(rep, console)
+    text = console.export_text(styles=False)
+    assert "\x1b" not in text and "\x07" not in text and "[red]x" in text
+    assert "\x1b" not in render_markdown(rep)
+    xml = render_junit(rep)
+    ET.fromstring(xml.split("\n", 1)[1])
+    assert "\x1b" not in xml

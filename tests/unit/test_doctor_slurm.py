@@ -1,11 +1,27 @@
 """The Slurm hook's pure parts: reading `scontrol show node -o` (verbatim from Debian's slurm-wlm 22.05.8,
-recorded by tests/integration/test_doctor_slurm_daemons.py's set-up), the reason lines, the node name."""
+recorded by tests/integration/test_doctor_slurm_daemons.py's set-up), the reason lines, the node name, what
+a hook decides for each state, and scontrol's time limit."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
-from rocmstack.doctor.slurm import REASON_MAX, failure_lines, node_name, parse_node
+import pytest
+
+from rocmstack.doctor.slurm import (
+    REASON_MAX,
+    NodeState,
+    act,
+    decide,
+    failure_lines,
+    job_allocation,
+    judged_nothing,
+    node_name,
+    parse_node,
+)
+from rocmstack.errors import EngineError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/doctor/slurm"
 
@@ -49,3 +65,181 @@ def test_node_name_prefers_the_option_then_slurmd():
     assert node_name("gpu07", {"SLURMD_NODENAME": "gpu01"}) == "gpu07"
     assert node_name(None, {"SLURMD_NODENAME": "gpu01"}) == "gpu01"
     assert "." not in node_name(None, {})
+
+
+# `scontrol show node vm -o` from the real slurmctld 22.05.8 (select/cons_tres, two GPUs as a gres) after
+# `scontrol update state=down reason=...`, `state=fail`, a reservation with flags=maint, and `scontrol reboot`
+# on the idle node and on one running a job.
+_HEAD = (
+    "NodeName=vm Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=1 CPUTot=1 CPULoad=0.28 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:2 NodeAddr=127.0.0.1 NodeHostName=vm "
+    "Version=22.05.8 OS=Linux 6.18.44-fc-v1098 #1 SMP PREEMPT_DYNAMIC @0  RealMemory=1 AllocMem=0 "
+)
+_TAIL = (
+    " ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=debug  "
+    "BootTime=2026-12-02T11:44:41 SlurmdStartTime=2026-12-02T13:02:42 LastBusyTime=2026-12-02T13:02:52 "
+    "CfgTRES=cpu=1,mem=1M,billing=1 AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0 "
+    "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s"
+)
+SHOWN = {
+    "down": _HEAD
+    + "FreeMem=22199 Sockets=1 Boards=1 State=DOWN"
+    + _TAIL
+    + " Reason=admin: PSU swap [root@2026-12-02T13:02:57]",
+    "fail": _HEAD
+    + "FreeMem=22158 Sockets=1 Boards=1 State=IDLE+FAIL"
+    + _TAIL
+    + " Reason=admin: failing DIMM [root@2026-12-02T13:03:01]",
+    "maint": _HEAD + "FreeMem=22158 Sockets=1 Boards=1 State=IDLE+MAINTENANCE+RESERVED" + _TAIL,
+    "reboot-issued": _HEAD
+    + "FreeMem=22158 Sockets=1 Boards=1 State=DOWN+REBOOT_ISSUED"
+    + _TAIL
+    + " Reason=admin: firmware update : reboot issued [root@2026-12-02T13:03:26]",
+    "reboot-requested": _HEAD.replace("CPUAlloc=0", "CPUAlloc=1")
+    + "FreeMem=21304 Sockets=1 Boards=1 State=ALLOCATED+REBOOT_REQUESTED"
+    + _TAIL.replace("AllocTRES=", "AllocTRES=cpu=1")
+    + " Reason=admin: firmware update [root@2026-12-02T13:03:44]",
+}
+FOREIGN = {
+    "down": ("DOWN",),
+    "fail": ("FAIL",),
+    "maint": ("MAINTENANCE",),
+    "reboot-issued": ("DOWN", "REBOOT_ISSUED"),
+    "reboot-requested": ("REBOOT_REQUESTED",),
+}
+
+
+def _report(**statuses: str) -> dict:
+    return {
+        "checks": [
+            {"id": cid.replace("_", "-"), "status": st, "summary": f"{st} here"}
+            for cid, st in statuses.items()
+        ]
+    }
+
+
+def _ours(check: str, state: str = "IDLE+DRAIN") -> NodeState:
+    return NodeState("vm", state, f"rocmstack: {check}: open-file limit soft=1024")
+
+
+@pytest.mark.parametrize("case", sorted(SHOWN))
+def test_a_state_someone_else_set_is_read_as_theirs(case):
+    node = parse_node(SHOWN[case], "vm")
+    assert node.foreign == FOREIGN[case]
+    assert not node.drained_by_us
+
+
+@pytest.mark.parametrize("case", sorted(SHOWN))
+def test_a_state_someone_else_set_is_neither_drained_nor_resumed(case):
+    node = parse_node(SHOWN[case], "vm")
+    for report in (_report(nofile_limit="fail"), _report(nofile_limit="pass")):
+        decision = decide(report, node)
+        assert decision.action == "left-as-is", decision
+        assert decision.message.startswith(f"rocmstack: node vm is left as it is: State={node.state} (")
+
+
+def test_our_own_drain_under_an_admins_down_or_maintenance_is_left_too():
+    for state in ("DOWN+DRAIN", "IDLE+DRAIN+MAINTENANCE+RESERVED", "IDLE+DRAIN+FAIL"):
+        assert decide(_report(nofile_limit="pass"), _ours("nofile-limit", state)).action == "left-as-is"
+
+
+def test_another_tools_drain_is_left_as_it_is():
+    node = NodeState("vm", "IDLE+DRAIN", "nhc: eth0 down")
+    assert decide(_report(nofile_limit="fail"), node).action == "left-as-is"
+    assert decide(_report(nofile_limit="pass"), node).action == "left-as-is"
+
+
+def test_a_node_in_service_is_drained_on_a_failure_only():
+    for state in ("IDLE", "MIXED", "ALLOCATED+COMPLETING", "IDLE+NOT_RESPONDING", "IDLE+RESERVED"):
+        node = NodeState("vm", state, "")
+        assert decide(_report(nofile_limit="fail"), node).action == "drain", state
+        assert decide(_report(nofile_limit="pass"), node).action == "none", state
+
+
+def test_a_run_that_judged_nothing_neither_drains_nor_resumes():
+    assert judged_nothing({"checks": []}) and judged_nothing(_report(nofile_limit="skip", dev_shm="skip"))
+    assert not judged_nothing(_report(nofile_limit="skip", dev_shm="error"))
+    for node in (_ours("nofile-limit"), NodeState("vm", "IDLE", "")):
+        decision = decide(_report(nofile_limit="skip", dev_shm="skip"), node)
+        assert decision.action == "judged-nothing"
+        assert "judged nothing (2 check(s), none ran)" in decision.message
+
+
+def test_judged_nothing_asks_slurmctld_nothing():
+    lines: list[str] = []
+    env = {"PATH": "/nonexistent"}  # no scontrol: any call would raise
+    outcome = act(_report(nofile_limit="skip"), "prolog", "vm", env, lines.append)
+    assert (outcome.action, outcome.exit_code) == ("judged-nothing", 0)
+    assert lines == [
+        "rocmstack: the run judged nothing (1 check(s), none ran): node vm is neither drained nor resumed"
+    ]
+
+
+def test_resuming_needs_the_check_that_drained_the_node_to_pass_in_this_run():
+    node = _ours("nofile-limit")
+    assert node.drained_for == "nofile-limit"
+    kept = decide(_report(visibility_masks="pass"), node)
+    assert kept.action == "kept-drained"
+    assert kept.message == (
+        "rocmstack: node vm stays drained: nofile-limit, which drained it, did not run in this run"
+    )
+    assert decide(_report(visibility_masks="pass", nofile_limit="skip"), node).action == "kept-drained"
+    assert decide(_report(nofile_limit="pass"), node).action == "resume"
+    assert decide(_report(nofile_limit="warn", dev_shm="skip"), node).action == "resume"
+    # our prefix without a check id in it: nothing says what would clear it
+    assert decide(_report(nofile_limit="pass"), NodeState("vm", "IDLE+DRAIN", "rocmstack: ")).action == (
+        "kept-drained"
+    )
+
+
+def test_a_new_failure_keeps_the_check_that_drained_the_node_named():
+    node = _ours("nofile-limit")
+    # the check that drained it did not run: the reason stays as it is
+    assert decide(_report(dev_shm="fail", nofile_limit="skip"), node).action == "kept-drained"
+    # it failed again after another one: it stays first in the reason
+    again = decide(_report(dev_shm="fail", nofile_limit="fail"), node)
+    assert again.action == "drain"
+    assert again.message == "rocmstack: nofile-limit: fail here (+1 more)"
+
+
+def test_only_the_jobs_gpu_variables_are_the_allocation():
+    env = {
+        "ROCR_VISIBLE_DEVICES": "0",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "GPU_DEVICE_ORDINAL": "0",
+        "ZE_AFFINITY_MASK": "0",
+        "SLURM_JOB_GPUS": "0",
+        "HIP_VISIBLE_DEVICES": "1",  # never set by slurmd: the node's (or the admin's) own
+        "SLURM_JOB_ID": "7",
+    }
+    slurmd_sets = (
+        "CUDA_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "ZE_AFFINITY_MASK",
+        "GPU_DEVICE_ORDINAL",
+        "SLURM_JOB_GPUS",
+    )
+    assert job_allocation(env) == dict.fromkeys(slurmd_sets, "0")
+
+
+def _slow_scontrol(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "bin").mkdir()
+    script = tmp_path / "bin/scontrol"
+    script.write_text(f"#!/bin/sh\ntouch {tmp_path}/called\nsleep 30\n")
+    script.chmod(0o755)
+    return {"PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def test_scontrol_ends_by_the_deadline(tmp_path):
+    env = _slow_scontrol(tmp_path)
+    started = time.monotonic()
+    with pytest.raises(EngineError, match=r"scontrol show node did not answer in 0\.[45]"):
+        act(_report(nofile_limit="fail"), "healthcheck", "vm", env, lambda _: None, started + 0.5)
+    assert time.monotonic() - started < 5  # not SCONTROL_TIMEOUT (20 s), nor the wrapper's 30 s
+
+
+def test_no_scontrol_call_once_the_budget_is_spent(tmp_path):
+    env = _slow_scontrol(tmp_path)
+    with pytest.raises(EngineError, match="no time left"):
+        act(_report(nofile_limit="fail"), "healthcheck", "vm", env, lambda _: None, time.monotonic() - 1)
+    assert not (tmp_path / "called").exists()

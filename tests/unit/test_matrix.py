@@ -45,6 +45,24 @@ def test_expand_one_recipe_two_arch_sets():
     assert rows[0]["render_hash"] != rows[1]["render_hash"]
 
 
+def test_a_repository_that_names_the_registry_is_not_prefixed_again(tmp_path):
+    """The shipped workflow's --registry ghcr.io/<owner> on a lab's repository ghcr.io/acme/verl
+    planned ghcr.io/acme/ghcr.io/acme/verl."""
+    recipe = tmp_path / "lab-verl.yaml"
+    recipe.write_text(
+        "extends: verl-0.9.0-rocm10\nname: lab-verl\npublish:\n  repository: ghcr.io/acme/verl\n"
+        "  tag: 'lab-{components.verl.version}_{arch}'\n  aliases: []\n"
+    )
+    (entry,) = M.expand([str(recipe)], ["gfx950"], registry="ghcr.io/acme")
+    row = entry.as_dict()
+    assert row["staging_ref"] == "ghcr.io/acme/verl:r-" + row["render_hash"][:12]
+    assert row["tags"].split() == ["ghcr.io/acme/verl:lab-0.9.0_gfx950", row["staging_ref"]]
+    with pytest.raises(
+        InputError, match=r"'ghcr.io/acme/verl' already names a registry.*--registry 'quay.io/x'"
+    ):
+        M.expand([str(recipe)], ["gfx950"], registry="quay.io/x")
+
+
 def test_a_two_arch_image_gets_one_validation_leg_per_arch():
     """The issue: a gfx942;gfx950 image had one leg, on a gfx942 runner, and was published for both."""
     entries = M.expand(["verl-0.9.0-rocm10"], ["gfx942;gfx950", "gfx950"], expect_gpus=4)

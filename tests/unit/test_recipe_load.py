@@ -560,3 +560,50 @@ def test_requirements_from_is_for_git_and_base_components_only(component, messag
 def test_requirements_from_names_one_exact_release():
     with pytest.raises(RecipeError, match=r"published release, name==version"):
         load_recipe("verl-0.9.0-rocm10", ["verl.requirements_from=verl>=0.9"])
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (("sources", "dockerfile"), "https://ci:ghp_S3CRETt0ken@github.com/a/b", "sources.dockerfile"),
+        (
+            ("components", "vllm", "url"),
+            "https://ci:ghp_S3CRETt0ken@github.com/a/b.git",
+            "components.vllm.url",
+        ),
+        (
+            ("accepted_conflicts", 0, "source"),
+            "https://ghp_S3CRETt0ken@example.org/x",
+            "accepted_conflicts.0",
+        ),
+        (("base", "image"), "ci:ghp_S3CRETt0ken@registry.example.org/rocm/pytorch", "base.image"),
+        (("publish", "repository"), "ci:ghp_S3CRETt0ken@ghcr.io/me/verl", "publish.repository"),
+    ],
+)
+def test_a_token_in_a_recipe_url_is_refused_without_repeating_it(tmp_path, path, value, field):
+    """A URL's user:token@ would be copied into the lock and the image: exit 2, the field named, the fix
+    given, and the token itself nowhere in the message."""
+    data = json.loads(json.dumps(BASE))
+    node = data
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    file = write(tmp_path, data)
+    with pytest.raises(RecipeError) as err:
+        load_recipe(str(file))
+    line = err.value.one_line()
+    assert err.value.exit_code == 2 and field in line and "\n" not in line
+    assert "credential helper / netrc, never a token in a recipe" in line
+    assert "S3CRET" not in line and "<redacted>@" in line
+
+
+def test_a_url_without_user_information_still_loads():
+    recipe, _ = load_recipe("verl-0.9.0-rocm10", ["base.image=rocm/pytorch"])
+    assert recipe.base.image == "rocm/pytorch"
+
+
+def test_a_token_given_with_set_is_refused_and_not_echoed():
+    with pytest.raises(RecipeError) as err:
+        load_recipe("verl-0.9.0-rocm10", ["base.image=ci:ghp_S3CRETt0ken@registry.example.org/rocm/pytorch"])
+    line = err.value.one_line()
+    assert "--set base.image=<redacted>@registry.example.org" in line and "S3CRET" not in line

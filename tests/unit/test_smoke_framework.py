@@ -12,10 +12,13 @@ import math
 import os
 import sys
 import textwrap
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from rocmstack.cli import main
 from rocmstack.recipe.load import load_recipe
@@ -303,6 +306,154 @@ def test_a_framework_past_its_time_limit_is_killed_whole_and_fails(tmp_path):
     assert exit_line["detail"].startswith("killed at the time limit")
     log = (tmp_path / framework.LOG_NAME).read_text()
     child = int(log.split("child ")[1].split()[0])
+    # SIGKILL went to the whole group; on a loaded machine the kernel may take a moment to end the child
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not _alive(child)
     assert summary["metrics"] == [{"step": 1, "a": 1.0}]
     assert (tmp_path / "summary.json").is_file() and (tmp_path / "model" / "config.json").is_file()
+
+
+BIG = 10**400  # an int too big for a float
+
+
+@pytest.mark.parametrize(
+    ("text", "source"),
+    [
+        (f'{{"loss": {BIG}, "reward": -{BIG}}}', MetricsSource(format="jsonl")),
+        (f"{{'loss': {BIG}, 'reward': -{BIG}}}", MetricsSource(format="dict-lines")),
+        (f"step:1 - loss:{BIG} - reward:-{BIG}", MetricsSource(format="kv-console")),
+    ],
+)
+def test_a_value_too_big_for_a_float_is_kept_as_infinite_and_fails_its_check(text, source):
+    rows = framework.parse_metrics(text, source)
+    assert rows == [{"step": 1, "loss": math.inf, "reward": -math.inf}]
+    assert not verdict.metric_check(rows, "loss", "finite", None, "every").passed
+
+
+@pytest.mark.parametrize(
+    ("text", "source", "why"),
+    [
+        ('{"it": NaN, "a": 1}', MetricsSource(format="jsonl", step_key="it"), "step nan"),
+        ('{"it": Infinity, "a": 1}', MetricsSource(format="jsonl", step_key="it"), "step inf"),
+        ('{"it": -1, "a": 1}', MetricsSource(format="jsonl", step_key="it"), "step -1.0"),
+        ('{"it": 1.5, "a": 1}', MetricsSource(format="jsonl", step_key="it"), "step 1.5"),
+        (f'{{"it": {BIG}, "a": 1}}', MetricsSource(format="jsonl", step_key="it"), "step inf"),
+        ("step:" + "9" * 5000 + " - a:1", MetricsSource(format="kv-console"), "step 9999"),
+        ("it -3: {'a': 1}", MetricsSource(format="dict-lines", prefix=r"it (-?\d+): "), "step -3"),
+        ("step:1 - a:" + "1" * (1 << 20), MetricsSource(format="kv-console"), "longer than"),  # MAX_LINE
+    ],
+)
+def test_a_line_whose_step_is_no_whole_number_is_left_out_and_said(text, source, why):
+    good = '{"it": 2, "a": 1}' if source.format == "jsonl" else "step:2 - a:1"
+    if source.prefix is not None:
+        good = "it 2: {'a': 1}"
+    parsed = framework.read_metrics(f"{text}\n{good}\n", source)
+    assert [r["step"] for r in parsed.rows] == [2]
+    assert len(parsed.skipped) == 1 and parsed.skipped[0].startswith("line 1: ") and why in parsed.skipped[0]
+    warning = framework.skipped_warning(parsed.skipped, 1)
+    assert warning is not None and "\n" not in warning and len(warning) < 200
+
+
+def test_a_logged_step_value_never_replaces_the_row_step():
+    kv = framework.parse_metrics("step:1 - step:nan - a:1", MetricsSource(format="kv-console"))
+    assert kv == [{"step": 1, "a": 1.0}]
+    jsonl = framework.parse_metrics('{"it": 3, "step": NaN}', MetricsSource(format="jsonl", step_key="it"))
+    assert jsonl == [{"it": 3.0, "step": 3}]
+
+
+def test_a_dict_literal_with_an_unhashable_key_is_no_metric_line():
+    rows = framework.parse_metrics("{'a': 1, [1]: 2}\n{'a': 2}", MetricsSource(format="dict-lines"))
+    assert rows == [{"a": 2.0, "step": 1}]
+
+
+def test_deeply_wrapped_values_are_no_scalars_and_cost_no_time():
+    assert framework.number("np.float64(0.5)") == 0.5
+    assert framework.number("tensor(0.5, device='cuda:0')") == 0.5
+    assert framework.number("f(" * 100_000 + "1" + ")" * 100_000) is None
+
+
+_KEYS = st.sampled_from(["loss", "reward", "step", "it", "a", "grad_norm"]) | st.text(max_size=8)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.sampled_from([BIG, -BIG, 2**1024, 10**4000]),
+    st.floats(),  # nan and the infinities included
+    st.text(max_size=12),
+    st.sampled_from(["nan", "inf", "-inf", "np.float64(nan)", "tensor(1e999)", "1" * 400, "True"]),
+)
+_DICTS = st.dictionaries(
+    _KEYS, st.one_of(_SCALARS, st.lists(_SCALARS, max_size=2), st.dictionaries(_KEYS, _SCALARS, max_size=2)),
+    max_size=5,
+)  # fmt: skip
+
+
+def _render(obj: dict, how: str) -> str:
+    if how == "json":
+        return json.dumps(obj, default=str)  # NaN/Infinity as Python's json writes them
+    if how == "repr":
+        return repr(obj)
+    step = obj.get("step", 1)
+    return f"step:{step} - " + " - ".join(f"{k}:{v!r}" for k, v in obj.items())
+
+
+_SOURCES = [
+    MetricsSource(format="kv-console"),
+    MetricsSource(format="dict-lines"),
+    MetricsSource(format="dict-lines", row_key="loss"),
+    MetricsSource(format="dict-lines", prefix=r"step (\S+): "),
+    MetricsSource(format="jsonl", step_key="step"),
+    MetricsSource(format="jsonl", step_key="it", row_key="a"),
+    MetricsSource(format="jsonl", prefix=r"^\[\w+\] "),
+]
+_DECL = FrameworkSmoke.model_validate(
+    {
+        "framework": "fuzz",
+        "command": ("{python}",),
+        "timeout_s": 10,
+        "steps": 2,
+        "metrics": {"format": "kv-console"},
+        "checks": (
+            {"metric": "loss", "op": "finite"},
+            {"metric": "reward", "op": ">", "value": 0.0, "at": "any"},
+            {"metric": "grad_norm", "op": "<=", "value": 1.0, "at": "last"},
+            {"metric": "step", "op": "present", "at": "first"},
+        ),
+    }
+)
+
+
+@pytest.mark.property
+@given(
+    lines=st.lists(
+        st.one_of(
+            st.text(max_size=80),
+            st.tuples(_DICTS, st.sampled_from(["json", "repr", "kv"])).map(lambda t: _render(*t)),
+            st.tuples(st.sampled_from(["step 1: ", "step -2: ", "step x: ", "[log] ", ""]), _DICTS).map(
+                lambda t: t[0] + repr(t[1])
+            ),
+        ),
+        max_size=8,
+    )
+)
+@example(lines=[f"{{'loss': {BIG}}}", '{"step": NaN, "loss": 1}', "step:" + "9" * 5000 + " - a:1"])
+@example(lines=["{'a': 1, [1]: 2}", '{"it": Infinity, "a": 1}', "step:1 - step:nan"])
+def test_fuzzed_metric_lines_give_a_verdict_never_a_traceback(lines):
+    from rocmstack.errors import RocmstackError
+
+    text = "\n".join(lines)
+    for source in _SOURCES:
+        try:
+            rows = framework.parse_metrics(text, source)
+            criteria = framework.judge(_DECL, rows, returncode=0, timed_out=False, seconds=1.0)
+            passed, failed = verdict.verdict_of(criteria)
+        except RocmstackError:
+            continue
+        assert isinstance(passed, bool) and all(isinstance(r["step"], int) for r in rows)
+        assert passed == (not failed)
+        json.dumps(framework.json_safe({"metrics": rows, "criteria": verdict.as_dicts(criteria)}))
+        skipped = framework.read_metrics(text, source).skipped
+        warning = framework.skipped_warning(skipped, len(skipped))
+        assert warning is None or "\n" not in warning

@@ -78,6 +78,85 @@ def test_registry_prefix_and_refs():
     assert "--registry" in err.value.fix
 
 
+@pytest.mark.parametrize(
+    ("publish_repo", "registry", "expected"),
+    [
+        ("rocmstack/verl", "ghcr.io/acme", "ghcr.io/acme/rocmstack/verl"),  # a path: prefixed
+        # Before, this was ghcr.io/acme/ghcr.io/acme/verl.
+        ("ghcr.io/acme/verl", "ghcr.io/acme", "ghcr.io/acme/verl"),
+        ("ghcr.io/acme/verl", "ghcr.io/acme/", "ghcr.io/acme/verl"),
+        ("ghcr.io/acme/verl", "ghcr.io", "ghcr.io/acme/verl"),
+        ("ghcr.io/acme/verl", "GHCR.io/acme", "ghcr.io/acme/verl"),  # host names are case-insensitive
+        ("ghcr.io/acme/verl", "ghcr.io/acme/verl", "ghcr.io/acme/verl"),
+        ("localhost:5000/verl", "localhost:5000", "localhost:5000/verl"),
+        ("localhost/verl", "localhost", "localhost/verl"),
+        ("ghcr.io/acme/verl", None, "ghcr.io/acme/verl"),
+    ],
+)
+def test_a_repository_under_the_registry_is_not_prefixed_again(publish_repo, registry, expected):
+    assert T.repository(publish_repo, registry) == expected
+
+
+@pytest.mark.parametrize(
+    ("publish_repo", "registry"),
+    [
+        ("quay.io/acme/verl", "ghcr.io/acme"),
+        ("ghcr.io/other/verl", "ghcr.io/acme"),
+        ("ghcr.io/acme-labs/verl", "ghcr.io/acme"),  # a prefix of the name, not of the path
+        ("localhost:5000/verl", "localhost:5001"),
+        ("ghcr.io/acme/verl", "acme"),
+    ],
+)
+def test_a_repository_naming_another_registry_is_refused_naming_both(publish_repo, registry):
+    with pytest.raises(InputError) as err:
+        T.repository(publish_repo, registry)
+    assert f"'{publish_repo}'" in err.value.message and f"--registry '{registry}'" in err.value.message
+
+
+def test_registry_host_follows_dockers_rule():
+    assert T.registry_host("ghcr.io/acme/verl") == "ghcr.io"
+    assert T.registry_host("localhost:5000/verl") == "localhost:5000"
+    assert T.registry_host("localhost/verl") == "localhost"
+    assert T.registry_host("acme/verl") is None
+    assert T.registry_host("ghcr.io") is None  # no path after it: a repository name, not a host
+
+
+def lab_recipe(tmp_path, repository="ghcr.io/acme/verl"):
+    """A lab's own recipe whose repository names its registry, as a workflow's --registry does too."""
+    path = tmp_path / "lab-verl.yaml"
+    path.write_text(
+        "extends: verl-0.9.0-rocm10\nname: lab-verl\npublish:\n"
+        f"  repository: {repository}\n  tag: 'lab-{{components.verl.version}}_{{arch}}'\n  aliases: []\n"
+    )
+    return path
+
+
+def test_tags_and_build_dry_run_do_not_double_the_registry(tmp_path):
+    """`--registry ghcr.io/acme` on repository ghcr.io/acme/verl gave ghcr.io/acme/ghcr.io/acme/verl."""
+    recipe = str(lab_recipe(tmp_path))
+    proc = run_cli("tags", recipe, "--gpu-arch", "gfx950", "--registry", "ghcr.io/acme", "--json")
+    assert proc.code == 0, proc.err
+    refs = json.loads(proc.out)["refs"]
+    assert refs[0] == "ghcr.io/acme/verl:lab-0.9.0_gfx950" and all(
+        r.startswith("ghcr.io/acme/verl:") for r in refs
+    )
+    dry = run_cli(
+        "build", recipe, "--gpu-arch", "gfx950", "--registry", "ghcr.io/acme", "--dry-run",
+        "--out-dir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert dry.code == 0, dry.err
+    tag_lines = [line.split()[1] for line in dry.out.splitlines() if line.strip().startswith("tag ")]
+    assert tag_lines and all(t.startswith("ghcr.io/acme/verl:") for t in tag_lines), dry.out
+
+
+def test_tags_with_another_registry_is_exit_2_naming_both(tmp_path):
+    proc = run_cli("tags", str(lab_recipe(tmp_path)), "--gpu-arch", "gfx950", "--registry", "quay.io/acme")
+    assert proc.code == 2
+    last = proc.err.strip().splitlines()[-1]
+    assert "publish.repository 'ghcr.io/acme/verl'" in last and "--registry 'quay.io/acme'" in last
+    assert "lab-verl.yaml" in last and "Traceback" not in proc.err
+
+
 def test_template_field_errors_name_the_field():
     tree = {
         "components": {"transformers": {"version": ">=5.12"}, "x": {"version": None}},

@@ -693,28 +693,190 @@ def test_validate_imports_point_one_way():
     assert graph["report"] == {"schema"} and "container" not in graph["pipeline"]
 
 
-def test_read_file_takes_only_a_bounded_regular_file_out_of_an_image(tmp_path):
-    import subprocess
+# A stand-in for `podman` as read_file calls it (create, cp, rm): a real process on real pipes. `cp CID:PATH -`
+# writes a tar stream as podman does, the file in 64 KiB chunks, and records how many bytes it got out;
+# `cp CID:PATH DEST` (a copy to disk) writes the whole file there.
+FAKE_ENGINE = """
+import io, json, pathlib, sys, tarfile
+spec = json.loads(pathlib.Path(sys.argv[1]).read_text())
+sent = pathlib.Path(sys.argv[1]).with_name("sent")
+verb, args = sys.argv[2], sys.argv[3:]
+if verb == "create":
+    print("cid")
+if verb != "cp":
+    sys.exit(0)
+if spec["kind"] == "absent":
+    sys.exit(125)
+info = tarfile.TarInfo("f")
+if spec["kind"] == "link":
+    info.type, info.linkname = tarfile.SYMTYPE, "/etc/shadow"
+info.size = spec["size"] if spec["kind"] == "file" else 0
+out = sys.stdout.buffer if args[1] == "-" else open(args[1], "wb")
+if args[1] == "-":
+    out.write(info.tobuf(tarfile.GNU_FORMAT))
+n, chunk = 0, b"x" * 65536
+try:
+    while n < info.size:
+        piece = chunk[: info.size - n]
+        out.write(piece)
+        out.flush()
+        n += len(piece)
+        sent.write_text(str(n))
+    if args[1] == "-":
+        out.write(b"\\0" * (-info.size % 512 + 1024))
+except BrokenPipeError:
+    sys.exit(1)
+"""
 
+
+def _fake_engine(tmp_path: Path, **spec):
     from rocmstack.build import engines
 
-    engine = engines.Engine(name="podman", argv=("podman",), version="t")
+    script, spec_file = tmp_path / "engine.py", tmp_path / "spec.json"
+    script.write_text(FAKE_ENGINE)
+    spec_file.write_text(json.dumps(spec))
+    return engines.Engine(name="podman", argv=(sys.executable, str(script), str(spec_file)), version="t")
 
-    def runner_writing(make):
-        def run(argv, **kw):
-            if argv[1] == "cp":
-                make(Path(argv[3]))
-            return subprocess.CompletedProcess(argv, 0, "cid\n", "")
 
-        return run
+def _sent(tmp_path: Path) -> int:
+    path = tmp_path / "sent"
+    return int(path.read_text()) if path.exists() else 0
 
-    assert (
-        engines.read_file(engine, "i", "/f", 4, runner=runner_writing(lambda d: d.write_bytes(b"1234")))
-        == b"1234"
-    )
+
+def test_read_file_takes_only_a_bounded_regular_file_out_of_an_image(tmp_path):
+    from rocmstack.build import engines
+
+    assert engines.read_file(_fake_engine(tmp_path, kind="file", size=4), "i", "/f", 4) == b"xxxx"
+    assert engines.read_file(_fake_engine(tmp_path, kind="absent"), "i", "/f", 4) is None
     with pytest.raises(EngineError, match="larger than 4 bytes"):
-        engines.read_file(engine, "i", "/f", 4, runner=runner_writing(lambda d: d.write_bytes(b"12345")))
-    secret = tmp_path / "secret"
-    secret.write_text("token")
+        engines.read_file(_fake_engine(tmp_path, kind="file", size=5), "i", "/f", 4)
     with pytest.raises(EngineError, match="not a regular file"):
-        engines.read_file(engine, "i", "/f", 4, runner=runner_writing(lambda d: d.symlink_to(secret)))
+        engines.read_file(_fake_engine(tmp_path, kind="link"), "i", "/f", 4)
+
+
+def test_read_file_bounds_the_copy_not_only_what_it_keeps(tmp_path):
+    """A 32 MiB file against a 1 MiB limit: the engine is stopped once the limit is past, so the host
+    takes in about the limit (plus a pipe's buffer), not the whole file (the old copy took all of it)."""
+    from rocmstack.build import engines
+
+    limit, size = 1 << 20, 32 << 20
+    with pytest.raises(EngineError, match="larger than 1,048,576 bytes"):
+        engines.read_file(_fake_engine(tmp_path, kind="file", size=size), "i", "/f", limit)
+    assert _sent(tmp_path) < 4 << 20, _sent(tmp_path)  # limit + TAR_SLACK + a pipe buffer, with room
+
+
+def _validate_report_text(monkeypatch, text: str) -> dict:
+    """validate_image on an in-image report.json with TEXT: the real collect, load, verdict and report
+    writers; only the container run is a function that writes the file where the image would."""
+    import tempfile
+
+    from rocmstack.validate.pipeline import ValidateOptions
+
+    def run(p, **_kw):
+        container.make_stage(p.stage)
+        (p.stage / "report.json").write_text(text, encoding="utf-8")
+        return 0
+
+    monkeypatch.setattr(container, "run_plan", run)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = _plan_running(Path(tmp), "pass")
+        return container.validate_image(p, ValidateOptions(report_dir=p.report_dir))
+
+
+@pytest.mark.parametrize(
+    ("stages", "says"),
+    [
+        ([{"name": 7, "status": "pass", "seconds": 1.0, "summary": "ok"}], "stages.0.name"),
+        ([{"name": None, "status": "skipped", "seconds": 1.0, "summary": "ok"}], "stages.0.name"),
+    ],
+)
+def test_a_stage_name_that_is_not_a_string_is_a_collect_failure(monkeypatch, stages, says):
+    _cpu_image(monkeypatch)
+    report = _validate_report_text(monkeypatch, json.dumps({**VALID, "stages": stages}))
+    assert report["passed"] is False and report["verdict"].startswith("FAIL: collect fail")
+    assert says in report["stages"][0]["summary"]
+
+
+@pytest.mark.parametrize("status", ["PASS", "ok", True, 1, None, "warn"])
+def test_a_stage_status_that_is_not_ours_fails_the_verdict(monkeypatch, status):
+    """Only "pass" passes: an image's "PASS" or true is not read as one (a false READY)."""
+    _cpu_image(monkeypatch)
+    stages = [{"name": "doctor", "status": status, "seconds": 1.0, "summary": "ok"}]
+    doc = {**VALID, "gpu_archs": ["gfx942"], "stages": stages}  # the host's arch: only the status can fail
+    report = _validate_report_text(monkeypatch, json.dumps(doc))
+    assert report["passed"] is False and report["verdict"].startswith("FAIL: doctor ")
+
+
+@pytest.mark.parametrize("depth", [900, 100_000])
+def test_a_deeply_nested_in_image_report_is_a_collect_failure(monkeypatch, depth):
+    _cpu_image(monkeypatch)
+    text = json.dumps({**VALID, "extra": "@"}).replace('"@"', "[" * depth + "]" * depth)
+    report = _validate_report_text(monkeypatch, text)
+    assert report["passed"] is False and report["stages"][0]["name"] == "collect"
+
+
+def _json_like():
+    from hypothesis import strategies as st
+
+    leaves = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+    keys = st.sampled_from(["name", "status", "seconds", "summary", "pass", "skipped", "id", "x"])
+    return st.recursive(
+        leaves,
+        lambda kids: (
+            st.lists(kids, max_size=3) | st.dictionaries(keys | st.text(max_size=4), kids, max_size=4)
+        ),
+        max_leaves=12,
+    )
+
+
+def _reports():
+    from hypothesis import strategies as st
+
+    status = st.sampled_from(["pass", "fail", "error", "skipped", "PASS", "ok"]) | _json_like()
+    stage = st.fixed_dictionaries(
+        {
+            "name": st.text(max_size=6) | _json_like(),
+            "status": status,
+            "seconds": _json_like(),
+            "summary": _json_like(),
+        }
+    )
+    fields = st.dictionaries(
+        st.sampled_from(
+            [
+                "stages",
+                "host",
+                "passed",
+                "verdict",
+                "doctor",
+                "smoke",
+                "bench",
+                "image",
+                "gpu_archs",
+                "render_hash",
+            ]
+        ),
+        _json_like() | st.lists(stage, max_size=3),
+        max_size=4,
+    )
+    base = {**VALID, "gpu_archs": ["gfx942"]}  # the host's arch: the image stage passes, the rest decides
+    return st.tuples(st.lists(stage, max_size=4), fields).map(lambda t: {**base, "stages": t[0], **t[1]})
+
+
+def test_random_in_image_reports_get_a_verdict_never_a_traceback(monkeypatch):
+    """Whatever JSON the image writes, the host answers with a verdict (or a collect failure): no
+    exception, one verdict line, and PASS only when every stage the host counts passed."""
+    from hypothesis import HealthCheck, given, settings
+
+    _cpu_image(monkeypatch)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_reports())
+    def check(doc):
+        report = _validate_report_text(monkeypatch, json.dumps(doc))
+        assert isinstance(report["passed"], bool) and "\n" not in report["verdict"]
+        if report["passed"]:
+            assert all(s["status"] in ("pass", "skipped") for s in report["stages"])
+            assert report["verdict"].startswith("PASS")
+
+    check()

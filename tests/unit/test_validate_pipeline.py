@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,10 @@ from rocmstack.validate.pipeline import (
 
 
 def _bench(*results, baseline=None):
-    rep = {"device": {"name": "NVIDIA H200"}, "results": list(results)}
+    rep = {
+        "device": {"name": "NVIDIA H200", "spec": {"name": "H200", "arch": "sm_90"}},
+        "results": list(results),
+    }
     if baseline is not None:
         rep["baseline"] = baseline
     return rep
@@ -33,9 +37,68 @@ def _ok(batch, tps):
         "batch": batch,
         "status": "ok",
         "tokens_per_s": tps,
+        "decode_tokens_per_s": tps,
         "mbu": 0.3,
         "reason": None,
     }
+
+
+# validate's bench on H200 (Qwen3-0.6B, batches 1 and 64, reference and vLLM): a recorded report.
+EVIDENCE = (
+    Path(__file__).parents[2] / "docs/evidence/engine-stack-h200-2026-12-01/validate/bench/rollout.json"
+)
+
+
+def _recorded():
+    rep = json.loads(EVIDENCE.read_text())
+    rep["results"] = [r for r in rep["results"] if r["status"] == "ok"]  # sglang was not in that image
+    return rep
+
+
+def test_a_recorded_healthy_bench_passes_with_its_decode_rate_and_the_floor_it_used():
+    status, text = bench_verdict(_recorded())
+    assert status == "pass", text
+    assert "reference decode 33,478 tok/s at batch 64 = 32% of roofline (floor 10%, sm_90 bars.yaml)" in text
+    assert "vllm decode 22,518 tok/s at batch 64 = 22% of roofline" in text
+
+
+def test_a_bench_that_ran_but_is_under_the_floor_fails():
+    # The same run, its vLLM row at transformers' eager rate (MBU 0.009, bench-h200-run1/bench-0.6b.json):
+    # every config ran, which alone used to pass.
+    rep = _recorded()
+    slow = next(r for r in rep["results"] if r["engine"] == "vllm" and r["batch"] == 64)
+    slow.update(decode_tokens_per_s=773.3, tokens_per_s=773.9, mbu=0.0087)
+    status, text = bench_verdict(rep)
+    assert status == "fail" and text.startswith("under the floor: ") and "vllm decode 773 tok/s" in text
+    assert "= 1% of roofline (floor 10%, sm_90 bars.yaml)" in text
+
+
+def test_the_floor_judges_decode_not_the_prefill_inclusive_rate():
+    rep = _recorded()
+    row = next(r for r in rep["results"] if r["engine"] == "reference" and r["batch"] == 64)
+    row.update(decode_tokens_per_s=None)  # an engine that reported no decode phase: nothing to judge
+    assert bench_verdict(rep)[0] == "fail"
+
+
+def test_a_bench_with_no_floor_for_its_arch_warns_and_validate_still_says_so():
+    rep = _recorded()
+    rep["device"]["spec"] = None  # a device gpu_specs.yaml does not know: no arch, no floor
+    status, text = bench_verdict(rep)
+    assert status == "warn" and "no bench floor in bars.yaml for arch 'unknown': not judged" in text
+    assert verdict([stage("doctor", "pass", 1, ""), stage("bench", status, 1, text)]) == (
+        True,
+        "PASS: doctor, bench (bench warned)",
+    )
+    # only the bench warns: any other stage's "warn" is not ours and fails
+    assert verdict([stage("doctor", "warn", 1, ""), stage("bench", "pass", 1, "")])[0] is False
+
+
+def test_a_floor_from_another_bars_file_is_the_one_named():
+    from rocmstack.doctor.bars import Bars, BenchBar
+
+    bars = Bars((), (), (BenchBar("sm_90", 0.5, "test"),))
+    status, text = bench_verdict(_recorded(), bars)
+    assert status == "fail" and "(floor 50%, sm_90 bars.yaml)" in text
 
 
 def test_verdict_passes_only_when_every_stage_that_ran_passed():
@@ -53,7 +116,8 @@ def test_verdict_passes_only_when_every_stage_that_ran_passed():
 
 def test_bench_without_baseline_passes_when_every_config_ran():
     status, text = bench_verdict(_bench(_ok(1, 600.0), _ok(64, 29000.0)))
-    assert status == "pass" and "batch 64: 29,000.0 tok/s" in text and "no baseline" in text
+    assert status == "pass" and "decode 29,000 tok/s at batch 64 = 30% of roofline" in text
+    assert "no baseline" in text
 
 
 def test_bench_config_that_did_not_run_fails():
@@ -280,7 +344,8 @@ def test_the_bench_runs_the_engines_the_image_lock_names_beside_the_reference():
 def test_bench_summary_names_every_engine_at_the_largest_batch():
     rows = [_ok(1, 600.0), _ok(64, 29000.0), {**_ok(64, 9000.0), "engine": "vllm"}]
     status, text = bench_verdict(_bench(*rows))
-    assert status == "pass" and "reference batch 64: 29,000.0" in text and "vllm batch 64: 9,000.0" in text
+    assert status == "pass" and "reference decode 29,000 tok/s at batch 64" in text
+    assert "vllm decode 9,000 tok/s at batch 64" in text
 
 
 def test_a_stage_that_died_in_a_worker_names_the_cause_in_one_line():

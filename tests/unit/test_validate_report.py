@@ -82,7 +82,7 @@ def test_failed_report_renders_as_failure(tmp_path, h200_report):
 def test_markdown_has_stages_doctor_smoke_and_bench(h200_report):
     md = render_markdown(h200_report)
     assert "| doctor | PASS |" in md and "| gpu-count | PASS |" in md
-    assert "| sync_canary | PASS |" in md and "| reference | 64 | 29,744.6 |" in md
+    assert "| sync_canary | PASS |" in md and "| reference | 64 | 33,340.5 |" in md
 
 
 def test_png_data_uri_refuses_non_png(tmp_path):
@@ -191,6 +191,20 @@ def test_hostile_strings_in_every_field_come_out_escaped(tmp_path, h200_report):
     assert rows and not any("| forged | row |" in line for line in rows)  # no cell breaks out of its row
 
 
+def test_terminal_escapes_from_the_image_do_not_reach_report_md_or_html(tmp_path, h200_report):
+    """report.md is printed with cat into CI logs and job summaries: an escape sequence from the image
+    (a title-setting OSC, a clipboard write, a bidi override) shows as text."""
+    rep = copy.deepcopy(h200_report)
+    evil = "x\x1b]52;c;cHduZWQ=\x07\x1b[2J\u202e"
+    rep["stages"][0]["summary"] = evil
+    rep["doctor"]["report"]["checks"][0]["summary"] = evil
+    write_all(rep, tmp_path)
+    for name in ("report.md", "report.html"):
+        text = (tmp_path / name).read_text()
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text, name
+        assert "\\x1b]52;c;cHduZWQ=\\x07" in text, name
+
+
 def test_every_report_the_schema_takes_renders(tmp_path):
     """The schema names what the writers index; anything it leaves out is optional to them (issue 20:
     a report that passed the old check crashed the writer on a missing key)."""
@@ -231,3 +245,16 @@ def test_a_criterion_that_could_not_be_measured_is_shown_as_na_not_fail():
     from rocmstack.validate.report import _criterion_status, _mark
 
     assert [_mark(_criterion_status(p)) for p in (True, False, None)] == ["PASS", "FAIL", "N/A"]
+
+
+def test_the_bench_tables_headline_the_decode_rate_the_mbu_is_of(tmp_path, h200_report):
+    # The H200 run's batch-64 row: 29,757 tok/s with prefill, 33,340 decode; MBU 0.320 is of the decode rate.
+    write_all(h200_report, tmp_path)
+    md, page = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
+    for r in h200_report["bench"]["report"]["results"]:
+        decode, whole = f"{r['decode_tokens_per_s']:,.1f}", f"{r['tokens_per_s']:,.1f}"
+        row = next(line for line in md.splitlines() if line.startswith(f"| {r['engine']} | {r['batch']} |"))
+        assert f"| {decode} | {r['mbu']:.3f} |" in row and whole not in row
+        table = page[page.index('<table id="bench">') :]
+        assert f"<td class=num>{decode}</td>" in table and f"<td class=num>{whole}</td>" not in table
+    assert "| engine | batch | decode tok/s | MBU |" in md and "<th>decode tok/s</th>" in page

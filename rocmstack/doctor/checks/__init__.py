@@ -14,6 +14,7 @@ from rocmstack.doctor.checks import (
     history,
     host,
     image,
+    memory,
     network,
     packages,
     runtime,
@@ -25,6 +26,7 @@ from rocmstack.doctor.model import Check
 
 ALL_CHECKS: tuple[Check, ...] = (
     *gpus.CHECKS,
+    *memory.CHECKS,
     *amdsmi.CHECKS,
     *visibility.CHECKS,
     *system.CHECKS,

@@ -5,6 +5,8 @@ computes. The arch facts are data: checkpoint_formats.yaml."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 import struct
 from collections import Counter
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from rocmstack.resources import yaml_data
 DATA = Path(__file__).resolve().parents[1] / "checkpoint_formats.yaml"
 INDEX = "model.safetensors.index.json"
 MAX_HEADER = 100 << 20  # safetensors refuses headers above 100 MB too
+MAX_JSON = 64 << 20  # config.json and the index are kilobytes; a bigger one is not a checkpoint's
 KV_SCALE_SUFFIXES = (".k_scale", ".v_scale", "k_proj.output_scale", "v_proj.output_scale")
 
 
@@ -33,27 +36,100 @@ class Shard:
     error: str | None = None
 
 
+class _Refused(Exception):
+    """A file the preflight will not read (a FIFO, a device, a link to a file its owner does not own)."""
+
+
+def _open_regular(path: Path) -> int:
+    """A read-only descriptor on ``path``, only when it is a regular file. O_NONBLOCK: a FIFO or device
+    opens without waiting for a writer, and is refused, instead of hanging the preflight. A link is read
+    through only when its target has the link's owner (a Hugging Face cache folder links every file to
+    its own blobs): doctor runs as root, and a link to another user's file would print bytes of it."""
+    link = path.lstat()
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Refused("not a regular file")
+        if stat.S_ISLNK(link.st_mode) and st.st_uid != link.st_uid:
+            raise _Refused(f"a link to a file of another owner (uid {st.st_uid}, the link's {link.st_uid})")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_bounded(fh: Any, n: int) -> bytes:
+    """At most ``n`` bytes, however short each read returns."""
+    chunks: list[bytes] = []
+    while n > 0 and (chunk := fh.read(min(n, 1 << 20))):
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _json_error(exc: Exception) -> str:
+    """Where the JSON broke, never the bytes themselves (a decode error would quote them)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at byte {exc.pos}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 at byte {exc.start}"
+    if isinstance(exc, RecursionError):
+        return "nested too deep"
+    return type(exc).__name__
+
+
+def _tensor_problem(name: str, entry: Any) -> str | None:
+    """Why a header entry is not a tensor as safetensors writes one (dtype, shape, two offsets), or None."""
+    if not isinstance(entry, dict):
+        return f"tensor {name!r} is a JSON {type(entry).__name__}, not an object"
+    if not isinstance(entry.get("dtype"), str):
+        return f"tensor {name!r}: dtype is not a string"
+    shape = entry.get("shape")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        return f"tensor {name!r}: shape is not a list of non-negative integers"
+    offsets = entry.get("data_offsets")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(type(o) is int for o in offsets)
+        or not 0 <= offsets[0] <= offsets[1] < 1 << 64
+    ):
+        return f"tensor {name!r}: data_offsets is not two integers 0 <= begin <= end < 2**64"
+    return None
+
+
 def read_header(path: Path) -> Shard:
     """A safetensors file's header (8-byte little-endian length, then JSON), checked against the file size:
-    a shard cut short by an interrupted download names itself here."""
+    a shard cut short by an interrupted download names itself here. A header whose entries are not
+    tensors (nested objects, offsets that are not integers) is a finding, never a crash."""
     try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            raw = fh.read(8)
+        fd = _open_regular(path)
+        with os.fdopen(fd, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            raw = _read_bounded(fh, 8)
             if len(raw) < 8:
                 return Shard(path, {}, f"{size} bytes: no safetensors header")
             (length,) = struct.unpack("<Q", raw)
             if length > min(MAX_HEADER, size - 8):
                 return Shard(path, {}, f"header length {length} does not fit the file ({size} bytes)")
-            header = json.loads(fh.read(length))
+            header = json.loads(_read_bounded(fh, length))
+    except _Refused as exc:
+        return Shard(path, {}, f"not read: {exc}")
     except OSError as exc:
         return Shard(path, {}, f"unreadable: {exc.strerror}")
-    except ValueError as exc:
-        return Shard(path, {}, f"header is not JSON: {exc}")
+    except (ValueError, RecursionError) as exc:
+        return Shard(path, {}, f"header is not JSON: {_json_error(exc)}")
     if not isinstance(header, dict):
         return Shard(path, {}, "header is not a JSON object")
-    tensors = {k: v for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)}
-    end = max((int(t.get("data_offsets", [0, 0])[1]) for t in tensors.values()), default=0)
+    entries = {k: v for k, v in header.items() if k != "__metadata__"}
+    problems = [p for k, v in entries.items() if (p := _tensor_problem(k, v)) is not None]
+    tensors = {k: v for k, v in entries.items() if _tensor_problem(k, v) is None}
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return Shard(path, tensors, f"header entry not a tensor: {problems[0]}{more}")
+    end = max((t["data_offsets"][1] for t in tensors.values()), default=0)
     if 8 + length + end > size:
         return Shard(path, tensors, f"truncated: tensors end at byte {8 + length + end}, file has {size}")
     return Shard(path, tensors)
@@ -73,12 +149,21 @@ class Checkpoint:
 
 
 def _load_json(path: Path) -> tuple[Any, str | None]:
+    """A small JSON file of the folder; a FIFO, a device or an oversized file is an error, not a wait."""
     try:
-        return json.loads(path.read_text(encoding="utf-8")), None
+        with os.fdopen(_open_regular(path), "rb") as fh:
+            raw = _read_bounded(fh, MAX_JSON + 1)
+        if len(raw) > MAX_JSON:
+            return None, f"{path.name}: larger than {MAX_JSON >> 20} MiB"
+        return json.loads(raw.decode("utf-8")), None
     except FileNotFoundError:
         return None, None
-    except (OSError, ValueError) as exc:
-        return None, f"{path.name}: {exc}"
+    except _Refused as exc:
+        return None, f"{path.name}: not read: {exc}"
+    except OSError as exc:
+        return None, f"{path.name}: {exc.strerror}"
+    except (ValueError, RecursionError) as exc:
+        return None, f"{path.name}: not JSON: {_json_error(exc)}"
 
 
 def _read(folder: Path) -> Checkpoint:

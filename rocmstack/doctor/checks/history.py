@@ -5,26 +5,50 @@ from __future__ import annotations
 import dataclasses
 import socket
 
-from rocmstack.doctor.figures import from_active
-from rocmstack.doctor.history import compare, history_file, load_runs
-from rocmstack.doctor.model import Check, DoctorOptions, Result, passed, skipped, warned
+from rocmstack.doctor.figures import Figure, from_active
+from rocmstack.doctor.history import History, Trend, compare, read_history
+from rocmstack.doctor.model import Check, DoctorOptions, Result, Status, passed, skipped, warned
+from rocmstack.errors import printable
 from rocmstack.platform.snapshot import Snapshot
 
 
 def history_trend(snap: Snapshot, opts: DoctorOptions) -> Result:
     if opts.history_dir is None:
         return skipped("no --history DIR given")
-    path = history_file(opts.history_dir, socket.gethostname())
-    runs = load_runs(opts.history_dir, socket.gethostname())
-    current = from_active(snap.active)
+    history = read_history(opts.history_dir, socket.gethostname())
+    result = _judge(history, from_active(snap.active))
+    if not history.warnings:
+        return result
+    # A damaged or hostile file only warns: the node's verdict never depends on what the folder holds.
+    lines = history.skipped or len(history.warnings)
+    first = history.warnings[0]
+    summary = f"{lines} damaged line(s) skipped: {first}" if history.skipped else first
+    return dataclasses.replace(
+        warned(
+            f"{summary}; {result.summary}" if result.status != Status.SKIP else summary,
+            *history.warnings,
+            *result.details,
+            fix="; ".join(
+                f
+                for f in ("Delete the damaged lines (or the file); the runs after them are kept", result.fix)
+                if f
+            ),
+        ),
+        data={**(result.data or {}), "file": str(history.path), "skipped_lines": history.skipped},
+    )
+
+
+def _judge(history: History, current: list[Figure]) -> Result:
+    path, runs = history.path, history.runs
     if not current:
         return skipped("no measured figure in this run to compare (--level 2 measures them)")
     if not runs:
         return skipped(f"first run of this node in {path}: nothing to compare with yet")
     previous = runs[-1]
-    trends = compare(previous, current)
+    when = printable(previous.get("started_at"))[:40]
+    trends: list[Trend] = compare(previous, current)
     if not trends:
-        return skipped(f"the previous run ({previous.get('started_at')}) measured none of these figures")
+        return skipped(f"the previous run ({when}) measured none of these figures")
     details = [
         f"{t.key}: {t.previous:.4g} -> {t.current:.4g} ({t.change:+.1%}){' WORSE' if t.worse else ''}"
         for t in trends
@@ -42,7 +66,7 @@ def history_trend(snap: Snapshot, opts: DoctorOptions) -> Result:
     if worse:
         first = worse[0]
         result = warned(
-            f"{len(worse)} figure(s) 5 % or more worse than the previous run ({previous.get('started_at')}): "
+            f"{len(worse)} figure(s) 5 % or more worse than the previous run ({when}): "
             f"{first.key} {first.change:+.1%}",
             *details,
             fix="Rerun to rule out noise; a drop that stays points at the GPU, its cooling or the fabric",

@@ -1,13 +1,56 @@
-"""Probe: NVML's device count (nvidia-ml-py), independent of CUDA_VISIBLE_DEVICES."""
+"""Probe: NVML's device count (nvidia-ml-py), independent of CUDA_VISIBLE_DEVICES, and who holds memory."""
 
+import os
 import sys
 import time
 from typing import Any
 
 from _emit import emit, error_text
 
+
+def ancestors(pid: int, limit: int = 64) -> list[int]:
+    """Parent, grandparent, ... of ``pid`` from /proc (empty when the pid is not visible from here)."""
+    chain: list[int] = []
+    while pid > 1 and len(chain) < limit:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:
+            break
+        # the command sits in parentheses and may contain spaces: the ppid is the 2nd field after the last ")"
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) < 2 or not fields[1].isdigit():
+            break
+        pid = int(fields[1])
+        chain.append(pid)
+    return chain
+
+
+def _memory(handle: Any, index: int) -> dict[str, Any]:
+    """Memory in use on one GPU and the compute processes holding it (bytes; None where NVML has no figure)."""
+    entry: dict[str, Any] = {"index": index}
+    try:
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        entry.update(total=int(info.total), used=int(info.used), free=int(info.free))
+        procs = []
+        for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+            used = p.usedGpuMemory
+            # ancestors are read now: a child of the doctor (a sibling probe) has exited by the time checks run
+            procs.append(
+                {
+                    "pid": int(p.pid),
+                    "bytes": None if used is None else int(used),
+                    "ancestors": ancestors(p.pid),
+                }
+            )
+        entry["processes"] = procs
+    except Exception as exc:  # an old driver without the call: the memory check says so, the count stands
+        entry["error"] = error_text(exc)
+    return entry
+
+
 t0 = time.monotonic()
-out: dict[str, Any] = {}
+out: dict[str, Any] = {"doctor_pid": os.getppid()}
 try:
     import pynvml
 except BaseException as exc:
@@ -18,14 +61,16 @@ try:
     pynvml.nvmlInit()
     try:
         out["count"] = int(pynvml.nvmlDeviceGetCount())
-        names, archs = [], []
+        names, archs, memory = [], [], []
         for i in range(out["count"]):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
             name = pynvml.nvmlDeviceGetName(handle)
             names.append(name.decode() if isinstance(name, bytes) else str(name))
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
             archs.append(f"sm_{major}{minor}")
+            memory.append(_memory(handle, i))
         out["names"] = names
+        out["memory"] = memory
         out["archs"] = archs
         version = pynvml.nvmlSystemGetDriverVersion()
         out["driver"] = version.decode() if isinstance(version, bytes) else str(version)
