@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
@@ -329,20 +329,39 @@ class _Capped:
         return data
 
 
-def _stream_file(argv: list[str], path: str, ref: str, limit: int, timeout: float) -> bytes | None:
+# What `podman cp`/`docker cp` say when the path is not in the container: only then is a file absent.
+_CP_ABSENT = re.compile(r"no such file or directory|could not find the file", re.IGNORECASE)
+
+
+def _stream_file(
+    argv: list[str], path: str, ref: str, limit: int, timeout: float, env: Mapping[str, str] | None = None
+) -> bytes | None:
     """The one file of the tar stream ARGV writes to stdout (``cp CID:PATH -``), read from the pipe with
     the limit applied as it arrives: nothing lands on disk, and no more than LIMIT + TAR_SLACK bytes are
-    read before the engine is stopped."""
+    read before the engine is stopped. None only when the engine says the path is not there."""
+    import tempfile
+
+    with tempfile.TemporaryFile() as errors:  # a file, not a pipe: a chatty engine cannot stall the stream
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                env=dict(env) if env is not None else None,
+            )
+        except FileNotFoundError:
+            raise EngineError(f"cannot read {path} from image {ref}: {argv[0]} is not installed") from None
+        return _read_stream(proc, errors, path, ref, limit, timeout)
+
+
+def _read_stream(
+    proc: subprocess.Popen[bytes], errors: IO[bytes], path: str, ref: str, limit: int, timeout: float
+) -> bytes | None:
     import tarfile
     import threading
 
     too_big = f"{path} in image {ref} is larger than {limit:,} bytes"
-    try:
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-        )
-    except FileNotFoundError:
-        raise EngineError(f"cannot read {path} from image {ref}: {argv[0]} is not installed") from None
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
     try:
@@ -362,7 +381,12 @@ def _stream_file(argv: list[str], path: str, ref: str, limit: int, timeout: floa
         except tarfile.TarError:
             proc.stdout.close()  # a writer still going stops on the closed pipe; its exit code says why
             if proc.wait() != 0:
-                return None  # cp failed before any archive: the path is absent (or unreadable) in the image
+                errors.seek(0)
+                said = errors.read(4096).decode("utf-8", "replace")
+                if _CP_ABSENT.search(said):
+                    return None  # the path is not in the image
+                # any other failure (no such container, a store it cannot open) is no answer about the file
+                raise EngineError(f"cannot read {path} from image {ref}: {_last_line(said)}") from None
             raise EngineError(f"cannot read {path} from image {ref}: not a tar stream") from None
         if len(data) > limit:
             raise EngineError(too_big)
@@ -376,7 +400,12 @@ def _stream_file(argv: list[str], path: str, ref: str, limit: int, timeout: floa
 
 
 def read_file(
-    engine: Engine, ref: str, path: str, limit: int = READ_LIMIT, runner: Runner = subprocess.run
+    engine: Engine,
+    ref: str,
+    path: str,
+    limit: int = READ_LIMIT,
+    runner: Runner = subprocess.run,
+    env: Mapping[str, str] | None = None,
 ) -> bytes | None:
     """Copy one file out of an image without running it (create, cp, rm); None when it is absent.
 
@@ -389,7 +418,7 @@ def read_file(
         raise EngineError(f"cannot open image {ref} to read {path} ({_last_line(created.stderr)})")
     cid = created.stdout.strip().splitlines()[-1]
     try:
-        return _stream_file(engine.cmd("cp", f"{cid}:{path}", "-"), path, ref, limit, QUICK_TIMEOUT)
+        return _stream_file(engine.cmd("cp", f"{cid}:{path}", "-"), path, ref, limit, QUICK_TIMEOUT, env)
     finally:
         _run(engine.cmd("rm", "--force", cid), QUICK_TIMEOUT, runner)
 

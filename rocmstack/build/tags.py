@@ -96,7 +96,12 @@ def repository(publish_repo: str, registry: str | None, *, source: str = "publis
     (``ghcr.io/acme/verl`` with ``--registry ghcr.io/acme``); one that names another registry is an error,
     never a silent ``ghcr.io/acme/quay.io/x/verl``."""
     reg = registry.rstrip("/") if registry else ""
-    if reg and registry_host(publish_repo):
+    host = registry_host(publish_repo)
+    # podman's own namespace for local images (`localhost/NAME`, no port) is no registry to push to: with
+    # --registry it is pushed below that registry, as any plain path is
+    if host == "localhost" and reg and not _under(publish_repo, reg):
+        host = None
+    if reg and host:
         if not _under(publish_repo, reg):
             raise InputError(
                 f"{source} {quoted(publish_repo)} already names a registry, and not --registry {quoted(reg)}",

@@ -104,7 +104,23 @@ def figures(report: dict) -> list[Figure]:
         for c in report.get("checks", [])
         for status in Status
     ]
-    out.append(Figure("ok", "1 when no check failed.", (), 1.0 if report.get("ok") else 0.0, better=None))
+    out.append(
+        Figure(
+            "ok",
+            "1 when checks were judged and none failed.",
+            (),
+            1.0 if report.get("ok") else 0.0,
+            better=None,
+        )
+    )
+    # An alert on ok == 0 alone cannot tell a failing node from a run that judged nothing (exit 5).
+    judged = report.get("judged")
+    if isinstance(judged, int) and not isinstance(judged, bool):
+        out.append(
+            Figure(
+                "checks_judged", "Checks that reached a verdict in this run.", (), float(judged), better=None
+            )
+        )
     started = report.get("started_at")
     if isinstance(started, str):
         import datetime as dt

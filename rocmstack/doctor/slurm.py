@@ -252,7 +252,9 @@ def decide(report: dict, node: NodeState) -> Decision:
         )
     return Decision(
         "resume",
-        f"rocmstack: resumed node {name} ({check} passes; it was drained by {printable(node.reason)})",
+        # The reason is ours, so it starts with the prefix this line already has: quoted once, not twice.
+        f"rocmstack: resumed node {name} ({check} passes; it was drained for "
+        f"{printable(node.reason.removeprefix(REASON_PREFIX))})",
     )
 
 

@@ -43,22 +43,22 @@ def register(app: typer.Typer) -> None:
     def recipes_cmd(json_out: bool = JSON_OPT) -> None:
         """List the recipes on the search path (--recipes-dir, $ROCMSTACK_RECIPES_PATH, the shipped ones).
 
-        A file that does not load is listed as broken with its error (exit 2 after the list)."""
+        A file that does not load is listed as broken with its errors (exit 2 after the list, naming each)."""
         from rich.markup import escape
 
         from rocmstack.errors import RecipeError
         from rocmstack.output import print_json, print_table, table
-        from rocmstack.recipe.load import load_recipe, recipes_on_path
+        from rocmstack.recipe.load import broken_recipes, load_recipe, problem_lines, recipes_on_path
 
         rows: list[dict[str, Any]] = []
-        broken: list[RecipeError] = []
+        broken: dict[str, RecipeError] = {}
         for name, file in recipes_on_path().items():
             try:
                 model, _ = load_recipe(str(file))
             except RecipeError as exc:
                 # One broken file never hides the others: it is a row of its own, with its one-line error.
-                broken.append(exc)
-                rows.append({"name": name, "path": str(file), "error": exc.one_line()})
+                broken[name] = exc
+                rows.append({"name": name, "path": str(file), "error": "; ".join(problem_lines(exc))})
                 continue
             rows.append(
                 {
@@ -96,8 +96,7 @@ def register(app: typer.Typer) -> None:
                 )
             print_table(tab)
         if broken:
-            more = f" (and {len(broken) - 1} more broken)" if len(broken) > 1 else ""
-            raise RecipeError(broken[0].message + more, fix=broken[0].fix)
+            raise broken_recipes(broken)
 
     @app.command("show")
     def show_cmd(

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rocmstack.errors import RecipeError, printable, quoted
-from rocmstack.recipe.model import Component, Recipe, hide_userinfo
+from rocmstack.recipe.model import PROBLEM_SEPARATOR, Component, Recipe, consistency_problems, hide_userinfo
 from rocmstack.resources import RECIPES_PATH_ENV, recipes_dir, recipes_path
 
 MAX_EXTENDS_DEPTH = 8
@@ -396,18 +396,48 @@ def _names_key(message: str, key: str) -> bool:
     return re.search(rf"(?<![\w.-]){re.escape(key)}(?![\w-])", message) is not None
 
 
-def validate(raw: Mapping[str, Any], origin: str, overrides: Iterable[Override] = ()) -> Recipe:
-    """The validated recipe, or one RecipeError listing every problem at once; a problem in a value that
-    ``--set`` gave is blamed on that ``--set``, not on the file."""
+def _each_problem(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """pydantic's errors, one per problem: a validator that found several joined them (PROBLEM_SEPARATOR),
+    and a list is not also "too short" when its items failed."""
+    errors = list(errors)
+    out = []
+    for error in errors:
+        loc = tuple(error["loc"])
+        if error["type"] == "too_short" and any(
+            tuple(e["loc"])[: len(loc)] == loc != tuple(e["loc"]) for e in errors
+        ):
+            continue  # a list whose items failed is "too short" only for want of them: the items say why
+        for message in str(error.get("msg", "")).split(PROBLEM_SEPARATOR):
+            out.append({**error, "msg": message})
+    return out
+
+
+def validate(
+    raw: Mapping[str, Any], origin: str, overrides: Iterable[Override] = (), also: Iterable[str] = ()
+) -> Recipe:
+    """The validated recipe, or one RecipeError listing every problem at once (``also``: the caller's own
+    problems with the file); a problem in a value that ``--set`` gave is blamed on that ``--set``, not on
+    the file. One problem is one line; several are a first line naming the file and one line each below."""
     try:
         # JSON mode: YAML lists become tuples, strings become enums, and numbers never become strings.
-        return Recipe.model_validate_json(json.dumps(raw, default=str))
+        recipe: Recipe | None = Recipe.model_validate_json(json.dumps(raw, default=str))
+        errors: list[dict[str, Any]] = []
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
+        recipe, errors = None, _each_problem(exc.errors(include_url=False))
+        if all(e["loc"] for e in errors):
+            # A field error keeps pydantic from running the checks across fields: run them here, so that
+            # a file's problems all show at once rather than in rounds.
+            invalid = {str(e["loc"][0]) for e in errors}
+            errors += [
+                {"loc": (), "type": "value_error", "msg": m, "input": raw}
+                for m in consistency_problems(raw, invalid)
+            ]
+    also = list(also)
+    if recipe is not None and not also:
+        return recipe
     targets = [(_override_target(raw, o.path), o) for o in overrides]
     from_file, from_set = [], []
-    for details in errors:
-        error: dict[str, Any] = dict(details)
+    for error in errors:
         loc = tuple(str(p) for p in error["loc"])
         blamed = [o for target, o in targets if loc[: len(target)] == target]
         if not blamed:
@@ -429,9 +459,19 @@ def validate(raw: Mapping[str, Any], origin: str, overrides: Iterable[Override] 
             )
         else:
             from_file.append(_describe(error))
-    parts = [*from_set, *([f"{printable(origin)}: {'; '.join(from_file)}"] if from_file else [])]
-    count = f"{len(errors)} problems: " if len(errors) > 1 else ""
-    raise RecipeError(count + "; ".join(parts))
+    from_file += also
+    if len(from_set) + len(from_file) == 1:
+        raise RecipeError(from_set[0] if from_set else f"{printable(origin)}: {from_file[0]}")
+    lines = [*from_set, *from_file]
+    raise RecipeError(
+        f"{printable(origin)}: {len(lines)} problems",
+        detail="\n".join(f"  {printable(line)}" for line in lines),
+    )
+
+
+def problem_lines(exc: RecipeError) -> list[str]:
+    """A RecipeError as lines: its one line, then each problem it lists below it."""
+    return [exc.one_line(), *(line.strip() for line in (exc.detail or "").splitlines() if line.strip())]
 
 
 def load_recipe(
@@ -441,7 +481,43 @@ def load_recipe(
     raw = _raw_with_parents(path, directory)
     parsed = [parse_override(o) for o in overrides]
     data = apply_overrides(raw, parsed)
-    recipe = validate(data, str(path), parsed)
-    if recipe.name != path.stem:
-        raise RecipeError(f"{printable(path)}: name: {recipe.name!r} must match the file name {path.stem!r}")
-    return recipe, path
+    name = data.get("name")
+    # Checked with the rest, so that a misnamed file with other problems is not a second round.
+    misnamed = (
+        [f"name: {name!r} must match the file name {path.stem!r}"]
+        if isinstance(name, str) and name != path.stem
+        else []
+    )
+    return validate(data, str(path), parsed, also=misnamed), path
+
+
+def broken_recipes(broken: Mapping[str, RecipeError]) -> RecipeError:
+    """One error for every recipe that did not load (name -> its error): each named, each problem a line."""
+    if len(broken) == 1:
+        return next(iter(broken.values()))
+    # Each file's first line, its problems indented below it.
+    lines = [
+        f"{'    ' if i else '  '}{line}"
+        for exc in broken.values()
+        for i, line in enumerate(problem_lines(exc))
+    ]
+    return RecipeError(
+        f"{len(broken)} recipes do not load: {', '.join(printable(n) for n in broken)}",
+        fix="fix each file below, or move it off the search path",
+        detail="\n".join(lines),
+    )
+
+
+def load_every(files: Iterable[str], overrides: Iterable[str] = ()) -> list[tuple[Recipe, Path]]:
+    """Each recipe loaded, or one RecipeError naming every one that does not load (``--all``): a broken
+    recipe never hides the next."""
+    overrides = list(overrides)
+    loaded, broken = [], {}
+    for file in files:
+        try:
+            loaded.append(load_recipe(file, overrides))
+        except RecipeError as exc:
+            broken[Path(file).stem] = exc
+    if broken:
+        raise broken_recipes(broken)
+    return loaded

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection, Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
+import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -22,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from rocmstack.doctor.redact import redact_url
+from rocmstack.resources import recipes_dir
 from rocmstack.secrets import is_secret_name
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -49,6 +52,10 @@ _SHORT_VERSION = re.compile(r"^[0-9]+(\.[0-9]+){0,3}$")
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _AITER_MODULE = re.compile(r"^module_[a-z0-9_]{1,80}$")
 
+
+# Joins the problems one validator found; a character no message holds (a parse error's own message may
+# span lines, its caret under the fault), so only these are split apart again.
+PROBLEM_SEPARATOR = "\x1e"
 
 NO_TOKEN = "use a credential helper / netrc, never a token in a recipe"
 
@@ -133,6 +140,22 @@ ImageRepo = Annotated[
 ImageTag = Annotated[str, _matching(_IMAGE_TAG, "image tag (OCI reference grammar)")]
 Digest = Annotated[str, _matching(_DIGEST, "digest (sha256:<64 hex>)")]
 Arch = Annotated[str, _matching(_ARCH, "GPU arch (gfxNNN)")]
+
+
+def known_gpu_archs() -> tuple[str, ...]:
+    """The archs rocmstack knows (recipes/_archs.yaml), in the file's order."""
+    return tuple(yaml.safe_load((recipes_dir() / "_archs.yaml").read_text(encoding="utf-8")))
+
+
+def _known_arch(value: str) -> str:
+    known = known_gpu_archs()
+    if value not in known:
+        raise ValueError(f"unknown GPU arch {value!r} (known: {', '.join(known)})")
+    return value
+
+
+# An arch an image is built for: well-formed and one rocmstack knows (torch_archs may name others).
+TargetArch = Annotated[Arch, AfterValidator(_known_arch)]
 Package = Annotated[str, _matching(_PKG, "package name")]
 Extra = Annotated[str, _matching(_EXTRA, "package extra")]
 RelPath = Annotated[str, _matching(_PATH, "relative path")]
@@ -271,28 +294,32 @@ class Component(_Strict):
 
     @model_validator(mode="after")
     def _source_fields(self) -> Component:
+        problems = []
         if self.source == "pypi" and not self.version:
-            raise ValueError("a pypi component needs a version")
+            problems.append("a pypi component needs a version")
         if self.source == "git" and not (self.url and self.ref):
-            raise ValueError("a git component needs url and ref")
+            problems.append("a git component needs url and ref")
         if self.source != "git" and (
             self.url or self.ref or self.subdir or self.setup_script or self.requirements
         ):
-            raise ValueError(f"url/ref/subdir/setup_script only apply to git components, not {self.source}")
+            problems.append(f"url/ref/subdir/setup_script only apply to git components, not {self.source}")
         if self.requirements_from and self.source not in ("git", "base"):
-            raise ValueError(
+            problems.append(
                 "requirements_from stands in for the requirements of a git or base component, "
                 f"not a {self.source} one's"
             )
         if self.requirements_from and self.requirements:
-            raise ValueError(
+            problems.append(
                 "give requirements (a file of the repository) or requirements_from (a published release), "
                 "not both"
             )
         if self.source in ("base", "sdk") and (self.extras or self.no_deps or self.build_env):
-            raise ValueError(
+            problems.append(
                 f"a {self.source} component is not installed by rocmstack: no extras/no_deps/build_env"
             )
+        if problems:
+            # One line per problem: the loader reports each on its own (PROBLEM_SEPARATOR).
+            raise ValueError(PROBLEM_SEPARATOR.join(problems))
         return self
 
     @property
@@ -493,8 +520,8 @@ class Recipe(_Strict):
         min_length=1, description="public sources the pins were transcribed from"
     )
     base: Base
-    gpu_archs: tuple[Arch, ...] = Field(min_length=1)
-    default_gpu_archs: tuple[Arch, ...] = Field(min_length=1)
+    gpu_archs: tuple[TargetArch, ...] = Field(min_length=1)
+    default_gpu_archs: tuple[TargetArch, ...] = Field(min_length=1)
     system_packages: tuple[AptPackage, ...] = ()
     components: dict[Name, Component]
     patches: tuple[Name, ...] = ()
@@ -537,28 +564,59 @@ class Recipe(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Recipe:
-        unknown = sorted(set(self.default_gpu_archs) - set(self.gpu_archs))
-        if unknown:
-            raise ValueError(f"default_gpu_archs {unknown} are not in gpu_archs {list(self.gpu_archs)}")
-        if len(set(self.patches)) != len(self.patches):
-            raise ValueError("patches lists an id twice")
-        if self.models:
-            from rocmstack.gpu.shapes import moe_shapes
-
-            known = moe_shapes()
-            unknown = [m for m in self.models if m not in known]
-            if unknown:
-                raise ValueError(f"models: {unknown} have no MoE shape (known: {', '.join(known)})")
-        if "GPU_ARCH" in self.build_args:
-            raise ValueError("GPU_ARCH is set by --gpu-arch, not by build_args")
-        build_env = [n for c in self.components.values() for n in c.build_env]
-        for name in (*self.env, *self.build_args, *build_env):
-            if is_secret_name(name):
-                raise ValueError(
-                    f"{name}: secrets never go into ENV, ARG or build env (they would be baked into the image); "
-                    "pass them at build time with RUN --mount=type=secret"
-                )
+        problems = consistency_problems(self.model_dump(by_alias=True))
+        if problems:
+            raise ValueError(PROBLEM_SEPARATOR.join(problems))
         return self
+
+
+def _strings(value: Any) -> list[str]:
+    """The strings of a list (or a mapping's keys) as the file gave them; anything else: none."""
+    if isinstance(value, (list, tuple, Mapping)):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
+def consistency_problems(raw: Mapping[str, Any], invalid: Collection[str] = ()) -> list[str]:
+    """Every problem across a recipe's fields, one message each. It runs on the validated recipe and, when
+    some field is itself invalid, on the raw data too (pydantic skips a model's own checks then, which
+    reported a file's problems in rounds); a check that reads a key in ``invalid`` is left out: that key's
+    own error says what is wrong, and a check over a bad value would only blame the wrong field."""
+    problems = []
+    if not {"gpu_archs", "default_gpu_archs"} & set(invalid):
+        archs, defaults = _strings(raw.get("gpu_archs")), _strings(raw.get("default_gpu_archs"))
+        unknown = sorted(set(defaults) - set(archs))
+        if unknown:
+            problems.append(f"default_gpu_archs {unknown} are not in gpu_archs {archs}")
+    patches = _strings(raw.get("patches"))
+    if "patches" not in invalid and len(set(patches)) != len(patches):
+        problems.append("patches lists an id twice")
+    models = _strings(raw.get("models"))
+    if models and "models" not in invalid:
+        from rocmstack.gpu.shapes import moe_shapes
+
+        known = moe_shapes()
+        unknown = [m for m in models if m not in known]
+        if unknown:
+            problems.append(f"models: {unknown} have no MoE shape (known: {', '.join(known)})")
+    build_args = _strings(raw.get("build_args"))
+    if "GPU_ARCH" in build_args:
+        problems.append("GPU_ARCH is set by --gpu-arch, not by build_args")
+    components = raw.get("components")
+    build_env = [
+        n
+        for c in (components.values() if isinstance(components, Mapping) else ())
+        if isinstance(c, Mapping)
+        for n in _strings(c.get("build_env"))
+    ]
+    # A secret's name is wrong wherever it stands, whatever else its mapping holds: never left out.
+    for name in (*_strings(raw.get("env")), *build_args, *build_env):
+        if is_secret_name(name):
+            problems.append(
+                f"{name}: secrets never go into ENV, ARG or build env (they would be baked into the image); "
+                "pass them at build time with RUN --mount=type=secret"
+            )
+    return problems
 
 
 _OVERLAY = "Overlay"

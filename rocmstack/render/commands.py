@@ -21,6 +21,21 @@ SET_OPT = typer.Option(
 JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 
 
+def write_into(rendered: Rendered, folder: Path) -> None:
+    """write_context, an OS error named by the folder the user gave: the context is written into a hidden
+    temporary folder beside it first, a path the user never typed and never sees again."""
+    from rocmstack.errors import InputError, printable
+    from rocmstack.render.context import write_context
+
+    try:
+        write_context(rendered, folder)
+    except OSError as exc:
+        raise InputError(
+            f"-o {printable(folder)}: cannot write the build context there: {exc.strerror or exc}",
+            fix="pick a writable folder on a file system with room, its name under 245 characters",
+        ) from None
+
+
 def gate_and_render(
     recipe: str,
     gpu_arch: str | None,
@@ -77,7 +92,6 @@ def register(app: typer.Typer) -> None:
         """Write a complete build context (Dockerfile + every file it COPYs) and print the render hash."""
         from rocmstack.errors import InputError
         from rocmstack.output import print_json, stdout
-        from rocmstack.render.context import write_context
 
         if every == bool(recipe):
             raise InputError(
@@ -98,7 +112,7 @@ def register(app: typer.Typer) -> None:
             recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock, patches_dir=patches_dir
         )
         resolved = checked.resolved
-        write_context(rendered, output)
+        write_into(rendered, output)
         if json_out:
             print_json(
                 {
@@ -137,19 +151,18 @@ def _render_all(output: Path, ignore: list[str], json_out: bool, patches_dir: Pa
     written, each into ``output/<recipe>-<arch>-<arch>``."""
     from rocmstack.lock.file import arch_key, default_arch_sets
     from rocmstack.output import print_json, stdout
-    from rocmstack.recipe.load import load_recipe, recipes_on_path
-    from rocmstack.render.context import write_context
+    from rocmstack.recipe.load import load_every, recipes_on_path
 
     done = []
-    for file in recipes_on_path().values():
-        model, _ = load_recipe(str(file))
+    # Every broken recipe is named at once, before any is gated.
+    for model, file in load_every(str(f) for f in recipes_on_path().values()):
         for archs in default_arch_sets(model):
             checked, rendered, _, _ = gate_and_render(
                 str(file), arch_key(archs), [], ignore=ignore, relock=False, patches_dir=patches_dir
             )
             done.append((checked, rendered, output / f"{model.name}-{'-'.join(archs)}"))
     for _, rendered, folder in done:
-        write_context(rendered, folder)
+        write_into(rendered, folder)
     if json_out:
         print_json(
             [

@@ -54,12 +54,20 @@ def register(app: typer.Typer) -> None:
         title = escape(
             f"{a} -> {b}: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no changes")
         )
-        table = Table("section", "name", "change", "old", "new", title=title, title_justify="left")
-        for c in result.changes:
-            table.add_row(
-                c.section, c.name, f"{_SYMBOL[c.change]} {c.change}", escape(c.old or ""), escape(c.new or "")
-            )
-        out.print(table)
+        # The summary is a line of its own, never wrapped nor padded: as the table's title it was wrapped
+        # to the table's width (39 columns when nothing changed) and padded with spaces to it.
+        out.print(title, soft_wrap=True)
+        if result.changes:
+            table = Table("section", "name", "change", "old", "new")
+            for c in result.changes:
+                table.add_row(
+                    c.section,
+                    c.name,
+                    f"{_SYMBOL[c.change]} {c.change}",
+                    escape(c.old or ""),
+                    escape(c.new or ""),
+                )
+            out.print(table)
         for note in result.notes:
             out.print(escape(note), style="dim")
 

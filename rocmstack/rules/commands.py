@@ -46,7 +46,7 @@ def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: l
     lists: --recipes-dir, $ROCMSTACK_RECIPES_PATH and the shipped ones) x its default arch sets."""
     from rocmstack.errors import InputError
     from rocmstack.lock.file import arch_key, default_arch_sets
-    from rocmstack.recipe.load import load_recipe, recipes_on_path
+    from rocmstack.recipe.load import load_every, load_recipe, recipes_on_path
     from rocmstack.recipe.resolve import resolve
 
     _one_or_all(recipe, every, "check")
@@ -55,9 +55,10 @@ def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: l
             "--all checks every listed recipe as written", fix="drop --gpu-arch/--set, or name one recipe"
         )
     out = []
-    # By path: the very file `recipes` lists under that name, never another one a name would find.
-    for name in [str(p) for p in recipes_on_path().values()] if every else [str(recipe)]:
-        model, path = load_recipe(name, overrides)
+    # By path: the very file `recipes` lists under that name, never another one a name would find; every
+    # broken one is named at once.
+    files = [str(p) for p in recipes_on_path().values()] if every else [str(recipe)]
+    for model, path in load_every(files, overrides) if every else [load_recipe(files[0], overrides)]:
         sets = [gpu_arch] if gpu_arch or not every else [arch_key(s) for s in default_arch_sets(model)]
         out += [resolve(model, path, s, tuple(overrides)) for s in sets]
     return out
@@ -224,7 +225,7 @@ def register(app: typer.Typer) -> None:
         from rocmstack.errors import InputError, NetworkError
         from rocmstack.lock.file import arch_key, default_arch_sets, left_unlocked, lock_path, write_lock
         from rocmstack.output import print_json, print_table, stderr, table, warn
-        from rocmstack.recipe.load import load_recipe, recipes_on_path
+        from rocmstack.recipe.load import load_every, load_recipe, recipes_on_path
         from rocmstack.recipe.resolve import resolve
         from rocmstack.resolver.closure import closure
         from rocmstack.rules.gate import lock_resolved, previous_entry, recipe_arg
@@ -252,6 +253,8 @@ def register(app: typer.Typer) -> None:
                 f"--all: not locked: {', '.join(skipped)}: recipes of the installed rocmstack package (their "
                 "locks ship with it); pass --out-dir DIR to lock them there"
             )
+        if every:
+            load_every(targets)  # every broken recipe named before any is locked
         rows, writes = [], []
         for name in targets:
             model, path = load_recipe(name)

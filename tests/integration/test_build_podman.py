@@ -193,7 +193,7 @@ def image_file(env, ref: str, path: str) -> str | None:
     engine = engines.Engine(
         name="podman", argv=("podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV]), version="test"
     )
-    data = engines.read_file(engine, ref, path, runner=functools.partial(subprocess.run, env=env))
+    data = engines.read_file(engine, ref, path, runner=functools.partial(subprocess.run, env=env), env=env)
     return data.decode() if data is not None else None
 
 

@@ -41,6 +41,17 @@ def test_one_series_per_status_with_escaped_labels():
     assert 'rocmstack_doctor_last_run_timestamp_seconds{node="node\\"1\\\\"} 1796032800' in text
 
 
+def test_a_run_that_judged_nothing_is_told_apart_from_a_failing_one():
+    empty = render(_report(checks=[{"id": "gpu-ecc", "group": "host", "status": "skip"}], judged=0))
+    failing = render(_report(judged=1))
+    assert 'rocmstack_doctor_checks_judged{node="node\\"1\\\\"} 0' in empty
+    assert 'rocmstack_doctor_checks_judged{node="node\\"1\\\\"} 1' in failing
+    assert (
+        'rocmstack_doctor_ok{node="node\\"1\\\\"} 0' in empty
+        and 'rocmstack_doctor_ok{node="node\\"1\\\\"} 0' in failing
+    )
+
+
 def test_measured_figures_in_base_units_and_counters_end_in_total():
     report = json.loads(H200.read_text())
     report["checks"].append(

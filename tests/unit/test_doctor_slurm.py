@@ -243,3 +243,14 @@ def test_no_scontrol_call_once_the_budget_is_spent(tmp_path):
     with pytest.raises(EngineError, match="no time left"):
         act(_report(nofile_limit="fail"), "healthcheck", "vm", env, lambda _: None, time.monotonic() - 1)
     assert not (tmp_path / "called").exists()
+
+
+def test_the_resume_line_says_rocmstack_once():
+    # The drain reason starts with "rocmstack: " too: quoted whole, the line read "rocmstack: rocmstack: ...".
+    decision = decide(_report(nofile_limit="pass"), _ours("nofile-limit"))
+    assert decision.action == "resume"
+    assert decision.message == (
+        "rocmstack: resumed node vm (nofile-limit passes; it was drained for nofile-limit: open-file limit "
+        "soft=1024)"
+    )
+    assert decision.message.count("rocmstack:") == 1

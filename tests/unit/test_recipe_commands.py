@@ -45,3 +45,36 @@ def test_recipes_table_names_each_default_arch_set(capsys):
     assert code == 0
     vime = next(line for line in out.splitlines() if "vime-megatron-vllm-rocm7.14" in line)
     assert "gfx942;gfx950 (gfx942)" in vime
+
+
+def _two_broken(tmp_path):
+    from pathlib import Path
+
+    import yaml
+
+    base = yaml.safe_load((Path(__file__).parents[2] / "recipes" / "verl-0.9.0-rocm10.yaml").read_text())
+    for name, change in (("aaa-broken", {"bogus": 1}), ("zzz-broken", {"gpu_archs": ["gfx999"]})):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({**base, "name": name, **change}))
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("recipes",),
+        ("check", "--all"),
+        ("render", "--all", "-o", "OUT"),
+        ("lock", "--all", "--out-dir", "OUT"),
+    ],
+)
+def test_every_broken_recipe_is_named_at_once(capsys, tmp_path, command):
+    # `recipes` said "(and 1 more broken)"; check/render/lock --all named only the first broken recipe.
+    (tmp_path / "recipes").mkdir()
+    folder = _two_broken(tmp_path / "recipes")
+    args = [a.replace("OUT", str(tmp_path / "out")) for a in command]
+    code, _, err = run(capsys, "--recipes-dir", folder, *args)
+    first, *lines = err.splitlines()
+    assert code == 2 and "2 recipes do not load: aaa-broken, zzz-broken" in first
+    assert any("aaa-broken.yaml: bogus: unknown key" in line for line in lines)
+    assert any("zzz-broken.yaml: gpu_archs.0: unknown GPU arch 'gfx999'" in line for line in lines)
+    assert not (tmp_path / "out").exists()

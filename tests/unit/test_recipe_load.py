@@ -155,10 +155,13 @@ def test_every_missing_and_invalid_field_is_listed_at_once(tmp_path):
     data["base"]["python"] = 3.12
     with pytest.raises(RecipeError) as err:
         load_recipe(str(write(tmp_path, data)))
-    line = err.value.one_line()
-    assert line.startswith("5 problems: ") and "more)" not in line and "\n" not in line
-    for field in ("description", "sources", "publish", "base.torch", "base.python"):
-        assert f"{field}: " in line
+    # The first line names the file and the count; each problem is a line of its own below it.
+    file = str(tmp_path / "r.yaml")
+    assert err.value.one_line() == f"{file}: 5 problems"
+    lines = err.value.detail.splitlines()
+    assert len(lines) == 5
+    fields = {line.strip().split(": ")[0] for line in lines}
+    assert fields == {"description", "sources", "publish", "base.torch", "base.python"}
 
 
 def test_duplicate_yaml_keys_are_refused(tmp_path):
@@ -607,3 +610,64 @@ def test_a_token_given_with_set_is_refused_and_not_echoed():
         load_recipe("verl-0.9.0-rocm10", ["base.image=ci:ghp_S3CRETt0ken@registry.example.org/rocm/pytorch"])
     line = err.value.one_line()
     assert "--set base.image=<redacted>@registry.example.org" in line and "S3CRET" not in line
+
+
+def test_a_file_with_four_problems_reports_all_four_at_once(tmp_path):
+    # A field error (the unknown key) kept pydantic from running the checks across fields, and those stopped
+    # at their first problem: the four came in three rounds.
+    data = json.loads(json.dumps(BASE))
+    data["bogus"] = 1
+    data["patches"] = [data["patches"][0]] * 2
+    data["build_args"] = {"GPU_ARCH": "gfx942"}
+    file = write(tmp_path, data).rename(tmp_path / "other.yaml")
+    with pytest.raises(RecipeError) as err:
+        load_recipe(str(file))
+    assert err.value.exit_code == 2 and err.value.one_line() == f"{file}: 4 problems"
+    assert [line.strip() for line in err.value.detail.splitlines()] == [
+        "bogus: unknown key (remove it or check the spelling)",
+        "patches lists an id twice",
+        "GPU_ARCH is set by --gpu-arch, not by build_args",
+        "name: 'r' must match the file name 'other'",
+    ]
+
+
+def test_every_problem_across_fields_is_listed_when_the_fields_are_valid(tmp_path):
+    data = json.loads(json.dumps(BASE))
+    data["patches"] = [data["patches"][0]] * 2
+    data["build_args"] = {"GPU_ARCH": "gfx942", "HF_TOKEN": "x"}
+    with pytest.raises(RecipeError) as err:
+        load_recipe(str(write(tmp_path, data)))
+    lines = err.value.detail.splitlines()
+    assert err.value.one_line().endswith(": 3 problems") and len(lines) == 3
+    assert (
+        "patches lists an id twice" in lines[0] and "GPU_ARCH" in lines[1] and "HF_TOKEN: secrets" in lines[2]
+    )
+
+
+def test_an_unknown_gpu_arch_is_named_as_such_not_as_a_default_mismatch(tmp_path):
+    data = json.loads(json.dumps(BASE))
+    data["gpu_archs"] = ["gfx999"]
+    data["default_gpu_archs"] = ["gfx942"]
+    file = write(tmp_path, data)
+    with pytest.raises(RecipeError) as err:
+        load_recipe(str(file))
+    line = err.value.one_line()
+    assert line.startswith(f"{file}: gpu_archs.0: unknown GPU arch 'gfx999' (known: gfx90a, gfx942, ")
+    assert "default_gpu_archs" not in line and "at least 1 item" not in line and not err.value.detail
+
+
+def test_a_component_lists_each_of_its_problems(tmp_path):
+    data = json.loads(json.dumps(BASE))
+    data["components"]["ray"] = {
+        "source": "sdk",
+        "layer": "ray",
+        "extras": ["default"],
+        "requirements": "r.txt",
+    }
+    with pytest.raises(RecipeError) as err:
+        load_recipe(str(write(tmp_path, data)))
+    lines = [line.strip() for line in err.value.detail.splitlines()]
+    assert lines == [
+        "components.ray: url/ref/subdir/setup_script only apply to git components, not sdk",
+        "components.ray: a sdk component is not installed by rocmstack: no extras/no_deps/build_env",
+    ]

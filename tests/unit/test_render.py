@@ -438,3 +438,14 @@ def test_a_context_path_outside_the_render_folder_is_refused(tmp_path):
         with pytest.raises(InputError, match="leaves the render folder"):
             write_context(rendered, tmp_path / "out")
         assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_folder_that_cannot_be_written_is_named_not_its_temporary_sibling(cli, tmp_path):
+    # The context goes into a hidden temporary folder beside -o first; an OS error named that path.
+    out = tmp_path / ("a" * 250)
+    res = cli("render", "verl-0.9.0-rocm10", "-o", str(out))
+    last = res.err.splitlines()[-1]
+    assert res.code == 2 and last.startswith(
+        f"rocmstack: error: -o {out}: cannot write the build context there: "
+    )
+    assert f"{tmp_path}/." not in res.err and not out.exists()

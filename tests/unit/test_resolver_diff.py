@@ -74,3 +74,14 @@ def test_bad_arguments_are_one_line_exit_2(cli, tmp_path):
     assert res.code == 2 and res.err.count("\n") == 1 and "no such lock file" in res.err
     res = cli("diff", str(find_recipe(NAME).with_name(f"{NAME}.lock.json")), NAME, "--gpu-arch", "gfx90a")
     assert res.code == 2 and "no lock entry for --gpu-arch 'gfx90a'" in res.err
+
+
+def test_the_summary_is_one_unpadded_line_when_piped(cli):
+    lock = str(find_recipe(NAME).with_name(f"{NAME}.lock.json"))
+    res = cli("diff", lock, lock)
+    # It was the table's title: wrapped to the empty table's 39 columns and padded with spaces.
+    assert res.code == 0 and res.out.splitlines()[0] == f"{lock} -> {lock}: no changes"
+    recipe = cli("diff", NAME, lock)
+    first = recipe.out.splitlines()[0]
+    assert first.startswith(f"{NAME} -> {lock}: ") and first == first.rstrip()
+    assert all(line == line.rstrip() for line in recipe.out.splitlines())

@@ -90,6 +90,8 @@ def test_registry_prefix_and_refs():
         ("ghcr.io/acme/verl", "ghcr.io/acme/verl", "ghcr.io/acme/verl"),
         ("localhost:5000/verl", "localhost:5000", "localhost:5000/verl"),
         ("localhost/verl", "localhost", "localhost/verl"),
+        # podman's local namespace: pushed below the registry, as before
+        ("localhost/acme/verl", "127.0.0.1:5000", "127.0.0.1:5000/localhost/acme/verl"),
         ("ghcr.io/acme/verl", None, "ghcr.io/acme/verl"),
     ],
 )

@@ -705,7 +705,11 @@ if verb == "create":
     print("cid")
 if verb != "cp":
     sys.exit(0)
-if spec["kind"] == "absent":
+if spec["kind"] == "absent":  # podman 4.3.1's own words for a path that is not in the container
+    sys.stderr.write('Error: "/f" could not be found on container c0ffee: no such file or directory\\n')
+    sys.exit(125)
+if spec["kind"] == "no-container":
+    sys.stderr.write('Error: no container with name or ID "c0ffee" found: no such container\\n')
     sys.exit(125)
 info = tarfile.TarInfo("f")
 if spec["kind"] == "link":
@@ -752,6 +756,9 @@ def test_read_file_takes_only_a_bounded_regular_file_out_of_an_image(tmp_path):
         engines.read_file(_fake_engine(tmp_path, kind="file", size=5), "i", "/f", 4)
     with pytest.raises(EngineError, match="not a regular file"):
         engines.read_file(_fake_engine(tmp_path, kind="link"), "i", "/f", 4)
+    # an engine that cannot answer (another store, a container gone) says nothing about the file
+    with pytest.raises(EngineError, match="no such container"):
+        engines.read_file(_fake_engine(tmp_path, kind="no-container"), "i", "/f", 4)
 
 
 def test_read_file_bounds_the_copy_not_only_what_it_keeps(tmp_path):
