@@ -11,6 +11,7 @@ requirements (the image carries rocmstack), every one at the version and hashes 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -431,7 +432,13 @@ def registry(podman_env, tmp_path_factory):
     """A real OCI registry (Debian's docker-registry, the CNCF distribution server) on 127.0.0.1, plain HTTP."""
     _need("docker-registry")
     _need("skopeo")
-    root = tmp_path_factory.mktemp("registry")
+    with serve_registry(tmp_path_factory.mktemp("registry")) as host:
+        yield {"host": host, "env": podman_env}
+
+
+@contextlib.contextmanager
+def serve_registry(root: Path):
+    """Debian's docker-registry serving ``root`` on a free loopback port: yields ``127.0.0.1:PORT``."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -454,7 +461,7 @@ def registry(podman_env, tmp_path_factory):
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise
                 time.sleep(0.3)
-        yield {"host": f"127.0.0.1:{port}", "env": podman_env}
+        yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()
         proc.wait(timeout=30)

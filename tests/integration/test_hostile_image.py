@@ -16,7 +16,7 @@ import subprocess
 import textwrap
 
 import pytest
-from test_build_podman import podman, rocmstack
+from test_build_podman import podman, rocmstack, serve_registry
 from test_validate_podman import ARGS, _need, registry  # noqa: F401  (registry: a fixture)
 
 from rocmstack.build import engines, pipeline
@@ -259,10 +259,6 @@ def test_the_guard_reads_a_multi_platform_index_for_what_it_holds(tiny_store, tm
     """A real registry tag holding an OCI index (`podman manifest push --all`) of another build of the same
     render: the index's digest is no build's image, and the guard refuses instead of skipping the push (the
     old answer, 'this build is already there', split the tags between the two builds)."""
-    import socket
-    import time
-    import urllib.request
-
     _need("docker-registry")
     _need("skopeo")
     env = tiny_store["env"]
@@ -271,27 +267,7 @@ def test_the_guard_reads_a_multi_platform_index_for_what_it_holds(tiny_store, tm
     render_hash = "c" * 64
     this_build = tiny_store["image"]("localhost/rocmstack-test-build-a:1", {"f": b"a"}, render_hash)
     other_build = tiny_store["image"]("localhost/rocmstack-test-build-b:1", {"f": b"b"}, render_hash)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    conf = tmp_path / "config.yml"
-    conf.write_text(
-        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path}/data\n"
-        f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n"
-    )
-    proc = subprocess.Popen(
-        ["docker-registry", "serve", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.3)
+    with serve_registry(tmp_path) as host:
         engine = engines.Engine(
             name="podman",
             argv=("podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV]),
@@ -310,15 +286,12 @@ def test_the_guard_reads_a_multi_platform_index_for_what_it_holds(tiny_store, tm
                 "--all",
                 "--tls-verify=false",
                 index,
-                f"docker://127.0.0.1:{port}/split/tiny:{name}",
+                f"docker://{host}/split/tiny:{name}",
             )
             assert pushed.returncode == 0, pushed.stderr
-        other_tag, mine_tag = f"127.0.0.1:{port}/split/tiny:other", f"127.0.0.1:{port}/split/tiny:mine"
+        other_tag, mine_tag = f"{host}/split/tiny:other", f"{host}/split/tiny:mine"
         with pytest.raises(CheckFailed, match="multi-platform index whose images"):
             pipeline.guard_verdict(engine, other_tag, render_hash, image_id=this_build)
         remote = engines.remote_manifest(engine, other_tag)
         assert remote is not None and remote.get("index") and remote["images"] == ["sha256:" + other_build]
         assert pipeline.guard_verdict(engine, mine_tag, render_hash, image_id=this_build) == "skip"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

@@ -23,6 +23,7 @@ from rocmstack.doctor.model import (
     warned,
 )
 from rocmstack.errors import printable
+from rocmstack.platform.probes._emit import ancestors
 from rocmstack.platform.snapshot import Snapshot
 
 MIB = 1 << 20
@@ -56,20 +57,6 @@ def _read(path: Path) -> str | None:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-
-
-def _proc_ancestors(proc_root: Path, pid: int, limit: int = 64) -> list[int]:
-    chain: list[int] = []
-    while pid > 1 and len(chain) < limit:
-        stat = _read(proc_root / str(pid) / "stat")
-        if stat is None:
-            break
-        fields = stat.rsplit(")", 1)[-1].split()  # the command in parentheses may hold spaces
-        if len(fields) < 2 or not fields[1].isdigit():
-            break
-        pid = int(fields[1])
-        chain.append(pid)
-    return chain
 
 
 def _command(proc_root: Path, pid: int, fallback: str = "") -> str:
@@ -106,7 +93,7 @@ def _holder(
     ancestry: list[int] | None = None,
     name: str = "",
 ) -> Holder:
-    chain = ancestry if ancestry else _proc_ancestors(opts.proc_root, pid)
+    chain = ancestry if ancestry else ancestors(pid, str(opts.proc_root))
     return Holder(
         pid, size, _command(opts.proc_root, pid, name), _why_not_counted(pid, chain, own, opts, snap)
     )

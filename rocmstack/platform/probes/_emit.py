@@ -27,3 +27,21 @@ def loaded_copies(fragment: str) -> list:
     except OSError:
         return []
     return sorted(paths)
+
+
+def ancestors(pid: int, proc_root: str = "/proc", limit: int = 64) -> list:
+    """Parent, grandparent, ... of ``pid`` read from ``proc_root`` (empty when the pid is not visible)."""
+    chain: list = []
+    while pid > 1 and len(chain) < limit:
+        try:
+            with open(f"{proc_root}/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:
+            break
+        # the command sits in parentheses and may hold spaces: the ppid is the 2nd field after the last ")"
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) < 2 or not fields[1].isdigit():
+            break
+        pid = int(fields[1])
+        chain.append(pid)
+    return chain

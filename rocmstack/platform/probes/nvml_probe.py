@@ -5,25 +5,7 @@ import sys
 import time
 from typing import Any
 
-from _emit import emit, error_text
-
-
-def ancestors(pid: int, limit: int = 64) -> list[int]:
-    """Parent, grandparent, ... of ``pid`` from /proc (empty when the pid is not visible from here)."""
-    chain: list[int] = []
-    while pid > 1 and len(chain) < limit:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
-                stat = fh.read()
-        except OSError:
-            break
-        # the command sits in parentheses and may contain spaces: the ppid is the 2nd field after the last ")"
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) < 2 or not fields[1].isdigit():
-            break
-        pid = int(fields[1])
-        chain.append(pid)
-    return chain
+from _emit import ancestors, emit, error_text
 
 
 def _memory(handle: Any, index: int) -> dict[str, Any]:
