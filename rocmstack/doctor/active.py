@@ -1,7 +1,8 @@
 """Level 2: active probes on this node through Ray, the way an RL job uses the node.
 
 One actor per GPU in a STRICT_PACK placement group (on a node without GPUs: ``cpu_ranks`` CPU actors and
-gloo), so every actor gets the device mask Ray gives a real trainer or rollout worker. Three probes:
+gloo), so every actor gets the device mask Ray gives a real trainer or rollout worker. These probes, and
+those of rocmstack.doctor.layouts (masks per actor, communicator churn, many IPC handles):
 
 - collectives: a size sweep of every collective (rocmstack.gpu.collectives), plus each bar's size; NCCL/RCCL
   write their INIT/NET log to a private directory, which says which transport they chose.
@@ -31,17 +32,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmstack.doctor.bars import Bars, baseline_key, load_bars, load_baseline, save_baseline
+from rocmstack.doctor.layouts import LAYOUT_PROBES, run_layouts
 from rocmstack.doctor.model import DoctorOptions
 from rocmstack.errors import EngineError
 from rocmstack.gpu.actors import stop_actors
 from rocmstack.gpu.collectives import OPS, debug_env, size_sweep  # torch-free part
+from rocmstack.gpu.weight_sync import checksum, pattern
 
 if TYPE_CHECKING:
     import torch
 
-ACTIVE_PROBES = frozenset({"collectives", "custom-allreduce", "gpu-health", "weight-sync"})
+ACTIVE_PROBES = frozenset({"collectives", "custom-allreduce", "gpu-health", "weight-sync"}) | LAYOUT_PROBES
 MASK_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
-CHUNK = 1 << 20
 
 
 def _masks() -> dict[str, str]:
@@ -62,28 +64,6 @@ def _device_id(device: Any) -> str:
 
 def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:400]
-
-
-def pattern(nbytes: int, device: Any) -> Any:
-    """A uint8 bucket of ``nbytes`` (rounded up to whole MiB) whose every MiB block differs, so a dropped,
-    zeroed or reordered block changes the checksum."""
-    import torch
-
-    blocks = max(1, -(-nbytes // CHUNK))
-    base = (torch.arange(CHUNK, dtype=torch.int32, device=device) % 251).to(torch.uint8)
-    out = base.repeat(blocks).view(blocks, CHUNK)
-    out.add_((torch.arange(blocks, device=device) % 256).to(torch.uint8).unsqueeze(1))
-    return out.view(-1)
-
-
-def checksum(t: Any) -> int:
-    import torch
-
-    blocks = t.view(-1, CHUNK)
-    weights = torch.arange(1, blocks.shape[0] + 1, device=t.device, dtype=torch.int64)
-    return int(t.sum(dtype=torch.int64).item()) * 1_000_003 + int(
-        (blocks[:, 7].to(torch.int64) * weights).sum().item()
-    )
 
 
 class RankWorker:
@@ -405,6 +385,10 @@ def _plan(opts: DoctorOptions, wanted: frozenset[str]) -> str:
         )
     if "weight-sync" in wanted:
         parts.append(f"{opts.sync_repeats} weight-sync start-up(s)")
+    if "communicator-churn" in wanted:
+        parts.append(f"{opts.comm_inits} communicator init(s)")
+    if "ipc-many-handles" in wanted:
+        parts.append(f"{opts.ipc_handles} IPC handles per GPU")
     line = "level 2: " + ", ".join(parts)
     if _gpus_visible():
         return line
@@ -483,6 +467,7 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
             out["weight_sync"] = _guard(lambda: _weight_sync(opts, ranks, gpu, where, progress))
         if "custom-allreduce" in wanted:
             out["custom_allreduce"] = _guard(lambda: _custom_allreduce(opts, ranks, gpu, progress))
+        out.update(run_layouts(opts, wanted, ranks, gpu, where, progress))
     finally:
         remove_placement_group(pg)
         if log_dir:

@@ -24,7 +24,8 @@ PORTABLE = (
     "fast", "deep", "expect_gpus", "only", "skip", "tensor_parallel", "probe_timeout", "tool_timeout",
     # level 2 on every node (--level 2 and 3)
     "level", "collectives", "min_bytes", "max_bytes", "warmup", "iters", "sync_repeats", "sync_bytes",
-    "ipc_bytes", "cpu_ranks", "hbm_bytes", "gemm_n", "active_timeout",
+    "ipc_bytes", "cpu_ranks", "hbm_bytes", "gemm_n", "active_timeout", "comm_inits", "ipc_handles",
+    "ipc_handle_bytes", "ipc_rounds", "memory_share",
 )  # fmt: skip
 
 

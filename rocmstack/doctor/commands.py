@@ -187,6 +187,12 @@ def register(app: typer.Typer) -> None:
         cpu_ranks: int = typer.Option(
             2, "--cpu-ranks", metavar="N", help="gloo ranks on a node without GPUs."
         ),
+        comm_inits: int = typer.Option(
+            20, "--comm-inits", metavar="N", help="Level 2: fresh communicators in communicator-churn."
+        ),
+        ipc_handles: int = typer.Option(
+            64, "--ipc-handles", metavar="N", help="Level 2: IPC handles per GPU held open at once."
+        ),
         culprit_budget: float = typer.Option(
             120.0, "--culprit-budget", metavar="S", help="Level 3: seconds the culprit search may take."
         ),
@@ -296,6 +302,8 @@ def register(app: typer.Typer) -> None:
         for name, num in (
             ("--sync-repeats", sync_repeats),
             ("--cpu-ranks", cpu_ranks),
+            ("--comm-inits", comm_inits),
+            ("--ipc-handles", ipc_handles),
             ("--iters", iters or 1),
         ):
             if num < 1:
@@ -393,6 +401,8 @@ def register(app: typer.Typer) -> None:
             sync_repeats=sync_repeats,
             sync_bytes=sync,
             cpu_ranks=cpu_ranks,
+            comm_inits=comm_inits,
+            ipc_handles=ipc_handles,
             culprit_budget=culprit_budget,
             model_dir=model,
             gpu_archs=archs,

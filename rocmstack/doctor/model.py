@@ -121,6 +121,10 @@ class DoctorOptions:
     sync_repeats: int = 5
     sync_bytes: int = 1 << 30  # split weight-sync broadcast
     ipc_bytes: int = 256 << 20  # colocated weight-sync IPC bucket
+    comm_inits: int = 20  # communicator-churn: fresh communicators (ROCm/rocm-systems#8178: 3 failed in ~40)
+    ipc_handles: int = 64  # ipc-many-handles: buffers per GPU held open at once across processes
+    ipc_handle_bytes: int = 4 << 20
+    ipc_rounds: int = 5  # rewrites of every buffer, each checksummed by the importer
     cpu_ranks: int = 2  # ranks of the gloo probes on a node without GPUs
     hbm_bytes: int = 1 << 30
     gemm_n: int = 8192

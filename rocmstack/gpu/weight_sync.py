@@ -22,6 +22,31 @@ if TYPE_CHECKING:  # torch is imported where used: a driver that only removes fi
     import torch
 
 
+CHUNK = 1 << 20
+
+
+def pattern(nbytes: int, device: torch.device) -> torch.Tensor:
+    """A uint8 bucket of ``nbytes`` (rounded up to whole MiB) whose every MiB block differs, so a dropped,
+    zeroed or reordered block changes the checksum."""
+    import torch
+
+    blocks = max(1, -(-nbytes // CHUNK))
+    base = (torch.arange(CHUNK, dtype=torch.int32, device=device) % 251).to(torch.uint8)
+    out = base.repeat(blocks).view(blocks, CHUNK)
+    out.add_((torch.arange(blocks, device=device) % 256).to(torch.uint8).unsqueeze(1))
+    return out.view(-1)
+
+
+def checksum(t: torch.Tensor) -> int:
+    import torch
+
+    blocks = t.view(-1, CHUNK)
+    weights = torch.arange(1, blocks.shape[0] + 1, device=t.device, dtype=torch.int64)
+    return int(t.sum(dtype=torch.int64).item()) * 1_000_003 + int(
+        (blocks[:, 7].to(torch.int64) * weights).sum().item()
+    )
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     name: str
@@ -68,6 +93,29 @@ def open_shared_tensor(handle: bytes) -> torch.Tensor:
     import torch.multiprocessing  # noqa: F401  (registers the rebuild functions)
 
     return pickle.loads(handle)
+
+
+# rebuild_cuda_tensor's argument that names the device (torch/multiprocessing/reductions.py)
+STORAGE_DEVICE_ARG = 6
+
+
+def share_tensor_remappable(tensor: torch.Tensor) -> bytes:
+    """Like ``share_tensor``, but as torch's rebuild function and its arguments, so the receiver can open
+    the handle at its own index of the exporter's GPU: a handle carries the exporter's device index, which
+    names another GPU, or none, in a process with a different mask. verl and SGLang replace that argument
+    the same way, by device UUID."""
+    from torch.multiprocessing.reductions import reduce_tensor
+
+    return pickle.dumps(reduce_tensor(tensor), pickle.HIGHEST_PROTOCOL)
+
+
+def open_remappable(handle: bytes, index: int | None = None) -> torch.Tensor:
+    """Open a ``share_tensor_remappable`` handle; ``index``: this process's index of the exporter's GPU
+    (None: the exporter's own index, as torch's plain rebuild does)."""
+    func, args = pickle.loads(handle)
+    if index is not None and func.__name__ == "rebuild_cuda_tensor":
+        args = (*args[:STORAGE_DEVICE_ARG], index, *args[STORAGE_DEVICE_ARG + 1 :])
+    return func(*args)
 
 
 def use_file_system_sharing() -> None:

@@ -90,8 +90,9 @@ def descendants(pid: int) -> list[int]:
 
 
 class Cluster:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, gpus: int = 0) -> None:
         self.root = root
+        self.gpus = gpus  # GPUs each node declares to Ray (none exist here: Ray still masks its actors)
         self.procs: list[subprocess.Popen] = []
         self.gcs_port = free_ports(1)[0]
         self.address = f"127.0.0.1:{self.gcs_port}"
@@ -109,7 +110,7 @@ class Cluster:
             "--block",
             "--node-ip-address=127.0.0.1",
             "--num-cpus=1",
-            "--num-gpus=0",
+            f"--num-gpus={self.gpus}",
             f"--temp-dir={temp}",
             f"--node-manager-port={nm}",
             f"--object-manager-port={om}",
@@ -209,10 +210,10 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def running_cluster(prefix: str, workers: int) -> Iterator[Cluster]:
+def running_cluster(prefix: str, workers: int, gpus: int = 0) -> Iterator[Cluster]:
     """A head and ``workers`` worker nodes, alive; every process and file gone afterwards."""
     root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))  # short: Ray's unix socket paths must fit
-    c = Cluster(root)
+    c = Cluster(root, gpus)
     try:
         c.start("head", head=True)
         c.wait_alive(1)

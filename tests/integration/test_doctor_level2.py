@@ -16,7 +16,10 @@ import pytest
 SCHEMA = Path(__file__).resolve().parents[2] / "rocmstack" / "doctor" / "schema.json"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
-LEVEL2 = "collective-bandwidth,collective-transport,weight-sync-ipc,weight-sync-broadcast,gpu-hbm-bandwidth,gpu-gemm"
+LEVEL2 = (
+    "collective-bandwidth,collective-transport,weight-sync-ipc,weight-sync-broadcast,gpu-hbm-bandwidth,gpu-gemm,"
+    "communicator-churn,ipc-many-handles,actor-masks"
+)
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess:
@@ -34,6 +37,7 @@ def test_level2_on_cpu(tmp_path):
     junit = tmp_path / "doctor.xml"
     proc = doctor(
         "--level", "2", "--only", LEVEL2, "--sizes", "1M..2M", "--sync-repeats", "2", "--sync-bytes", "16M",
+        "--comm-inits", "2", "--ipc-handles", "4",
         "--baseline", str(baseline), "--save-baseline", "--json", "--junit", str(junit),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -47,7 +51,16 @@ def test_level2_on_cpu(tmp_path):
         "weight-sync-broadcast": "pass",
         "gpu-hbm-bandwidth": "skip",
         "gpu-gemm": "skip",
+        "communicator-churn": "pass",
+        "ipc-many-handles": "pass",
+        "actor-masks": "skip",  # no GPU: Ray sets no masks (tests/integration/test_doctor_layouts.py has them)
     }
+    churn = report["active"]["communicator_churn"]
+    assert len(churn["rounds"]) == 2 and churn["backend"] == ["gloo"] and churn["subset"] == 1
+    many = report["active"]["ipc_many_handles"]
+    assert [g["opened"] for g in many["gpus"]] == [4, 4] and many["rounds"] == 5
+    exporters = [g["exporter_pid"] for g in many["gpus"]]
+    assert not [p for pid in exporters for p in Path("/dev/shm").glob(f"torch_{pid}_*")]
     coll = report["active"]["collectives"]
     assert coll["backend"] == "gloo" and coll["ranks"] == 2
     assert {(r["op"], r["nbytes"]) for r in coll["rows"]} == {
@@ -64,11 +77,12 @@ def test_level2_on_cpu(tmp_path):
     assert not [p for pid in trainers for p in Path("/dev/shm").glob(f"torch_{pid}_*")]
     saved = json.loads(baseline.read_text())["busbw"]
     assert len(saved) == 10
-    assert junit.read_text().count("<testcase ") == 6
+    assert junit.read_text().count("<testcase ") == 9
     # Said before it starts: what level 2 will run; then each start-up, with the time left from the second on.
     said = [line for line in proc.stderr.splitlines() if line.startswith("doctor: level 2")]
     assert said[0] == (
-        "doctor: level 2: a private Ray start, 5 collective(s) x 2 size(s), 2 weight-sync start-up(s); "
+        "doctor: level 2: a private Ray start, 5 collective(s) x 2 size(s), 2 weight-sync start-up(s), "
+        "2 communicator init(s), 4 IPC handles per GPU; "
         "without GPUs, the whole of level 2 took 6 min on a loaded 2-core VM"
     )
     rounds = [line for line in said if "weight sync start-up" in line]

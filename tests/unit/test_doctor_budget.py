@@ -208,7 +208,7 @@ def test_a_10s_budget_fits_level_1_on_the_h200_node_of_the_evidence():
         on_path=frozenset({"nvidia-smi", "dmesg"}),
     )
     assert [c.id for c in plan(level_checks(2), 10.0, node=h200).run] == [c.id for c in level_checks(1)]
-    # with vLLM installed its import (11-15 s there) cannot fit, and the one check that needs it is named
+    # with vLLM installed its import (11-15 s there) cannot fit, and the checks that need it are named
     with_vllm = dataclasses.replace(h200, missing=frozenset({"amdsmi"}))
     over = [c.id for c, _, _ in plan(level_checks(1), 10.0, node=with_vllm).over]
-    assert over == ["vllm-flavour"]
+    assert over == ["vllm-flavour", "device-name", "fp8-type", "fast-path-kernels"]

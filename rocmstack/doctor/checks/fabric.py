@@ -29,7 +29,7 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def _probe(snap: Snapshot, key: str) -> tuple[Any, Result | None]:
+def active_data(snap: Snapshot, key: str) -> tuple[Any, Result | None]:
     active = snap.active
     if not active:
         return None, skipped("active probes not run (rocmstack doctor --level 2)")
@@ -65,7 +65,7 @@ def _rows_by_op(rows: list[dict]) -> dict[str, list[dict]]:
 
 
 def collective_bandwidth(snap: Snapshot, opts: DoctorOptions) -> Result:
-    data, problem = _probe(snap, "collectives")
+    data, problem = active_data(snap, "collectives")
     if problem:
         return problem
     rows = data["rows"]
@@ -122,7 +122,7 @@ def collective_bandwidth(snap: Snapshot, opts: DoctorOptions) -> Result:
 def collective_transport(snap: Snapshot, opts: DoctorOptions) -> Result:
     from rocmstack.gpu.collectives import Transport, merge_transports
 
-    data, problem = _probe(snap, "collectives")
+    data, problem = active_data(snap, "collectives")
     if problem:
         return problem
     if data["backend"] == "gloo":
@@ -170,7 +170,7 @@ def collective_transport(snap: Snapshot, opts: DoctorOptions) -> Result:
 
 
 def weight_sync_ipc(snap: Snapshot, opts: DoctorOptions) -> Result:
-    data, problem = _probe(snap, "weight_sync")
+    data, problem = active_data(snap, "weight_sync")
     if problem:
         return problem
     failures, done, devices = [], 0, set()
@@ -202,7 +202,7 @@ def weight_sync_ipc(snap: Snapshot, opts: DoctorOptions) -> Result:
 
 
 def weight_sync_broadcast(snap: Snapshot, opts: DoctorOptions) -> Result:
-    data, problem = _probe(snap, "weight_sync")
+    data, problem = active_data(snap, "weight_sync")
     if problem:
         return problem
     if data["ranks"] < 2:
@@ -237,7 +237,7 @@ def weight_sync_broadcast(snap: Snapshot, opts: DoctorOptions) -> Result:
 
 
 def _health(snap: Snapshot, field: str, unit: str, bar_field: str) -> Result:
-    data, problem = _probe(snap, "health")
+    data, problem = active_data(snap, "health")
     if problem:
         return problem
     bar = snap.active.get("health_bar") or {}
@@ -281,7 +281,7 @@ NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.m
 def custom_allreduce(snap: Snapshot, opts: DoctorOptions) -> Result:
     from rocmstack.gpu.custom_allreduce import FIX, judge
 
-    data, problem = _probe(snap, "custom_allreduce")
+    data, problem = active_data(snap, "custom_allreduce")
     if problem is not None:
         return problem
     results = data["results"]
@@ -306,7 +306,7 @@ CHECKS = (
         "fabric",
         "Collective busbw on this node's GPUs meets its bar",
         collective_bandwidth,
-        "https://github.com/ROCm/cvs/blob/main/cvs/input/config_file/rccl/mi300x_rccl_single_node_config.json",
+        NCCL_TESTS,  # how busbw is counted; each bar's own source is in bars.yaml
         frozenset({"collectives"}),
         level=2,
     ),
