@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import os
 import signal
 import sys
@@ -86,7 +87,40 @@ def make_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
 
     for name in modules:
         importlib.import_module(name).register(app)
+    _reflow_help(app)
     return app
+
+
+def reflow(text: str) -> str:
+    """A help text as paragraphs: the line breaks of a docstring inside a paragraph become spaces, so the
+    terminal wraps each paragraph at its own width (never a sentence broken where the source was). A line
+    that starts a list item (``- ``) or is indented keeps its own line."""
+    out = []
+    for para in inspect.cleandoc(text).split("\n\n"):
+        lines: list[str] = []
+        for line in para.splitlines():
+            if lines and not line.startswith(("- ", "* ", " ")):
+                lines[-1] = f"{lines[-1]} {line.strip()}"
+            else:
+                lines.append(line.rstrip())
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+def _reflow_help(app: typer.Typer) -> None:
+    """Every command's and group's help text reflowed (``reflow``), in this app and the apps under it."""
+    for command in app.registered_commands:
+        text = command.help or inspect.getdoc(command.callback)
+        if text:
+            command.help = reflow(text)
+    for group in app.registered_groups:
+        if group.help:
+            group.help = reflow(group.help)
+        if group.typer_instance is not None:
+            info = group.typer_instance.info
+            if isinstance(info.help, str):
+                info.help = reflow(info.help)
+            _reflow_help(group.typer_instance)
 
 
 # Options that belong to the whole program; accepted after the command too (`rocmstack show X -q`).

@@ -58,6 +58,12 @@ class PipInstallDir(_Strict):
     verify_module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
 
 
+class UnifiedDiff(_Strict):
+    url: Url = Field(description="where the build downloads the diff: a URL pinned to a commit")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="sha256 of the diff's bytes")
+    strip: int = Field(default=1, ge=0, le=8, description="leading folders dropped from its paths (patch -p)")
+
+
 class Applies(_Strict):
     versions: str | None = Field(default=None, description="PEP 440 specifier over the component version")
     refs: tuple[str, ...] = Field(default=(), description="git refs/commits the patch was made against")
@@ -75,8 +81,12 @@ class Patch(_Strict):
     )
     applies_to: Applies
     target: Target
-    action: Literal["edit", "symlink", "pip-install-dir"]
+    action: Literal["edit", "symlink", "pip-install-dir", "unified-diff"]
     edits: tuple[Edit, ...] = ()
+    diff: UnifiedDiff | None = Field(
+        default=None,
+        description="unified-diff: every hunk must apply exactly (no fuzz), or nothing is written",
+    )
     symlink: Symlink | None = None
     install: PipInstallDir | None = None
     tested_with: str | None = Field(default=None, description="PyPI requirement the test suite applies it to")
@@ -87,11 +97,12 @@ class Patch(_Strict):
             "edit": bool(self.edits),
             "symlink": self.symlink is not None,
             "pip-install-dir": self.install is not None,
+            "unified-diff": self.diff is not None,
         }
         if not given[self.action] or sum(given.values()) != 1:
+            block = {"edit": "edits", "unified-diff": "diff"}
             raise ValueError(
-                f"action {self.action!r} needs exactly its own block"
-                f" ({'edits' if self.action == 'edit' else self.action})"
+                f"action {self.action!r} needs exactly its own block ({block.get(self.action, self.action)})"
             )
         return self
 
@@ -122,13 +133,17 @@ def load_patch(path: Path) -> Patch:
 
 
 def load_patches(directory: Path | None = None) -> dict[str, Patch]:
-    root = directory or patches_dir()
-    if directory is not None and not root.is_dir():
+    """The shipped patch specs, and over them those of ``directory`` (a lab's own folder): a recipe that
+    adds its own patch keeps the shipped ones, and an own spec of a shipped id replaces it."""
+    shipped = {p.stem: load_patch(p) for p in sorted(patches_dir().glob("*.yaml"))}
+    if directory is None:
+        return shipped
+    if not directory.is_dir():
         raise InputError(
-            f"patches folder {quoted(str(root))} does not exist",
+            f"patches folder {quoted(str(directory))} does not exist",
             fix="give --patches-dir or the recipe's patches_dir field a folder of <id>.yaml patch specs",
         )
-    return {p.stem: load_patch(p) for p in sorted(root.glob("*.yaml"))}
+    return shipped | {p.stem: load_patch(p) for p in sorted(directory.glob("*.yaml"))}
 
 
 def recipe_patches_dir(recipe: Recipe, source: Path) -> Path | None:

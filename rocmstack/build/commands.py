@@ -342,7 +342,9 @@ def register(app: typer.Typer) -> None:
             8, "--expect-gpus", metavar="N", help="GPUs each GPU runner has (every leg validates with them)"
         ),
         fmt: str = typer.Option(
-            "github", "--format", help="github (a matrix=<json> line for $GITHUB_OUTPUT) or json"
+            "github",
+            "--format",
+            help="github (matrix=<json> and legs=<json> lines for $GITHUB_OUTPUT) or json",
         ),
         patches_dir: Path | None = PATCHES_DIR_OPT,
     ) -> None:

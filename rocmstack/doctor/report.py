@@ -321,8 +321,8 @@ def render_junit(report: dict) -> str:
 
 def list_checks_table(checks: Iterable[Check], console: Console) -> None:
     table = Table(show_edge=False, pad_edge=False)
-    for col in ("id", "group", "checks that", "needs", "source"):
-        table.add_column(col, overflow="fold", no_wrap=col in ("id", "source"))
+    for col in ("id", "level", "group", "checks that", "needs", "source"):
+        table.add_column(col, overflow="fold", no_wrap=col in ("id", "level", "source"))
     for c in checks:
-        table.add_row(c.id, c.group, c.title, ", ".join(sorted(c.needs)) or "-", c.source)
+        table.add_row(c.id, str(c.level), c.group, c.title, ", ".join(sorted(c.needs)) or "-", c.source)
     print_table(table, console)

@@ -4,7 +4,14 @@
 metrics ports free at start (nothing here passes a fixed one; the dashboard is off). Its socket and log
 folder is a fresh short one under ``/tmp`` (Ray's socket paths must fit 107 bytes), removed on every way
 out. A start that times out (Ray's own "timed out during startup" on a loaded machine, or the start limit
-here) is retried once in a new folder; a start that still fails is an EngineError (one line, exit 4).
+here) is tried again in a new folder after a pause, up to ``ATTEMPTS`` starts in all; the limit and the
+pauses grow with the machine's load (``start_plan``). A start that still fails is an EngineError (one line,
+exit 4).
+
+Ray's own wait for its node to register (``raylet_start_wait_time_s`` in ``ray/_private/node.py``) is a
+fixed 30 s that no option or environment variable changes (``RAY_raylet_start_wait_time_s`` names a
+setting of Ray's C++ core, not that wait); what a loaded machine gets here is a longer limit of its own
+and more, spaced, starts.
 """
 
 from __future__ import annotations
@@ -22,29 +29,82 @@ from typing import Any
 
 from rocmstack.errors import EngineError
 
-# Seconds one start may take (Ray's own raylet wait is 30 s of it); a test can make it tiny.
+# Seconds one start may take on an idle machine (Ray's own raylet wait is 30 s of it); a test can make it
+# tiny. A value set in the environment is taken as it is, not scaled by the load.
 START_TIMEOUT_ENV = "ROCMSTACK_RAY_START_TIMEOUT"
 START_TIMEOUT_S = 180.0
 # Where the private folders go; short, as Ray's socket paths must fit 107 bytes.
 TMPDIR_ENV = "ROCMSTACK_RAY_TMPDIR"
-ATTEMPTS = 2
+# Starts in all, and the pause before each new one: BACKOFF_S, doubled each time, times the load factor,
+# at most BACKOFF_MAX_S.
+ATTEMPTS = 4
+BACKOFF_S = 2.0
+BACKOFF_MAX_S = 30.0
+# The load factor: the 1-minute load average per core, between 1 (idle) and this.
+LOAD_FACTOR_MAX = 3.0
+# Ray's messages for a start that a loaded machine made too slow: worth another try.
+_SLOW_START = ("timed out during startup", "timed out while waiting for gcs", "deadline exceeded")
 
 
 class _StartTimeout(BaseException):
     """Not an Exception: Ray's start-up code catches and logs those, and would carry on."""
 
 
-def start_timeout(env: dict[str, str] | None = None) -> float:
+def start_timeout(env: dict[str, str] | None = None) -> float | None:
+    """The start limit set in the environment, or None (then ``START_TIMEOUT_S``, scaled by the load)."""
     raw = (os.environ if env is None else env).get(START_TIMEOUT_ENV, "")
     try:
-        value = float(raw) if raw else START_TIMEOUT_S
+        value = float(raw) if raw else 0.0
     except ValueError:
-        value = START_TIMEOUT_S
-    return value if value > 0 else START_TIMEOUT_S
+        return None
+    return value if value > 0 else None
+
+
+def load_factor(load1: float | None, cpus: int | None) -> float:
+    """The 1-minute load average per core, bounded to [1, LOAD_FACTOR_MAX]; 1 when either is unknown."""
+    if load1 is None or not cpus or cpus < 1 or load1 != load1:  # NaN: unknown
+        return 1.0
+    return min(LOAD_FACTOR_MAX, max(1.0, load1 / cpus))
+
+
+def machine_load() -> tuple[float | None, int | None]:
+    """This machine's 1-minute load average and core count (None where the system does not say)."""
+    try:
+        load1: float | None = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        load1 = None
+    return load1, os.cpu_count()
+
+
+def start_plan(
+    load1: float | None,
+    cpus: int | None,
+    limit: float | None = None,
+    attempts: int = ATTEMPTS,
+) -> list[tuple[float, float]]:
+    """``(pause_s, limit_s)`` for each start: the pause before it (0 for the first) and its limit.
+
+    The limit is ``limit`` when given (the environment's, as it is), else ``START_TIMEOUT_S`` times the
+    load factor; the pause before start n (n >= 2) is ``BACKOFF_S * 2**(n - 2)`` times the load factor,
+    at most ``BACKOFF_MAX_S``."""
+    factor = load_factor(load1, cpus)
+    each = limit if limit is not None and limit > 0 else START_TIMEOUT_S * factor
+    plan = []
+    for n in range(1, max(1, attempts) + 1):
+        pause = 0.0 if n == 1 else min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (n - 2) * factor)
+        plan.append((pause, each))
+    return plan
 
 
 def _timed_out(exc: BaseException) -> bool:
-    return isinstance(exc, _StartTimeout) or "timed out during startup" in str(exc)
+    text = str(exc).lower()
+    return isinstance(exc, _StartTimeout) or any(marker in text for marker in _SLOW_START)
+
+
+def _load_text(load1: float | None, cpus: int | None) -> str:
+    if load1 is None or not cpus:
+        return "the machine's load"
+    return f"the machine's load (load average {load1:.1f} on {cpus} cores)"
 
 
 @contextmanager
@@ -169,12 +229,14 @@ def private_ray(
     if progress is None:
         from rocmstack.output import warn as progress
 
-    limit = start_timeout()
+    load1, cpus = machine_load()
+    plan = start_plan(load1, cpus, start_timeout())
     base = os.environ.get(TMPDIR_ENV) or "/tmp"
     start = time.perf_counter()
     with stop_signals_interrupt():
         folder = ""
-        for attempt in range(1, ATTEMPTS + 1):
+        attempt = 0
+        for attempt, (_pause, limit) in enumerate(plan, start=1):
             folder = tempfile.mkdtemp(prefix=prefix, dir=base)
             try:
                 with _deadline(limit), _ctrl_c_kept() as ctrl_c:
@@ -195,13 +257,21 @@ def private_ray(
                     raise Terminated(int(exc.code)) from None
                 if not isinstance(exc, Exception | _StartTimeout):
                     raise  # Ctrl-C, SIGTERM: stopped and cleaned, and on its way
-                if _timed_out(exc) and attempt < ATTEMPTS:
-                    progress(f"Ray did not start in time ({_reason(exc)}); retrying once")
+                # Ray's own slow-start errors come before its core starts in this process, so a new start
+                # is safe; after our limit interrupted ray.init anywhere, a second ray.init in the same
+                # process can abort it (absl: "SetTimeZone() has already been called", SIGABRT).
+                if _timed_out(exc) and not isinstance(exc, _StartTimeout) and attempt < len(plan):
+                    pause = plan[attempt][0]
+                    progress(
+                        f"Ray did not start in time (attempt {attempt} of {len(plan)}: {_reason(exc)}); "
+                        f"retrying in {pause:.0f} s"
+                    )
+                    time.sleep(pause)  # Ctrl-C and SIGTERM still end the wait
                     continue
                 tries = f"{attempt} attempts" if attempt > 1 else "1 attempt"
                 raise EngineError(
-                    f"no private Ray instance could start ({tries}; {_reason(exc)})",
-                    fix="check the machine's load and `ray status` for other instances; "
+                    f"no private Ray instance could start ({tries}; last: {_reason(exc)})",
+                    fix=f"check {_load_text(load1, cpus)} and `ray status` for other instances; "
                     f"{START_TIMEOUT_ENV}=SECONDS allows a slower start",
                 ) from None
         info = {"init_s": time.perf_counter() - start, "attempts": attempt, "temp_dir": folder}

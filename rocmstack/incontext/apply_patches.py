@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 EXIT_FAILED = 3
@@ -144,7 +146,195 @@ def apply_pip_install_dir(spec: dict, base: Path) -> Path:
     return Path(src)
 
 
-ACTIONS = {"edit": apply_edits, "symlink": apply_symlink, "pip-install-dir": apply_pip_install_dir}
+def fetch_diff(url: str) -> bytes:
+    """The diff's bytes (https in a build; any urllib URL, so a test can pass file://)."""
+    with urllib.request.urlopen(url, timeout=120) as response:
+        return bytes(response.read())
+
+
+class _Hunk:
+    def __init__(self, header: str, old_start: int) -> None:
+        self.header = header
+        self.old_start = old_start
+        self.old: list[str] = []
+        self.new: list[str] = []
+
+
+class _FileDiff:
+    def __init__(self, old_path: str, new_path: str) -> None:
+        self.old_path = old_path
+        self.new_path = new_path
+        self.hunks: list[_Hunk] = []
+
+
+def _strip_path(patch_id: str, raw: str, strip: int) -> str | None:
+    name = raw.split("\t", 1)[0].strip()
+    if name == "/dev/null":
+        return None
+    parts = [p for p in name.split("/") if p]
+    if len(parts) <= strip:
+        raise PatchFailed(f"[{patch_id}] cannot strip {strip} folder(s) from diff path {name!r}")
+    rest = parts[strip:]
+    if any(p == ".." for p in rest):
+        raise PatchFailed(f"[{patch_id}] diff path {name!r} leaves the target folder")
+    return "/".join(rest)
+
+
+def parse_unified_diff(patch_id: str, text: str, strip: int) -> list[_FileDiff]:
+    """Files and hunks of a (git-style) unified diff; anything it cannot apply exactly is refused."""
+    lines = text.splitlines(keepends=True)
+    files: list[_FileDiff] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith(
+            ("rename from", "copy from", "deleted file mode", "GIT binary patch", "Binary files")
+        ):
+            raise PatchFailed(f"[{patch_id}] the diff has {line.strip()!r}: only edits and new files apply")
+        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            old = _strip_path(patch_id, line[4:], strip)
+            new = _strip_path(patch_id, lines[i + 1][4:], strip)
+            if new is None:
+                raise PatchFailed(f"[{patch_id}] the diff deletes {old}: only edits and new files apply")
+            files.append(_FileDiff(old or "", new))
+            i += 2
+            continue
+        if line.startswith("@@"):
+            if not files:
+                raise PatchFailed(f"[{patch_id}] hunk {line.strip()!r} comes before any file header")
+            header = line.strip()
+            try:
+                ranges = header.split("@@")[1].split()
+                old_start, old_len = [*ranges[0][1:].split(","), "1"][:2]
+                _new_start, new_len = [*ranges[1][1:].split(","), "1"][:2]
+                want_old, want_new = int(old_len), int(new_len)
+                hunk = _Hunk(header, int(old_start))
+            except (IndexError, ValueError):
+                raise PatchFailed(f"[{patch_id}] malformed hunk header {header!r}") from None
+            i += 1
+            while i < len(lines) and (len(hunk.old) < want_old or len(hunk.new) < want_new):
+                body = lines[i]
+                tag, content = body[:1], body[1:]
+                if body in ("\n", "\r\n"):  # a blank context line whose space was trimmed
+                    tag, content = " ", body
+                if tag == " ":
+                    hunk.old.append(content)
+                    hunk.new.append(content)
+                elif tag == "-":
+                    hunk.old.append(content)
+                elif tag == "+":
+                    hunk.new.append(content)
+                elif tag != "\\":
+                    break
+                i += 1
+                if i < len(lines) and lines[i].startswith("\\"):  # "\ No newline at end of file"
+                    if tag in (" ", "-"):
+                        hunk.old[-1] = hunk.old[-1].rstrip("\r\n")
+                    if tag in (" ", "+"):
+                        hunk.new[-1] = hunk.new[-1].rstrip("\r\n")
+                    i += 1
+            if len(hunk.old) != want_old or len(hunk.new) != want_new:
+                raise PatchFailed(
+                    f"[{patch_id}] {files[-1].new_path}: hunk {header!r} is truncated"
+                    f" ({len(hunk.old)}/{want_old} old, {len(hunk.new)}/{want_new} new lines)"
+                )
+            files[-1].hunks.append(hunk)
+            continue
+        i += 1
+    if not files or not any(f.hunks for f in files):
+        raise PatchFailed(f"[{patch_id}] the diff holds no hunk")
+    return files
+
+
+def _find(haystack: list[str], needle: list[str], near: int, start: int) -> int:
+    """Index of needle in haystack at or after start, nearest to near first; -1 if absent."""
+    if not needle:
+        return max(min(near, len(haystack)), start)
+    last = len(haystack) - len(needle)
+    for delta in range(max(len(haystack), 1) + 1):
+        for pos in (near - delta, near + delta) if delta else (near,):
+            if start <= pos <= last and haystack[pos : pos + len(needle)] == needle:
+                return pos
+    return -1
+
+
+def _apply_file(patch_id: str, fdiff: _FileDiff, base: Path) -> tuple[Path, bytes]:
+    path = base / fdiff.new_path
+    creating = not fdiff.old_path
+    if creating:
+        if path.exists():
+            raise PatchFailed(f"[{patch_id}] the diff creates {path}, which already exists (drop the patch?)")
+        text = ""
+    else:
+        if not path.is_file():
+            raise PatchFailed(
+                f"[{patch_id}] target file {path} does not exist (did the upstream layout change?)"
+            )
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise PatchFailed(
+                f"[{patch_id}] target file {path} is not UTF-8 text (byte {exc.start})"
+            ) from None
+    current = text.splitlines(keepends=True)
+    result: list[str] = []
+    cursor = 0
+    total = len(fdiff.hunks)
+    for number, hunk in enumerate(fdiff.hunks, start=1):
+        near = max(hunk.old_start - 1, 0) if hunk.old else hunk.old_start
+        pos = _find(current, hunk.old, near, cursor)
+        if pos < 0:
+            applied = bool(hunk.new) and _find(current, hunk.new, near, 0) >= 0
+            hint = (
+                "its result is already there: the fix is upstream, drop the patch"
+                if applied
+                else "upstream text moved: re-check the patch against the pinned version"
+            )
+            first = next((ln.strip() for ln in hunk.old if ln.strip()), "")
+            raise PatchFailed(
+                f"[{patch_id}] hunk {number} of {total} ({hunk.header}) does not apply to {path}:"
+                f" its {len(hunk.old)} old line(s) starting {first[:60]!r} are not there ({hint})"
+            )
+        result.extend(current[cursor:pos])
+        result.extend(hunk.new)
+        cursor = pos + len(hunk.old)
+    result.extend(current[cursor:])
+    return path, "".join(result).encode("utf-8")
+
+
+def apply_unified_diff(spec: dict, base: Path) -> Path:
+    diff = spec["diff"]
+    raw = fetch_diff(diff["url"])
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != diff["sha256"]:
+        raise PatchFailed(
+            f"[{spec['id']}] {diff['url']} has sha256 {digest}, the spec pins {diff['sha256']}"
+            " (the diff changed upstream: re-check it and update the spec)"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PatchFailed(f"[{spec['id']}] the diff is not UTF-8 text (byte {exc.start})") from None
+    root = base / str(spec["target"]["path"])
+    files = parse_unified_diff(spec["id"], text, int(diff.get("strip", 1)))
+    seen = [f.new_path for f in files]
+    twice = sorted({name for name in seen if seen.count(name) > 1})
+    if twice:
+        raise PatchFailed(f"[{spec['id']}] the diff changes {', '.join(twice)} in more than one section")
+    # Every hunk of every file is checked before anything is written (git apply's all-or-nothing).
+    results = [_apply_file(spec["id"], fdiff, root) for fdiff in files]
+    for path, data in results:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return root
+
+
+ACTIONS = {
+    "edit": apply_edits,
+    "symlink": apply_symlink,
+    "pip-install-dir": apply_pip_install_dir,
+    "unified-diff": apply_unified_diff,
+}
 
 
 def apply(spec: dict, source_root: Path | None = None) -> Path:

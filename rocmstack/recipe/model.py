@@ -211,8 +211,10 @@ def _installed_version(value: str) -> str:
 class Provided(_Strict):
     """A Python distribution the base image already has: the resolver treats it as installed, never replaces it."""
 
-    name: Package
-    version: Annotated[str, AfterValidator(_installed_version)]
+    name: Package = Field(description="the distribution's name")
+    version: Annotated[str, AfterValidator(_installed_version)] = Field(
+        description="its version as installed, local label included (2.9.1+rocm7.0.2)"
+    )
     requires: tuple[RequirementStr, ...] = Field(
         default=(), description="its Requires-Dist as installed in the base (markers allowed)"
     )
@@ -221,13 +223,15 @@ class Provided(_Strict):
 class Base(_Strict):
     """The base image; torch, triton and the ROCm runtime come from here and are never reinstalled."""
 
-    image: ImageRepo
-    tag: ImageTag
-    digest: Digest | None = None
-    os: Text | None = None
-    rocm: ShortVersion
-    python: ShortVersion
-    torch: Version_
+    image: ImageRepo = Field(description="the base image's repository (registry/name)")
+    tag: ImageTag = Field(description="the base image's tag")
+    digest: Digest | None = Field(
+        default=None, description="sha256:<64 hex>: pins the base to this content (the tag alone can move)"
+    )
+    os: Text | None = Field(default=None, description="the base's distribution, as a note (ubuntu 24.04)")
+    rocm: ShortVersion = Field(description="the ROCm version the base image carries")
+    python: ShortVersion = Field(description="the base's Python (major.minor)")
+    torch: Version_ = Field(description="the torch version the base image carries (never reinstalled)")
     torch_archs: tuple[Arch, ...] = Field(
         min_length=1, description="GPU archs the base image's torch was built for"
     )
@@ -258,22 +262,27 @@ class AcceptedConflict(_Strict):
 
     package: Package = Field(description="the package whose requirement is not met")
     requires: Package = Field(description="the distribution it requires in another version")
-    reason: Text
-    source: Url
+    reason: Text = Field(description="why the image keeps the conflict")
+    source: Url = Field(description="a public page that shows the conflict is harmless or intended")
 
 
 class Component(_Strict):
-    source: Literal["pypi", "git", "base", "sdk"]
-    layer: Layer
+    """One piece of software of the image: from PyPI, a git repository, or provided by the base or an SDK."""
+
+    source: Literal["pypi", "git", "base", "sdk"] = Field(
+        description="pypi: installed from the index; git: cloned and built; base/sdk: already in the base "
+        "image (declared, never installed)"
+    )
+    layer: Layer = Field(description="the image layer it is installed in (layers build in a fixed order)")
     package: Package | None = Field(
         default=None, description="distribution name (defaults to the component name)"
     )
-    extras: tuple[Extra, ...] = ()
+    extras: tuple[Extra, ...] = Field(default=(), description="pip extras installed with it (pypi/git)")
     version: VersionOrSpec | None = Field(
         default=None, description="pypi: the pin; git/base/sdk: the version it provides"
     )
-    url: GitUrl | None = None
-    ref: GitRef | None = None
+    url: GitUrl | None = Field(default=None, description="git: the repository to clone")
+    ref: GitRef | None = Field(default=None, description="git: a tag or a full commit hash")
     subdir: RelPath | None = Field(default=None, description="git: directory to install from")
     requirements: RelPath | None = Field(
         default=None, description="git: requirements file installed before the build"
@@ -284,13 +293,37 @@ class Component(_Strict):
         "for the component's own where they cannot be read at lock time; git: the lock resolves and installs "
         "them; base: the versions the recipe declares must satisfy them",
     )
+    requires: tuple[RequirementStr, ...] = Field(
+        default=(),
+        description="git: the component's own requirements, listed in the recipe (PEP 508, no URL): the lock "
+        "resolves them into its layer, an unlocked build installs them before it; with no_deps they are all "
+        "of its dependencies the image gets",
+    )
     setup_script: SetupScript | None = Field(
         default=None, description="git: run `python <script> install` instead of pip"
     )
-    no_deps: bool = False
-    build_isolation: bool = False
-    build_env: dict[EnvName, EnvValue] = Field(default_factory=dict)
-    cite: Url | None = None
+    submodules: bool = Field(
+        default=False,
+        description="git: also check out the repository's submodules at the commits it records (TransformerEngine "
+        "and aiter build from theirs)",
+    )
+    no_deps: bool = Field(
+        default=False,
+        description="pypi/git: install it without its dependencies (pip --no-deps); the image's final "
+        "`pip check` then accepts its absent requirements (a version conflict still fails)",
+    )
+    build_isolation: bool = Field(
+        default=False,
+        description="git: build it in pip's isolated build environment; default false (--no-build-isolation), "
+        "so the build sees the base's torch",
+    )
+    build_env: dict[EnvName, EnvValue] = Field(
+        default_factory=dict, description="git: environment variables of its build step only"
+    )
+    cite: Url | None = Field(
+        default=None,
+        description="a public page behind this component's pin or options (a note: the build does not read it)",
+    )
 
     @model_validator(mode="after")
     def _source_fields(self) -> Component:
@@ -300,7 +333,13 @@ class Component(_Strict):
         if self.source == "git" and not (self.url and self.ref):
             problems.append("a git component needs url and ref")
         if self.source != "git" and (
-            self.url or self.ref or self.subdir or self.setup_script or self.requirements
+            self.url
+            or self.ref
+            or self.subdir
+            or self.setup_script
+            or self.requirements
+            or self.requires
+            or self.submodules
         ):
             problems.append(f"url/ref/subdir/setup_script only apply to git components, not {self.source}")
         if self.requirements_from and self.source not in ("git", "base"):
@@ -333,6 +372,8 @@ class Component(_Strict):
 
 
 class Guards(_Strict):
+    """Checks the build runs inside the image; each fails the build when it does not hold."""
+
     require_hip: bool = Field(default=True, description="fail the build unless torch.version.hip is set")
     forbid_nvidia_wheels: bool = Field(
         default=True, description="fail the build if any nvidia-* CUDA wheel got installed"
@@ -346,27 +387,37 @@ class Guards(_Strict):
 class User(_Strict):
     """The non-root user the image runs as, in the groups that own /dev/kfd and /dev/dri."""
 
-    name: Name = "rocm"
-    uid: int = Field(default=1000, ge=1, le=65535)
-    groups: tuple[Name, ...] = ("video", "render")
+    name: Name = Field(default="rocm", description="the user's name")
+    uid: int = Field(default=1000, ge=1, le=65535, description="the user's uid")
+    groups: tuple[Name, ...] = Field(
+        default=("video", "render"), description="supplementary groups (those owning /dev/kfd and /dev/dri)"
+    )
 
 
 class Publish(_Strict):
-    repository: ImageRepo
+    """Where the image is published and under which tags."""
+
+    repository: ImageRepo = Field(
+        description="the image repository; `--registry` prefixes it unless it names a registry itself"
+    )
     tag: str = Field(
         description="descriptive immutable tag; {dotted.path} fields from the resolved pins, {arch}"
     )
-    aliases: tuple[ImageTag, ...] = ()
+    aliases: tuple[ImageTag, ...] = Field(
+        default=(), description="floating tags moved to each validated build (latest, ...)"
+    )
 
 
 class ValidatedSet(_Strict):
     """Component values that were validated together upstream; moving any of them needs re-validation."""
 
-    id: Name
-    members: dict[str, Annotated[str, _matching(_TEXT, "value")]]
+    id: Name = Field(description="the set's name, as the rules report it")
+    members: dict[str, Annotated[str, _matching(_TEXT, "value")]] = Field(
+        description="field path (components.vllm.version, base.rocm) -> the value validated upstream"
+    )
     revalidate: Name = Field(description="the component that must be re-validated when a member moves")
-    source: Url
-    note: Text | None = None
+    source: Url = Field(description="the public page that says these values were validated together")
+    note: Text | None = Field(default=None, description="free text shown with the set")
 
 
 # ``smoke framework``: the values rocmstack fills into a framework's command, {name} in an argument.
@@ -457,10 +508,14 @@ class MetricCheck(_Strict):
     """One judgment of a logged metric: `<metric> <op> <value>` at every/any/the first/the last step;
     `finite` and `present` need no value."""
 
-    metric: MetricName
-    op: Literal["<=", "<", ">=", ">", "finite", "present"]
-    value: float | None = None
-    at: Literal["every", "any", "first", "last"] = "every"
+    metric: MetricName = Field(description="the logged metric's name")
+    op: Literal["<=", "<", ">=", ">", "finite", "present"] = Field(
+        description="a comparison with value, or finite / present (no value)"
+    )
+    value: float | None = Field(default=None, description="the bound of a comparison (a finite number)")
+    at: Literal["every", "any", "first", "last"] = Field(
+        default="every", description="the steps the judgment applies to"
+    )
 
     @model_validator(mode="after")
     def _value(self) -> MetricCheck:
@@ -495,10 +550,10 @@ class FrameworkSmoke(_Strict):
     )
     steps: int = Field(default=2, ge=1, le=100, description="training steps; fills {steps}")
     timeout_s: int = Field(ge=10, le=7200, description="the whole run is killed after this many seconds")
-    metrics: MetricsSource
-    checks: tuple[MetricCheck, ...] = Field(min_length=1)
-    train_rows: int = Field(default=32, ge=1, le=100000)
-    val_rows: int = Field(default=8, ge=1, le=100000)
+    metrics: MetricsSource = Field(description="where the per-step metrics land and how they are written")
+    checks: tuple[MetricCheck, ...] = Field(min_length=1, description="judgments of the logged metrics")
+    train_rows: int = Field(default=32, ge=1, le=100000, description="rows of the training parquet")
+    val_rows: int = Field(default=8, ge=1, le=100000, description="rows of the validation parquet")
 
     @model_validator(mode="after")
     def _env(self) -> FrameworkSmoke:
@@ -512,38 +567,57 @@ class FrameworkSmoke(_Strict):
 
 
 class Recipe(_Strict):
-    schema_: Literal[1] = Field(default=1, alias="schema")
-    name: Name
-    description: Text
-    extends: Name | None = None
+    """A version-pinned image recipe: base, components, patches, and where the image is published."""
+
+    schema_: Literal[1] = Field(default=1, alias="schema", description="the recipe format's version")
+    name: Name = Field(description="the recipe's name (its file name without .yaml)")
+    description: Text = Field(description="one line on what the image is")
+    extends: Name | None = Field(
+        default=None, description="a parent recipe's name: this file gives only what differs from it"
+    )
     sources: dict[Name, Url] = Field(
         min_length=1, description="public sources the pins were transcribed from"
     )
-    base: Base
-    gpu_archs: tuple[TargetArch, ...] = Field(min_length=1)
-    default_gpu_archs: tuple[TargetArch, ...] = Field(min_length=1)
-    system_packages: tuple[AptPackage, ...] = ()
-    components: dict[Name, Component]
-    patches: tuple[Name, ...] = ()
+    base: Base = Field(description="the base image")
+    gpu_archs: tuple[TargetArch, ...] = Field(min_length=1, description="the GPU archs the recipe supports")
+    default_gpu_archs: tuple[TargetArch, ...] = Field(
+        min_length=1, description="the arch set a build without --gpu-arch gets"
+    )
+    system_packages: tuple[AptPackage, ...] = Field(
+        default=(),
+        description="Debian/Ubuntu packages apt-get installs (--no-install-recommends) in the system layer, "
+        "before any component",
+    )
+    components: dict[Name, Component] = Field(description="name -> what to install and where it comes from")
+    patches: tuple[Name, ...] = Field(default=(), description="ids of the patch specs applied, in this order")
     patches_dir: Annotated[str, _matching(_PATCHES_DIR, "relative folder")] | None = Field(
         default=None,
         description="folder of this recipe's own patch specs (<id>.yaml), relative to the recipe file; "
         "--patches-dir wins over it; a child recipe inherits its parent's unless it names its own "
         "(null: the shipped patches/)",
     )
-    env: dict[EnvName, EnvValue] = Field(default_factory=dict)
-    build_args: dict[EnvName, EnvValue] = Field(default_factory=dict)
-    guards: Guards = Field(default_factory=Guards)
-    user: User = Field(default_factory=User)
-    publish: Publish
-    validated_together: tuple[ValidatedSet, ...] = ()
+    env: dict[EnvName, EnvValue] = Field(
+        default_factory=dict, description="ENV defaults of the image (no secret-looking names)"
+    )
+    build_args: dict[EnvName, EnvValue] = Field(
+        default_factory=dict, description="ARG defaults of the build (MAX_JOBS: parallel compile jobs, 64)"
+    )
+    guards: Guards = Field(default_factory=Guards, description="checks the build runs inside the image")
+    user: User = Field(default_factory=User, description="the non-root user the image runs as")
+    publish: Publish = Field(description="the image repository, its descriptive tag and its aliases")
+    validated_together: tuple[ValidatedSet, ...] = Field(
+        default=(), description="component values validated as one set upstream"
+    )
     accepted_conflicts: tuple[AcceptedConflict, ...] = Field(
         default=(),
         description="dependency conflicts the image keeps on purpose, each with a reason and source",
     )
     unverified: tuple[
         Annotated[str, _matching(re.compile(r"^[a-z_]+(\.[A-Za-z0-9_.-]+)*$"), "field path")], ...
-    ] = ()
+    ] = Field(
+        default=(),
+        description="field paths whose values no public source gives exactly; show and render warn",
+    )
     framework_smoke: FrameworkSmoke | None = Field(
         default=None, description="the image's RL framework's own short loop, run by `smoke framework`"
     )

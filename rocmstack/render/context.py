@@ -286,6 +286,10 @@ def _context_files(
     for name in IN_IMAGE_SCRIPTS:
         files[f"rocmstack/bin/{name}"] = (INCONTEXT / name).read_bytes()
     files.update(src)
+    if not resolved.locked:  # a git component's `requires:`, installed before it (a lock pins them instead)
+        for name, comp in sorted(recipe.components.items()):
+            if comp.source == "git" and comp.requires:
+                files[f"rocmstack/requires/{name}.txt"] = "".join(f"{r}\n" for r in comp.requires).encode()
     for layer, text in locked_requirements(resolved).items():
         files[f"rocmstack/requirements/{layer}.txt"] = text.encode()
     for p in patches:

@@ -126,6 +126,8 @@ def inputs(
                 lines.append(pip_spec(name, comp))
             elif comp.source == "git":
                 no_emit.add(canonicalize_name(comp.package or name))
+                # Requirements the recipe lists itself: resolved (and installed) with the layer, like a file's.
+                lines += comp.requires
                 if comp.requirements_from:
                     # The published release's own metadata, read by uv from the index: its requirements are
                     # resolved (and installed) with the layer; the release itself is never emitted, the

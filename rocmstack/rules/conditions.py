@@ -16,6 +16,12 @@ Ops (``pin`` is a dotted path such as ``components.vllm.version``, ``base.rocm``
   matches   {pin, pattern}    some item of a list pin (or the string) matches the fnmatch pattern
   patches_apply {}            every listed patch targets its component's pin (rocmstack.patches.applicability)
   tags_match_versions {}      every git component pinned to a tag vX.Y.Z declares version X.Y.Z
+  dependencies_declared {}    every git component pip installs with its dependencies (no no_deps, no
+                              setup_script) declares them: a requirements file, a requirements_from release
+                              or a requires list
+  declares {component, packages}  every package is one the recipe installs or the base provides: a
+                              component, base.provides, a requires entry, a requirements_from release
+                              standing in for the component (False lists those missing)
 """
 
 from __future__ import annotations
@@ -259,6 +265,49 @@ def _tags_match_versions(facts: Facts, args: Mapping[str, Any]) -> Outcome:
     return True, "git tags agree with declared versions"
 
 
+def _dependencies_declared(facts: Facts, args: Mapping[str, Any]) -> Outcome:
+    where = facts.data.get("file") or facts.data.get("name") or "recipe"
+    bare = [
+        name
+        for name, comp in sorted(facts.data.get("components", {}).items())
+        if comp.get("source") == "git"
+        and not comp.get("no_deps")
+        and not comp.get("setup_script")  # `python setup.py install`: the same step locked or not
+        and not (comp.get("requirements") or comp.get("requirements_from") or comp.get("requires"))
+    ]
+    if bare:
+        return False, "; ".join(
+            f"{where}: component {name} (git) declares no dependencies: no requirements:, "
+            "requirements_from: or requires: (a locked build would install it --no-deps without them)"
+            for name in bare
+        )
+    return True, "every git component declares its dependencies (or installs with no_deps)"
+
+
+def _requirement_name(text: str) -> str:
+    return _canonical(re.split(r"[\s\[<>=!~;(@]", text.strip(), maxsplit=1)[0])
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _declares(facts: Facts, args: Mapping[str, Any]) -> Outcome:
+    components = facts.data.get("components", {})
+    owner = components.get(args["component"]) or {}
+    source = owner.get("requirements_from") or owner.get("requirements")
+    if source:  # a release standing in for it, or a file of its tree: the lock resolves what they list
+        return True, f"{args['component']}'s requirements come from {source}"
+    declared = {_canonical(c.get("package") or n) for n, c in components.items()}
+    declared |= {_canonical(p["name"]) for p in (facts.data.get("base") or {}).get("provides") or ()}
+    for comp in components.values():
+        declared |= {_requirement_name(r) for r in comp.get("requires") or ()}
+    missing = [p for p in args["packages"] if _canonical(p) not in declared]
+    if missing:
+        return False, f"{args['component']} needs {', '.join(missing)}, which no declared source installs"
+    return True, f"{args['component']}'s {len(args['packages'])} runtime needs are declared"
+
+
 def _safe_version(text: str) -> Version | None:
     try:
         return Version(text)
@@ -301,6 +350,8 @@ OPS: dict[str, Op] = {
     "matches": _matches,
     "patches_apply": _patches_apply,
     "tags_match_versions": _tags_match_versions,
+    "dependencies_declared": _dependencies_declared,
+    "declares": _declares,
     "all": _all,
     "any": _any,
     "not": _not,
@@ -317,6 +368,8 @@ SHAPES: dict[str, tuple[str, ...] | type] = {
     "matches": ("pin", "pattern"),
     "patches_apply": dict,
     "tags_match_versions": dict,
+    "dependencies_declared": dict,
+    "declares": ("component", "packages"),
     "all": list,
     "any": list,
     "not": dict,

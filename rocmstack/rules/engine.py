@@ -223,6 +223,7 @@ def facts_of(resolved: Resolved, patches: Mapping[str, Patch]) -> Facts:
     recipe = resolved.recipe
     data = recipe.model_dump(mode="json", by_alias=True)
     data["archs"] = list(resolved.gpu_archs)
+    data["file"] = _shown(resolved.source)
     data["packages"] = sorted(canonicalize_name(c.package or n) for n, c in recipe.components.items())
     data["installed"] = sorted(
         canonicalize_name(c.package or n) for n, c in recipe.components.items() if c.source in ("pypi", "git")
@@ -231,6 +232,14 @@ def facts_of(resolved: Resolved, patches: Mapping[str, Patch]) -> Facts:
         canonicalize_name(c.package or n): c.version for n, c in recipe.components.items() if c.version
     }
     return Facts(data=data, patch_status=_patch_status(resolved, patches))
+
+
+def _shown(path: Path) -> str:
+    """A recipe file as a message names it: relative to the current folder where it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
 
 
 def _fill(template: str, facts: Facts, detail: str) -> str:

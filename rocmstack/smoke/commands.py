@@ -143,6 +143,7 @@ def _print_verdict(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     from rocmstack.output import print_table, stdout
+    from rocmstack.smoke.config import throughput_unit
 
     console = stdout()
     f = summary["final"]
@@ -153,7 +154,8 @@ def _print_verdict(summary: dict[str, Any]) -> None:
     )
     console.print(
         f"reward {f['reward_first_window']:.3f} -> {f['reward_last_window']:.3f}; "
-        f"{f['tokens_per_gpu_per_sec_avg']:,.0f} tokens/GPU/s; sync {f['sync_bytes'] / 1e6:.2f} MB at "
+        f"{f['tokens_per_gpu_per_sec_avg']:,.0f} {throughput_unit(summary['device'])}; "
+        f"sync {f['sync_bytes'] / 1e6:.2f} MB at "
         f"{f['sync_gb_per_s_avg']:.3f} GB/s; time to verdict {summary['time_to_verdict_s']:.1f} s "
         f"(Ray start {summary['ray_init_s']:.1f} s, model init {summary['model_init_s']:.1f} s)"
     )

@@ -10,6 +10,13 @@ from rocmstack.errors import InputError
 
 PLACEMENTS = ("colocated", "split")
 DEVICES = ("auto", "cuda", "cpu")
+
+
+def throughput_unit(device: object) -> str:
+    """The unit of a smoke's rollout throughput: per GPU on a GPU, plain tokens per second on the CPU."""
+    return "tokens/s" if str(device).lower() == "cpu" else "tokens/GPU/s"
+
+
 ENGINES = ("auto", "reference", "kvcache")
 # reference: rocmstack's own engine (gpu/engine.py); vllm: the image's vLLM through its offline API
 # (gpu/vllm_rollout.py); sglang: the image's SGLang through its offline Engine (gpu/sglang_rollout.py).

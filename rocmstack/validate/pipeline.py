@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocmstack import __version__
 from rocmstack.errors import InputError, Interrupted, RocmstackError, printable, quoted
-from rocmstack.output import check_output_dir
+from rocmstack.output import check_output_dir, quiet
 from rocmstack.validate.schema import (
     BENCH_DIR,
     BENCH_JSON,
@@ -293,7 +293,7 @@ def run_smoke_stage(
             progress(f"smoke step {row['step'] + 1}/{smoke_opts.steps}: reward {row['raw_reward_mean']:.2f}")
 
         why = settings_warning(smoke_opts.steps, smoke_opts.inject)
-        if why is not None:
+        if why is not None and not quiet():  # a warning: -q hides it
             progress(f"smoke: warning: {why.replace('--steps', '--smoke-steps')}")
         summary = run_grpo_smoke(smoke_opts, on_step=on_step)
     except Interrupted:

@@ -13,6 +13,7 @@ from typing import Any
 
 from rocmstack.errors import InputError, printable
 from rocmstack.output import dumps
+from rocmstack.smoke.config import throughput_unit
 from rocmstack.smoke.report import PLOTS
 from rocmstack.validate.schema import (
     BENCH_DIR,
@@ -312,7 +313,8 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
             f"shape {_e(smoke.get('shape'))}, {_num(smoke.get('params'), ',')} params), {_num(smoke.get('steps'), '')} "
             "steps: reward "
             f"{_num(f.get('reward_first_window'), '.3f')} &rarr; {_num(f.get('reward_last_window'), '.3f')}, "
-            f"{_num(f.get('tokens_per_gpu_per_sec_avg'), ',.0f')} tokens/GPU/s, time to verdict "
+            f"{_num(f.get('tokens_per_gpu_per_sec_avg'), ',.0f')} {throughput_unit(smoke.get('device'))}, "
+            "time to verdict "
             f"{_num(smoke.get('time_to_verdict_s'), '.1f')} s</p>"
         )
         parts.append('<table id="smoke"><tr><th>criterion</th><th>result</th><th>detail</th></tr>')

@@ -80,6 +80,10 @@ WORKDIR /
 
 # sglang: https://github.com/sgl-project/sglang.git @ 0801cc05ed202544e2e5c67d6b0a1d454de54fca (0.5.19)
 # (same checkout as /opt/src/sgl-kernel)
+# sglang's requirements as the recipe lists them (a lock installs them hash-checked with the layer)
+COPY rocmstack/requires/sglang.txt /opt/rocmstack/requires/sglang.txt
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python3 -m pip install -r /opt/rocmstack/requires/sglang.txt
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
     MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/sgl-kernel/python
 RUN python3 /opt/rocmstack/bin/guard.py pin sglang==0.5.19

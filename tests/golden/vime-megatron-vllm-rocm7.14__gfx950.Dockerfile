@@ -76,8 +76,10 @@ RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.
 # vime: https://github.com/vllm-project/vime @ main
 RUN git clone -q --depth 1 --branch main https://github.com/vllm-project/vime /opt/src/vime \
  && git -C /opt/src/vime rev-parse HEAD > /opt/rocmstack/refs.vime
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python3 -m pip install -r /opt/src/vime/requirements.txt
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
-    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-build-isolation /opt/src/vime
+    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/vime
 
 # --- env: runtime defaults (last, so changing one rebuilds nothing above) ---
 ENV CUDA_DEVICE_MAX_CONNECTIONS="1" \

@@ -101,18 +101,23 @@ def test_smoke_runs_beside_another_ray_and_leaves_it_and_nothing_else(other_ray,
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("args", [SMOKE, DOCTOR], ids=["smoke", "doctor"])
-def test_a_start_that_times_out_is_retried_once_then_one_line_exit_4(args, other_ray, ray_tmp):
-    # A start limit no Ray can meet: each attempt times out for real, mid-start.
+def test_a_start_past_its_limit_is_one_line_exit_4_and_not_retried_in_the_process(args, other_ray, ray_tmp):
+    # A start limit no Ray can meet: the attempt times out for real, mid-start. A second ray.init in a process
+    # whose start was interrupted anywhere can abort it (SIGABRT, seen here), so the limit ends the start;
+    # Ray's own slow-start errors are retried (tests/unit/test_ray_local_plan.py).
     r = _rocmstack(args, {START_TIMEOUT_ENV: "0.3", TMPDIR_ENV: str(ray_tmp)})
     errors = [line for line in r.stderr.splitlines() if line.startswith("rocmstack: error:")]
     assert r.returncode == 4, r.stdout + r.stderr
     assert "Traceback" not in r.stderr
-    assert errors == [
-        "rocmstack: error: no private Ray instance could start (2 attempts; no Ray node within 0.3 s) "
-        f"(check the machine's load and `ray status` for other instances; {START_TIMEOUT_ENV}=SECONDS "
-        "allows a slower start)"
-    ]
-    assert "retrying once" in r.stderr
+    assert len(errors) == 1, r.stderr
+    assert errors[0].startswith(
+        "rocmstack: error: no private Ray instance could start (1 attempt; "
+        "last: no Ray node within 0.3 s) (check the machine's load"
+    ), errors[0]
+    assert errors[0].endswith(
+        f"`ray status` for other instances; {START_TIMEOUT_ENV}=SECONDS allows a slower start)"
+    )
+    assert "Ray did not start in time" not in r.stderr
     assert list(ray_tmp.iterdir()) == []
     assert _daemons(ray_tmp) == []
     assert _daemons(other_ray)

@@ -71,7 +71,7 @@ def test_the_walkthrough_runs_as_written(tmp_path):
     kept = tmp_path / "kept"
     kept.mkdir()
     # Blocks 1-5 as written; then the test keeps the plan and the report, before block 6 removes them.
-    keep = f'printf %s "$WALK" >{walk_file}; cp "$WALK/plan.json" "$WALK/report/report.json" {kept}/'
+    keep = f'printf %s "$WALK" >{walk_file}; cp "$WALK/plan.json" "$WALK/report/report.json" "$WALK/tags.txt" {kept}/'
     script = "\n".join([*steps[:5], keep, steps[5]])
     try:
         proc = subprocess.run(
@@ -89,6 +89,18 @@ def test_the_walkthrough_runs_as_written(tmp_path):
         assert "publish refused (exit 1)" in proc.stdout
         walk = Path(walk_file.read_text())
         assert not walk.exists()  # block 6 cleaned up
+        built = (kept / "tags.txt").read_text().split()
+        assert len(built) == 3 and "localhost/rocmstack-test/tiny:tiny-latest" in built, built
+        left = subprocess.run(
+            ["podman", "--storage-driver", driver, "images", "--format", "{{.Repository}}:{{.Tag}}"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout.split()
+        # Block 6 removed every tag the walkthrough made: the build's three and the base.
+        assert [ref for ref in left if "rocmstack-test" in ref] == [], left
         # Step 4's dry run printed what the run then executed: the same commands, the image by its id; only
         # the working container's random name differs.
         planned = json.loads((kept / "plan.json").read_text())

@@ -129,6 +129,7 @@ def test_nvfp4_fails_on_every_instinct_arch(tmp_path):
     for arch in ("gfx942", "gfx950"):
         result = quant_method(make_snapshot(), opts(folder, (arch,)))
         assert result.status == Status.FAIL and "NVFP4" in result.summary and arch in result.summary
+        assert "(no Instinct GPU can)" in result.summary and "only no" not in result.summary, result.summary
 
 
 def test_mxfp4_is_native_only_on_gfx950(tmp_path):

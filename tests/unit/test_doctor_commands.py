@@ -29,6 +29,19 @@ def test_list_checks_json():
     } <= set(ids)
 
 
+def test_list_checks_table_shows_each_checks_level():
+    from rocmstack.doctor.checks import ALL_CHECKS
+
+    result = run_cli("doctor", "--list-checks", env={"COLUMNS": "250"})
+    assert result.code == 0, result.err
+    lines = [[cell.strip() for cell in line.replace("┃", "│").split("│")] for line in result.out.splitlines()]
+    assert lines[0][:2] == ["id", "level"]
+    rows = {cells[0]: cells[1] for cells in lines[2:] if len(cells) > 1 and cells[0]}
+    for check in ALL_CHECKS:
+        assert rows.get(check.id) == str(check.level), check.id
+    assert {c.level for c in ALL_CHECKS} >= {1, 2}
+
+
 def test_fast_json_exit_zero_and_junit(tmp_path):
     junit = tmp_path / "doctor.xml"
     result = run_cli("doctor", "--fast", "--json", "--junit", str(junit), "--expect-gpus", "0")

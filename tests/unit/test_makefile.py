@@ -44,3 +44,23 @@ def test_build_passes_an_arch_set_as_one_argument():
     (words,) = _commands("build", "GPU_ARCH=gfx942;gfx950", "RECIPE=vime-megatron-vllm-rocm7.14")
     assert ";" not in words, words
     assert words[1:5] == ["build", "vime-megatron-vllm-rocm7.14", "--gpu-arch", "gfx942;gfx950"]
+
+
+def _dry_run(target: str, *variables: str) -> str:
+    return subprocess.run(
+        ["make", "--no-print-directory", "-n", "-B", target, *variables],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def test_the_vllm_venv_is_made_by_make_test_as_the_readme_says(tmp_path):
+    vllm = str(tmp_path / "vv")  # a folder no target has made: make plans to create it
+    assert f"-m venv {vllm}" in _dry_run("test", f"VLLM_VENV={vllm}")
+    assert f"-m venv {vllm}" in _dry_run("vllm-venv", f"VLLM_VENV={vllm}")
+    assert vllm not in _dry_run("build", f"VLLM_VENV={vllm}")
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "`make test` also makes `.venv-vllm`" in readme
+    assert "`make vllm-venv` makes only that" in readme

@@ -347,3 +347,123 @@ def test_a_non_utf8_target_names_its_patch_id(tmp_path):
     from rocmstack.build.pipeline import _PATCH_FAILED
 
     assert _PATCH_FAILED.search(line)[1] == "latin-target"  # the build's failure parser finds the id
+
+
+# unified-diff: hunks made against a REAL upstream file (sglang 0.5.6 from PyPI) with difflib, applied by the
+# in-image script; a hunk whose context is not there must fail naming the hunk, and nothing is written.
+
+
+def _diff_spec(tmp_path: Path, pid: str, diff: str, strip: int = 1) -> dict:
+    import hashlib
+
+    diff_file = tmp_path / f"{pid}.diff"
+    diff_file.write_text(diff)
+    return {
+        "id": pid,
+        "component": "sglang",
+        "target": {"module": "sglang", "path": "."},
+        "action": "unified-diff",
+        "diff": {
+            "url": diff_file.as_uri(),
+            "sha256": hashlib.sha256(diff.encode()).hexdigest(),
+            "strip": strip,
+        },
+    }
+
+
+def _real_diff(site: Path) -> tuple[str, Path, str]:
+    import difflib
+
+    target = site / "sglang" / "srt" / "layers" / "quantization" / "fp8.py"
+    old = target.read_text().splitlines(keepends=True)
+    new = list(old)
+    new.insert(20, "# rocmstack unified-diff test line\n")
+    new[-3] = new[-3].rstrip("\n") + "  # changed near the end\n"
+    diff = "".join(
+        difflib.unified_diff(old, new, "a/srt/layers/quantization/fp8.py", "b/srt/layers/quantization/fp8.py")
+    )
+    return diff, target, "".join(new)
+
+
+def test_unified_diff_applies_to_real_upstream_file(tmp_path):
+    site = unpack_wheel("sglang==0.5.6", tmp_path / "site")
+    diff, target, want = _real_diff(site)
+    assert diff.count("\n@@ ") + diff.startswith("@@") >= 2  # two hunks
+    proc = apply(_diff_spec(tmp_path, "ud-ok", diff), site, tmp_path / "state")
+    assert proc.returncode == 0, proc.stderr
+    assert target.read_text() == want
+    again = apply(_diff_spec(tmp_path, "ud-ok", diff), site, tmp_path / "state")
+    assert again.returncode == 3 and "already there" in again.stderr and "drop the patch" in again.stderr
+
+
+def test_unified_diff_hunk_that_does_not_apply_fails_and_writes_nothing(tmp_path):
+    site = unpack_wheel("sglang==0.5.6", tmp_path / "site")
+    diff, target, _ = _real_diff(site)
+    original = target.read_text()
+    lines = original.splitlines(keepends=True)
+    lines[-2] = "# upstream moved this line\n"  # the second hunk's context
+    target.write_text("".join(lines))
+    proc = apply(_diff_spec(tmp_path, "ud-moved", diff), site, tmp_path / "state")
+    assert proc.returncode == 3
+    assert "[ud-moved] hunk 2 of 2 (@@ " in proc.stderr and "does not apply" in proc.stderr
+    assert "fp8.py" in proc.stderr
+    assert target.read_text() == "".join(lines)  # hunk 1 applies, but nothing is written
+
+
+def test_unified_diff_checks_its_sha256_and_paths(tmp_path):
+    site = unpack_wheel("sglang==0.5.6", tmp_path / "site")
+    diff, _target, _ = _real_diff(site)
+    spec = _diff_spec(tmp_path, "ud-sha", diff)
+    spec["diff"]["sha256"] = "0" * 64
+    proc = apply(spec, site, tmp_path / "state")
+    assert proc.returncode == 3 and "[ud-sha]" in proc.stderr and "sha256" in proc.stderr
+    escaping = diff.replace("a/srt/", "a/../srt/").replace("b/srt/", "b/../srt/")
+    proc = apply(_diff_spec(tmp_path, "ud-escape", escaping), site, tmp_path / "state")
+    assert proc.returncode == 3 and "leaves the target folder" in proc.stderr
+    proc = apply(_diff_spec(tmp_path, "ud-strip", diff, strip=2), site, tmp_path / "state")
+    assert proc.returncode == 3 and "does not exist" in proc.stderr
+
+
+def test_unified_diff_spec_is_validated(tmp_path):
+    base = {
+        "id": "x",
+        "component": "megatron-lm",
+        "summary": "s",
+        "why": "w",
+        "upstream": ["https://example.org/a"],
+        "drop_when": "d",
+        "applies_to": {},
+        "target": {"source": True, "path": "."},
+        "action": "unified-diff",
+    }
+    with pytest.raises(ValueError, match="diff"):
+        Patch.model_validate_json(json.dumps(base))
+    bad_sha = {**base, "diff": {"url": "https://example.org/a.patch", "sha256": "abc"}}
+    with pytest.raises(ValueError, match="sha256"):
+        Patch.model_validate_json(json.dumps(bad_sha))
+    ok = Patch.model_validate_json(
+        json.dumps({**base, "diff": {"url": "https://example.org/a.patch", "sha256": "a" * 64}})
+    )
+    assert ok.spec()["diff"]["strip"] == 1
+
+
+def test_slime_diff_patches_pin_a_commit_and_a_hash():
+    for pid in ("slime-megatron-fused-kernels", "slime-megatron", "slime-sglang"):
+        patch = PATCHES[pid]
+        assert patch.action == "unified-diff" and patch.diff is not None
+        assert "/624b824a898ab0ec1fcb4d373004c7f3852bf515/" in patch.diff.url
+        assert patch.applies_to.refs
+
+
+def test_an_own_patch_folder_adds_to_the_shipped_specs_and_an_own_spec_replaces_its_namesake(tmp_path):
+    """A lab's child recipe keeps the shipped patches it inherits and adds its own (docs/lab-repository.md):
+    its folder used to replace the shipped one, so every inherited id was 'unknown'."""
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "patches"
+    shipped = load_patches()
+    both = load_patches(fixtures)
+    assert set(both) == set(shipped) | {"tomli-marker", "tomli-moved"}
+    own = tmp_path / "rtld-local.yaml"
+    spec = (fixtures / "tomli-marker.yaml").read_text().replace("id: tomli-marker", "id: rtld-local")
+    own.write_text(spec)
+    assert load_patches(tmp_path)["rtld-local"].component == load_patches(fixtures)["tomli-marker"].component
+    assert load_patches(tmp_path)["rtld-local"] != shipped["rtld-local"]

@@ -671,3 +671,37 @@ def test_a_component_lists_each_of_its_problems(tmp_path):
         "components.ray: url/ref/subdir/setup_script only apply to git components, not sdk",
         "components.ray: a sdk component is not installed by rocmstack: no extras/no_deps/build_env",
     ]
+
+
+def test_every_recipe_field_has_a_description_in_the_schema():
+    """Editors show a field's description on hover: every field of every recipe model has one."""
+    defs = json_schema()["$defs"]
+    missing = [
+        f"{model}.{field}"
+        for model, definition in defs.items()
+        if not model.endswith("Overlay")
+        for field, prop in definition.get("properties", {}).items()
+        if not prop.get("description")
+    ]
+    assert missing == []
+
+
+def test_every_recipe_field_is_in_the_recipes_doc():
+    """docs/recipes.md names each field a recipe or a component can carry."""
+    from rocmstack.recipe.model import Component, Recipe
+
+    doc = (ROOT / "docs" / "recipes.md").read_text()
+    fields = [*Recipe.model_fields, *Component.model_fields]
+    names = ["schema" if f == "schema_" else f for f in fields]
+    assert [n for n in names if f"`{n}`" not in doc] == []
+
+
+def test_the_recipes_path_error_is_the_one_the_doc_quotes(tmp_path):
+    from tests.conftest import run_cli
+
+    missing = tmp_path / "missing"
+    result = run_cli("recipes", env={"ROCMSTACK_RECIPES_PATH": str(missing)})
+    assert result.code == 2
+    said = result.err.strip().replace(str(missing), "/path/to/missing")
+    doc = " ".join((ROOT / "docs" / "recipes.md").read_text().split())
+    assert f"`{said}`" in doc, said

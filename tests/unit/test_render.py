@@ -449,3 +449,83 @@ def test_a_folder_that_cannot_be_written_is_named_not_its_temporary_sibling(cli,
         f"rocmstack: error: -o {out}: cannot write the build context there: "
     )
     assert f"{tmp_path}/." not in res.err and not out.exists()
+
+
+def _git_component_recipe(tmp_path: Path, declared: str) -> Path:
+    """tiny-pip with a git component ``helper`` in the app layer, its dependencies declared by ``declared``."""
+    fixture = ROOT / "tests" / "fixtures" / "recipes" / "tiny-pip.yaml"
+    text = fixture.read_text().replace("name: tiny-pip", "name: tiny-git").replace("  - tomli-marker\n", "")
+    text = text.replace("patches:\n", "patches: []\n").replace(
+        "components:\n",
+        "components:\n  helper:\n    source: git\n    layer: app\n    url: https://git.example.org/tiny/helper.git\n"
+        f"    ref: {'a' * 40}\n{declared}",
+    )
+    path = tmp_path / "tiny-git.yaml"
+    path.write_text(text)
+    return path
+
+
+def _install_steps(text: str, name: str) -> list[str]:
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if "pip install" in line and line.endswith(f"/opt/src/{name}")
+    ]
+
+
+def test_a_git_components_declared_requirements_install_the_same_locked_or_not(tmp_path):
+    """Issue #33: unlocked, pip installed a git component with whatever its tree asks for; locked, the same
+    component went in --no-deps next to a closure without them. Now its dependencies are what the recipe
+    declares (here `requires:`): an unlocked render installs them before it, a locked one from the hash-locked
+    layer, and the component itself goes in --no-deps in both."""
+    import dataclasses
+
+    path = _git_component_recipe(tmp_path, "    requires: [packaging>=24]\n")
+    recipe, _ = load_recipe(str(path))
+    unlocked = resolve(recipe, path, None)
+    plain = render(unlocked, revision=FIXED_REVISION)
+    text = plain.dockerfile
+    assert "pip install -r /opt/rocmstack/requires/helper.txt" in text
+    assert plain.files["rocmstack/requires/helper.txt"] == b"packaging>=24\n"
+    assert _install_steps(text, "helper") == [
+        'MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/helper'
+    ]
+    closure = {
+        "packages": [
+            {"name": "packaging", "version": "24.1", "hashes": ["sha256:" + "0" * 64], "layer": "app"}
+        ],
+        "git": {"helper": {"url": recipe.components["helper"].url, "ref": "a" * 40, "commit": "a" * 40}},
+        "rocmstack_requirements": list(self_requirements()),
+    }
+    locked = dataclasses.replace(unlocked, locked=closure)
+    out = render(locked, revision=FIXED_REVISION)
+    assert "requires/helper.txt" not in out.dockerfile and "rocmstack/requires/helper.txt" not in out.files
+    assert "packaging==24.1" in out.files["rocmstack/requirements/app.txt"].decode()
+    assert _install_steps(out.dockerfile, "helper") == _install_steps(text, "helper")
+
+
+def test_a_git_component_with_a_requirements_file_installs_no_deps_unlocked_too(tmp_path):
+    """The shape of the shipped vime component: its requirements file is all of its dependencies, so the
+    unlocked render no longer lets pip add what the tree's metadata names on top (the lock never would)."""
+    path = _git_component_recipe(tmp_path, "    requirements: requirements.txt\n")
+    recipe, _ = load_recipe(str(path))
+    text = render(resolve(recipe, path, None), revision=FIXED_REVISION).dockerfile
+    assert "python3 -m pip install -r /opt/src/helper/requirements.txt" in text
+    assert _install_steps(text, "helper") == [
+        'MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/helper'
+    ]
+
+
+def test_submodules_are_checked_out_after_the_commit_and_before_the_build(tmp_path):
+    path = _git_component_recipe(tmp_path, "    submodules: true\n    no_deps: true\n")
+    recipe, _ = load_recipe(str(path))
+    lines = render(resolve(recipe, path, None), revision=FIXED_REVISION).dockerfile.splitlines()
+    sub = lines.index("RUN git -C /opt/src/helper submodule update -q --init --recursive --depth 1")
+    checked = next(i for i, line in enumerate(lines) if "rev-parse HEAD)" in line and "helper" in line)
+    built = next(
+        i for i, line in enumerate(lines) if line.strip().endswith("/opt/src/helper") and "pip" in line
+    )
+    assert checked < sub < built
+    plain = _git_component_recipe(tmp_path, "    no_deps: true\n")
+    recipe, _ = load_recipe(str(plain))
+    assert "submodule" not in render(resolve(recipe, plain, None), revision=FIXED_REVISION).dockerfile

@@ -172,7 +172,7 @@ def test_ctrl_c_during_lock_all_leaves_every_previous_lock(tmp_path, monkeypatch
     folder = tmp_path / "recipes"
     folder.mkdir()
     out = tmp_path / "locks"  # --all covers the shipped recipes too: their locks go here, not into recipes/
-    for name in ("tiny-a", "tiny-b"):
+    for name in ("a-tiny", "b-tiny"):  # first in --all's order, before every shipped recipe
         _recipe(folder, name)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -192,7 +192,7 @@ def test_ctrl_c_during_lock_all_leaves_every_previous_lock(tmp_path, monkeypatch
     monkeypatch.setattr(closure_module, "closure", fake_closure)
     with pytest.raises(SystemExit) as exc:
         cli_module.main(["lock", "--all", "--recipes-dir", str(folder), "--out-dir", str(out)])
-    assert exc.value.code == 130 and calls == ["tiny-a", "tiny-b"]
+    assert exc.value.code == 130 and calls == ["a-tiny", "b-tiny"]
     assert sorted((p.name, p.read_text()) for p in out.iterdir()) == before
 
 
@@ -365,3 +365,22 @@ def test_a_base_component_is_checked_against_its_published_requirements(cli):
     assert {json.dumps(e.get("requirements_from")) for e in lock["entries"].values()} == {
         json.dumps({"verl": "verl==0.7.1"})
     }
+
+
+def test_a_git_components_listed_requirements_are_resolved_with_its_layer(tmp_path):
+    """`requires:` is a declared source of a git component's dependencies: the lock resolves (and a locked
+    build installs) them in its layer, with no remote asked, so locked and unlocked install the same closure."""
+    from rocmstack.recipe.load import load_recipe
+    from rocmstack.recipe.resolve import resolve
+
+    path = _recipe(tmp_path)
+    text = path.read_text().replace(
+        "    requirements: requirements.txt\n",
+        "    requires: [packaging>=24, 'tomli; python_version < \"3.11\"']\n",
+    )
+    path.write_text(text)
+    recipe, _ = load_recipe(str(path))
+    spec = closure_module.inputs(resolve(recipe, path, None), {})
+    app = dict(spec.layers)["app"]
+    assert "packaging>=24" in app and 'tomli; python_version < "3.11"' in app
+    assert "helper" in spec.no_emit

@@ -217,3 +217,39 @@ def test_rules_page_lists_every_rule():
     missing = [r.id for r in RULES if f"| `{r.id}` |" not in section]
     assert not missing, f"add these rules to the rules table of docs/rules-and-locks.md: {missing}"
     assert f"All {len(RULES)} rules" in section
+
+
+def _one(example: dict, rule_id: str):
+    rule = next(r for r in RULES if r.id == rule_id)
+    return evaluate_rules(example_resolved(example), rules=(rule,))[0]
+
+
+def test_a_git_component_declaring_no_dependencies_is_refused_with_the_fix():
+    """Issue #33: vime (git, no requirements) would lose its dependencies in a locked build: check names the
+    file, the component, what is missing and how to declare it."""
+    got = _one(
+        {"recipe": "vime-megatron-vllm-rocm7.14", "unset": ["components.vime.requirements"]},
+        "git-dependencies-declared",
+    )
+    assert got.status == "fail"
+    assert "vime-megatron-vllm-rocm7.14.yaml: component vime (git) declares no dependencies" in got.reason
+    assert "requirements: <file in the repo>" in got.fix and "requirements_from:" in got.fix
+
+
+def test_sglang_built_no_deps_lists_its_runtime_needs_no_source_declares():
+    got = _one({"unset": ["components.sglang.requires"]}, "sglang-runtime-needs")
+    assert got.status == "fail"
+    for name in ("fastapi", "uvicorn", "orjson", "pyzmq", "msgspec"):
+        assert name in got.reason
+    # transformers is a component of the recipe: declared, so never listed
+    assert "transformers" not in got.reason
+    partial = _one({"set": ["sglang.requires=[fastapi, uvicorn]"]}, "sglang-runtime-needs")
+    assert partial.status == "fail" and "fastapi" not in partial.reason and "orjson" in partial.reason
+
+
+@pytest.mark.parametrize("name", sorted(recipe_files()))
+def test_every_shipped_recipe_declares_its_git_dependencies_and_sglangs_needs(name):
+    ids = ("git-dependencies-declared", "sglang-runtime-needs")
+    for rid in ids:
+        got = _one({"recipe": name}, rid)
+        assert got.status == "pass", f"{name}: {rid}: {got.reason}"

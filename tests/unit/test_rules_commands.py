@@ -76,10 +76,10 @@ def test_check_quiet_hides_the_warn_rows_and_keeps_the_summary(cli):
     assert loud.code == 0 and "│ warn " in loud.out  # the recipe has warnings to hide
     res = cli("check", "vime-megatron-vllm-rocm7.14", "--offline", "-q")
     assert res.code == 0, res.err
-    assert res.out.splitlines() == ["vime-megatron-vllm-rocm7.14 [gfx942]: 35 pass, 2 warn"] and not res.err
+    assert res.out.splitlines() == ["vime-megatron-vllm-rocm7.14 [gfx942]: 42 pass, 2 warn"] and not res.err
     every = cli("check", "--all", "--offline", "-q")
     assert every.code == 0 and "│" not in every.out  # no table: only a summary line per recipe x archs
-    assert "vime-megatron-vllm-rocm7.14 [gfx950]: 35 pass, 2 warn" in every.out.splitlines()
+    assert "vime-megatron-vllm-rocm7.14 [gfx950]: 42 pass, 2 warn" in every.out.splitlines()
 
 
 def test_check_quiet_still_shows_every_failure(cli):
@@ -87,7 +87,7 @@ def test_check_quiet_still_shows_every_failure(cli):
     assert res.code == 1
     assert _table_row(res.out, "vllm-rocm-python")[1] == "fail"
     assert "│ warn " not in res.out and "verl-transformers-range" not in res.out
-    assert res.out.splitlines()[0].strip() == f"{NAME} [gfx950]: 35 pass, 1 fail, 2 warn"
+    assert res.out.splitlines()[0].strip() == f"{NAME} [gfx950]: 42 pass, 1 fail, 2 warn"
     assert "rule vllm-rocm-python failed" in res.err.strip().splitlines()[-1]
 
 

@@ -95,3 +95,37 @@ def test_an_engine_rollout_that_cannot_run_here_is_one_line_before_ray_starts(ca
     (last,) = [ln for ln in err.splitlines() if ln.startswith("rocmstack: error:")]
     assert exc.value.code == 1 and last.startswith(f"rocmstack: error: {line}")
     assert "Traceback" not in err and "ray" not in err.lower()
+
+
+def test_the_verdict_says_tokens_per_second_on_the_cpu(capsys):
+    from rocmstack.smoke.commands import _print_verdict
+
+    summary = {
+        "placement": "colocated",
+        "device": "cpu",
+        "dtype": "float32",
+        "shape": "tiny",
+        "params": 1000,
+        "engine": "reference",
+        "rollout_dtype": "float32",
+        "steps": 2,
+        "final": {
+            "reward_first_window": 0.1,
+            "reward_last_window": 0.2,
+            "tokens_per_gpu_per_sec_avg": 1234.0,
+            "sync_bytes": 1e6,
+            "sync_gb_per_s_avg": 1.0,
+        },
+        "time_to_verdict_s": 3.0,
+        "ray_init_s": 1.0,
+        "model_init_s": 0.5,
+        "criteria": [],
+        "inject": None,
+        "passed": True,
+        "failed": [],
+    }
+    _print_verdict(summary)
+    cpu = capsys.readouterr().out
+    assert "1,234 tokens/s;" in cpu and "tokens/GPU/s" not in cpu
+    _print_verdict({**summary, "device": "cuda"})
+    assert "1,234 tokens/GPU/s;" in capsys.readouterr().out

@@ -363,3 +363,23 @@ def test_a_stage_that_died_in_a_worker_names_the_cause_in_one_line():
     row = pipeline._crash("smoke-vllm", ActorDiedError(text), 0.0)
     assert row["summary"] == "ActorDiedError: ModuleNotFoundError: No module named 'xgrammar'"
     assert "RolloutWorker.__init__" in row["error"] and "\x1b" not in row["error"]
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_the_smoke_settings_warning_is_hidden_under_q(tmp_path, monkeypatch, quiet):
+    import rocmstack.smoke
+    from rocmstack.output import QUIET_ENV
+
+    def no_smoke(*_args, **_kwargs):
+        raise RuntimeError("not run here")
+
+    monkeypatch.setattr(rocmstack.smoke, "run_grpo_smoke", no_smoke)
+    if quiet:
+        monkeypatch.setenv(QUIET_ENV, "1")
+    else:
+        monkeypatch.delenv(QUIET_ENV, raising=False)
+    said: list[str] = []
+    opts = ValidateOptions(report_dir=tmp_path / "r", expect_gpus=0, smoke_steps=1, device="cpu")
+    pipeline.run_smoke_stage(opts, said.append)
+    warnings = [line for line in said if line.startswith("smoke: warning:")]
+    assert len(warnings) == (0 if quiet else 1), said

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rocmstack.errors import InputError
-from rocmstack.validate.report import load, png_data_uri, render_markdown, write_all
+from rocmstack.validate.report import load, png_data_uri, render_html, render_markdown, write_all
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "validate-h200" / "report.json"
 
@@ -258,3 +258,11 @@ def test_the_bench_tables_headline_the_decode_rate_the_mbu_is_of(tmp_path, h200_
         table = page[page.index('<table id="bench">') :]
         assert f"<td class=num>{decode}</td>" in table and f"<td class=num>{whole}</td>" not in table
     assert "| engine | batch | decode tok/s | MBU |" in md and "<th>decode tok/s</th>" in page
+
+
+def test_the_smoke_throughput_unit_follows_the_device(tmp_path, h200_report):
+    assert h200_report["smoke"]["summary"]["device"] != "cpu"
+    assert "tokens/GPU/s" in render_html(h200_report, tmp_path)
+    h200_report["smoke"]["summary"]["device"] = "cpu"
+    page = render_html(h200_report, tmp_path)
+    assert "tokens/GPU/s" not in page and " tokens/s, time to verdict" in page

@@ -281,11 +281,11 @@ def quant_method(snap: Snapshot, opts: DoctorOptions) -> Result:
     spec = data()["fp4_methods"][fp4]
     missing = [a for a in target_archs(snap, opts) if a not in spec["archs"]]
     if missing:
-        where = ", ".join(spec["archs"]) or "no Instinct GPU"
+        who = f"only {', '.join(spec['archs'])} can" if spec["archs"] else "no Instinct GPU can"
         verdict = failed if spec["elsewhere"] == "fail" else warned
         return verdict(
             f"{spec['name']} checkpoint (quantisation {label}): {', '.join(missing)} cannot compute it "
-            f"(only {where} can)"
+            f"({who})"
             + (
                 ""
                 if spec["elsewhere"] == "fail"
