@@ -37,6 +37,7 @@ from rocmstack.doctor.model import DoctorOptions
 from rocmstack.errors import EngineError
 from rocmstack.gpu.actors import stop_actors
 from rocmstack.gpu.collectives import OPS, debug_env, size_sweep  # torch-free part
+from rocmstack.gpu.outcome import error_line, guarded
 from rocmstack.gpu.weight_sync import checksum, pattern
 
 if TYPE_CHECKING:
@@ -60,10 +61,6 @@ def _device_id(device: Any) -> str:
     from rocmstack.gpu.weight_sync import device_uuid
 
     return device_uuid(device)
-
-
-def _error(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:400]
 
 
 class RankWorker:
@@ -204,7 +201,7 @@ class SyncPeer:
                 **self.info(),
             }
         except Exception as exc:
-            return {"error": _error(exc), **self.info()}
+            return {"error": error_line(exc), **self.info()}
 
     def release(self) -> None:
         """Let go of the exported tensor: with the importer done, torch frees it (on CPU: unlinks its file)."""
@@ -220,7 +217,7 @@ class SyncPeer:
             del t
             return {"ok": got == expected, "checksum": got, "tensor_device": where, **self.info()}
         except Exception as exc:
-            return {"ok": False, "error": _error(exc), **self.info()}
+            return {"ok": False, "error": error_line(exc), **self.info()}
 
     def free_port(self) -> int:
         from rocmstack.gpu.weight_sync import free_port
@@ -263,7 +260,7 @@ class SyncPeer:
                 **self.info(),
             }
         except Exception as exc:
-            return {"ok": False, "error": _error(exc), **self.info()}
+            return {"ok": False, "error": error_line(exc), **self.info()}
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
@@ -365,7 +362,7 @@ def run_active(
     except EngineError:
         raise  # no private Ray could start: one line, exit 4
     except Exception as exc:  # the probes' own failures are caught inside; this is Ray itself failing
-        out["error"] = _error(exc)
+        out["error"] = error_line(exc)
         out["traceback"] = traceback.format_exc()[-2000:]
     out["seconds"] = round(time.monotonic() - t0, 2)
     return out
@@ -444,7 +441,7 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
                 out["gpu_name"] = name
                 if gpu and "gpu-health" in wanted:
                     progress(f"level 2: HBM copy and bf16 GEMM on {ranks} GPU(s)")
-                    out["health"] = _guard(
+                    out["health"] = guarded(
                         lambda: ray.get(
                             [a.health.remote(opts.hbm_bytes, opts.gemm_n) for a in actors],
                             timeout=opts.active_timeout,
@@ -458,15 +455,15 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
                             "skipped": f"{ranks} GPU on this node: no peer to run a collective with"
                         }
                     else:
-                        out["collectives"] = _guard(
+                        out["collectives"] = guarded(
                             lambda: _collectives(opts, bars, actors, infos, gpu, progress)
                         )
             finally:
                 stop_actors(actors)
         if "weight-sync" in wanted:
-            out["weight_sync"] = _guard(lambda: _weight_sync(opts, ranks, gpu, where, progress))
+            out["weight_sync"] = guarded(lambda: _weight_sync(opts, ranks, gpu, where, progress))
         if "custom-allreduce" in wanted:
-            out["custom_allreduce"] = _guard(lambda: _custom_allreduce(opts, ranks, gpu, progress))
+            out["custom_allreduce"] = guarded(lambda: _custom_allreduce(opts, ranks, gpu, progress))
         out.update(run_layouts(opts, wanted, ranks, gpu, where, progress))
     finally:
         remove_placement_group(pg)
@@ -494,13 +491,6 @@ def _custom_allreduce(opts: DoctorOptions, ranks: int, gpu: bool, progress: Call
             env=opts.environ(),
         )
     return {"results": results}
-
-
-def _guard(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except Exception as exc:
-        return {"error": _error(exc)}
 
 
 def _collectives(
@@ -623,7 +613,7 @@ def _weight_sync(
                     "ok": bool(res[0].get("ok") and res[1].get("ok")),
                 }
         except Exception as exc:
-            round_["error"] = _error(exc)
+            round_["error"] = error_line(exc)
         finally:
             stop_actors(made)
             for path in files:  # left only if the rollout never opened it; the actors ran here (pinned)

@@ -94,6 +94,15 @@ class Plan:
     # left out, with the seconds it would have added and the probes it would have had to start
     over: tuple[tuple[Check, float, tuple[str, ...]], ...]
     estimate_s: float  # what the chosen checks are expected to take, start included
+    comm_inits: int | None = None  # fewer communicator-churn rounds than asked, to fit the budget
+
+
+# communicator-churn's cost is per communicator made: its costs.yaml figure is for DEFAULT_COMM_INITS of
+# them. Under --budget it runs as many as fit, but never fewer than MIN_COMM_INITS (a handful of inits
+# would miss a failure that comes 3 times in 40).
+CHURN = "communicator-churn"
+DEFAULT_COMM_INITS = 20
+MIN_COMM_INITS = 5
 
 
 @functools.cache
@@ -170,9 +179,11 @@ def plan(
     costs: Costs | None = None,
     extra: Mapping[str, float] | None = None,
     node: Node | None = None,
+    comm_inits: int = DEFAULT_COMM_INITS,
 ) -> Plan:
     """``extra``: sequential costs known only at run time (the burn-in lasts as long as it is asked to).
-    ``node``: what starts here (``node_of``); None charges every probe and tool in full."""
+    ``node``: what starts here (``node_of``); None charges every probe and tool in full.
+    ``comm_inits``: the communicators communicator-churn is asked for; fewer run where only they fit."""
     costs = costs or load_costs()
     node = node or Node()
     no_gpu = {} if node.gpu else costs.sequential_no_gpu
@@ -182,6 +193,7 @@ def plan(
     slowest = sequential_s = own_s = 0.0
     run: list[Check] = []
     over: list[tuple[Check, float, tuple[str, ...]]] = []
+    inits = comm_inits
     for check in checks:
         # a probe that does not start here is paid at once, at no cost
         new = {n for n in check.needs if n not in paid and parallel.get(n, 1.0) > 0}
@@ -189,7 +201,15 @@ def plan(
         new_slowest = max([slowest, *(parallel.get(n, 0.0) for n in new)])
         own = costs.own(check, node)
         added = new_slowest - slowest + new_sequential + own
-        if costs.start + slowest + sequential_s + own_s + added <= budget_s:
+        left = budget_s - (costs.start + slowest + sequential_s + own_s)
+        if CHURN in new and added > left:
+            per_init = sequential.get(CHURN, 0.0) / DEFAULT_COMM_INITS
+            fit = int((left - (added - per_init * comm_inits)) // per_init) if per_init else comm_inits
+            if MIN_COMM_INITS <= fit < comm_inits:
+                inits = fit
+                added -= per_init * (comm_inits - fit)
+                new_sequential -= per_init * (comm_inits - fit)
+        if added <= left:
             run.append(check)
             paid |= new
             sequential_s += new_sequential
@@ -197,4 +217,5 @@ def plan(
             own_s += own
         else:
             over.append((check, added, tuple(sorted(new))))
-    return Plan(tuple(run), tuple(over), costs.start + slowest + sequential_s + own_s)
+    chosen_inits = inits if inits != comm_inits and any(CHURN in c.needs for c in run) else None
+    return Plan(tuple(run), tuple(over), costs.start + slowest + sequential_s + own_s, chosen_inits)

@@ -11,10 +11,11 @@ from collections.abc import Callable
 from itertools import combinations
 from typing import Any
 
-from rocmstack.doctor.active import RankWorker, _error, group_sweep
+from rocmstack.doctor.active import RankWorker, group_sweep
 from rocmstack.doctor.bars import load_bars
 from rocmstack.doctor.model import DoctorOptions
 from rocmstack.gpu.actors import stop_actors
+from rocmstack.gpu.outcome import error_line
 
 PAIRS_UP_TO = 8  # up to 8 nodes every pair (28); above, halves first
 STANDS_OUT = 0.85  # a node whose pairs reach < 85 % of the pairs without it is the culprit
@@ -94,7 +95,7 @@ def run_crossnode(opts: DoctorOptions, labels: dict[str, str], progress: Callabl
         ray.get(pg.ready(), timeout=opts.active_timeout)
     except Exception as exc:
         remove_placement_group(pg)
-        return {"error": f"no STRICT_SPREAD placement of {n} ranks: {_error(exc)}"}
+        return {"error": f"no STRICT_SPREAD placement of {n} ranks: {error_line(exc)}"}
     rank_cls = ray.remote(RankWorker)
     log_dir = f"/tmp/rocmstack-nccl-{uuid.uuid4().hex[:12]}" if gpu else None
     actors = [
@@ -154,7 +155,7 @@ def run_crossnode(opts: DoctorOptions, labels: dict[str, str], progress: Callabl
         out["seconds"] = round(time.monotonic() - t0, 2)
         return out
     except Exception as exc:
-        return {"error": _error(exc)}
+        return {"error": error_line(exc)}
     finally:
         stop_actors(actors)
         remove_placement_group(pg)

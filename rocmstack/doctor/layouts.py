@@ -27,7 +27,8 @@ from typing import Any
 
 from rocmstack.doctor.model import DoctorOptions
 from rocmstack.gpu.actors import stop_actors
-from rocmstack.gpu.process_view import child_view, local_index, uuids, view
+from rocmstack.gpu.outcome import error_line, guarded
+from rocmstack.gpu.process_view import child_view, device_uuids, local_index, view
 from rocmstack.gpu.weight_sync import (
     checksum,
     device_uuid,
@@ -53,11 +54,6 @@ ROUND_TIMEOUT_S = 60.0
 CHURN_STOP_AFTER = 3
 
 
-def _error(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:400]
-
-
 def _open(open_: Callable[[], Any], expected: int) -> dict:
     try:
         t = open_()
@@ -66,7 +62,7 @@ def _open(open_: Callable[[], Any], expected: int) -> dict:
         del t
         return {"ok": got == expected, "checksum": got, "uuid": where}
     except Exception as exc:
-        return {"ok": False, "error": _error(exc)}
+        return {"ok": False, "error": error_line(exc)}
 
 
 class LayoutPeer:
@@ -101,11 +97,11 @@ class LayoutPeer:
     def view(self, with_worker: bool) -> dict:
         import ray
 
-        out = view()
+        out = view(self.index if self.gpu else None)
         out["ray_gpu_ids"] = [str(g) for g in ray.get_gpu_ids()]
         out["index"] = self.index
         if with_worker:
-            out["worker"] = child_view()
+            out["worker"] = child_view(self.index if self.gpu else None)
         return out
 
     # IPC across masks -------------------------------------------------------------------------------------
@@ -123,7 +119,7 @@ class LayoutPeer:
                 "index": self.index,
             }
         except Exception as exc:
-            return {"error": _error(exc)}
+            return {"error": error_line(exc)}
 
     def import_(self, handle: bytes, expected: int, uuid: str, plain: bool) -> dict:
         """Open ``handle`` at this process's index of GPU ``uuid``; with ``plain``, first as torch opens
@@ -132,7 +128,7 @@ class LayoutPeer:
         out: dict[str, Any] = {}
         if plain:
             out["plain"] = _open(lambda: open_remappable(handle), expected)
-        seen = uuids(view()) if self.gpu else [uuid]
+        seen = device_uuids() if self.gpu else [uuid]
         if uuid not in seen:
             out["remapped"] = {"ok": False, "error": f"GPU {uuid} is not among this process's {seen}"}
             return out
@@ -157,7 +153,7 @@ class LayoutPeer:
                 "files": [f for f in (shared_file(t) for t in self._keep) if f],
             }
         except Exception as exc:
-            return {"error": _error(exc)}
+            return {"error": error_line(exc)}
 
     def _filled(self, nbytes: int, round_: int, k: int) -> Any:
 
@@ -179,7 +175,7 @@ class LayoutPeer:
             self._opened = [open_shared_tensor(h) for h in handles]
             return {"opened": len(self._opened)}
         except Exception as exc:
-            return {"opened": len(self._opened), "error": _error(exc)}
+            return {"opened": len(self._opened), "error": error_line(exc)}
 
     def check_many(self, expected: list[int]) -> list[int]:
         """The handles whose contents differ from ``expected`` (all held open since ``open_many``)."""
@@ -231,7 +227,7 @@ class LayoutPeer:
                 **({} if ok else {"error": f"sum {x[0].item()} != {want}"}),
             }
         except Exception as exc:  # NCCL/RCCL put the CUDA/HIP cause on a later line ("Last error: ...")
-            return {"ok": False, "error": _error(exc), "detail": str(exc)[-2000:]}
+            return {"ok": False, "error": error_line(exc), "detail": str(exc)[-2000:]}
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
@@ -248,19 +244,12 @@ def run_layouts(
     """The wanted layout probes over ``ranks`` placement-group bundles (one GPU each, or CPU)."""
     out: dict[str, Any] = {}
     if "actor-masks" in wanted:
-        out["actor_masks"] = _guard(lambda: actor_masks(opts, ranks, gpu, where, progress))
+        out["actor_masks"] = guarded(lambda: actor_masks(opts, ranks, gpu, where, progress))
     if "communicator-churn" in wanted:
-        out["communicator_churn"] = _guard(lambda: communicator_churn(opts, ranks, gpu, where, progress))
+        out["communicator_churn"] = guarded(lambda: communicator_churn(opts, ranks, gpu, where, progress))
     if "ipc-many-handles" in wanted:
-        out["ipc_many_handles"] = _guard(lambda: ipc_many_handles(opts, ranks, gpu, where, progress))
+        out["ipc_many_handles"] = guarded(lambda: ipc_many_handles(opts, ranks, gpu, where, progress))
     return out
-
-
-def _guard(fn: Callable[[], dict]) -> dict:
-    try:
-        return fn()
-    except Exception as exc:
-        return {"error": _error(exc)}
 
 
 def _peers(
@@ -372,7 +361,11 @@ def communicator_churn(
                 ]
             except Exception as exc:  # a rank that never returned: the round hung
                 res = [
-                    {"ok": False, "error": f"no answer in {t_round + 15:.0f} s ({_error(exc)})", "hung": True}
+                    {
+                        "ok": False,
+                        "error": f"no answer in {t_round + 15:.0f} s ({error_line(exc)})",
+                        "hung": True,
+                    }
                 ]
             rounds.append(
                 {

@@ -117,6 +117,7 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
             fast=opts.fast,
             extra={"burn-in": opts.burnin_minutes * 60 + 30},
             node=node_of(opts),
+            comm_inits=opts.comm_inits,
         )
         checks, over = list(chosen.run), list(chosen.over)
         budget = {
@@ -124,9 +125,12 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
             "estimate_s": round(chosen.estimate_s, 2),
             "over": [c.id for c, _, _ in over],
         }
+        if chosen.comm_inits is not None:
+            budget["comm_inits"] = chosen.comm_inits
         # no probe or tool may outlive the budget, whatever the estimates said
         opts = dataclasses.replace(
             opts,
+            comm_inits=chosen.comm_inits or opts.comm_inits,
             probe_timeout=min(opts.probe_timeout, opts.budget_s),
             tool_timeout=min(opts.tool_timeout, opts.budget_s),
             active_timeout=min(opts.active_timeout, opts.budget_s),

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from rocmstack.gpu.outcome import error_line
+
 # The variables that decide what a process sees, and Ray's switches that decide who sets them.
 VIEW_VARS = (
     "ROCR_VISIBLE_DEVICES",
@@ -25,30 +27,26 @@ VIEW_VARS = (
 )
 
 
-def _error(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:400]
-
-
 def env_view(env: Mapping[str, str]) -> dict[str, str]:
     return {k: env[k] for k in VIEW_VARS if k in env}
 
 
-def view() -> dict[str, Any]:
-    """This process: its masks, torch's device count, and per device its UUID, name and whether a small
-    allocation on it works (an index the runtime counts but cannot open is the 'invalid device ordinal'
-    a worker hits)."""
+def view(use: int | None = None) -> dict[str, Any]:
+    """This process: its masks, torch's device count, and per device its UUID and name; and whether a small
+    allocation works on device ``use`` (None: on every device), the one the process would work on (an index
+    the runtime counts but cannot open is the 'invalid device ordinal' a worker hits). One index only, so
+    a process that sees the whole node does not make a context on every GPU."""
     out: dict[str, Any] = {"pid": os.getpid(), "env": env_view(os.environ)}
     try:
         import torch
     except BaseException as exc:
-        out["error"] = _error(exc)
+        out["error"] = error_line(exc)
         return out
     try:
         out["count"] = int(torch.cuda.device_count())
     except BaseException as exc:
         out["count"] = 0
-        out["error"] = _error(exc)
+        out["error"] = error_line(exc)
         return out
     devices = []
     for i in range(out["count"]):
@@ -56,28 +54,38 @@ def view() -> dict[str, Any]:
         try:
             props = torch.cuda.get_device_properties(i)
             dev.update(uuid=str(props.uuid), name=props.name)
-            torch.zeros(1, device=torch.device("cuda", i)).add_(1).item()
-            dev["ok"] = True
+            if use is None or use == i:  # the others are named, not tried: no "ok" of theirs
+                torch.zeros(1, device=torch.device("cuda", i)).add_(1).item()
+                dev["ok"] = True
         except BaseException as exc:
-            dev.update(ok=False, error=_error(exc))
+            dev.update(ok=False, error=error_line(exc))
         devices.append(dev)
     out["devices"] = devices
     return out
 
 
-def child_view(env: Mapping[str, str] | None = None, timeout: float = 120.0) -> dict[str, Any]:
-    """``view()`` of a fresh interpreter started with ``env`` (default: this process's), the way an engine
+def device_uuids() -> list[str]:
+    """The UUIDs of the devices this process sees, in index order; nothing allocated."""
+    import torch
+
+    return [str(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())]
+
+
+def child_view(
+    use: int | None = None, env: Mapping[str, str] | None = None, timeout: float = 120.0
+) -> dict[str, Any]:
+    """``view(use)`` of a fresh interpreter started with ``env`` (default: this process's), the way an engine
     starts its workers."""
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "rocmstack.gpu.process_view"],
+            [sys.executable, "-m", "rocmstack.gpu.process_view", *([] if use is None else [str(use)])],
             capture_output=True,
             text=True,
             env=dict(env if env is not None else os.environ),
             timeout=timeout,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"error": _error(exc)}
+        return {"error": error_line(exc)}
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
@@ -87,10 +95,6 @@ def child_view(env: Mapping[str, str] | None = None, timeout: float = 120.0) -> 
     except ValueError:
         return {"error": f"the worker process printed no report: {lines[-1][:200]}"}
     return data
-
-
-def uuids(seen: Mapping[str, Any]) -> list[str]:
-    return [d["uuid"] for d in seen.get("devices", []) if d.get("uuid")]
 
 
 def local_index(ray_gpu_id: str, env: Mapping[str, str]) -> int | None:
@@ -105,4 +109,4 @@ def local_index(ray_gpu_id: str, env: Mapping[str, str]) -> int | None:
 
 
 if __name__ == "__main__":
-    print(json.dumps(view()))
+    print(json.dumps(view(int(sys.argv[1]) if len(sys.argv) > 1 else None)))

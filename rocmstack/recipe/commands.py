@@ -110,14 +110,25 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from rocmstack.errors import printable
-        from rocmstack.output import print_json, print_table, stdout, table
-        from rocmstack.patches import chosen_patches_dir
+        from rocmstack.output import print_json, print_table, stdout, table, warn
+        from rocmstack.patches import chosen_patches_dir, load_patches
         from rocmstack.recipe.model import LAYER_ORDER
 
         resolved = load_resolved(recipe, gpu_arch, overrides)
         warnings = _warn_unverified(resolved)
         r = resolved.recipe
         folder = chosen_patches_dir(r, resolved.source, patches_dir)
+        known = load_patches(folder)
+        for pid in r.patches:
+            if pid not in known:  # check/render/build refuse it (patches-apply); show says so too
+                where = (
+                    f"in neither {folder} nor the shipped patches/"
+                    if folder
+                    else "not among the shipped patches/"
+                )
+                line = f"{r.name}: patch {pid} is {where}: check, render and build refuse it"
+                warn(line)
+                warnings.append(line)
         if json_out:
             print_json(
                 {

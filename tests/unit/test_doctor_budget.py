@@ -212,3 +212,36 @@ def test_a_10s_budget_fits_level_1_on_the_h200_node_of_the_evidence():
     with_vllm = dataclasses.replace(h200, missing=frozenset({"amdsmi"}))
     over = [c.id for c, _, _ in plan(level_checks(1), 10.0, node=with_vllm).over]
     assert over == ["vllm-flavour", "device-name", "fp8-type", "fast-path-kernels"]
+
+
+def test_communicator_churn_runs_as_many_inits_as_the_budget_holds():
+    costs = load_costs()
+    gpu_node = Node(amd_hw=False, nvidia_hw=True, missing=frozenset({"amdsmi", "vllm"}))
+    churn = [BY_ID["communicator-churn"]]
+    full = plan(churn, 1000.0, node=gpu_node)
+    assert full.run == tuple(churn) and full.comm_inits is None  # all 20 fit: nothing changed
+    per_init = costs.sequential["communicator-churn"] / 20
+    # room for 10 inits: 10 of them, charged as 10
+    tight = plan(churn, full.estimate_s - 10 * per_init + 0.01, node=gpu_node)
+    assert tight.run == tuple(churn) and tight.comm_inits == 10
+    assert tight.estimate_s == pytest.approx(full.estimate_s - 10 * per_init)
+    # room for fewer than 5: left out, not run with too few to judge
+    short = plan(churn, full.estimate_s - 16 * per_init, node=gpu_node)
+    assert short.run == () and short.comm_inits is None
+
+
+def test_the_run_says_how_many_inits_the_budget_gave(monkeypatch):
+    from rocmstack.doctor import runner
+
+    seen = {}
+
+    def fake_active(opts, wanted, progress):
+        seen["inits"] = opts.comm_inits
+        return {"error": "not run here"}
+
+    monkeypatch.setattr("rocmstack.doctor.active.run_active", fake_active)
+    monkeypatch.setattr(runner, "node_of", lambda _opts: Node(amd_hw=False, nvidia_hw=True))
+    costs = load_costs()
+    budget = costs.start + costs.parallel["ray"] + costs.sequential["communicator-churn"] / 2 + 0.5
+    report = run_doctor(DoctorOptions(only=("communicator-churn",), level=2, budget_s=budget, expect_gpus=0))
+    assert report["budget"]["comm_inits"] == seen["inits"] and 5 <= seen["inits"] < 20

@@ -230,3 +230,58 @@ def test_probes_that_judged_nothing_never_pass():
 def test_not_run_is_a_skip():
     s = snap({})
     assert all(c.run(s, OPTS).status == Status.SKIP for c in layouts.CHECKS)
+
+
+def test_an_inherited_mask_is_judged_against_the_nodes_devices_not_rays():
+    # 8 GPUs, the job's shell has CUDA_VISIBLE_DEVICES=4,5: Ray counts 2, the unmasked actors inherit "4,5"
+    data = copy.deepcopy(HEALTHY)
+    am = data["actor_masks"]
+    dev = am["whole"][0]["devices"][0]
+    for view in am["whole"]:
+        view["env"] = {"CUDA_VISIBLE_DEVICES": "4,5"}
+        view["worker"]["env"] = view["env"]
+        view["devices"] = [dev, dict(dev, index=1, uuid=dev["uuid"] + "-b")]
+        view["worker"]["devices"] = view["devices"]
+    am["ranks"] = 1
+    s = dataclasses.replace(make_snapshot(nvidia=8), active=data)
+    assert layouts.actor_masks(s, OPTS).status == Status.PASS
+
+
+def test_an_image_that_sets_noset_is_judged_as_unmasked_actors():
+    # verl's and vime's ROCm images set RAY_EXPERIMENTAL_NOSET_HIP/CUDA_VISIBLE_DEVICES=1 in their ENV: Ray
+    # masks no actor, each sees the node and picks Ray's GPU id by index (field notes; OpenRLHF#524)
+    data = copy.deepcopy(HEALTHY)
+    am = data["actor_masks"]
+    noset = {
+        "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1",
+        "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES": "1",
+    }
+    dev = am["whole"][0]["devices"][0]
+    two = [dev, dict(dev, index=1, uuid=dev["uuid"] + "-b")]
+    am["ranks"] = 2
+    am["masked"] = [
+        dict(
+            am["masked"][0],
+            env=noset,
+            devices=two,
+            index=i,
+            ray_gpu_ids=[str(i)],
+            worker={"env": noset, "devices": two},
+        )
+        for i in range(2)
+    ]
+    am["whole"] = [dict(m) for m in am["masked"]]
+    am["zero"] = dict(am["zero"], env=noset, devices=two)
+    r = layouts.actor_masks(snap(data), OPTS)
+    assert r.status == Status.PASS, r
+    assert "the environment sets RAY_EXPERIMENTAL_NOSET_*" in r.summary
+    # the same image with a GPU id beyond what the actor sees fails
+    am["masked"][1] = dict(am["masked"][1], index=2)
+    assert layouts.actor_masks(snap(data), OPTS).status == Status.FAIL
+
+
+def test_the_h200_run_with_noset_in_the_environment_passes():
+    s = snap(active("noset-image"))
+    r = layouts.actor_masks(s, OPTS)
+    assert r.status == Status.PASS and "the environment sets RAY_EXPERIMENTAL_NOSET_*" in r.summary
+    assert layouts.weight_sync_masks(s, OPTS).status == Status.PASS

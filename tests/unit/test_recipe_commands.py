@@ -78,3 +78,16 @@ def test_every_broken_recipe_is_named_at_once(capsys, tmp_path, command):
     assert any("aaa-broken.yaml: bogus: unknown key" in line for line in lines)
     assert any("zzz-broken.yaml: gpu_archs.0: unknown GPU arch 'gfx999'" in line for line in lines)
     assert not (tmp_path / "out").exists()
+
+
+def test_show_says_when_a_listed_patch_is_in_no_folder(capsys, tmp_path):
+    code, _out, err = run(
+        capsys, "show", "verl-0.9.0-rocm10", "--set", "patches=[rtld-local, nope]", "--json"
+    )
+    assert code == 0
+    assert "verl-0.9.0-rocm10: patch nope is not among the shipped patches/" in err
+    assert "rtld-local" not in err
+    code, _out, err = run(
+        capsys, "show", "verl-0.9.0-rocm10", "--set", "patches=[nope]", "--patches-dir", str(tmp_path)
+    )
+    assert f"patch nope is in neither {tmp_path} nor the shipped patches/" in err

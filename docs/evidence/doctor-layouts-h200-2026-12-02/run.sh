@@ -21,6 +21,8 @@ LAYOUT=actor-masks,weight-sync-masks,communicator-churn,ipc-many-handles
 if [[ $1 == healthy ]]; then
   doctor layouts --level 2 --only "$LAYOUT"
   doctor level2-all --level 2 --deep --expect-gpus 1
+  # an image that sets Ray's NOSET variables (verl's and vime's ROCm images do): no actor is masked
+  doctor noset-image RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES=1 RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1 --level 2 --only actor-masks,weight-sync-masks
 fi
 if [[ $1 == faults ]]; then
   # num_gpus=0 actors given an empty mask by Ray

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rocmstack.doctor.checks.fabric import active_data, human_bytes
+from rocmstack.doctor.checks.visibility import TRUTHY
 from rocmstack.doctor.model import Check, DoctorOptions, Result, failed, passed, skipped, warned
 from rocmstack.platform.masks import MASK_VARS, mask_view
 from rocmstack.platform.snapshot import Snapshot
@@ -67,7 +68,7 @@ def _view_problems(who: str, view: Mapping[str, Any], vendor: str, physical: int
     if "error" in view:
         out.append(f"{who}: {view['error']} ({_masks(env)})")
     for d in view.get("devices", []):
-        if not d.get("ok"):
+        if d.get("ok") is False:
             out.append(f"{who}: device {d['index']} is counted but cannot be used: {d.get('error')}")
     out += [f"{who}: {p}" for p in mask_view(vendor, physical, env).problems]
     worker = view.get("worker")
@@ -84,9 +85,28 @@ def _view_problems(who: str, view: Mapping[str, Any], vendor: str, physical: int
             out += [
                 f"{who}'s engine worker: device {d['index']} cannot be used: {d.get('error')}"
                 for d in worker.get("devices", [])
-                if not d.get("ok")
+                if d.get("ok") is False
             ]
     return out
+
+
+def _noset(env: Mapping[str, str], vendor: str) -> bool:
+    """Ray leaves this actor's mask alone: the NOSET variable of the mask Ray would set is on."""
+    names = ("HIP",) if vendor == "amd" else ("CUDA",) if vendor == "nvidia" else ("HIP", "CUDA")
+    return any(env.get(f"RAY_EXPERIMENTAL_NOSET_{n}_VISIBLE_DEVICES", "").lower() in TRUTHY for n in names)
+
+
+def _whole_problems(who: str, view: Mapping[str, Any], ranks: int) -> list[str]:
+    """An actor Ray does not mask must see the node, and Ray's GPU id must name one of its devices."""
+    seen = _uuids(view)
+    if len(seen) < ranks:
+        return [
+            f"{who} sees {len(seen)} of this node's {ranks} GPU(s) ({_masks(view.get('env', {}))}): "
+            "Ray masked it anyway, or a mask it inherited hides GPUs"
+        ]
+    if view.get("index", 0) >= len(seen):
+        return [f"{who}: Ray's GPU id names index {view.get('index')}, beyond the {len(seen)} it sees"]
+    return []
 
 
 def actor_masks(snap: Snapshot, opts: DoctorOptions) -> Result:
@@ -94,11 +114,17 @@ def actor_masks(snap: Snapshot, opts: DoctorOptions) -> Result:
     if problem:
         return problem
     vendor, ranks = snap.vendor(), data["ranks"]
+    # masks index the node's devices, not the ones Ray was left with (an inherited CUDA_VISIBLE_DEVICES=4,5)
+    physical = snap.physical_count() or ranks
     problems: list[str] = []
-    firsts: dict[str, int] = {}
+    used: dict[str, int] = {}  # the GPU each bundle's Ray-assigned worker uses -> the bundle
     for i, view in enumerate(data["masked"]):
-        who = f"GPU bundle {i}, Ray-masked actor (num_gpus=0.5)"
-        problems += _view_problems(who, view, vendor, ranks)
+        unmasked = _noset(view.get("env", {}), vendor)
+        who = f"GPU bundle {i}, {'' if unmasked else 'Ray-masked '}actor (num_gpus=0.5)"
+        problems += _view_problems(who, view, vendor, physical)
+        if unmasked:  # the image sets RAY_EXPERIMENTAL_NOSET_*: Ray leaves the mask alone, as for whole
+            problems += _whole_problems(who, view, ranks)
+            continue
         ids, seen = view.get("ray_gpu_ids", []), _uuids(view)
         if len(seen) != len(ids):
             problems.append(
@@ -106,36 +132,29 @@ def actor_masks(snap: Snapshot, opts: DoctorOptions) -> Result:
                 f"({_masks(view.get('env', {}))})"
             )
         if seen:
-            if seen[0] in firsts:
+            if seen[0] in used:
                 problems.append(
-                    f"{who} and bundle {firsts[seen[0]]} both use GPU {_short(seen[0])}: Ray gave them "
+                    f"{who} and bundle {used[seen[0]]} both use GPU {_short(seen[0])}: Ray gave them "
                     "different GPUs, the masks did not follow"
                 )
-            firsts.setdefault(seen[0], i)
+            used.setdefault(seen[0], i)
     for i, view in enumerate(data["whole"]):
         who = f"GPU bundle {i}, unmasked actor (RAY_EXPERIMENTAL_NOSET_*)"
-        problems += _view_problems(who, view, vendor, ranks)
-        seen = _uuids(view)
-        if len(seen) < ranks:
-            problems.append(
-                f"{who} sees {len(seen)} of this node's {ranks} GPU(s) ({_masks(view.get('env', {}))}): "
-                "Ray masked it anyway, or a mask it inherited hides GPUs"
-            )
-        elif view.get("index", 0) >= len(seen):
-            problems.append(
-                f"{who}: Ray's GPU id names index {view.get('index')}, beyond the {len(seen)} it sees"
-            )
+        problems += _view_problems(who, view, vendor, physical)
+        problems += _whole_problems(who, view, ranks)
     if problems:
         return failed(
             f"{len(problems)} process(es) see GPUs other than Ray gave them", *problems, fix=MASK_FIX
         )
-    zero = data["zero"]
+    noset = all(_noset(m.get("env", {}), vendor) for m in data["masked"])
     detail = [
-        f"bundle {i}: Ray-masked actor {_masks(m.get('env', {}))} -> {_short(_uuids(m)[0])}; its engine worker "
+        f"bundle {i}: {'actor' if noset else 'Ray-masked actor'} {_masks(m.get('env', {}))} -> "
+        f"{_short(_uuids(m)[min(m.get('index', 0), len(_uuids(m)) - 1) if noset else 0])}; its engine worker "
         f"the same; unmasked actor sees {len(_uuids(w))} GPU(s), its engine worker the same"
         for i, (m, w) in enumerate(zip(data["masked"], data["whole"], strict=True))
         if _uuids(m)
     ]
+    zero = data["zero"]
     if not _uuids(zero):
         return warned(
             f"actors started with num_gpus=0 see no GPU ({_masks(zero.get('env', {}))}): Ray sets an empty mask "
@@ -143,11 +162,13 @@ def actor_masks(snap: Snapshot, opts: DoctorOptions) -> Result:
             *detail,
             fix="Unset RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO or set it to 0, or give such workers a GPU share",
         )
-    return passed(
-        f"{ranks} GPU(s): every Ray-masked actor and its engine worker see the one GPU Ray gave them; "
-        f"unmasked actors see all; num_gpus=0 actors see {len(_uuids(zero))}",
-        *detail,
+    how = (
+        "the environment sets RAY_EXPERIMENTAL_NOSET_*: every actor and its engine worker see the node, and "
+        "Ray's GPU id names one of their devices"
+        if noset
+        else "every Ray-masked actor and its engine worker see the one GPU Ray gave them; unmasked actors see all"
     )
+    return passed(f"{ranks} GPU(s): {how}; num_gpus=0 actors see {len(_uuids(zero))}", *detail)
 
 
 def weight_sync_masks(snap: Snapshot, opts: DoctorOptions) -> Result:
