@@ -36,7 +36,7 @@ from rocmstack.doctor.layouts import LAYOUT_PROBES, run_layouts
 from rocmstack.doctor.model import DoctorOptions
 from rocmstack.errors import EngineError
 from rocmstack.gpu.actors import stop_actors
-from rocmstack.gpu.collectives import OPS, debug_env, size_sweep  # torch-free part
+from rocmstack.gpu.collectives import OPS, debug_env, join_group, size_sweep  # torch-free at import
 from rocmstack.gpu.outcome import error_line, guarded
 from rocmstack.gpu.weight_sync import checksum, pattern
 
@@ -94,22 +94,7 @@ class RankWorker:
         return free_port()
 
     def init_group(self, rank: int, world: int, addr: str, port: int, timeout_s: float) -> None:
-        import torch
-        import torch.distributed as dist
-
-        backend = "nccl" if self.device.type == "cuda" else "gloo"
-        kwargs: dict[str, Any] = {}
-        if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)
-            kwargs["device_id"] = self.device
-        dist.init_process_group(
-            backend,
-            init_method=f"tcp://{addr}:{port}",
-            rank=rank,
-            world_size=world,
-            timeout=dt.timedelta(seconds=timeout_s),
-            **kwargs,
-        )
+        join_group(self.device, rank, world, addr, port, timeout_s)
 
     def dtype_name(self) -> str:
         return "bfloat16" if self.device.type == "cuda" else "float32"

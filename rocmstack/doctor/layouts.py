@@ -19,7 +19,6 @@ Results are plain dicts (``snapshot.active``); rocmstack.doctor.checks.layouts j
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from typing import Any
 
 from rocmstack.doctor.model import DoctorOptions
 from rocmstack.gpu.actors import stop_actors
+from rocmstack.gpu.collectives import join_group
 from rocmstack.gpu.outcome import error_line, guarded
 from rocmstack.gpu.process_view import child_view, device_uuids, local_index, view
 from rocmstack.gpu.weight_sync import (
@@ -87,12 +87,10 @@ class LayoutPeer:
         index = local_index(ids[0], dict(os.environ))
         return 0 if index is None else index
 
-    def _device(self, index: int | None = None) -> Any:
+    def _device(self) -> Any:
         import torch
 
-        if not self.gpu:
-            return torch.device("cpu")
-        return torch.device("cuda", self.index if index is None else index)
+        return torch.device("cuda", self.index) if self.gpu else torch.device("cpu")
 
     def view(self, with_worker: bool) -> dict:
         import ray
@@ -201,20 +199,9 @@ class LayoutPeer:
 
         t0 = time.perf_counter()
         backend = "nccl" if self.gpu else "gloo"
-        kwargs: dict[str, Any] = {}
         device = self._device()
         try:
-            if self.gpu:
-                torch.cuda.set_device(device)
-                kwargs["device_id"] = device  # the communicator is made here, not at the first collective
-            dist.init_process_group(
-                backend,
-                init_method=f"tcp://{addr}:{port}",
-                rank=rank,
-                world_size=world,
-                timeout=dt.timedelta(seconds=timeout_s),
-                **kwargs,
-            )
+            join_group(device, rank, world, addr, port, timeout_s)
             init_s = time.perf_counter() - t0
             x = torch.full((1024,), float(rank + 1), device=device)
             dist.all_reduce(x)

@@ -85,6 +85,28 @@ class Measurement:
         return asdict(self)
 
 
+def join_group(device: torch.device, rank: int, world: int, addr: str, port: int, timeout_s: float) -> None:
+    """This rank's default process group over ``tcp://addr:port``: NCCL/RCCL on a GPU, made at once on
+    ``device`` (not at the first collective, where NCCL would guess the rank's GPU), gloo on CPU."""
+    import datetime as dt
+
+    import torch
+    import torch.distributed as dist
+
+    kwargs: dict[str, Any] = {}
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        kwargs["device_id"] = device
+    dist.init_process_group(
+        "nccl" if device.type == "cuda" else "gloo",
+        init_method=f"tcp://{addr}:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=dt.timedelta(seconds=timeout_s),
+        **kwargs,
+    )
+
+
 def _buffers(
     op: str, nbytes: int, ranks: int, dtype: torch.dtype, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor | None, int]:
