@@ -447,7 +447,7 @@ def register(app: typer.Typer) -> None:
             return
         err = stderr()
         if ray_address:
-            from rocmstack.doctor.cluster import run_cluster
+            from rocmstack.doctor.collect.cluster import run_cluster
 
             with (
                 _stdout_to_stderr()

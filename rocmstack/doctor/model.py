@@ -133,7 +133,7 @@ class DoctorOptions:
     culprit_budget: float = 120.0  # level 3: seconds the culprit search may take
     budget_s: float | None = None  # --budget: only the checks whose cost fits (rocmstack.doctor.budget)
     history_dir: Path | None = None  # --history: this node's earlier runs (rocmstack.doctor.history)
-    # --level 4, the burn-in (rocmstack.doctor.burnin)
+    # --level 4, the burn-in (rocmstack.doctor.collect.burnin)
     burnin_minutes: float = 10.0
     burnin_gemm_n: int | None = None  # default 8192 on a GPU, 256 on a CPU stand-in
     burnin_mem_bytes: int | None = None  # pattern test per device: default 4 GiB on a GPU, 16 MiB on CPU

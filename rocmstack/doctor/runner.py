@@ -13,18 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack import __version__
-from rocmstack.doctor.active import ACTIVE_PROBES
-from rocmstack.doctor.budget import VENDOR_TOOLS, node_of, plan
+from rocmstack.doctor.budget import node_of, plan
 from rocmstack.doctor.checks import ALL_CHECKS, BY_ID
+from rocmstack.doctor.collect.collectors import collect, needs_of, run_time_costs
 from rocmstack.doctor.model import FAILING, SCHEMA, Check, DoctorOptions, Status, errored
 from rocmstack.doctor.redact import env_dump, scrub, secret_values
 from rocmstack.errors import ExitCode, InputError, RocmstackError
 from rocmstack.output import warn
-from rocmstack.platform.snapshot import SnapshotRequest, take_snapshot
-from rocmstack.platform.tools import current_python
-
-PROBES = frozenset({"torch", "ray", "vllm", "amdsmi", "nvml"})
-
 
 LEVELS = (1, 2, 3, 4)
 # the statuses that are a judgement of the node; a skip (the check's own or --budget's) is none
@@ -115,7 +110,7 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
             selected,
             opts.budget_s,
             fast=opts.fast,
-            extra={"burn-in": opts.burnin_minutes * 60 + 30},
+            extra=run_time_costs(opts),
             node=node_of(opts),
             comm_inits=opts.comm_inits,
         )
@@ -137,40 +132,8 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
         )
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
-    needs = frozenset().union(*(c.needs for c in checks))
-    tools = (VENDOR_TOOLS if "tools" in needs else frozenset()) | (
-        {"amd-smi-partition"} if "partition" in needs else frozenset()
-    )
     env = opts.environ()
-    probe_env = {**env, "ROCMSTACK_PROBE_DEEP": "1"} if opts.deep else env
-    snap = take_snapshot(
-        SnapshotRequest(
-            probes=needs & PROBES,
-            tools=frozenset(tools),
-            fast=opts.fast,
-            python=opts.python or current_python(),
-            env=probe_env,
-            probe_timeout=opts.probe_timeout,
-            tool_timeout=opts.tool_timeout,
-            sysfs_root=opts.sysfs_root,
-            dev_root=opts.dev_root,
-            proc_root=opts.proc_root,
-        )
-    )
-    active_needs = needs & ACTIVE_PROBES
-    if active_needs:
-        from rocmstack.doctor.active import run_active
-
-        a0 = time.monotonic()
-        snap = dataclasses.replace(snap, active=run_active(opts, active_needs, progress or (lambda _m: None)))
-        snap.timings["active"] = time.monotonic() - a0
-    if "burn-in" in needs:
-        from rocmstack.doctor.burnin import run_burnin
-
-        b0 = time.monotonic()
-        burn = run_burnin(opts, progress or (lambda _m: None))
-        snap = dataclasses.replace(snap, active={**(snap.active or {}), "burn_in": burn})
-        snap.timings["burn-in"] = time.monotonic() - b0
+    snap = collect(opts, needs_of(checks), progress or (lambda _m: None))
     by_id: dict[str, dict[str, Any]] = {}
     for check in checks:
         if opts.budget_s is None:

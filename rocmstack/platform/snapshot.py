@@ -53,7 +53,9 @@ class Snapshot:
     nofile: tuple[int, int]
     dev_root: Path
     timings: dict[str, float] = field(default_factory=dict)
-    active: dict = field(default_factory=dict)  # level-2 probe results (rocmstack.doctor.active), else empty
+    active: dict = field(
+        default_factory=dict
+    )  # level-2 probe results (rocmstack.doctor.collect.active), else empty
 
     # -- plain accessors used by the checks ---------------------------------------------------------------
     def probe(self, name: str) -> dict | None:

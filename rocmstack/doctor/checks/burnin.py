@@ -1,4 +1,4 @@
-"""Level 4: judging the burn-in (rocmstack.doctor.burnin). Each failure names the GPU by index and UUID.
+"""Level 4: judging the burn-in (rocmstack.doctor.collect.burnin). Each failure names the GPU by index and UUID.
 
 - throughput: a GPU whose GEMM or HBM rate falls more than 10 % below its own first window (a minute in a
   long run), or whose median is 10 % or more below its peers'.

@@ -1,4 +1,5 @@
-"""Level 2: the active probes' results (rocmstack.doctor.active) judged against bars.yaml and a saved baseline."""
+"""Level 2: the active probes' results (rocmstack.doctor.collect.active) judged against bars.yaml and a saved
+baseline."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Judges of the layout probes (rocmstack.doctor.layouts): masks as each process of the job sees them,
+"""Judges of the layout probes (rocmstack.doctor.collect.layouts): masks as each process of the job sees them,
 IPC across differing masks, communicators made again and again, and many IPC handles at once."""
 
 from __future__ import annotations

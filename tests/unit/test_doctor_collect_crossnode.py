@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 from rocmstack.doctor.checks import cluster
-from rocmstack.doctor.crossnode import find_culprit
+from rocmstack.doctor.collect.crossnode import find_culprit
 from rocmstack.doctor.model import DoctorOptions, Status
 
 

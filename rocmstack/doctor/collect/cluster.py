@@ -4,7 +4,7 @@ Each task asks for no CPU and no GPU (so it runs even on a full cluster and neve
 GPUs look like), is never retried, and is waited for with one deadline. While waiting, node liveness is
 polled: a node that dies mid-run is reported as died at once instead of being waited on. At --level 2 and 3
 the task runs the node's level-2 probes too: their actors ask for the node's GPUs and are placed on that node
-(rocmstack.doctor.active pins them by node id), all nodes at once."""
+(rocmstack.doctor.collect.active pins them by node id), all nodes at once."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rocmstack.doctor.collect.collectors import needs_of
+from rocmstack.doctor.collect.crossnode import PROVIDES as CROSSNODE_PROVIDES
 from rocmstack.doctor.model import SCHEMA, DoctorOptions
 from rocmstack.errors import EngineError
 
@@ -149,8 +151,8 @@ def run_cluster(
             nodes[nid]["state"] = "timeout"
             nodes[nid]["error"] = f"no answer within {timeout:.0f} s"
         crossnode = None
-        if any("collectives" in c.needs for c in cluster_checks):
-            from rocmstack.doctor.crossnode import run_crossnode
+        if needs_of(cluster_checks) & CROSSNODE_PROVIDES:
+            from rocmstack.doctor.collect.crossnode import run_crossnode
 
             labels = {nid: n["label"] for nid, n in nodes.items() if n["state"] in ("ok", "failed")}
             crossnode = run_crossnode(opts, labels, progress)

@@ -11,12 +11,13 @@ from collections.abc import Callable
 from itertools import combinations
 from typing import Any
 
-from rocmstack.doctor.active import RankWorker, group_sweep
 from rocmstack.doctor.bars import load_bars
+from rocmstack.doctor.collect.active import RankWorker, group_sweep
 from rocmstack.doctor.model import DoctorOptions
 from rocmstack.gpu.actors import stop_actors
 from rocmstack.gpu.outcome import error_line
 
+PROVIDES = frozenset({"collectives"})  # the need of the cluster checks this collector answers
 PAIRS_UP_TO = 8  # up to 8 nodes every pair (28); above, halves first
 STANDS_OUT = 0.85  # a node whose pairs reach < 85 % of the pairs without it is the culprit
 

@@ -2,7 +2,7 @@
 
 One actor per GPU in a STRICT_PACK placement group (on a node without GPUs: ``cpu_ranks`` CPU actors and
 gloo), so every actor gets the device mask Ray gives a real trainer or rollout worker. These probes, and
-those of rocmstack.doctor.layouts (masks per actor, communicator churn, many IPC handles):
+those of rocmstack.doctor.collect.layouts (masks per actor, communicator churn, many IPC handles):
 
 - collectives: a size sweep of every collective (rocmstack.gpu.collectives), plus each bar's size; NCCL/RCCL
   write their INIT/NET log to a private directory, which says which transport they chose.
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmstack.doctor.bars import Bars, baseline_key, load_bars, load_baseline, save_baseline
-from rocmstack.doctor.layouts import LAYOUT_PROBES, run_layouts
+from rocmstack.doctor.collect.layouts import LAYOUT_PROBES, run_layouts
 from rocmstack.doctor.model import DoctorOptions
 from rocmstack.errors import EngineError
 from rocmstack.gpu.actors import stop_actors
