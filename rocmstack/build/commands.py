@@ -71,9 +71,9 @@ def register(app: typer.Typer) -> None:
         json_out: bool = JSON_OPT,
     ) -> None:
         """Render the recipe and build the image: progress per step, a log file, a manifest, tags."""
-        from rocmstack.build import engines
         from rocmstack.build.pipeline import Options, execute, make_plan, print_plan
         from rocmstack.build.tags import tag_set
+        from rocmstack.container import engine as engines
         from rocmstack.errors import EngineError, InputError, Interrupted
         from rocmstack.output import print_json, stderr, warn
         from rocmstack.render.commands import gate_and_render
@@ -200,7 +200,7 @@ def register(app: typer.Typer) -> None:
         )
         promoted = None
         if promote:
-            from rocmstack.build import engines
+            from rocmstack.container import engine as engines
             from rocmstack.doctor.commands import split_ids
             from rocmstack.validate import publish as gate
 
@@ -245,8 +245,8 @@ def register(app: typer.Typer) -> None:
         """Read an image's provenance back: OCI + dev.rocmstack.* labels and /opt/rocmstack/lock.json."""
         import json
 
-        from rocmstack.build import engines
         from rocmstack.build.pipeline import LOCK_PATH, RENDER_HASH_LABEL
+        from rocmstack.container import engine as engines
         from rocmstack.errors import CheckFailed, printable
         from rocmstack.output import print_json, stdout, warn
 

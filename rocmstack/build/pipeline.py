@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
-from rocmstack.build import engines
-from rocmstack.build.engines import Engine, Which
 from rocmstack.build.progress import Event, cache_counts
 from rocmstack.build.runner import RunResult, run_logged
 from rocmstack.build.tags import TagSet, immutability_verdict
+from rocmstack.container import engine as engines
+from rocmstack.container.engine import Engine, Which
 from rocmstack.errors import BuildError, EngineError
 from rocmstack.output import dumps
 

@@ -48,7 +48,7 @@ json.dump({"python": "%d.%d" % sys.version_info[:2], "dists": dists}, sys.stdout
 
 def _storage_flags(engine: str) -> tuple[str, ...]:
     """podman and buildah share the build's image store (its storage driver)."""
-    from rocmstack.build.engines import podman_prefix
+    from rocmstack.container.engine import podman_prefix
 
     return () if engine == "docker" else podman_prefix()[1:]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rocmstack.build.engines import Which, podman_prefix
+from rocmstack.container.engine import Which, podman_prefix
 from rocmstack.errors import EngineError, InputError, printable
 from rocmstack.validate import schema
 from rocmstack.validate.schema import (
@@ -512,7 +512,7 @@ def resolve_engine(choice: str) -> str:
         if choice not in ENGINES:
             raise InputError(f"--engine {choice!r}: unknown engine", fix=f"one of auto, {', '.join(ENGINES)}")
         return choice
-    from rocmstack.build.engines import probe_docker
+    from rocmstack.container.engine import probe_docker
 
     if not isinstance(probe_docker(), str):
         return "docker"
@@ -558,7 +558,7 @@ def pinned(p: Plan) -> tuple[Plan, dict]:
 
 def inspect(engine: str, image: str) -> dict:
     """Labels, id and tags of IMAGE from the engine's store (buildah shares podman's)."""
-    from rocmstack.build.engines import Engine, inspect_image
+    from rocmstack.container.engine import Engine, inspect_image
 
     name = "docker" if engine == "docker" else "podman"
     return inspect_image(Engine(name=name, argv=engine_prefix(name), version=""), image)
@@ -657,7 +657,7 @@ def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
     import hashlib
     import json
 
-    from rocmstack.build.engines import Engine, read_file
+    from rocmstack.container.engine import Engine, read_file
     from rocmstack.render.sbom import IMAGE_PATH
 
     name = "docker" if engine == "docker" else "podman"

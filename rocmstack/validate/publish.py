@@ -256,7 +256,7 @@ def tag_set(
     The content tag (``r-<hash>``) and every tag the recipe does not declare as a floating alias are
     immutable, so the guard covers them; when the recipe is unknown, every tag is treated as immutable.
     """
-    from rocmstack.build.engines import qualify
+    from rocmstack.container.engine import qualify
 
     ref = parse_reference(image)
     repo = ref.name
@@ -294,8 +294,8 @@ def publish(
     allow_skip: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Check the gate, then push (through the build's guarded push). Returns what was (or would be) pushed."""
-    from rocmstack.build import engines
     from rocmstack.build.pipeline import guard_verdict, push_tags
+    from rocmstack.container import engine as engines
 
     choice = "podman" if engine_choice == "buildah" else engine_choice
     engine = engines.detect(choice)
@@ -367,8 +367,8 @@ def promote(
     the registry-side copy is of that manifest, by digest. A tag moved to another build between the
     validation and the promotion (or meanwhile) is refused, not promoted.
     """
-    from rocmstack.build import engines
     from rocmstack.build.pipeline import promote as copy_by_digest
+    from rocmstack.container import engine as engines
     from rocmstack.errors import EngineError
 
     content = tags.ref(tags.content)

@@ -202,7 +202,8 @@ def test_push_options_are_checked(tmp_path):
 
 def test_guard_refuses_a_tag_holding_another_build_of_the_same_render(monkeypatch):
     """The registry side is what skopeo reports for a tag: its labels and its config digest (image id)."""
-    from rocmstack.build import engines, pipeline
+    from rocmstack.build import pipeline
+    from rocmstack.container import engine as engines
     from rocmstack.errors import CheckFailed
 
     h = "a" * 64
@@ -332,7 +333,8 @@ def test_a_failing_step_is_not_run_again_and_a_second_race_is_the_failure(tmp_pa
 def test_guard_judges_a_multi_platform_index_by_the_images_it_lists(monkeypatch):
     """A tag holding an index: the index's digest is no build's image, so 'this build' means every image it
     lists is this build (docker's attestation manifests are not images and remote_manifest leaves them out)."""
-    from rocmstack.build import engines, pipeline
+    from rocmstack.build import pipeline
+    from rocmstack.container import engine as engines
     from rocmstack.errors import CheckFailed
 
     h, mine, other = "a" * 64, "sha256:" + "1" * 64, "sha256:" + "2" * 64

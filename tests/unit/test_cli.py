@@ -138,7 +138,7 @@ def test_bench_plot_of_a_non_utf8_report_exits_2(capsys, tmp_path):
 
 def test_inspect_prints_no_terminal_escape_from_the_image(capsys, monkeypatch):
     """Labels and lock.json come out of the image: escapes in them are shown, never sent (issue 20)."""
-    from rocmstack.build import engines
+    from rocmstack.container import engine as engines
 
     evil = "\x1b]0;owned\x07\x1b[2J\x9b31m"
     monkeypatch.setattr(

@@ -734,7 +734,7 @@ except BrokenPipeError:
 
 
 def _fake_engine(tmp_path: Path, **spec):
-    from rocmstack.build import engines
+    from rocmstack.container import engine as engines
 
     script, spec_file = tmp_path / "engine.py", tmp_path / "spec.json"
     script.write_text(FAKE_ENGINE)
@@ -748,7 +748,7 @@ def _sent(tmp_path: Path) -> int:
 
 
 def test_read_file_takes_only_a_bounded_regular_file_out_of_an_image(tmp_path):
-    from rocmstack.build import engines
+    from rocmstack.container import engine as engines
 
     assert engines.read_file(_fake_engine(tmp_path, kind="file", size=4), "i", "/f", 4) == b"xxxx"
     assert engines.read_file(_fake_engine(tmp_path, kind="absent"), "i", "/f", 4) is None
@@ -764,7 +764,7 @@ def test_read_file_takes_only_a_bounded_regular_file_out_of_an_image(tmp_path):
 def test_read_file_bounds_the_copy_not_only_what_it_keeps(tmp_path):
     """A 32 MiB file against a 1 MiB limit: the engine is stopped once the limit is past, so the host
     takes in about the limit (plus a pipe's buffer), not the whole file (the old copy took all of it)."""
-    from rocmstack.build import engines
+    from rocmstack.container import engine as engines
 
     limit, size = 1 << 20, 32 << 20
     with pytest.raises(EngineError, match="larger than 1,048,576 bytes"):

@@ -311,7 +311,7 @@ def _registry(monkeypatch, config):
     """A registry whose content tag holds the manifest sha256:cd.. of image CONFIG; records copies."""
     import subprocess
 
-    from rocmstack.build import engines
+    from rocmstack.container import engine as engines
 
     copies = []
     digest = "sha256:" + "cd" * 32
@@ -335,8 +335,8 @@ def _promote(reports):
 
     from rich.console import Console
 
-    from rocmstack.build.engines import Engine
     from rocmstack.build.tags import TagSet
+    from rocmstack.container.engine import Engine
     from rocmstack.validate.publish import promote
 
     tags = TagSet(repository="r.io/a/verl", descriptive="verl-0.9_gfx950", content="r-3f3f3f3f3f3f")

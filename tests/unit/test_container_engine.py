@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from rocmstack.build import engines as E
+from rocmstack.container import engine as E
 from rocmstack.errors import EngineError, InputError
 
 # Verbatim: `podman --storage-driver vfs pull docker.io/rocm/primus:v26.7` on this machine (podman 4.3.1,
@@ -258,7 +258,7 @@ def test_buildx_asks_for_provenance_unless_the_docker_driver_refuses_it(tmp_path
 
 
 def test_podman_pushes_the_checked_image_id_and_promote_reads_by_digest():
-    from rocmstack.build.engines import Engine, by_digest, push_command
+    from rocmstack.container.engine import Engine, by_digest, push_command
 
     podman = Engine(name="podman", argv=("podman",), version="4")
     assert push_command(podman, "r.io/a/b:t", "sha256:" + "c" * 64) == [
