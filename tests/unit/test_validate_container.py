@@ -599,8 +599,8 @@ def test_a_malformed_in_image_report_is_a_collect_failure_not_a_crash(tmp_path, 
 
 def test_the_host_writes_its_arch_and_options_over_the_images(tmp_path, monkeypatch):
     """Issue 20.4: the image says gfx950 and expect_gpus 1; the host ran it on gfx942 with --expect-gpus 8."""
+    from rocmstack.publish.gate import report_arch
     from rocmstack.validate.pipeline import ValidateOptions
-    from rocmstack.validate.publish import report_arch
 
     _cpu_image(monkeypatch)
     claims = {**VALID, "gpu_arch": "gfx950", "gpu_archs": ["gfx950"], "options": {"expect_gpus": 1}}
