@@ -541,7 +541,7 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build, t
     )
     assert remote(env, staged["refs"][1]) and remote(env, staged["refs"][0]) is None
     # Promotion runs the publish gate: no report, no promotion.
-    proc = rocmstack(env, "tags", *bumped, "--engine", "podman", "--promote")
+    proc = rocmstack(env, "publish", *bumped, "--engine", "podman", "--promote")
     assert proc.returncode == 2 and "--promote needs --report DIR" in proc.stderr, proc.stderr[-3000:]
     assert remote(env, staged["refs"][0]) is None
     # With a passing GPU leg of the staged image (replayed: test_validate_podman.py), it is promoted.
@@ -564,7 +564,7 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build, t
     )
     leg = _gpu_leg(identity, tmp_path / "leg", arch=ARCH)
     proc = rocmstack(
-        env, "tags", *bumped, "--engine", "podman", "--promote", "--report", str(leg), *ALLOW, "--json"
+        env, "publish", *bumped, "--engine", "podman", "--promote", "--report", str(leg), *ALLOW, "--json"
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     digests = {remote(env, ref)["Digest"] for ref in staged["refs"]}
