@@ -80,6 +80,33 @@ def podman_prefix() -> tuple[str, ...]:
     return ("podman", "--storage-driver", driver) if driver else ("podman",)
 
 
+def run_prefix(engine: str) -> tuple[str, ...]:
+    """The command prefix of an engine that runs a command in an image (docker, podman or buildah): podman
+    and buildah get the build's own storage flags, so they see the image store it built into."""
+    if engine == "docker":
+        return ("docker",)
+    return (engine, *podman_prefix()[1:])
+
+
+def buildah_steps(
+    image: str,
+    name: str,
+    command: Sequence[str],
+    *,
+    from_flags: Sequence[str] = (),
+    run_flags: Sequence[str] = (),
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """buildah's from, run, rm of COMMAND in IMAGE, as a working container NAME.
+
+    chroot isolation needs no cgroups or namespaces: it works where ``podman run`` does not. FROM_FLAGS
+    (devices, ulimits, /dev/shm) go on ``buildah from``, RUN_FLAGS (mounts) on ``buildah run``."""
+    prefix = run_prefix("buildah")
+    setup = (*prefix, "from", "--pull=never", "--name", name, *from_flags, image)
+    run = (*prefix, "run", "--isolation", "chroot", *run_flags, name, "--", *command)
+    cleanup = (*prefix, "rm", name)
+    return setup, run, cleanup
+
+
 def probe_docker(
     builder: str | None = None, *, which: Which = shutil.which, runner: Runner = subprocess.run
 ) -> Engine | str:

@@ -622,10 +622,10 @@ def test_rocmstack_uses_the_image_store_the_users_podman_made(tmp_path, monkeypa
         )
         assert seen.returncode == 0, seen.stderr
 
-        from rocmstack.validate.container import engine_prefix
+        from rocmstack.container.engine import run_prefix
 
         listed = subprocess.run(
-            [*engine_prefix("buildah"), "images", "--format", "{{.Name}}:{{.Tag}}"],
+            [*run_prefix("buildah"), "images", "--format", "{{.Name}}:{{.Tag}}"],
             env=env, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert listed.returncode == 0 and name in listed.stdout, listed.stderr

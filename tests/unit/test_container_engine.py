@@ -358,3 +358,24 @@ def test_validate_with_docker_down_exits_4_naming_the_daemon(docker_down):
         "rocmstack: error: docker: daemon not reachable (Cannot connect to the Docker daemon"
     )
     assert "not found" not in last and "Traceback" not in res.err
+
+
+def test_buildah_steps_and_run_prefix_share_the_builds_image_store(monkeypatch):
+    monkeypatch.setenv(E.PODMAN_DRIVER_ENV, "vfs")
+    assert E.run_prefix("docker") == ("docker",)
+    assert E.run_prefix("buildah") == ("buildah", "--storage-driver", "vfs")
+    setup, run, cleanup = E.buildah_steps("img:1", "c1", ("true",), from_flags=("--device", "/dev/kfd"))
+    assert setup == (
+        "buildah",
+        "--storage-driver",
+        "vfs",
+        "from",
+        "--pull=never",
+        "--name",
+        "c1",
+        "--device",
+        "/dev/kfd",
+        "img:1",
+    )
+    assert run == ("buildah", "--storage-driver", "vfs", "run", "--isolation", "chroot", "c1", "--", "true")
+    assert cleanup == ("buildah", "--storage-driver", "vfs", "rm", "c1")
