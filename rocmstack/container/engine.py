@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
 
+from rocmstack.container.reference import parse_reference
 from rocmstack.errors import EngineError, InputError
 
 ENGINES = ("auto", "docker", "podman")
@@ -520,8 +521,6 @@ def remote_manifest(
         return {"digest": digest, "config": config}
     # A multi-platform index (an OCI image index, a Docker manifest list): its digest names no image.
     # What it holds is the config digests of its image manifests (attestations are not images).
-    from rocmstack.build.tags import parse_reference
-
     name = parse_reference(ref).name
     images = []
     for child in children[:MAX_INDEX_CHILDREN]:
@@ -560,8 +559,6 @@ def _get(obj: object, key: str) -> object:
 
 def by_digest(ref: str, digest: str) -> str:
     """``repo@sha256:…``: the one manifest a tag pointed at when it was read, whatever the tag does later."""
-    from rocmstack.build.tags import parse_reference
-
     return f"{parse_reference(ref).name}@{digest}"
 
 

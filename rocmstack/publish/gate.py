@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack.build.pipeline import RENDER_HASH_LABEL
-from rocmstack.build.tags import CONTENT_HEX, CONTENT_PREFIX, TagSet, arch_field, parse_reference
+from rocmstack.build.tags import CONTENT_HEX, CONTENT_PREFIX, TagSet, arch_field
+from rocmstack.container.reference import parse_reference
 from rocmstack.errors import CheckFailed, InputError, printable, quoted
 from rocmstack.publish.push import copy_by_digest, guard_verdict, push_tags
 from rocmstack.validate.schema import HOST_CHECKED
