@@ -41,6 +41,7 @@ COMMAND_MODULES = (
     "rocmstack.bench.commands",
     "rocmstack.smoke.commands",
     "rocmstack.validate.commands",
+    "rocmstack.publish.commands",
 )
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from rocmstack.options import PATCHES_DIR_OPT
+
+if TYPE_CHECKING:
+    from rocmstack.build.tags import TagSet
 
 RECIPE_ARG = typer.Argument(..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
 ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
@@ -71,9 +75,9 @@ def register(app: typer.Typer) -> None:
         json_out: bool = JSON_OPT,
     ) -> None:
         """Render the recipe and build the image: progress per step, a log file, a manifest, tags."""
-        from rocmstack.build import engines
         from rocmstack.build.pipeline import Options, execute, make_plan, print_plan
         from rocmstack.build.tags import tag_set
+        from rocmstack.container import engine as engines
         from rocmstack.errors import EngineError, InputError, Interrupted
         from rocmstack.output import print_json, stderr, warn
         from rocmstack.render.commands import gate_and_render
@@ -160,78 +164,50 @@ def register(app: typer.Typer) -> None:
         aliases: list[str] = ALIAS_OPT,
         ignore_rules: list[str] = IGNORE_OPT,
         patches_dir: Path | None = PATCHES_DIR_OPT,
-        promote: bool = typer.Option(
-            False,
-            "--promote",
-            help="Point the descriptive tag and aliases at the pushed content tag (registry side), "
-            "only when the publish gate opens on --report for the image it holds",
-        ),
-        reports: list[Path] = typer.Option(
-            [],
-            "--report",
-            metavar="DIR",
-            help="With --promote: the validation report folder(s) of the content tag's image (repeat per arch).",
-        ),
-        allow_skip: list[str] = typer.Option(
-            [], "--allow-skip", metavar="ID", help="With --promote: also accept this doctor check skipped."
-        ),
-        insecure: bool = INSECURE_OPT,
-        engine: str = ENGINE_OPT,
+        # Deprecated spelling of `rocmstack publish --promote`, kept hidden for one release.
+        promote: bool = typer.Option(False, "--promote", hidden=True),
+        reports: list[Path] = typer.Option([], "--report", metavar="DIR", hidden=True),
+        allow_skip: list[str] = typer.Option([], "--allow-skip", metavar="ID", hidden=True),
+        insecure: bool = typer.Option(False, "--insecure-registry", hidden=True),
+        engine: str = typer.Option("auto", "--engine", hidden=True),
         json_out: bool = JSON_OPT,
     ) -> None:
         """Print the tags a build would get: descriptive (immutable), content r-<hash> (immutable), aliases."""
-        from rocmstack.build.tags import tag_set
         from rocmstack.errors import InputError
-        from rocmstack.output import print_json, stderr
-        from rocmstack.render.commands import gate_and_render
 
-        if (reports or allow_skip) and not promote:
-            raise InputError("--report and --allow-skip are for --promote", fix="add --promote, or drop them")
-        if promote and not reports:
-            raise InputError(
-                "--promote needs --report DIR: the validation reports of the image the content tag holds",
-                fix="pass the folder(s) `rocmstack validate IMAGE --report DIR` wrote, once per arch leg",
-            )
-        checked, rendered, _, _ = gate_and_render(
-            recipe, gpu_arch, overrides, ignore=ignore_rules, relock=False, patches_dir=patches_dir
-        )
-        tags = tag_set(
-            checked.resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases)
-        )
-        promoted = None
         if promote:
-            from rocmstack.build import engines
-            from rocmstack.doctor.commands import split_ids
-            from rocmstack.validate import publish as gate
+            from rocmstack.publish.commands import promote_recipe
 
-            allowed = split_ids(allow_skip)
-            if allowed:
-                from rocmstack.doctor import select_checks
-
-                select_checks((), allowed)  # InputError naming an unknown check id
-            loaded = gate.load_reports(reports)
-            found = replace(engines.detect(engine), tls_verify=not insecure)
-            promoted = gate.promote(
-                tags=tags,
-                render_hash=rendered.render_hash,
-                reports=loaded,
-                engine=found,
-                console=stderr(),
-                allow_skip=frozenset(allowed),
+            typer.echo(
+                "note: 'rocmstack tags --promote' is deprecated; use 'rocmstack publish --promote'", err=True
             )
-        if json_out:
-            print_json(
-                {
-                    **tags.as_dict(),
-                    "render_hash": rendered.render_hash,
-                    **({"promoted": promoted} if promoted is not None else {}),
-                }
+            promote_recipe(
+                recipe=recipe,
+                gpu_arch=gpu_arch,
+                overrides=overrides,
+                registry=registry,
+                aliases=aliases,
+                ignore_rules=ignore_rules,
+                patches_dir=patches_dir,
+                reports=reports,
+                allow_skip=allow_skip,
+                insecure=insecure,
+                engine=engine,
+                json_out=json_out,
             )
             return
-        for tag in tags.immutable:
-            typer.echo(f"{tags.ref(tag)}\timmutable")
-        for tag in tags.aliases:
-            typer.echo(f"{tags.ref(tag)}\talias")
+        if reports or allow_skip:
+            raise InputError("--report and --allow-skip are for --promote", fix="add --promote, or drop them")
+        tags, render_hash = render_tags(
+            recipe,
+            gpu_arch,
+            overrides,
+            registry=registry,
+            aliases=aliases,
+            ignore_rules=ignore_rules,
+            patches_dir=patches_dir,
+        )
+        print_tags(tags, render_hash, json_out=json_out)
 
     @app.command("inspect")
     def inspect_cmd(
@@ -245,8 +221,8 @@ def register(app: typer.Typer) -> None:
         """Read an image's provenance back: OCI + dev.rocmstack.* labels and /opt/rocmstack/lock.json."""
         import json
 
-        from rocmstack.build import engines
         from rocmstack.build.pipeline import LOCK_PATH, RENDER_HASH_LABEL
+        from rocmstack.container import engine as engines
         from rocmstack.errors import CheckFailed, printable
         from rocmstack.output import print_json, stdout, warn
 
@@ -368,3 +344,42 @@ def register(app: typer.Typer) -> None:
             print_json(matrix.as_json(entries))
         else:
             typer.echo(matrix.github_output(entries))
+
+
+def render_tags(
+    recipe: str,
+    gpu_arch: str | None,
+    overrides: list[str],
+    *,
+    registry: str | None,
+    aliases: list[str],
+    ignore_rules: list[str],
+    patches_dir: Path | None,
+) -> tuple[TagSet, str]:
+    """The tags a build of RECIPE gets, and its render hash (the recipe is checked and rendered, not built)."""
+    from rocmstack.build.tags import tag_set
+    from rocmstack.render.commands import gate_and_render
+
+    checked, rendered, _, _ = gate_and_render(
+        recipe, gpu_arch, overrides, ignore=ignore_rules, relock=False, patches_dir=patches_dir
+    )
+    tags = tag_set(checked.resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases))
+    return tags, rendered.render_hash
+
+
+def print_tags(tags: TagSet, render_hash: str, *, json_out: bool, promoted: list[dict] | None = None) -> None:
+    from rocmstack.output import print_json
+
+    if json_out:
+        print_json(
+            {
+                **tags.as_dict(),
+                "render_hash": render_hash,
+                **({"promoted": promoted} if promoted is not None else {}),
+            }
+        )
+        return
+    for tag in tags.immutable:
+        typer.echo(f"{tags.ref(tag)}\timmutable")
+    for tag in tags.aliases:
+        typer.echo(f"{tags.ref(tag)}\talias")

@@ -11,7 +11,6 @@ import datetime as dt
 import os
 import platform
 import re
-import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -21,11 +20,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
-from rocmstack.build import engines
-from rocmstack.build.engines import Engine, Which
 from rocmstack.build.progress import Event, cache_counts
 from rocmstack.build.runner import RunResult, run_logged
-from rocmstack.build.tags import TagSet, immutability_verdict
+from rocmstack.build.tags import TagSet
+from rocmstack.container import engine as engines
+from rocmstack.container.engine import Engine
 from rocmstack.errors import BuildError, EngineError
 from rocmstack.output import dumps
 
@@ -410,92 +409,6 @@ def apply_tags(plan: Plan, image_id: str) -> list[str]:
     return done
 
 
-def guard_verdict(
-    engine: Engine, ref: str, render_hash: str, *, image_id: str | None = None, which: Which = shutil.which
-) -> str:
-    """'push' or 'skip' for an immutable ref, from its registry labels; CheckFailed if it holds another render.
-
-    With ``image_id``, 'skip' also needs the registry's image to be this very build (its config digest):
-    two builds of one render are not the same image, and tags must not split between them. A tag that
-    holds a multi-platform index is this build only when every image the index lists is: the index's own
-    digest names no image, and its render-hash label is one platform's.
-    """
-    labels = engines.remote_labels(engine, ref, which=which)
-    verdict = immutability_verdict(
-        ref, (labels or {}).get(RENDER_HASH_LABEL), render_hash, exists=labels is not None
-    )
-    if verdict == "skip" and image_id:
-        from rocmstack.errors import CheckFailed, printable
-
-        remote = engines.remote_manifest(engine, ref, which=which) or {}
-        mine = "sha256:" + image_id.removeprefix("sha256:")
-        fix = "push the image the registry already holds, or bump a pin so the tags change"
-        if remote.get("index"):
-            held = [str(c) for c in remote.get("images") or []]
-            if not held or remote.get("more") or any(c != mine for c in held):
-                shown = ", ".join(printable(c[7:19]) for c in held) or "none"
-                raise CheckFailed(
-                    f"refusing to push {ref}: it already exists in the registry with render hash "
-                    f"{render_hash[:12]} as a multi-platform index whose images ({shown}) are not all this "
-                    f"build ({mine[7:19]}); immutable tags never move",
-                    fix=fix,
-                )
-            return verdict
-        config = remote.get("config")
-        if not isinstance(config, str) or config != mine:
-            held_id = printable(config[7:19]) if isinstance(config, str) else "unknown"
-            raise CheckFailed(
-                f"refusing to push {ref}: it already exists in the registry with render hash "
-                f"{render_hash[:12]} but from another build (image {held_id}, this is {mine[7:19]}); "
-                "immutable tags never move",
-                fix=fix,
-            )
-    return verdict
-
-
-def push_tags(
-    engine: Engine,
-    tags: TagSet,
-    render_hash: str,
-    mode: str,
-    console: Console,
-    *,
-    image_id: str | None = None,
-) -> list[dict]:
-    """Push the content tag (and, for mode "all", the descriptive tag and the aliases).
-
-    Immutable tags are guarded: one that exists in the registry with another render hash (or, given
-    ``image_id``, another build) is refused before anything is pushed; one that holds this very image is
-    left alone. With ``image_id``, podman pushes that id, not whatever the local tag points at by then.
-    """
-    wanted = [tags.content] if mode == "content" else list(tags.all)
-    decisions = [
-        (
-            tag,
-            guard_verdict(engine, tags.ref(tag), render_hash, image_id=image_id)
-            if tag in tags.immutable
-            else "push",
-        )
-        for tag in wanted
-    ]
-    pushed = []
-    for tag, verdict in decisions:
-        ref = tags.ref(tag)
-        if verdict == "skip":
-            console.print(f"  {ref}: already in the registry with this render hash, not pushed again")
-            pushed.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
-            continue
-        with console.status(f"pushing {ref} (layers of tens of GB take a while) ..."):
-            out = engines._run(engines.push_command(engine, ref, image_id), engines.PUSH_TIMEOUT)
-        if out.returncode != 0:
-            raise EngineError(
-                f"push of {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}"
-            )
-        console.print(f"  pushed {ref}")
-        pushed.append({"ref": ref, "pushed": True})
-    return pushed
-
-
 def host_info() -> dict:
     return {
         "hostname": platform.node(),
@@ -567,6 +480,8 @@ def execute(plan: Plan, console: Console) -> dict:
             f"expected {plan.render_hash}: the context changed during the build"
         )
     tagged = apply_tags(plan, image_id)
+    from rocmstack.publish.push import push_tags
+
     pushed = (
         push_tags(plan.engine, plan.tags, plan.render_hash, plan.push, console, image_id=image_id)
         if plan.push
@@ -577,50 +492,3 @@ def execute(plan: Plan, console: Console) -> dict:
     return write_manifest(
         plan, base=base, image=image, result=result, tagged=tagged, pushed=pushed, started=started
     )
-
-
-def promote(
-    engine: Engine,
-    tags: TagSet,
-    render_hash: str,
-    console: Console,
-    *,
-    checked: dict,
-    which: Which = shutil.which,
-) -> list[dict]:
-    """Point the descriptive tag and the aliases at the content tag's manifest CHECKED, registry to registry.
-
-    The publish step after validation (``rocmstack.validate.publish.promote`` runs the gate and passes the
-    manifest it checked, ``{"digest", "config"}`` as ``engines.remote_manifest`` read it): the copy is by
-    that digest, so whatever the content tag holds by now, only the validated image is promoted. Nothing
-    is rebuilt or pulled; the descriptive tag is guarded like any immutable push.
-    """
-    content = tags.ref(tags.content)
-    if not checked.get("digest"):
-        raise EngineError(f"cannot promote: no checked manifest digest for {content}")
-    source = engines.by_digest(content, checked["digest"])
-    labels = engines.remote_labels(engine, source, which=which) or {}
-    if labels.get(RENDER_HASH_LABEL) != render_hash:
-        raise EngineError(
-            f"cannot promote: {source} carries render hash {labels.get(RENDER_HASH_LABEL)!r}, "
-            f"expected {render_hash}"
-        )
-    results = []
-    for tag in (tags.descriptive, *tags.aliases):
-        ref = tags.ref(tag)
-        if (
-            tag in tags.immutable
-            and guard_verdict(engine, ref, render_hash, image_id=checked.get("config"), which=which) == "skip"
-        ):
-            results.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
-            continue
-        # remote_labels above needed skopeo too (podman), so the copy below has it.
-        with console.status(f"copying {source} -> {ref} ..."):
-            out = engines._run(engines.copy_command(engine, source, ref), engines.PUSH_TIMEOUT)
-        if out.returncode != 0:
-            raise EngineError(
-                f"promote {source} -> {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}"
-            )
-        console.print(f"  {ref} -> {source}")
-        results.append({"ref": ref, "pushed": True})
-    return results

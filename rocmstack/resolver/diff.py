@@ -178,8 +178,8 @@ def side_from_recipe(name_or_path: str, gpu_arch: str | None = None, patches_dir
 
 
 def side_from_image(ref: str, engine: str | None) -> Side:
-    from rocmstack.build import engines
     from rocmstack.build.pipeline import LOCK_PATH
+    from rocmstack.container import engine as engines
 
     found = engines.detect(engine or "auto")
     info = engines.inspect_image(found, ref)

@@ -46,13 +46,6 @@ json.dump({"python": "%d.%d" % sys.version_info[:2], "dists": dists}, sys.stdout
 """
 
 
-def _storage_flags(engine: str) -> tuple[str, ...]:
-    """podman and buildah share the build's image store (its storage driver)."""
-    from rocmstack.build.engines import podman_prefix
-
-    return () if engine == "docker" else podman_prefix()[1:]
-
-
 def pick_engine(choice: str) -> str:
     if choice not in ENGINES:
         raise InputError(f"--engine {choice!r}: unknown engine", fix=f"one of {', '.join(ENGINES)}")
@@ -70,14 +63,13 @@ def pick_engine(choice: str) -> str:
 
 def commands(engine: str, image: str, name: str) -> list[list[str]]:
     """The engine commands that run the probe in ``image`` (buildah: from, run, rm)."""
-    flags = _storage_flags(engine)
+    from rocmstack.container.engine import buildah_steps, run_prefix
+
     if engine == "buildah":
-        return [
-            ["buildah", *flags, "from", "--pull=never", "--name", name, image],
-            ["buildah", *flags, "run", "--isolation", "chroot", name, "--", "python3", "-c", PROBE],
-            ["buildah", *flags, "rm", name],
-        ]
-    return [[engine, *flags, "run", "--rm", "--pull=never", "--entrypoint", "python3", image, "-c", PROBE]]
+        return [list(step) for step in buildah_steps(image, name, ("python3", "-c", PROBE))]
+    return [
+        [*run_prefix(engine), "run", "--rm", "--pull=never", "--entrypoint", "python3", image, "-c", PROBE]
+    ]
 
 
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""``rocmstack validate`` (the post-build gate) and ``rocmstack publish`` (push only what passed)."""
+"""``rocmstack validate``: the post-build gate."""
 
 from __future__ import annotations
 
@@ -129,63 +129,6 @@ def register(app: typer.Typer) -> None:
                 return
             result = ran
         _finish(result, report, json_out)
-
-    @app.command("publish")
-    def publish(
-        image: str = typer.Argument(
-            ..., help="Image to push (its local tags in this repository are pushed)."
-        ),
-        report: list[Path] = typer.Option(
-            ...,
-            "--report",
-            metavar="DIR",
-            help="Folder `rocmstack validate IMAGE` wrote, or a folder of such folders; repeat per arch leg.",
-        ),
-        engine: str = typer.Option(
-            "auto", "--engine", help="auto | docker | podman (buildah = podman's store)."
-        ),
-        allow_skip: list[str] = typer.Option(
-            [], "--allow-skip", metavar="ID", help="Also accept this doctor check skipped (repeat)."
-        ),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Check the gate and the guard; push nothing."),
-        json_out: bool = typer.Option(False, "--json", help="Print what was pushed as JSON."),
-    ) -> None:
-        """Push IMAGE's tags only when every arch it claims has a passing GPU report made from this image."""
-        from rocmstack.doctor.commands import split_ids
-        from rocmstack.output import print_json, stderr, stdout
-        from rocmstack.validate import publish as gate
-
-        gate.check_engine_choice(engine)
-        allowed = split_ids(allow_skip)
-        if allowed:
-            from rocmstack.doctor import select_checks
-
-            select_checks((), allowed)  # InputError naming an unknown check id
-        loaded = gate.load_reports(report)
-        console = stderr() if json_out else stdout()
-        result = gate.publish(
-            image=image,
-            reports=loaded,
-            engine_choice=engine,
-            dry_run=dry_run,
-            console=console,
-            allow_skip=frozenset(allowed),
-        )
-        if json_out:
-            print_json(result)
-            return
-        if dry_run:
-            console.print(
-                f"gate open for {image} (render hash {result['render_hash'][:12]}, validated on "
-                f"{', '.join(result['validated_archs'])}); would push:"
-            )
-            for ref in result["refs"]:
-                console.print(f"  {ref}" + ("  (immutable, guarded)" if ref in result["immutable"] else ""))
-        else:
-            console.print(
-                f"published {image}: {sum(p['pushed'] for p in result['pushed'])} pushed, "
-                f"{sum(not p['pushed'] for p in result['pushed'])} already there"
-            )
 
 
 def _progress():

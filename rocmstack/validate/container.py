@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rocmstack.build.engines import Which, podman_prefix
+from rocmstack.container.engine import Which, buildah_steps, run_prefix
 from rocmstack.errors import EngineError, InputError, printable
 from rocmstack.validate import schema
 from rocmstack.validate.schema import (
@@ -65,13 +65,6 @@ def detect_host(
     if (dev_root / "nvidiactl").exists() or (proc_root / "driver" / "nvidia").exists() or which("nvidia-smi"):
         return "nvidia"
     return "cpu"
-
-
-def engine_prefix(engine: str) -> tuple[str, ...]:
-    """podman and buildah get the build's own storage flags, so they see the image store it built into."""
-    if engine == "docker":
-        return ("docker",)
-    return (engine, *podman_prefix()[1:])
 
 
 def nofile(engine: str) -> str:
@@ -237,13 +230,12 @@ def plan(
         mounts += ["--volume", f"{stage.parent / BASELINE_FILE}:{BASELINE_MOUNT}/{BASELINE_FILE}:ro"]
     baseline = baseline.resolve() if baseline is not None else None
     flags = device_flags(engine, host, seccomp_unconfined=seccomp_unconfined)
-    prefix = engine_prefix(engine)
+    prefix = run_prefix(engine)
     inner = args.argv()
     if engine == "buildah":
-        # chroot isolation needs no cgroups or namespaces: it works where `podman run` does not.
-        setup = (*prefix, "from", "--pull=never", "--name", name, *flags, image)
-        run = (*prefix, "run", "--isolation", "chroot", *mounts, name, "--", IN_IMAGE_ROCMSTACK, *inner)
-        cleanup = (*prefix, "rm", name)
+        setup, run, cleanup = buildah_steps(
+            image, name, (IN_IMAGE_ROCMSTACK, *inner), from_flags=flags, run_flags=mounts
+        )
         return Plan(
             engine=engine,
             host=host,
@@ -512,7 +504,7 @@ def resolve_engine(choice: str) -> str:
         if choice not in ENGINES:
             raise InputError(f"--engine {choice!r}: unknown engine", fix=f"one of auto, {', '.join(ENGINES)}")
         return choice
-    from rocmstack.build.engines import probe_docker
+    from rocmstack.container.engine import probe_docker
 
     if not isinstance(probe_docker(), str):
         return "docker"
@@ -558,10 +550,10 @@ def pinned(p: Plan) -> tuple[Plan, dict]:
 
 def inspect(engine: str, image: str) -> dict:
     """Labels, id and tags of IMAGE from the engine's store (buildah shares podman's)."""
-    from rocmstack.build.engines import Engine, inspect_image
+    from rocmstack.container.engine import Engine, inspect_image
 
     name = "docker" if engine == "docker" else "podman"
-    return inspect_image(Engine(name=name, argv=engine_prefix(name), version=""), image)
+    return inspect_image(Engine(name=name, argv=run_prefix(name), version=""), image)
 
 
 @dataclass(frozen=True)
@@ -657,13 +649,11 @@ def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
     import hashlib
     import json
 
-    from rocmstack.build.engines import Engine, read_file
+    from rocmstack.container.engine import Engine, read_file
     from rocmstack.render.sbom import IMAGE_PATH
 
     name = "docker" if engine == "docker" else "podman"
-    data = read_file(
-        Engine(name=name, argv=engine_prefix(name), version=""), image_id, IMAGE_PATH, SBOM_LIMIT
-    )
+    data = read_file(Engine(name=name, argv=run_prefix(name), version=""), image_id, IMAGE_PATH, SBOM_LIMIT)
     if data is None:
         return None
     (report_dir / SBOM_FILE).write_bytes(data)

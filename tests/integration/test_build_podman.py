@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmstack.build import engines
+from rocmstack.container import engine as engines
 from tests.conftest import podman_store_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -541,7 +541,7 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build, t
     )
     assert remote(env, staged["refs"][1]) and remote(env, staged["refs"][0]) is None
     # Promotion runs the publish gate: no report, no promotion.
-    proc = rocmstack(env, "tags", *bumped, "--engine", "podman", "--promote")
+    proc = rocmstack(env, "publish", *bumped, "--engine", "podman", "--promote")
     assert proc.returncode == 2 and "--promote needs --report DIR" in proc.stderr, proc.stderr[-3000:]
     assert remote(env, staged["refs"][0]) is None
     # With a passing GPU leg of the staged image (replayed: test_validate_podman.py), it is promoted.
@@ -564,7 +564,7 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build, t
     )
     leg = _gpu_leg(identity, tmp_path / "leg", arch=ARCH)
     proc = rocmstack(
-        env, "tags", *bumped, "--engine", "podman", "--promote", "--report", str(leg), *ALLOW, "--json"
+        env, "publish", *bumped, "--engine", "podman", "--promote", "--report", str(leg), *ALLOW, "--json"
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     digests = {remote(env, ref)["Digest"] for ref in staged["refs"]}
@@ -622,10 +622,10 @@ def test_rocmstack_uses_the_image_store_the_users_podman_made(tmp_path, monkeypa
         )
         assert seen.returncode == 0, seen.stderr
 
-        from rocmstack.validate.container import engine_prefix
+        from rocmstack.container.engine import run_prefix
 
         listed = subprocess.run(
-            [*engine_prefix("buildah"), "images", "--format", "{{.Name}}:{{.Tag}}"],
+            [*run_prefix("buildah"), "images", "--format", "{{.Name}}:{{.Tag}}"],
             env=env, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert listed.returncode == 0 and name in listed.stdout, listed.stderr

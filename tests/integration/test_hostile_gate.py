@@ -188,13 +188,13 @@ def test_a_promote_of_a_swapped_content_tag_is_refused(gate, registry, first_bui
     assert content.endswith(":" + first_build["manifest"]["tags"]["content"])
     assert podman(env, "tag", first_build["manifest"]["image"]["id"], content).returncode == 0
     assert podman(env, "push", "--tls-verify=false", content, timeout=600).returncode == 0
-    proc = rocmstack(env, "tags", *args, "--promote", "--report", str(ran["dir"]))
+    proc = rocmstack(env, "publish", *args, "--promote", "--report", str(ran["dir"]))
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert f"refusing to publish {content}: the report was made from image" in proc.stderr
     assert "(same render, another build)" in proc.stderr and "Traceback" not in proc.stderr
     assert not _in_registry(env, descriptive)
     # Without a report there is no promotion at all.
-    bare = rocmstack(env, "tags", *args, "--promote")
+    bare = rocmstack(env, "publish", *args, "--promote")
     assert bare.returncode == 2 and "--promote needs --report DIR" in bare.stderr
     assert not _in_registry(env, descriptive)
 

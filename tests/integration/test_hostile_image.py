@@ -19,7 +19,8 @@ import pytest
 from test_build_podman import podman, rocmstack, serve_registry
 from test_validate_podman import ARGS, _need, registry  # noqa: F401  (registry: a fixture)
 
-from rocmstack.build import engines, pipeline
+from rocmstack.build import pipeline
+from rocmstack.container import engine as engines
 from rocmstack.errors import CheckFailed
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]

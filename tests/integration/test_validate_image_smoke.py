@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from test_build_podman import rocmstack
 
-from rocmstack.build import engines
+from rocmstack.container import engine as engines
 
 pytestmark = [
     pytest.mark.slow,

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from test_build_podman import ROOT, podman, rocmstack
 
-from rocmstack.build import engines
+from rocmstack.container import engine as engines
 from rocmstack.render.sbom import schema_errors
 from tests.conftest import free_port
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmstack.build import engines
+from rocmstack.container import engine as engines
 from tests.conftest import podman_store_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3000)]

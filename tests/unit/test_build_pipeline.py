@@ -200,26 +200,6 @@ def test_push_options_are_checked(tmp_path):
     assert proc.code == 2 and "--dry-run and --push" in proc.err
 
 
-def test_guard_refuses_a_tag_holding_another_build_of_the_same_render(monkeypatch):
-    """The registry side is what skopeo reports for a tag: its labels and its config digest (image id)."""
-    from rocmstack.build import engines, pipeline
-    from rocmstack.errors import CheckFailed
-
-    h = "a" * 64
-    monkeypatch.setattr(engines, "remote_labels", lambda *a, **k: {pipeline.RENDER_HASH_LABEL: h})
-    monkeypatch.setattr(
-        engines, "remote_manifest", lambda *a, **k: {"digest": "sha256:m", "config": "sha256:" + "1" * 64}
-    )
-    eng = engines.Engine(name="podman", argv=("podman",), version="4")
-    assert pipeline.guard_verdict(eng, "r.io/x:t", h) == "skip"  # render hash alone: the old answer
-    assert pipeline.guard_verdict(eng, "r.io/x:t", h, image_id="1" * 64) == "skip"  # this very build
-    with pytest.raises(
-        CheckFailed,
-        match=r"render hash aaaaaaaaaaaa but from another build \(image 111111111111, this is 222222222222\)",
-    ):
-        pipeline.guard_verdict(eng, "r.io/x:t", h, image_id="sha256:" + "2" * 64)
-
-
 # Verbatim: podman 4.3.1 (Debian bookworm, --isolation chroot, overlay) on a loaded 2-core machine, the
 # tail of a build whose RUN step 15 never started: the engine's re-exec of itself from a sealed memfd copy
 # lost a race with the kernel (the line is containers/storage's pkg/unshare/unshare.c, copy_self_proc_exe).
@@ -327,32 +307,3 @@ def test_a_failing_step_is_not_run_again_and_a_second_race_is_the_failure(tmp_pa
     result = P.build_through_races(_plan_stub(tmp_path), Console(record=True), run)
     assert not result.ok and len(result.retries) == 1 and left == [AGAIN]  # once more, not until it passes
     assert "step 15/26" in P.failure_message(_plan_stub(tmp_path), result)
-
-
-def test_guard_judges_a_multi_platform_index_by_the_images_it_lists(monkeypatch):
-    """A tag holding an index: the index's digest is no build's image, so 'this build' means every image it
-    lists is this build (docker's attestation manifests are not images and remote_manifest leaves them out)."""
-    from rocmstack.build import engines, pipeline
-    from rocmstack.errors import CheckFailed
-
-    h, mine, other = "a" * 64, "sha256:" + "1" * 64, "sha256:" + "2" * 64
-    monkeypatch.setattr(engines, "remote_labels", lambda *a, **k: {pipeline.RENDER_HASH_LABEL: h})
-    eng = engines.Engine(name="podman", argv=("podman",), version="4")
-
-    def holding(**remote):
-        monkeypatch.setattr(
-            engines, "remote_manifest", lambda *a, **k: {"digest": "sha256:i", "config": None, **remote}
-        )
-
-    holding(index=True, images=[mine])
-    assert pipeline.guard_verdict(eng, "r.io/x:t", h, image_id=mine) == "skip"
-    for images in ([other], [mine, other], []):
-        holding(index=True, images=images)
-        with pytest.raises(CheckFailed, match="as a multi-platform index whose images"):
-            pipeline.guard_verdict(eng, "r.io/x:t", h, image_id=mine)
-    holding(index=True, images=[mine], more=True)  # more images than were read: not known to be this build
-    with pytest.raises(CheckFailed):
-        pipeline.guard_verdict(eng, "r.io/x:t", h, image_id=mine)
-    holding()  # a manifest naming no config: not known to be this build either
-    with pytest.raises(CheckFailed, match=r"another build \(image unknown"):
-        pipeline.guard_verdict(eng, "r.io/x:t", h, image_id=mine)

@@ -138,7 +138,7 @@ def test_bench_plot_of_a_non_utf8_report_exits_2(capsys, tmp_path):
 
 def test_inspect_prints_no_terminal_escape_from_the_image(capsys, monkeypatch):
     """Labels and lock.json come out of the image: escapes in them are shown, never sent (issue 20)."""
-    from rocmstack.build import engines
+    from rocmstack.container import engine as engines
 
     evil = "\x1b]0;owned\x07\x1b[2J\x9b31m"
     monkeypatch.setattr(
@@ -170,9 +170,36 @@ def test_inspect_prints_no_terminal_escape_from_the_image(capsys, monkeypatch):
         assert not any((ord(ch) < 0x20 and ch not in "\n\t") or 0x7F <= ord(ch) <= 0x9F for ch in text)
 
 
-def test_promote_without_a_report_is_refused(capsys):
-    code, _, err = run(capsys, "tags", "verl-0.9.0-rocm10", "--promote")
+@pytest.mark.parametrize("command", ["publish", "tags"])
+def test_promote_without_a_report_is_refused(capsys, command):
+    code, _, err = run(capsys, command, "verl-0.9.0-rocm10", "--promote")
     assert code == 2 and "--promote needs --report DIR" in err
+
+
+@pytest.mark.parametrize("command", ["publish", "tags"])
+def test_promote_runs_the_gate_under_either_spelling_and_tags_says_it_is_deprecated(
+    capsys, monkeypatch, tmp_path, command
+):
+    from rocmstack.container import engine as engines
+    from rocmstack.publish import gate
+
+    seen = {}
+
+    def promote(**kw):
+        seen.update(kw)
+        return [{"ref": "x", "pushed": True}]
+
+    found = engines.Engine(name="podman", argv=("podman",), version="4")
+    monkeypatch.setattr(engines, "detect", lambda choice, **k: found)
+    monkeypatch.setattr(gate, "load_reports", lambda dirs: [{"dir": str(d)} for d in dirs])
+    monkeypatch.setattr(gate, "promote", promote)
+    code, out, err = run(
+        capsys, command, "verl-0.9.0-rocm10", "--promote", "--report", str(tmp_path), "--json"
+    )
+    assert code == 0 and json.loads(out)["promoted"] == [{"ref": "x", "pushed": True}]
+    assert seen["reports"] == [{"dir": str(tmp_path)}] and seen["engine"].tls_verify
+    note = "note: 'rocmstack tags --promote' is deprecated; use 'rocmstack publish --promote'"
+    assert (note in err) == (command == "tags")
 
 
 @pytest.mark.parametrize(

@@ -267,7 +267,7 @@ def test_every_rocmstack_flag_in_the_workflow_exists():
             uses.setdefault(m[1], set()).update(re.findall(r"(--[a-z][a-z-]*)", m[2]))
         if "args=(build" in text:  # the build command is assembled in an array
             uses.setdefault("build", set()).update(re.findall(r"(--[a-z][a-z-]*)", text))
-    assert {"matrix", "build", "inspect", "tags", "validate", "diff"} <= set(uses)
+    assert {"matrix", "build", "inspect", "publish", "validate", "diff"} <= set(uses)
     for command, flags in uses.items():
         help_text = cli(command, "--help").out
         for flag in flags:

@@ -599,8 +599,8 @@ def test_a_malformed_in_image_report_is_a_collect_failure_not_a_crash(tmp_path, 
 
 def test_the_host_writes_its_arch_and_options_over_the_images(tmp_path, monkeypatch):
     """Issue 20.4: the image says gfx950 and expect_gpus 1; the host ran it on gfx942 with --expect-gpus 8."""
+    from rocmstack.publish.gate import report_arch
     from rocmstack.validate.pipeline import ValidateOptions
-    from rocmstack.validate.publish import report_arch
 
     _cpu_image(monkeypatch)
     claims = {**VALID, "gpu_arch": "gfx950", "gpu_archs": ["gfx950"], "options": {"expect_gpus": 1}}
@@ -734,7 +734,7 @@ except BrokenPipeError:
 
 
 def _fake_engine(tmp_path: Path, **spec):
-    from rocmstack.build import engines
+    from rocmstack.container import engine as engines
 
     script, spec_file = tmp_path / "engine.py", tmp_path / "spec.json"
     script.write_text(FAKE_ENGINE)
@@ -748,7 +748,7 @@ def _sent(tmp_path: Path) -> int:
 
 
 def test_read_file_takes_only_a_bounded_regular_file_out_of_an_image(tmp_path):
-    from rocmstack.build import engines
+    from rocmstack.container import engine as engines
 
     assert engines.read_file(_fake_engine(tmp_path, kind="file", size=4), "i", "/f", 4) == b"xxxx"
     assert engines.read_file(_fake_engine(tmp_path, kind="absent"), "i", "/f", 4) is None
@@ -764,7 +764,7 @@ def test_read_file_takes_only_a_bounded_regular_file_out_of_an_image(tmp_path):
 def test_read_file_bounds_the_copy_not_only_what_it_keeps(tmp_path):
     """A 32 MiB file against a 1 MiB limit: the engine is stopped once the limit is past, so the host
     takes in about the limit (plus a pipe's buffer), not the whole file (the old copy took all of it)."""
-    from rocmstack.build import engines
+    from rocmstack.container import engine as engines
 
     limit, size = 1 << 20, 32 << 20
     with pytest.raises(EngineError, match="larger than 1,048,576 bytes"):

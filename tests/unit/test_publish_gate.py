@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocmstack.errors import CheckFailed, InputError
-from rocmstack.validate.publish import SKIP_ALLOWED, check_report, check_reports, load_reports, tag_set
+from rocmstack.publish.gate import SKIP_ALLOWED, check_report, check_reports, load_reports, tag_set
 
 H = "3f" * 32
 LABELS = {
@@ -264,7 +264,7 @@ def _remote(config, digest="sha256:" + "cd" * 32):
 
 
 def test_promotion_compares_the_registry_image_with_the_reports():
-    from rocmstack.validate.publish import promoted_image_id
+    from rocmstack.publish.gate import promoted_image_id
 
     rep = _report(image={"id": "sha256:" + "aa" * 32, "repo_digests": [], "digest": None})
     assert promoted_image_id(_remote("sha256:" + "aa" * 32), [rep], "r") == "sha256:" + "aa" * 32
@@ -275,7 +275,7 @@ def test_promotion_compares_the_registry_image_with_the_reports():
 
 
 def test_an_index_without_config_digest_is_never_taken_for_the_same_build():
-    from rocmstack.validate.publish import promoted_image_id
+    from rocmstack.publish.gate import promoted_image_id
 
     index = "sha256:" + "cd" * 32
     rep = _report(image={"id": "sha256:" + "aa" * 32, "repo_digests": ["r/x@sha256:" + "ef" * 32]})
@@ -311,7 +311,7 @@ def _registry(monkeypatch, config):
     """A registry whose content tag holds the manifest sha256:cd.. of image CONFIG; records copies."""
     import subprocess
 
-    from rocmstack.build import engines
+    from rocmstack.container import engine as engines
 
     copies = []
     digest = "sha256:" + "cd" * 32
@@ -335,9 +335,9 @@ def _promote(reports):
 
     from rich.console import Console
 
-    from rocmstack.build.engines import Engine
     from rocmstack.build.tags import TagSet
-    from rocmstack.validate.publish import promote
+    from rocmstack.container.engine import Engine
+    from rocmstack.publish.gate import promote
 
     tags = TagSet(repository="r.io/a/verl", descriptive="verl-0.9_gfx950", content="r-3f3f3f3f3f3f")
     engine = Engine(name="podman", argv=("podman",), version="4")

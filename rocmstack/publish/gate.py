@@ -4,7 +4,7 @@ The gate: every arch in the image's ``dev.rocmstack.gpu-archs`` label has a pass
 GPU of that arch; each report was made from this very image (its render hash equals the image's
 ``dev.rocmstack.render-hash`` label and its image id is this image's), ran the doctor, the smoke and the
 bench on the GPU with the expected GPU count and no doctor check skipped beyond ``SKIP_ALLOWED``; and no
-immutable tag moves (the build's immutability guard, ``rocmstack.build.pipeline.push_tags``).
+immutable tag moves (the immutability guard, ``rocmstack.publish.push``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack.build.pipeline import RENDER_HASH_LABEL
-from rocmstack.build.tags import CONTENT_HEX, CONTENT_PREFIX, TagSet, arch_field, parse_reference
+from rocmstack.build.tags import CONTENT_HEX, CONTENT_PREFIX, TagSet, arch_field
+from rocmstack.container.reference import parse_reference
 from rocmstack.errors import CheckFailed, InputError, printable, quoted
+from rocmstack.publish.push import copy_by_digest, guard_verdict, push_tags
 from rocmstack.validate.schema import HOST_CHECKED
 
 RECIPE_LABEL = "dev.rocmstack.recipe"
@@ -256,7 +258,7 @@ def tag_set(
     The content tag (``r-<hash>``) and every tag the recipe does not declare as a floating alias are
     immutable, so the guard covers them; when the recipe is unknown, every tag is treated as immutable.
     """
-    from rocmstack.build.engines import qualify
+    from rocmstack.container.engine import qualify
 
     ref = parse_reference(image)
     repo = ref.name
@@ -293,9 +295,8 @@ def publish(
     console: Any,
     allow_skip: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    """Check the gate, then push (through the build's guarded push). Returns what was (or would be) pushed."""
-    from rocmstack.build import engines
-    from rocmstack.build.pipeline import guard_verdict, push_tags
+    """Check the gate, then push (through the guarded push). Returns what was (or would be) pushed."""
+    from rocmstack.container import engine as engines
 
     choice = "podman" if engine_choice == "buildah" else engine_choice
     engine = engines.detect(choice)
@@ -361,14 +362,13 @@ def promote(
     console: Any,
     allow_skip: frozenset[str] = frozenset(),
 ) -> list[dict[str, Any]]:
-    """``rocmstack tags --promote``: the same gate as ``publish``, for the registry's content tag.
+    """``rocmstack publish --promote``: the same gate as ``publish``, for the registry's content tag.
 
     The content tag's manifest is read once; its labels and image id (config digest) face the gate, and
     the registry-side copy is of that manifest, by digest. A tag moved to another build between the
     validation and the promotion (or meanwhile) is refused, not promoted.
     """
-    from rocmstack.build import engines
-    from rocmstack.build.pipeline import promote as copy_by_digest
+    from rocmstack.container import engine as engines
     from rocmstack.errors import EngineError
 
     content = tags.ref(tags.content)

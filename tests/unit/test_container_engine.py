@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from rocmstack.build import engines as E
+from rocmstack.container import engine as E
 from rocmstack.errors import EngineError, InputError
 
 # Verbatim: `podman --storage-driver vfs pull docker.io/rocm/primus:v26.7` on this machine (podman 4.3.1,
@@ -258,7 +258,7 @@ def test_buildx_asks_for_provenance_unless_the_docker_driver_refuses_it(tmp_path
 
 
 def test_podman_pushes_the_checked_image_id_and_promote_reads_by_digest():
-    from rocmstack.build.engines import Engine, by_digest, push_command
+    from rocmstack.container.engine import Engine, by_digest, push_command
 
     podman = Engine(name="podman", argv=("podman",), version="4")
     assert push_command(podman, "r.io/a/b:t", "sha256:" + "c" * 64) == [
@@ -358,3 +358,24 @@ def test_validate_with_docker_down_exits_4_naming_the_daemon(docker_down):
         "rocmstack: error: docker: daemon not reachable (Cannot connect to the Docker daemon"
     )
     assert "not found" not in last and "Traceback" not in res.err
+
+
+def test_buildah_steps_and_run_prefix_share_the_builds_image_store(monkeypatch):
+    monkeypatch.setenv(E.PODMAN_DRIVER_ENV, "vfs")
+    assert E.run_prefix("docker") == ("docker",)
+    assert E.run_prefix("buildah") == ("buildah", "--storage-driver", "vfs")
+    setup, run, cleanup = E.buildah_steps("img:1", "c1", ("true",), from_flags=("--device", "/dev/kfd"))
+    assert setup == (
+        "buildah",
+        "--storage-driver",
+        "vfs",
+        "from",
+        "--pull=never",
+        "--name",
+        "c1",
+        "--device",
+        "/dev/kfd",
+        "img:1",
+    )
+    assert run == ("buildah", "--storage-driver", "vfs", "run", "--isolation", "chroot", "c1", "--", "true")
+    assert cleanup == ("buildah", "--storage-driver", "vfs", "rm", "c1")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
 
+from rocmstack.container.reference import parse_reference
 from rocmstack.errors import EngineError, InputError
 
 ENGINES = ("auto", "docker", "podman")
@@ -78,6 +79,33 @@ def _last_line(text: str) -> str:
 def podman_prefix() -> tuple[str, ...]:
     driver = os.environ.get(PODMAN_DRIVER_ENV, "").strip()
     return ("podman", "--storage-driver", driver) if driver else ("podman",)
+
+
+def run_prefix(engine: str) -> tuple[str, ...]:
+    """The command prefix of an engine that runs a command in an image (docker, podman or buildah): podman
+    and buildah get the build's own storage flags, so they see the image store it built into."""
+    if engine == "docker":
+        return ("docker",)
+    return (engine, *podman_prefix()[1:])
+
+
+def buildah_steps(
+    image: str,
+    name: str,
+    command: Sequence[str],
+    *,
+    from_flags: Sequence[str] = (),
+    run_flags: Sequence[str] = (),
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """buildah's from, run, rm of COMMAND in IMAGE, as a working container NAME.
+
+    chroot isolation needs no cgroups or namespaces: it works where ``podman run`` does not. FROM_FLAGS
+    (devices, ulimits, /dev/shm) go on ``buildah from``, RUN_FLAGS (mounts) on ``buildah run``."""
+    prefix = run_prefix("buildah")
+    setup = (*prefix, "from", "--pull=never", "--name", name, *from_flags, image)
+    run = (*prefix, "run", "--isolation", "chroot", *run_flags, name, "--", *command)
+    cleanup = (*prefix, "rm", name)
+    return setup, run, cleanup
 
 
 def probe_docker(
@@ -493,8 +521,6 @@ def remote_manifest(
         return {"digest": digest, "config": config}
     # A multi-platform index (an OCI image index, a Docker manifest list): its digest names no image.
     # What it holds is the config digests of its image manifests (attestations are not images).
-    from rocmstack.build.tags import parse_reference
-
     name = parse_reference(ref).name
     images = []
     for child in children[:MAX_INDEX_CHILDREN]:
@@ -533,8 +559,6 @@ def _get(obj: object, key: str) -> object:
 
 def by_digest(ref: str, digest: str) -> str:
     """``repo@sha256:…``: the one manifest a tag pointed at when it was read, whatever the tag does later."""
-    from rocmstack.build.tags import parse_reference
-
     return f"{parse_reference(ref).name}@{digest}"
 
 

@@ -1,0 +1,1 @@
+"""Container engines (docker buildx, podman, buildah): detection, image inspection, reads, pushes, copies."""

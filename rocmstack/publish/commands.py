@@ -1,0 +1,199 @@
+"""``rocmstack publish``: push an image's tags, or (``--promote``) point a recipe's tags at its validated
+content tag, registry side; both only when the validation reports open the gate."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import typer
+
+from rocmstack.build.commands import (
+    ALIAS_OPT,
+    ARCH_OPT,
+    IGNORE_OPT,
+    INSECURE_OPT,
+    REGISTRY_OPT,
+    SET_OPT,
+    print_tags,
+    render_tags,
+)
+from rocmstack.errors import InputError
+from rocmstack.options import PATCHES_DIR_OPT
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("publish")
+    def publish(
+        target: str = typer.Argument(
+            ...,
+            metavar="IMAGE|RECIPE",
+            help="Image to push (its local tags in this repository are pushed); with --promote, the recipe "
+            "whose pushed content tag is promoted.",
+        ),
+        report: list[Path] = typer.Option(
+            [],
+            "--report",
+            metavar="DIR",
+            help="Folder `rocmstack validate IMAGE` wrote, or a folder of such folders; repeat per arch leg.",
+        ),
+        engine: str = typer.Option(
+            "auto", "--engine", help="auto | docker | podman (buildah = podman's store)."
+        ),
+        allow_skip: list[str] = typer.Option(
+            [], "--allow-skip", metavar="ID", help="Also accept this doctor check skipped (repeat)."
+        ),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Check the gate and the guard; push nothing."),
+        promote: bool = typer.Option(
+            False,
+            "--promote",
+            help="Point RECIPE's descriptive tag and aliases at its pushed content tag (registry side), "
+            "only when the gate opens on --report for the image it holds",
+        ),
+        gpu_arch: str | None = ARCH_OPT,
+        overrides: list[str] = SET_OPT,
+        registry: str | None = REGISTRY_OPT,
+        aliases: list[str] = ALIAS_OPT,
+        ignore_rules: list[str] = IGNORE_OPT,
+        patches_dir: Path | None = PATCHES_DIR_OPT,
+        insecure: bool = INSECURE_OPT,
+        json_out: bool = typer.Option(False, "--json", help="Print what was pushed as JSON."),
+    ) -> None:
+        """Push IMAGE's tags only when every arch it claims has a passing GPU report made from this image."""
+        if promote:
+            if dry_run:
+                raise InputError("--dry-run is for publishing an IMAGE, not for --promote")
+            promote_recipe(
+                recipe=target,
+                gpu_arch=gpu_arch,
+                overrides=overrides,
+                registry=registry,
+                aliases=aliases,
+                ignore_rules=ignore_rules,
+                patches_dir=patches_dir,
+                reports=report,
+                allow_skip=allow_skip,
+                insecure=insecure,
+                engine=engine,
+                json_out=json_out,
+            )
+            return
+        recipe_opts = {
+            "--gpu-arch": gpu_arch,
+            "--set": overrides,
+            "--registry": registry,
+            "--alias": aliases,
+            "--ignore-rule": ignore_rules,
+            "--patches-dir": patches_dir,
+            "--insecure-registry": insecure,
+        }
+        given = [name for name, value in recipe_opts.items() if value]
+        if given:
+            raise InputError(f"{', '.join(given)}: for --promote RECIPE", fix="add --promote, or drop them")
+        if not report:
+            raise InputError(
+                "publish needs --report DIR: the validation reports of IMAGE",
+                fix="pass the folder(s) `rocmstack validate IMAGE --report DIR` wrote, once per arch leg",
+            )
+        publish_image(
+            image=target,
+            report=report,
+            engine=engine,
+            allow_skip=allow_skip,
+            dry_run=dry_run,
+            json_out=json_out,
+        )
+
+
+def _allowed(allow_skip: list[str]) -> frozenset[str]:
+    from rocmstack.doctor.commands import split_ids
+
+    allowed = split_ids(allow_skip)
+    if allowed:
+        from rocmstack.doctor import select_checks
+
+        select_checks((), allowed)  # InputError naming an unknown check id
+    return frozenset(allowed)
+
+
+def publish_image(
+    *, image: str, report: list[Path], engine: str, allow_skip: list[str], dry_run: bool, json_out: bool
+) -> None:
+    from rocmstack.output import print_json, stderr, stdout
+    from rocmstack.publish import gate
+
+    gate.check_engine_choice(engine)
+    allowed = _allowed(allow_skip)
+    loaded = gate.load_reports(report)
+    console = stderr() if json_out else stdout()
+    result = gate.publish(
+        image=image,
+        reports=loaded,
+        engine_choice=engine,
+        dry_run=dry_run,
+        console=console,
+        allow_skip=allowed,
+    )
+    if json_out:
+        print_json(result)
+        return
+    if dry_run:
+        console.print(
+            f"gate open for {image} (render hash {result['render_hash'][:12]}, validated on "
+            f"{', '.join(result['validated_archs'])}); would push:"
+        )
+        for ref in result["refs"]:
+            console.print(f"  {ref}" + ("  (immutable, guarded)" if ref in result["immutable"] else ""))
+    else:
+        console.print(
+            f"published {image}: {sum(p['pushed'] for p in result['pushed'])} pushed, "
+            f"{sum(not p['pushed'] for p in result['pushed'])} already there"
+        )
+
+
+def promote_recipe(
+    *,
+    recipe: str,
+    gpu_arch: str | None,
+    overrides: list[str],
+    registry: str | None,
+    aliases: list[str],
+    ignore_rules: list[str],
+    patches_dir: Path | None,
+    reports: list[Path],
+    allow_skip: list[str],
+    insecure: bool,
+    engine: str,
+    json_out: bool,
+) -> None:
+    """Promote RECIPE's content tag through the gate, then print its tags as ``rocmstack tags`` does."""
+    from rocmstack.container import engine as engines
+    from rocmstack.output import stderr
+    from rocmstack.publish import gate
+
+    if not reports:
+        raise InputError(
+            "--promote needs --report DIR: the validation reports of the image the content tag holds",
+            fix="pass the folder(s) `rocmstack validate IMAGE --report DIR` wrote, once per arch leg",
+        )
+    tags, render_hash = render_tags(
+        recipe,
+        gpu_arch,
+        overrides,
+        registry=registry,
+        aliases=aliases,
+        ignore_rules=ignore_rules,
+        patches_dir=patches_dir,
+    )
+    allowed = _allowed(allow_skip)
+    loaded = gate.load_reports(reports)
+    found = replace(engines.detect(engine), tls_verify=not insecure)
+    promoted = gate.promote(
+        tags=tags,
+        render_hash=render_hash,
+        reports=loaded,
+        engine=found,
+        console=stderr(),
+        allow_skip=allowed,
+    )
+    print_tags(tags, render_hash, json_out=json_out, promoted=promoted)
