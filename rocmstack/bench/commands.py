@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 
 from rocmstack.errors import CheckFailed, InputError, Interrupted, quoted
+from rocmstack.options import old_spelling, renamed
 from rocmstack.output import check_output_file, dumps, print_json, print_table, stderr, stdout, warn
 
 # Defaults per device. A GPU runs the shape and batches rollouts use; a CPU runs a small real shape at
@@ -56,10 +57,10 @@ def _parse_engines(text: str) -> tuple[str, ...]:
     bad = [e for e in engines if e not in ENGINES]
     if not engines or bad:
         raise InputError(
-            f"--engine {quoted(text)}: unknown engine {quoted(bad[0] if bad else '')}",
+            f"--rollout {quoted(text)}: unknown engine {quoted(bad[0] if bad else '')}",
             fix=f"use {'|'.join(ENGINES)}",
         )
-    _unique("--engine", text, engines)
+    _unique("--rollout", text, engines)
     return engines
 
 
@@ -214,8 +215,8 @@ def rollout(
     new_tokens: int | None = typer.Option(
         None, "--new-tokens", min=1, help="Generated tokens per sequence. Default: 256 on a GPU, 32 on CPU."
     ),
-    engine: str = typer.Option(
-        "reference", "--engine", help="reference | hf | vllm | sglang, comma-separated."
+    rollout: str = typer.Option(
+        "reference", "--rollout", help="Rollout engines: reference | hf | vllm | sglang, comma-separated."
     ),
     device: str = typer.Option(
         "auto", "--device", help="cpu | cuda (ROCm GPUs are 'cuda' in PyTorch) | auto."
@@ -252,6 +253,7 @@ def rollout(
     save_baseline: Path | None = typer.Option(
         None, "--save-baseline", help="Merge this run into a baseline file."
     ),
+    engine: str | None = old_spelling("--engine"),
 ) -> None:
     """Decode throughput of the rollout path (random weights, no download) against the memory roofline."""
     from rocmstack.bench.baseline import DEFAULT_TOLERANCE, compare, load_baseline, update_baseline
@@ -259,7 +261,7 @@ def rollout(
     from rocmstack.gpu import memory
     from rocmstack.gpu.shapes import load_config
 
-    engines = _parse_engines(engine)
+    engines = _parse_engines(renamed(rollout, engine, "--engine", "--rollout"))
     if batch is not None:
         _parse_batches(batch)  # bad input fails before torch is imported
     if shape is not None:
@@ -337,8 +339,8 @@ def rollout(
     if failed_runs:
         r = failed_runs[0]
         raise CheckFailed(
-            f"--engine {r['engine']} could not run ({r['status']}): {r['reason']}",
-            fix=f"install {r['engine']} in this environment, or leave it out of --engine"
+            f"--rollout {r['engine']} could not run ({r['status']}): {r['reason']}",
+            fix=f"install {r['engine']} in this environment, or leave it out of --rollout"
             if r["status"] == "skip"
             else "the engine's last log lines are in the --json report (engines[].log_tail)",
         )

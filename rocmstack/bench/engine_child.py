@@ -1,4 +1,4 @@
-"""The engine side of `bench rollout --engine vllm`: one vLLM engine, every batch, timed in one process.
+"""The engine side of `bench rollout --rollout vllm`: one vLLM engine, every batch, timed in one process.
 
 Run as ``python -m rocmstack.bench.engine_child REQUEST.json`` by rocmstack.bench.adapters (own process
 group, time limit). It builds one offline ``vllm.LLM`` with dummy weights from a config-only model folder,

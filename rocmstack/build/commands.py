@@ -9,20 +9,11 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from rocmstack.options import PATCHES_DIR_OPT
+from rocmstack.options import ARCH_OPT, IGNORE_OPT, JSON_OPT, PATCHES_DIR_OPT, RECIPE_ARG, RELOCK_OPT, SET_OPT
 
 if TYPE_CHECKING:
     from rocmstack.build.tags import TagSet
 
-RECIPE_ARG = typer.Argument(..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
-ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
-SET_OPT = typer.Option(
-    [], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value"
-)
-IGNORE_OPT = typer.Option(
-    [], "--ignore-rule", help="Override a failing rule (repeatable); recorded in the image labels"
-)
-RELOCK_OPT = typer.Option(False, "--relock", help="Accept recipe changes: rewrite its lock entry")
 REGISTRY_OPT = typer.Option(
     None, "--registry", help="Registry prefix for the tags, e.g. ghcr.io/acme or localhost:5000"
 )
@@ -35,7 +26,6 @@ INSECURE_OPT = typer.Option(
 ENGINE_OPT = typer.Option(
     "auto", "--engine", help="auto (docker buildx if a daemon answers, else podman), docker, podman"
 )
-JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 LOCK_LIMIT = 16 << 20  # the most `inspect` reads of an image's lock.json
 
 
@@ -80,6 +70,7 @@ def register(app: typer.Typer) -> None:
         from rocmstack.container import engine as engines
         from rocmstack.errors import EngineError, InputError, Interrupted
         from rocmstack.output import print_json, stderr, warn
+        from rocmstack.publish import push as publish_push
         from rocmstack.render.commands import gate_and_render
         from rocmstack.render.context import write_context
 
@@ -134,7 +125,7 @@ def register(app: typer.Typer) -> None:
         from rocmstack.signals import INTERRUPTS
 
         try:
-            manifest = execute(plan, err)
+            manifest = execute(plan, err, publish_push.push_tags)
         except INTERRUPTS as exc:
             # Say what state things are in: Ctrl-C as the one line of an Interrupted (exit 130); SIGTERM/SIGHUP
             # exit 128 + signal after the same line.
@@ -221,8 +212,8 @@ def register(app: typer.Typer) -> None:
         """Read an image's provenance back: OCI + dev.rocmstack.* labels and /opt/rocmstack/lock.json."""
         import json
 
-        from rocmstack.build.pipeline import LOCK_PATH, RENDER_HASH_LABEL
         from rocmstack.container import engine as engines
+        from rocmstack.contract import LOCK_PATH, PROVENANCE_PREFIXES, RENDER_HASH_LABEL, SBOM_PATH
         from rocmstack.errors import CheckFailed, printable
         from rocmstack.output import print_json, stdout, warn
 
@@ -231,12 +222,10 @@ def register(app: typer.Typer) -> None:
         found = engines.detect(engine)
         info = engines.inspect_image(found, image)
         if sbom:
-            from rocmstack.render.sbom import IMAGE_PATH
-
-            data = engines.read_file(found, info["id"] or image, IMAGE_PATH)
+            data = engines.read_file(found, info["id"] or image, SBOM_PATH)
             if data is None:
                 raise CheckFailed(
-                    f"{image}: {IMAGE_PATH} is missing (built before rocmstack wrote SBOMs, or not a "
+                    f"{image}: {SBOM_PATH} is missing (built before rocmstack wrote SBOMs, or not a "
                     "rocmstack image)",
                     fix="rebuild it with `rocmstack build`",
                 )
@@ -247,11 +236,7 @@ def register(app: typer.Typer) -> None:
             lock = json.loads(raw) if raw else None
         except ValueError:
             lock = None
-        labels = {
-            k: v
-            for k, v in sorted(info["labels"].items())
-            if k.startswith(("org.opencontainers.image.", "dev.rocmstack."))
-        }
+        labels = {k: v for k, v in sorted(info["labels"].items()) if k.startswith(PROVENANCE_PREFIXES)}
         problems = []
         if raw and not isinstance(lock, dict):
             lock = None

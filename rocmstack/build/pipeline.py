@@ -25,6 +25,7 @@ from rocmstack.build.runner import RunResult, run_logged
 from rocmstack.build.tags import TagSet
 from rocmstack.container import engine as engines
 from rocmstack.container.engine import Engine
+from rocmstack.contract import RENDER_HASH_LABEL, SOURCE_LABEL
 from rocmstack.errors import BuildError, EngineError
 from rocmstack.output import dumps
 
@@ -34,9 +35,6 @@ if TYPE_CHECKING:
 
 MANIFEST_SCHEMA = 1
 BUILD_TIMEOUT_S = 8 * 3600
-SOURCE_LABEL = "org.opencontainers.image.source"
-RENDER_HASH_LABEL = "dev.rocmstack.render-hash"
-LOCK_PATH = "/opt/rocmstack/lock.json"
 _PATCH_FAILED = re.compile(r"rocmstack patch FAILED: \[([a-z0-9._-]+)\] (.*)")
 _GUARD_FAILED = re.compile(r"rocmstack guard FAILED: (.*)")
 # Failures of the engine itself at a step's start, not of the step: the build runs once more (its finished
@@ -456,7 +454,12 @@ def write_manifest(
     return manifest
 
 
-def execute(plan: Plan, console: Console) -> dict:
+# How a build's tags reach the registry: publish.push.push_tags, handed in by the CLI (publish sits above
+# build, so build does not import it). (engine, tags, render hash, mode, console, image_id=) -> pushed rows.
+Pusher = Callable[..., list[dict]]
+
+
+def execute(plan: Plan, console: Console, push: Pusher) -> dict:
     started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     _log(
         plan,
@@ -480,10 +483,8 @@ def execute(plan: Plan, console: Console) -> dict:
             f"expected {plan.render_hash}: the context changed during the build"
         )
     tagged = apply_tags(plan, image_id)
-    from rocmstack.publish.push import push_tags
-
     pushed = (
-        push_tags(plan.engine, plan.tags, plan.render_hash, plan.push, console, image_id=image_id)
+        push(plan.engine, plan.tags, plan.render_hash, plan.push, console, image_id=image_id)
         if plan.push
         else []
     )

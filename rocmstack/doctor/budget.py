@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import importlib.util
 import os
-import re
 import shutil
 import sys
 from collections.abc import Iterable, Mapping
@@ -23,12 +22,10 @@ from pathlib import Path
 import yaml
 
 from rocmstack.doctor.model import Check, DoctorOptions
-from rocmstack.errors import InputError, quoted
 from rocmstack.platform.snapshot import gpu_hardware, not_started
 
 COSTS_FILE = Path(__file__).with_name("costs.yaml")
 DEFAULT_OWN_COST = 0.05
-UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 # the module each guarded probe imports (rocmstack/platform/probes/*_probe.py)
 PROBE_MODULES = {"torch": "torch", "ray": "ray", "vllm": "vllm", "amdsmi": "amdsmi", "nvml": "pynvml"}
 VENDOR_TOOLS = frozenset({"rocm-smi", "amd-smi", "rocminfo", "nvidia-smi"})  # the need "tools"
@@ -153,14 +150,6 @@ def node_of(opts: DoctorOptions, costs: Costs | None = None) -> Node:
         missing=frozenset(missing),
         on_path=frozenset(t for t in tools if shutil.which(t, path=path)),
     )
-
-
-def parse_duration(text: str) -> float:
-    """``10s``, ``2m``, ``1.5h`` or plain seconds -> seconds; InputError naming the value otherwise."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
-    if not m or float(m.group(1)) <= 0:
-        raise InputError(f"--budget {quoted(text)} is not a positive duration", fix="e.g. --budget 10s or 2m")
-    return float(m.group(1)) * UNITS[m.group(2)]
 
 
 def default_level(given: int | None, budget_s: float | None) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from rocmstack.errors import InputError, quoted
+from rocmstack.options import DOCTOR_SKIP_OPT, old_spelling, renamed
 
 
 def split_ids(values: list[str]) -> tuple[str, ...]:
@@ -28,32 +29,6 @@ def _stdout_to_stderr():
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
-
-
-def checkpoint_inputs(
-    model: Path | None, gpu_arch: str | None, kv_cache_dtype: str | None, model_name: str = "--model"
-) -> tuple[str, ...]:
-    """Check the checkpoint preflight's options (exit 2 on a bad one); the archs as a tuple."""
-    from rocmstack.doctor.checks.checkpoint import data
-
-    if model is not None and not model.is_dir():
-        raise InputError(
-            f"{model_name} {quoted(model)} is not a folder",
-            fix="give the model folder (config.json, *.safetensors)",
-        )
-    archs = tuple(a.strip() for a in (gpu_arch or "").replace(",", ";").split(";") if a.strip())
-    for arch in archs:
-        if arch not in data()["fp8"]:
-            raise InputError(
-                f"--gpu-arch {quoted(arch)}: the checkpoint preflight knows {', '.join(data()['fp8'])}",
-                fix="e.g. --gpu-arch gfx950",
-            )
-    if kv_cache_dtype is not None and kv_cache_dtype not in data()["kv_cache"]:
-        raise InputError(
-            f"--kv-cache-dtype {quoted(kv_cache_dtype)} is not a KV-cache dtype the engines take",
-            fix=f"one of {', '.join(data()['kv_cache'])}",
-        )
-    return archs
 
 
 def _print_report(report: dict, json_out: bool, markdown: bool) -> None:
@@ -100,13 +75,13 @@ def register(app: typer.Typer) -> None:
 
         if json_out and markdown:
             raise InputError("--json and --markdown both given", fix="choose one output format")
-        archs = checkpoint_inputs(model, gpu_arch, kv_cache_dtype, "DIR")
-        opts = DoctorOptions(
+        opts = DoctorOptions.validated(
             fast=True,
             only=tuple(c.id for c in CHECKS),
             model_dir=model,
-            gpu_archs=archs,
+            gpu_arch=gpu_arch,
             kv_cache_dtype=kv_cache_dtype,
+            model_flag="DIR",
         )
         report = run_doctor(opts)
         _print_report(report, json_out, markdown)
@@ -126,7 +101,7 @@ def register(app: typer.Typer) -> None:
         only: list[str] = typer.Option(
             [], "--only", metavar="ID", help="Run only these check ids (repeat or a,b)."
         ),
-        skip: list[str] = typer.Option([], "--skip", metavar="ID", help="Leave these check ids out."),
+        skip: list[str] = DOCTOR_SKIP_OPT,
         list_checks: bool = typer.Option(False, "--list-checks", help="List the checks and exit."),
         json_out: bool = typer.Option(
             False, "--json", help="Print the report as JSON (schema rocmstack.doctor/1)."
@@ -240,8 +215,8 @@ def register(app: typer.Typer) -> None:
             "--allow-shared-dir",
             help="--prometheus/--history: accept a folder users other than root can write.",
         ),
-        minutes: float = typer.Option(
-            10.0, "--minutes", metavar="N", help="Level 4: minutes of sustained load (fractions allowed)."
+        burn_in: str = typer.Option(
+            "10m", "--burn-in", metavar="TIME", help="Level 4: time of sustained load, e.g. 90s or 10m."
         ),
         html: Path | None = typer.Option(
             None, "--html", metavar="FILE", help="Also write an HTML report (burn-in plots per GPU)."
@@ -250,6 +225,7 @@ def register(app: typer.Typer) -> None:
         sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
         dev_root: Path = typer.Option(Path("/dev"), "--dev-root", hidden=True),
         proc_root: Path = typer.Option(Path("/proc"), "--proc-root", hidden=True),
+        minutes: float | None = old_spelling("--minutes", "N"),
     ) -> None:
         """Check that this node (or every node of a Ray cluster) is ready for RL post-training."""
         from rocmstack.doctor.model import DoctorOptions
@@ -259,97 +235,59 @@ def register(app: typer.Typer) -> None:
 
         if json_out and markdown:
             raise InputError("--json and --markdown both given", fix="choose one output format")
-        for name, value in (("--timeout", timeout), ("--cluster-timeout", cluster_timeout)):
-            if value <= 0:
-                raise InputError(f"{name} {value} must be positive", fix=f"e.g. {name} 30")
-        if expect_gpus is not None and expect_gpus < 0:
+        minutes = renamed(None, minutes, "--minutes", "--burn-in")  # N minutes, the old unit
+        if cluster_timeout <= 0:
             raise InputError(
-                f"--expect-gpus {expect_gpus} is negative", fix="give the number of GPUs, e.g. 8"
+                f"--cluster-timeout {cluster_timeout} must be positive", fix="e.g. --cluster-timeout 30"
             )
-        if tensor_parallel is not None and tensor_parallel < 1:
+        if prometheus is not None and ray_address:
             raise InputError(
-                f"--tensor-parallel {tensor_parallel} must be >= 1", fix="e.g. --tensor-parallel 2"
+                "--prometheus keeps this node's own figures", fix="drop --ray-address; run it on each node"
             )
-        if not 0 < memory_share <= 1:
-            raise InputError(
-                f"--memory-share {memory_share} is outside (0, 1]", fix="e.g. --memory-share 0.85"
-            )
-        if fast and deep:
-            raise InputError(
-                "--fast and --deep both given", fix="--deep initialises torch's runtime; drop one"
-            )
-        from rocmstack.doctor.bars import default_baseline_path, load_bars
-        from rocmstack.gpu.collectives import OPS, parse_size
+        from rocmstack.doctor.bars import default_baseline_path
 
-        ops = split_ids(collectives)
-        for op in ops:
-            if op not in OPS:
-                raise InputError(f"--collective {quoted(op)} is unknown", fix=f"one of {', '.join(OPS)}")
-        lo = hi = None
-        try:
-            if sizes is not None:
-                first, sep, last = sizes.partition("..")
-                if not sep:
-                    raise ValueError("no '..'")
-                lo, hi = parse_size(first), parse_size(last)
-                if hi < lo:
-                    raise ValueError("MAX below MIN")
-            sync = parse_size(sync_bytes)
-        except ValueError as exc:
-            raise InputError(
-                f"bad size {quoted(sizes if sizes else sync_bytes)}: {exc}", fix="e.g. --sizes 1M..1G"
-            ) from None
-        for name, num in (
-            ("--sync-repeats", sync_repeats),
-            ("--cpu-ranks", cpu_ranks),
-            ("--comm-inits", comm_inits),
-            ("--ipc-handles", ipc_handles),
-            ("--iters", iters or 1),
-        ):
-            if num < 1:
-                raise InputError(f"{name} {num} must be >= 1", fix=f"e.g. {name} 2")
-        if bars is not None:
-            load_bars(bars)  # a bad file fails here, before any work
-        budget_s = None
-        if budget is not None:
-            from rocmstack.doctor.budget import parse_duration
-
-            budget_s = parse_duration(budget)
-        for flag, given in (("--prometheus", prometheus), ("--history", history)):
-            if given is not None and ray_address:
-                raise InputError(
-                    f"{flag} keeps this node's own figures", fix="drop --ray-address; run it on each node"
-                )
-        if budget_s is not None and ray_address:
-            raise InputError("--budget times this node's own run", fix="drop --ray-address (or --budget)")
-        from rocmstack.doctor.budget import default_level
-
-        level = default_level(level_given, budget_s)
-        if level == 4 and ray_address:
-            raise InputError("--level 4 (the burn-in) runs on this node", fix="drop --ray-address")
-        if minutes <= 0:
-            raise InputError(f"--minutes {minutes:g} must be positive", fix="e.g. --minutes 10")
-        if telemetry_replay is not None and not telemetry_replay.is_file():
-            raise InputError(
-                f"--telemetry-replay {telemetry_replay}: no such file", fix="give a recorded timeline"
-            )
+        opts = DoctorOptions.validated(
+            level=level_given,
+            sizes=sizes,
+            sync_bytes=sync_bytes,
+            budget=budget,
+            burn_in=burn_in if minutes is None else None,
+            gpu_arch=gpu_arch,
+            cluster_address=ray_address,
+            collectives=split_ids(collectives),
+            iters=iters,
+            bars_file=bars,
+            baseline_file=baseline or default_baseline_path(),
+            save_baseline=save_baseline,
+            sync_repeats=sync_repeats,
+            cpu_ranks=cpu_ranks,
+            comm_inits=comm_inits,
+            ipc_handles=ipc_handles,
+            culprit_budget=culprit_budget,
+            model_dir=model,
+            kv_cache_dtype=kv_cache_dtype,
+            models=split_ids(models),
+            history_dir=history,
+            burnin_minutes=10.0 if minutes is None else minutes,
+            telemetry_replay=telemetry_replay,
+            fast=fast,
+            deep=deep,
+            expect_gpus=expect_gpus,
+            only=split_ids(only),
+            skip=split_ids(skip),
+            tensor_parallel=tensor_parallel,
+            memory_share=memory_share,
+            allow_pids=tuple(allow_pid),
+            probe_timeout=timeout,
+            sysfs_root=sysfs_root,
+            dev_root=dev_root,
+            proc_root=proc_root,
+        )
+        level, budget_s = opts.level, opts.budget_s
         if html is not None:
             from rocmstack.output import check_output_file
 
             check_output_file(html, "--html")
-        if level == 3 and not ray_address:
-            raise InputError(
-                "--level 3 runs across a Ray cluster", fix="add --ray-address HOST:PORT (or auto)"
-            )
-        if culprit_budget <= 0:
-            raise InputError(
-                f"--culprit-budget {culprit_budget} must be positive", fix="e.g. --culprit-budget 120"
-            )
-        archs = checkpoint_inputs(model, gpu_arch, kv_cache_dtype)
-        from rocmstack.doctor.checks.tuned import check_model_names
-
-        model_names = split_ids(models)
-        check_model_names(model_names, "--models")
         if junit is not None:
             from rocmstack.output import check_output_file
 
@@ -389,42 +327,6 @@ def register(app: typer.Typer) -> None:
             raise InputError(
                 "--allow-shared-dir is about the folder of --prometheus or --history", fix="drop it"
             )
-        opts = DoctorOptions(
-            level=level,
-            collectives=ops,
-            min_bytes=lo,
-            max_bytes=hi,
-            iters=iters,
-            bars_file=bars,
-            baseline_file=baseline or default_baseline_path(),
-            save_baseline=save_baseline,
-            sync_repeats=sync_repeats,
-            sync_bytes=sync,
-            cpu_ranks=cpu_ranks,
-            comm_inits=comm_inits,
-            ipc_handles=ipc_handles,
-            culprit_budget=culprit_budget,
-            model_dir=model,
-            gpu_archs=archs,
-            kv_cache_dtype=kv_cache_dtype,
-            models=model_names,
-            budget_s=budget_s,
-            history_dir=history,
-            burnin_minutes=minutes,
-            telemetry_replay=telemetry_replay,
-            fast=fast,
-            deep=deep,
-            expect_gpus=expect_gpus,
-            only=split_ids(only),
-            skip=split_ids(skip),
-            tensor_parallel=tensor_parallel,
-            memory_share=memory_share,
-            allow_pids=tuple(allow_pid),
-            probe_timeout=timeout,
-            sysfs_root=sysfs_root,
-            dev_root=dev_root,
-            proc_root=proc_root,
-        )
         # every check of the level when neither is given; validates ids (--list-checks: every level)
         checks = select_checks(opts.only, opts.skip, None if list_checks else level)
         if list_checks:

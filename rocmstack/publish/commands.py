@@ -8,18 +8,17 @@ from pathlib import Path
 
 import typer
 
-from rocmstack.build.commands import (
-    ALIAS_OPT,
+from rocmstack.build.commands import ALIAS_OPT, INSECURE_OPT, REGISTRY_OPT, print_tags, render_tags
+from rocmstack.errors import InputError
+from rocmstack.options import (
+    ALLOW_SKIP_OLD,
     ARCH_OPT,
     IGNORE_OPT,
-    INSECURE_OPT,
-    REGISTRY_OPT,
+    PATCHES_DIR_OPT,
+    PUBLISH_REPORT_OLD,
     SET_OPT,
-    print_tags,
-    render_tags,
+    renamed,
 )
-from rocmstack.errors import InputError
-from rocmstack.options import PATCHES_DIR_OPT
 
 
 def register(app: typer.Typer) -> None:
@@ -31,24 +30,27 @@ def register(app: typer.Typer) -> None:
             help="Image to push (its local tags in this repository are pushed); with --promote, the recipe "
             "whose pushed content tag is promoted.",
         ),
-        report: list[Path] = typer.Option(
+        reports: list[Path] = typer.Option(
             [],
-            "--report",
+            "--reports",
             metavar="DIR",
             help="Folder `rocmstack validate IMAGE` wrote, or a folder of such folders; repeat per arch leg.",
         ),
         engine: str = typer.Option(
             "auto", "--engine", help="auto | docker | podman (buildah = podman's store)."
         ),
-        allow_skip: list[str] = typer.Option(
-            [], "--allow-skip", metavar="ID", help="Also accept this doctor check skipped (repeat)."
+        accept_skipped: list[str] = typer.Option(
+            [],
+            "--accept-skipped",
+            metavar="ID",
+            help="Also accept a report where this doctor check was skipped (repeat).",
         ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Check the gate and the guard; push nothing."),
         promote: bool = typer.Option(
             False,
             "--promote",
             help="Point RECIPE's descriptive tag and aliases at its pushed content tag (registry side), "
-            "only when the gate opens on --report for the image it holds",
+            "only when the gate opens on --reports for the image it holds",
         ),
         gpu_arch: str | None = ARCH_OPT,
         overrides: list[str] = SET_OPT,
@@ -58,8 +60,12 @@ def register(app: typer.Typer) -> None:
         patches_dir: Path | None = PATCHES_DIR_OPT,
         insecure: bool = INSECURE_OPT,
         json_out: bool = typer.Option(False, "--json", help="Print what was pushed as JSON."),
+        report_old: list[Path] = PUBLISH_REPORT_OLD,
+        allow_skip_old: list[str] = ALLOW_SKIP_OLD,
     ) -> None:
         """Push IMAGE's tags only when every arch it claims has a passing GPU report made from this image."""
+        report = renamed(reports, report_old, "--report", "--reports")
+        allow_skip = renamed(accept_skipped, allow_skip_old, "--allow-skip", "--accept-skipped")
         if promote:
             if dry_run:
                 raise InputError("--dry-run is for publishing an IMAGE, not for --promote")
@@ -92,7 +98,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{', '.join(given)}: for --promote RECIPE", fix="add --promote, or drop them")
         if not report:
             raise InputError(
-                "publish needs --report DIR: the validation reports of IMAGE",
+                "publish needs --reports DIR: the validation reports of IMAGE",
                 fix="pass the folder(s) `rocmstack validate IMAGE --report DIR` wrote, once per arch leg",
             )
         publish_image(
@@ -173,7 +179,7 @@ def promote_recipe(
 
     if not reports:
         raise InputError(
-            "--promote needs --report DIR: the validation reports of the image the content tag holds",
+            "--promote needs --reports DIR: the validation reports of the image the content tag holds",
             fix="pass the folder(s) `rocmstack validate IMAGE --report DIR` wrote, once per arch leg",
         )
     tags, render_hash = render_tags(

@@ -1,4 +1,4 @@
-"""``rocmstack publish IMAGE --report DIR``: push an image's tags only after it passed validation.
+"""``rocmstack publish IMAGE --reports DIR``: push an image's tags only after it passed validation.
 
 The gate: every arch in the image's ``dev.rocmstack.gpu-archs`` label has a passing report that ran on a
 GPU of that arch; each report was made from this very image (its render hash equals the image's
@@ -13,19 +13,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rocmstack.build.pipeline import RENDER_HASH_LABEL
 from rocmstack.build.tags import CONTENT_HEX, CONTENT_PREFIX, TagSet, arch_field
 from rocmstack.container.reference import parse_reference
+from rocmstack.contract import ARCHS_LABEL, RECIPE_LABEL, RENDER_HASH_LABEL
 from rocmstack.errors import CheckFailed, InputError, printable, quoted
 from rocmstack.publish.push import copy_by_digest, guard_verdict, push_tags
 from rocmstack.validate.schema import HOST_CHECKED
 
-RECIPE_LABEL = "dev.rocmstack.recipe"
-ARCHS_LABEL = "dev.rocmstack.gpu-archs"
-
-
 # Doctor checks that may skip on a healthy GPU node, because they look at a component the image may not
-# have; any other skipped check (or one left out with --doctor-skip) keeps the gate shut.
+# have; any other skipped check (or one left out with validate --skip) keeps the gate shut.
 SKIP_ALLOWED = {
     "vllm-python": "the image has no vLLM",
     "vllm-flavour": "the image has no vLLM",
@@ -147,7 +143,7 @@ def _check_doctor_skips(report: dict[str, Any], image: str, rerun: str, allow_sk
         raise _refuse(
             image,
             f"doctor check(s) {', '.join(bad)} skipped (only {', '.join(sorted(allowed))} may skip)",
-            "run every doctor check on a GPU runner (no --doctor-skip)",
+            "run every doctor check on a GPU runner (no --skip)",
         )
 
 
@@ -176,7 +172,7 @@ def check_reports(
             image, f"it has no {ARCHS_LABEL} label", "publish only images built by `rocmstack build`"
         )
     if not reports:
-        raise _refuse(image, "no validation report given", "pass --report DIR for every arch leg")
+        raise _refuse(image, "no validation report given", "pass --reports DIR for every arch leg")
     by_arch: dict[str, dict[str, Any]] = {}
     render_hash = ""
     for report in reports:
@@ -222,7 +218,7 @@ def load_reports(dirs: list[Path]) -> list[dict[str, Any]]:
         legs = [d] if (d / REPORT_JSON).is_file() else sorted(p.parent for p in d.glob(f"*/{REPORT_JSON}"))
         if not legs:
             raise InputError(
-                f"--report {quoted(str(d))}: no {REPORT_JSON} in it or in a folder under it",
+                f"--reports {quoted(str(d))}: no {REPORT_JSON} in it or in a folder under it",
                 fix="pass the folder `rocmstack validate IMAGE --report DIR` wrote (once per arch leg)",
             )
         reports += [load(leg) for leg in legs]

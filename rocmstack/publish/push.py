@@ -11,10 +11,10 @@ import shutil
 
 from rich.console import Console
 
-from rocmstack.build.pipeline import RENDER_HASH_LABEL
 from rocmstack.build.tags import TagSet, immutability_verdict
 from rocmstack.container import engine as engines
 from rocmstack.container.engine import Engine, Which
+from rocmstack.contract import RENDER_HASH_LABEL
 from rocmstack.errors import EngineError
 
 

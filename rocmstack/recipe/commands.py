@@ -7,17 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from rocmstack.options import PATCHES_DIR_OPT
+from rocmstack.options import ARCH_OPT, JSON_OPT, PATCHES_DIR_OPT, RECIPE_ARG, SET_OPT
 
 if TYPE_CHECKING:
     from rocmstack.recipe.resolve import Resolved
-
-RECIPE_ARG = typer.Argument(..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
-ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
-SET_OPT = typer.Option(
-    [], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value"
-)
-JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 
 
 def load_resolved(recipe: str, gpu_arch: str | None, overrides: list[str]) -> Resolved:

@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from rocmstack.doctor.redact import redact_url
+from rocmstack.redact import redact_url
 from rocmstack.resources import recipes_dir
 from rocmstack.secrets import is_secret_name
 

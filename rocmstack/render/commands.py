@@ -7,18 +7,18 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from rocmstack.options import PATCHES_DIR_OPT
+from rocmstack.options import (
+    ARCH_OPT,
+    JSON_OPT,
+    PATCHES_DIR_OPT,
+    RECIPE_ARG_OPTIONAL,
+    RELOCK_OPT,
+    SET_OPT,
+)
 
 if TYPE_CHECKING:
     from rocmstack.render.context import Rendered
     from rocmstack.rules.gate import Gate
-
-RECIPE_ARG = typer.Argument(..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
-ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
-SET_OPT = typer.Option(
-    [], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value"
-)
-JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 
 
 def write_into(rendered: Rendered, folder: Path) -> None:
@@ -66,9 +66,7 @@ def gate_and_render(
 def register(app: typer.Typer) -> None:
     @app.command("render")
     def render_cmd(
-        recipe: str | None = typer.Argument(
-            None, help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml"
-        ),
+        recipe: str | None = RECIPE_ARG_OPTIONAL,
         gpu_arch: str | None = ARCH_OPT,
         overrides: list[str] = SET_OPT,
         output: Path = typer.Option(
@@ -80,7 +78,7 @@ def register(app: typer.Typer) -> None:
         ignore_rules: list[str] = typer.Option(
             [], "--ignore-rule", help="Override a failing rule (repeatable); recorded in the image labels"
         ),
-        relock: bool = typer.Option(False, "--relock", help="Accept recipe changes: rewrite its lock entry"),
+        relock: bool = RELOCK_OPT,
         every: bool = typer.Option(
             False,
             "--all",

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import jinja2
 
-from rocmstack import __version__
+from rocmstack import __version__, contract
 from rocmstack.errors import InputError, printable, quoted
 from rocmstack.lock.drift import self_layer_drift
 from rocmstack.lock.schema import checked
@@ -36,7 +36,6 @@ PACKAGE = Path(__file__).resolve().parent.parent
 INCONTEXT = PACKAGE / "incontext"
 DATA_DIRS = ("recipes", "dockerfiles", "patches")
 IN_IMAGE_SCRIPTS = ("aiter_prebuild.py", "apply_patches.py", "guard.py")
-LABEL_NS = "dev.rocmstack"
 SBOM_FILE = "rocmstack/sbom.cdx.json"  # COPYed to /opt/rocmstack/sbom.cdx.json (fragments/rocmstack.j2)
 # Stand-ins while the context is hashed: the hash cannot cover itself, the revision must not count.
 PENDING_HASH = "@rocmstack-render-hash@"
@@ -222,17 +221,17 @@ def _labels(resolved: Resolved, digest: str, ignored_rules: tuple[str, ...]) -> 
         "org.opencontainers.image.description": r.description,
         "org.opencontainers.image.base.name": f"{r.base.image}:{r.base.tag}",
         "org.opencontainers.image.vendor": "rocmstack",
-        f"{LABEL_NS}.recipe": r.name,
-        f"{LABEL_NS}.render-hash": digest,
-        f"{LABEL_NS}.gpu-archs": resolved.arch_list,
-        f"{LABEL_NS}.pins": pins,
-        f"{LABEL_NS}.patches": ",".join(r.patches),
-        f"{LABEL_NS}.version": __version__,
+        contract.RECIPE_LABEL: r.name,
+        contract.RENDER_HASH_LABEL: digest,
+        contract.ARCHS_LABEL: resolved.arch_list,
+        contract.PINS_LABEL: pins,
+        contract.PATCHES_LABEL: ",".join(r.patches),
+        contract.VERSION_LABEL: __version__,
     }
     if r.base.digest:
         labels["org.opencontainers.image.base.digest"] = r.base.digest
     if ignored_rules:
-        labels[f"{LABEL_NS}.ignored-rules"] = ",".join(sorted(ignored_rules))
+        labels[contract.IGNORED_RULES_LABEL] = ",".join(sorted(ignored_rules))
     return labels
 
 

@@ -46,10 +46,10 @@ from cyclonedx.schema import SchemaVersion
 from packageurl import PackageURL
 
 from rocmstack import __version__
+from rocmstack.contract import LABEL_NS
 
 SCHEMA_VERSION = SchemaVersion.V1_6
-IMAGE_PATH = "/opt/rocmstack/sbom.cdx.json"
-NS = "dev.rocmstack"
+NS = LABEL_NS
 _ALGORITHMS = {
     "sha256": HashAlgorithm.SHA_256,
     "sha384": HashAlgorithm.SHA_384,
@@ -257,7 +257,7 @@ def _dumps(doc: Mapping[str, Any]) -> bytes:
 
 
 def sbom_bytes(entry: Mapping[str, Any], patches: Sequence[Mapping[str, Any]] = ()) -> bytes:
-    """The SBOM file written into the image (``IMAGE_PATH``)."""
+    """The SBOM file written into the image (``contract.SBOM_PATH``)."""
     return _dumps(sbom_document(entry, patches))
 
 

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import typer
 
-from rocmstack.options import PATCHES_DIR_OPT
+from rocmstack.options import JSON_OPT, PATCHES_DIR_OPT
 
-JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 ENGINE_OPT = typer.Option(None, "--engine", help="Container engine for image arguments: podman or docker")
 
 

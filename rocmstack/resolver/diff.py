@@ -16,6 +16,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from rocmstack.contract import LOCK_PATH, RENDER_HASH_LABEL
 from rocmstack.errors import InputError, printable, quoted
 from rocmstack.lock.file import read_lock
 from rocmstack.lock.schema import check_entry
@@ -178,7 +179,6 @@ def side_from_recipe(name_or_path: str, gpu_arch: str | None = None, patches_dir
 
 
 def side_from_image(ref: str, engine: str | None) -> Side:
-    from rocmstack.build.pipeline import LOCK_PATH
     from rocmstack.container import engine as engines
 
     found = engines.detect(engine or "auto")
@@ -192,7 +192,7 @@ def side_from_image(ref: str, engine: str | None) -> Side:
         raise InputError(f"{printable(ref)}: {LOCK_PATH} is not JSON") from None
     side = side_from_lock(check_entry(doc, f"{printable(ref)}: {LOCK_PATH}"), ref, kind="image")
     digest = info["labels"].get("org.opencontainers.image.base.digest") or side.base.get("digest")
-    render_hash = info["labels"].get("dev.rocmstack.render-hash") or side.render_hash
+    render_hash = info["labels"].get(RENDER_HASH_LABEL) or side.render_hash
     return Side(**{**side.__dict__, "base": {**side.base, "digest": digest}, "render_hash": render_hash})
 
 

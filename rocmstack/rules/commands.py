@@ -10,23 +10,22 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from rocmstack.options import PATCHES_DIR_OPT
+from rocmstack.options import (
+    ARCH_OPT,
+    IGNORE_OPT,
+    JSON_OPT,
+    PATCHES_DIR_OPT,
+    RECIPE_ARG,
+    RECIPE_ARG_OPTIONAL,
+    SET_OPT,
+)
 
 if TYPE_CHECKING:
     from rocmstack.recipe.resolve import Resolved
 
-RECIPE_ARG = typer.Argument(None, help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml")
-ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
-SET_OPT = typer.Option(
-    [], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value"
-)
-IGNORE_OPT = typer.Option(
-    [], "--ignore-rule", help="Rule id to override (repeatable); shown in the output and image labels"
-)
 ALL_OPT = typer.Option(
     False, "--all", help="Every recipe `rocmstack recipes` lists (--recipes-dir too) x its default arch sets"
 )
-JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
 
 _STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "ignored": "magenta"}
 
@@ -84,7 +83,7 @@ def check_all_shipped() -> list[tuple[str, str, list]]:
 def register(app: typer.Typer) -> None:
     @app.command("check")
     def check_cmd(
-        recipe: str | None = RECIPE_ARG,
+        recipe: str | None = RECIPE_ARG_OPTIONAL,
         gpu_arch: str | None = ARCH_OPT,
         overrides: list[str] = SET_OPT,
         ignore: list[str] = IGNORE_OPT,
@@ -189,7 +188,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("lock")
     def lock_cmd(
-        recipe: str | None = RECIPE_ARG,
+        recipe: str | None = RECIPE_ARG_OPTIONAL,
         names: list[str] = typer.Argument(
             None, help="With --refresh: only these components / packages move (default: all)"
         ),
@@ -352,9 +351,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("outdated")
     def outdated_cmd(
-        recipe: str = typer.Argument(
-            ..., help="Recipe name (see `rocmstack recipes`) or path to a recipe .yaml"
-        ),
+        recipe: str = RECIPE_ARG,
         gpu_arch: str | None = typer.Option(None, "--gpu-arch", help="Lock entry to compare with"),
         no_resolve: bool = typer.Option(
             False, "--no-resolve", help="Judge a bump by the rules only (skip the resolver)"

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from rocmstack.errors import ExitCode
+from rocmstack.options import old_spelling, renamed
 from rocmstack.smoke.config import LOGPROB_BAR, SmokeOptions
 
 
@@ -43,15 +44,17 @@ def register(app: typer.Typer) -> None:
         report: Path | None = typer.Option(
             None, "--report", help="Write metrics.jsonl, summary.json and PNG plots here."
         ),
-        engine: str = typer.Option(
+        decoder: str = typer.Option(
             "auto",
-            help="Rollout engine: auto or reference (the bench's engine), or kvcache (HF + DynamicCache).",
+            help="The reference rollout's decoder: auto or reference (the bench's engine), or kvcache "
+            "(HF + DynamicCache).",
         ),
         shape: str = typer.Option(
             "auto", help="Model shape: auto (tiny on CPU, small on GPU), tiny, small or medium."
         ),
         seed: int = typer.Option(0, help="Seed for model init, prompts and sampling."),
         json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+        engine: str | None = old_spelling("--engine"),
     ) -> None:
         """Train a tiny random Qwen3 with GRPO on "copy the first prompt digit"; exit 0 on a passing verdict."""
         opts = SmokeOptions(
@@ -60,7 +63,7 @@ def register(app: typer.Typer) -> None:
             steps=steps,
             inject=inject,
             report_dir=report,
-            engine=engine,
+            engine=renamed(decoder, engine, "--engine", "--decoder"),
             shape=shape,
             seed=seed,
             rollout=rollout,

@@ -83,7 +83,8 @@ SHAPES: dict[str, dict[str, int]] = {
 
 # Fields the CLI exposes as flags; the rest are set through the Python API (SmokeOptions).
 _CLI_FLAGS = {
-    **{n: f"--{n}" for n in ("steps", "placement", "device", "engine", "shape", "inject", "seed", "rollout")},
+    **{n: f"--{n}" for n in ("steps", "placement", "device", "shape", "inject", "seed", "rollout")},
+    "engine": "--decoder",
     "logprob_bar": "--logprob-bar",
     "prompts_per_step": "--prompts",
 }
@@ -130,7 +131,7 @@ class SmokeOptions:
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise InputError(f"--{name} {getattr(self, name)!r} is not one of {', '.join(allowed)}")
+                raise InputError(f"{_label(name)} {getattr(self, name)!r} is not one of {', '.join(allowed)}")
         if self.inject is not None and self.inject not in INJECTS:
             raise InputError(f"--inject {self.inject!r} is not one of {', '.join(INJECTS)}")
         if self.rollout == "sglang" and self.placement == "split":

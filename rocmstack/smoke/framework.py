@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rocmstack.contract import LOCK_PATH
 from rocmstack.errors import InputError, printable
 from rocmstack.output import dumps
 from rocmstack.recipe.model import FrameworkSmoke, MetricsSource
@@ -299,8 +300,6 @@ def judge(
 
 def in_image() -> bool:
     """This node is a rocmstack image: it carries the image contract's lock.json."""
-    from rocmstack.build.pipeline import LOCK_PATH
-
     return Path(LOCK_PATH).is_file()
 
 
@@ -309,8 +308,6 @@ def check_recipe_command(recipe: str, *, allowed: bool, inside_image: bool) -> N
     (``--allow-recipe-command``, on ``smoke framework`` and ``validate --in-place``); one InputError line else."""
     if allowed or inside_image:
         return
-    from rocmstack.build.pipeline import LOCK_PATH
-
     raise InputError(
         f"recipe {printable(recipe)}: its framework_smoke command is code from the recipe, and this node is "
         f"no rocmstack image (no {LOCK_PATH})",
@@ -329,7 +326,7 @@ def command_env(
     """The command's whole environment: the caller's variables named by BASE_ENV, DEVICE_ENV_PREFIXES and the
     declaration's ``pass_env``, then its ``env``. A secret's name (rocmstack.secrets) never passes, nor a
     value holding a URL's user information (``https://user:token@host``)."""
-    from rocmstack.doctor.redact import redact_url
+    from rocmstack.redact import redact_url
 
     wanted = set(decl.pass_env)
     env = {

@@ -9,6 +9,12 @@ import typer
 from rich.markup import escape
 
 from rocmstack.errors import EngineError, ExitCode, InputError, printable
+from rocmstack.options import (
+    DOCTOR_SKIP_OLD,
+    DOCTOR_SKIP_OPT,
+    old_spelling,
+    renamed,
+)
 
 if TYPE_CHECKING:
     from rocmstack.validate.pipeline import ValidateOptions
@@ -54,12 +60,12 @@ def register(app: typer.Typer) -> None:
             "command (code from the recipe; a minimal environment, never the caller's secrets).",
         ),
         device: str = typer.Option("auto", "--device", help="auto (GPU when torch sees one) | cpu."),
-        smoke_steps: int | None = typer.Option(
-            None, "--smoke-steps", metavar="N", help="GRPO steps (default: the smoke's)."
+        steps: int | None = typer.Option(
+            None, "--steps", metavar="N", help="GRPO steps of the smoke job (default: the smoke's)."
         ),
-        doctor_skip: list[str] = typer.Option(
-            [], "--doctor-skip", metavar="ID", help="Leave this doctor check out (repeat)."
-        ),
+        skip: list[str] = DOCTOR_SKIP_OPT,
+        smoke_steps: int | None = old_spelling("--smoke-steps", "N"),
+        doctor_skip: list[str] = DOCTOR_SKIP_OLD,
         seccomp_unconfined: bool = typer.Option(
             False,
             "--seccomp-unconfined",
@@ -69,8 +75,11 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print report.json to stdout."),
     ) -> None:
         """Run the doctor, the GRPO smoke job and the rollout bench inside IMAGE; exit 0 only if all that ran passed."""
-        from rocmstack.doctor.commands import split_ids  # --doctor-skip reads as doctor's --skip
+        from rocmstack.doctor.commands import split_ids  # --skip reads as doctor's --skip
         from rocmstack.validate.pipeline import ValidateOptions
+
+        smoke_steps = renamed(steps, smoke_steps, "--smoke-steps", "--steps")
+        doctor_skip = renamed(skip, doctor_skip, "--doctor-skip", "--skip")
 
         opts = ValidateOptions(
             report_dir=report,

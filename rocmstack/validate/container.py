@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmstack.container.engine import Which, buildah_steps, run_prefix
+from rocmstack.contract import RENDER_HASH_LABEL, SBOM_PATH
 from rocmstack.errors import EngineError, InputError, printable
 from rocmstack.validate import schema
 from rocmstack.validate.schema import (
@@ -155,6 +156,7 @@ class InImageArgs:
             out.append("--skip-bench")
         if self.baseline:
             out += ["--baseline", f"{BASELINE_MOUNT}/{BASELINE_FILE}"]
+        # the previous release's spellings: images it built know only these, this release reads both
         if self.smoke_steps is not None:
             out += ["--smoke-steps", str(self.smoke_steps)]
         for check in self.doctor_skip:
@@ -650,10 +652,9 @@ def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
     import json
 
     from rocmstack.container.engine import Engine, read_file
-    from rocmstack.render.sbom import IMAGE_PATH
 
     name = "docker" if engine == "docker" else "podman"
-    data = read_file(Engine(name=name, argv=run_prefix(name), version=""), image_id, IMAGE_PATH, SBOM_LIMIT)
+    data = read_file(Engine(name=name, argv=run_prefix(name), version=""), image_id, SBOM_PATH, SBOM_LIMIT)
     if data is None:
         return None
     (report_dir / SBOM_FILE).write_bytes(data)
@@ -663,7 +664,7 @@ def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
         serial = None
     return {
         "file": SBOM_FILE,
-        "path": IMAGE_PATH,
+        "path": SBOM_PATH,
         "sha256": hashlib.sha256(data).hexdigest(),
         "serial": printable(serial) if serial is not None else None,
     }
@@ -671,7 +672,7 @@ def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
 
 def _image_stages(labels: dict[str, str], report: dict[str, Any], host_archs: list[str]) -> list[dict]:
     """The host's checks of the image itself: a rocmstack image, its lock's render hash, the arch it ran on."""
-    label_hash = labels.get("dev.rocmstack.render-hash")
+    label_hash = labels.get(RENDER_HASH_LABEL)
     lock_hash = report.get("render_hash")
     found = []
     if label_hash and lock_hash and label_hash != lock_hash:
@@ -713,7 +714,7 @@ def validate_image(p: Plan, opts: ValidateOptions, *, on_line: Callable[[str], N
     except EngineError as exc:  # the verdict stands on the run; the report says why no SBOM is beside it
         sbom = {"error": exc.one_line()}
     report = host_checked(report, host_archs=host_archs, options=opts.to_dict())
-    label_hash = info["labels"].get("dev.rocmstack.render-hash")
+    label_hash = info["labels"].get(RENDER_HASH_LABEL)
     report.update(
         {
             "mode": "container",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmstack import __version__
+from rocmstack.contract import image_root
 from rocmstack.errors import InputError, Interrupted, RocmstackError, printable, quoted
 from rocmstack.output import check_output_dir, quiet
 from rocmstack.validate.schema import (
@@ -107,12 +108,14 @@ class ValidateOptions:
                 f"--device {self.device!r} is not one of {', '.join(DEVICES)}",
                 fix="auto uses the GPU when torch sees one; cpu forces the CPU",
             )
-        if self.expect_gpus is not None and self.expect_gpus < 0:
-            raise InputError(
-                f"--expect-gpus {self.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8"
-            )
+        from rocmstack.doctor.model import DoctorOptions
+
+        # the doctor stage's options pass the doctor's own checks, before any stage runs
+        DoctorOptions.validated(
+            expect_gpus=self.expect_gpus, skip=self.doctor_skip, image_root=self.image_root
+        )
         if self.smoke_steps is not None and self.smoke_steps < 1:
-            raise InputError(f"--smoke-steps {self.smoke_steps} must be >= 1", fix="e.g. --smoke-steps 30")
+            raise InputError(f"--steps {self.smoke_steps} must be >= 1", fix="e.g. --steps 30")
         if self.doctor_skip:
             from rocmstack.doctor import select_checks
 
@@ -146,7 +149,7 @@ class ValidateOptions:
         return out
 
     def root(self) -> Path:
-        return self.image_root or Path(os.environ.get("ROCMSTACK_ROOT") or "/opt/rocmstack")
+        return self.image_root or image_root(os.environ)
 
 
 def prepare_report_dir(directory: Path) -> None:
@@ -224,7 +227,7 @@ def run_doctor_stage(opts: ValidateOptions) -> tuple[dict[str, Any], dict[str, A
     try:
         level = _doctor_level(opts.device)
         report = run_doctor(
-            DoctorOptions(
+            DoctorOptions.validated(
                 expect_gpus=opts.expect_gpus, skip=opts.doctor_skip, image_root=opts.image_root, level=level
             )
         )
@@ -294,7 +297,7 @@ def run_smoke_stage(
 
         why = settings_warning(smoke_opts.steps, smoke_opts.inject)
         if why is not None and not quiet():  # a warning: -q hides it
-            progress(f"smoke: warning: {why.replace('--steps', '--smoke-steps')}")
+            progress(f"smoke: warning: {why}")
         summary = run_grpo_smoke(smoke_opts, on_step=on_step)
     except Interrupted:
         raise  # Ctrl-C stops validate too; the smoke already said where and kept its steps

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rocmstack.contract import PROVENANCE_PREFIXES, RECIPE_LABEL
 from rocmstack.errors import InputError, printable
 from rocmstack.output import dumps
 from rocmstack.smoke.config import throughput_unit
@@ -31,7 +32,6 @@ SMOKE_PLOTS = tuple(
     zip(PLOTS, ("GRPO reward", "train vs rollout log-prob difference", "phase times per step"), strict=True)
 )
 MAX_DEPTH = 64  # a report rocmstack writes nests about 8 deep
-LABEL_PREFIXES = ("dev.rocmstack.", "org.opencontainers.image.")
 _MARK = {
     "pass": "PASS",
     "fail": "FAIL",
@@ -46,7 +46,7 @@ _MARK = {
 def write_all(report: dict[str, Any], directory: Path) -> list[Path]:
     import os
 
-    from rocmstack.doctor.redact import scrub, secret_values
+    from rocmstack.redact import scrub, secret_values
 
     # Stage errors and tool output can echo a token from the environment: scrub the whole report.
     report = scrub(report, secret_values(os.environ))
@@ -125,12 +125,12 @@ def _md(text: Any) -> str:
 
 def _image_title(report: dict[str, Any]) -> str:
     img = report.get("image") or {}
-    return img.get("ref") or img.get("labels", {}).get("dev.rocmstack.recipe") or "this node (in place)"
+    return img.get("ref") or img.get("labels", {}).get(RECIPE_LABEL) or "this node (in place)"
 
 
 def _labels(report: dict[str, Any]) -> dict[str, str]:
     labels = (report.get("image") or {}).get("labels") or {}
-    return {k: v for k, v in sorted(labels.items()) if k.startswith(LABEL_PREFIXES)}
+    return {k: v for k, v in sorted(labels.items()) if k.startswith(PROVENANCE_PREFIXES)}
 
 
 def render_markdown(report: dict[str, Any]) -> str:

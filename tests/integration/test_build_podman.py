@@ -564,7 +564,7 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build, t
     )
     leg = _gpu_leg(identity, tmp_path / "leg", arch=ARCH)
     proc = rocmstack(
-        env, "publish", *bumped, "--engine", "podman", "--promote", "--report", str(leg), *ALLOW, "--json"
+        env, "publish", *bumped, "--engine", "podman", "--promote", "--reports", str(leg), *ALLOW, "--json"
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     digests = {remote(env, ref)["Digest"] for ref in staged["refs"]}

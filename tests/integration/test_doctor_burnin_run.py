@@ -21,7 +21,7 @@ CHECKS = "burnin-throughput,burnin-throttle,burnin-power,burnin-memory,burnin-er
 
 def _burn(tmp_path: Path, timeline: Path) -> tuple[int, dict, Path]:
     html = tmp_path / "doctor.html"
-    argv = ["doctor", "--level", "4", "--minutes", "0.08", "--only", CHECKS, "--cpu-ranks", "2"]
+    argv = ["doctor", "--level", "4", "--burn-in", "4.8s", "--only", CHECKS, "--cpu-ranks", "2"]
     argv += ["--telemetry-replay", str(timeline), "--html", str(html), "--json"]
     run = subprocess.run(
         [sys.executable, "-m", "rocmstack", *argv],

@@ -110,7 +110,7 @@ def gate(podman_env, first_build, tmp_path_factory):
                 "--engine",
                 "buildah",
                 *args,
-                "--smoke-steps",
+                "--steps",
                 steps,
                 "--report",
                 str(out),
@@ -155,7 +155,7 @@ def test_the_gate_refuses_options_the_host_did_not_give(gate, registry):  # noqa
     """The host ran with --expect-gpus 1; the image says it was asked for 8 and saw 8."""
     env, ran = registry["env"], gate["run"]("baseline")
     target = _tag_locally(env, gate["manifest"], f"{registry['host']}/options/tiny")
-    proc = rocmstack(env, "publish", target, "--report", str(ran["dir"]), "--engine", "podman", "--dry-run")
+    proc = rocmstack(env, "publish", target, "--reports", str(ran["dir"]), "--engine", "podman", "--dry-run")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "the doctor saw 8 GPU(s), the report expected 1" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -168,7 +168,7 @@ def test_the_gate_refuses_an_arch_the_host_never_saw(gate, registry):  # noqa: F
     """Expected and seen GPU counts agree (8); the arch is the image's word only: this host has none."""
     env, ran = registry["env"], gate["run"]("arch")
     target = _tag_locally(env, gate["manifest"], f"{registry['host']}/arch/tiny")
-    proc = rocmstack(env, "publish", target, "--report", str(ran["dir"]), "--engine", "podman", "--dry-run")
+    proc = rocmstack(env, "publish", target, "--reports", str(ran["dir"]), "--engine", "podman", "--dry-run")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "records no GPU arch the host saw it run on" in proc.stderr
     report = json.loads(ran["proc"].stdout)
@@ -188,7 +188,7 @@ def test_a_promote_of_a_swapped_content_tag_is_refused(gate, registry, first_bui
     assert content.endswith(":" + first_build["manifest"]["tags"]["content"])
     assert podman(env, "tag", first_build["manifest"]["image"]["id"], content).returncode == 0
     assert podman(env, "push", "--tls-verify=false", content, timeout=600).returncode == 0
-    proc = rocmstack(env, "publish", *args, "--promote", "--report", str(ran["dir"]))
+    proc = rocmstack(env, "publish", *args, "--promote", "--reports", str(ran["dir"]))
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert f"refusing to publish {content}: the report was made from image" in proc.stderr
     assert "(same render, another build)" in proc.stderr and "Traceback" not in proc.stderr

@@ -19,9 +19,10 @@ import pytest
 from test_build_podman import podman, rocmstack, serve_registry
 from test_validate_podman import ARGS, _need, registry  # noqa: F401  (registry: a fixture)
 
-from rocmstack.build import pipeline
 from rocmstack.container import engine as engines
+from rocmstack.contract import RENDER_HASH_LABEL
 from rocmstack.errors import CheckFailed
+from rocmstack.publish import push
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 HOSTILE = "localhost/rocmstack-test-hostile:latest"
@@ -153,7 +154,7 @@ def test_publish_keeps_the_gate_shut_and_the_registry_empty(hostile, registry): 
     refs = [f"{repo}:{manifest['tags']['descriptive']}", f"{repo}:{manifest['tags']['content']}"]
     for ref in refs:
         assert podman(env, "tag", HOSTILE, ref).returncode == 0
-    proc = rocmstack(env, "publish", refs[0], "--report", str(hostile["dir"]), "--engine", "podman")
+    proc = rocmstack(env, "publish", refs[0], "--reports", str(hostile["dir"]), "--engine", "podman")
     assert proc.returncode == 1 and "refusing to publish" in proc.stderr, proc.stderr[-3000:]
     for ref in refs:
         seen = subprocess.run(
@@ -176,9 +177,9 @@ def test_the_guard_tells_two_builds_of_one_render_apart(hostile, registry, podma
         name="podman", argv=("podman", "--storage-driver", env[engines.PODMAN_DRIVER_ENV]), version="test"
     )
     hostile_id = podman(env, "image", "inspect", "--format", "{{.Id}}", HOSTILE).stdout.strip()
-    assert pipeline.guard_verdict(engine, ref, manifest["render_hash"], image_id=hostile_id) == "skip"
+    assert push.guard_verdict(engine, ref, manifest["render_hash"], image_id=hostile_id) == "skip"
     with pytest.raises(CheckFailed, match="from another build"):
-        pipeline.guard_verdict(engine, ref, manifest["render_hash"], image_id=manifest["image"]["id"])
+        push.guard_verdict(engine, ref, manifest["render_hash"], image_id=manifest["image"]["id"])
     remote = engines.remote_manifest(engine, ref)
     assert remote and remote["config"] == "sha256:" + hostile_id and remote["digest"].startswith("sha256:")
 
@@ -211,7 +212,7 @@ def tiny_store(tmp_path_factory):
             else:
                 (tree / name).write_bytes(content)
         subprocess.run(["tar", "-C", str(tree), "-cf", f"{tree}.tar", "."], check=True, timeout=120)
-        change = ["--change", f"LABEL {pipeline.RENDER_HASH_LABEL}={label}"] if label else []
+        change = ["--change", f"LABEL {RENDER_HASH_LABEL}={label}"] if label else []
         made = podman(env, "import", *change, f"{tree}.tar", ref, timeout=600)
         assert made.returncode == 0, made.stderr
         return podman(env, "image", "inspect", "--format", "{{.Id}}", ref).stdout.strip()
@@ -292,7 +293,7 @@ def test_the_guard_reads_a_multi_platform_index_for_what_it_holds(tiny_store, tm
             assert pushed.returncode == 0, pushed.stderr
         other_tag, mine_tag = f"{host}/split/tiny:other", f"{host}/split/tiny:mine"
         with pytest.raises(CheckFailed, match="multi-platform index whose images"):
-            pipeline.guard_verdict(engine, other_tag, render_hash, image_id=this_build)
+            push.guard_verdict(engine, other_tag, render_hash, image_id=this_build)
         remote = engines.remote_manifest(engine, other_tag)
         assert remote is not None and remote.get("index") and remote["images"] == ["sha256:" + other_build]
-        assert pipeline.guard_verdict(engine, mine_tag, render_hash, image_id=this_build) == "skip"
+        assert push.guard_verdict(engine, mine_tag, render_hash, image_id=this_build) == "skip"

@@ -117,7 +117,7 @@ def test_full_gate_inside_the_image(podman_env, first_build, smoke_image, tmp_pa
         "0",
         "--device",
         "cpu",
-        "--doctor-skip",
+        "--skip",
         "lock-drift",
         "--report",
         str(report_dir),

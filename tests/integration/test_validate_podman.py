@@ -29,7 +29,7 @@ from rocmstack.render.sbom import schema_errors
 from tests.conftest import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
-ARGS = ["--expect-gpus", "0", "--skip-smoke", "--skip-bench", "--doctor-skip", "lock-drift"]
+ARGS = ["--expect-gpus", "0", "--skip-smoke", "--skip-bench", "--skip", "lock-drift"]
 
 
 def _need(tool: str) -> None:
@@ -221,7 +221,7 @@ KFD = ROOT / "tests/fixtures/doctor/tools"
 # That run was on an NVIDIA node outside an image, so the doctor skipped the AMD-only and image checks;
 # publish is told so explicitly, as a publisher would have to.
 ALLOW = [
-    "--allow-skip",
+    "--accept-skipped",
     "amdsmi-import,nvidia-packages,version-floors,lock-drift,patches-applied",
 ]
 
@@ -271,10 +271,10 @@ def test_publish_refuses_a_failed_or_foreign_report(validated, registry, first_b
     failed = _gpu_leg(
         validated["dir"], tmp_path / "failed", arch=arch, passed=False, verdict="FAIL: doctor fail"
     )
-    proc = rocmstack(env, "publish", target, "--report", str(failed), "--engine", "podman", *ALLOW)
+    proc = rocmstack(env, "publish", target, "--reports", str(failed), "--engine", "podman", *ALLOW)
     assert proc.returncode == 1 and "its validation report did not pass (FAIL: doctor fail)" in proc.stderr
     other = _gpu_leg(validated["dir"], tmp_path / "other", arch=arch, render_hash="0" * 64)
-    proc = rocmstack(env, "publish", target, "--report", str(other), "--engine", "podman", *ALLOW)
+    proc = rocmstack(env, "publish", target, "--reports", str(other), "--engine", "podman", *ALLOW)
     assert proc.returncode == 1 and "the report is for render hash 000000000000" in proc.stderr
     assert all(_remote_hash(env, ref) is None for ref in refs.values())  # nothing reached the registry
 
@@ -284,7 +284,7 @@ def test_publish_refuses_the_doctor_only_cpu_report(validated, registry, first_b
     env, manifest = registry["env"], first_build["manifest"]
     refs = _retag(env, manifest, f"{registry['host']}/weak/tiny")
     target = refs[manifest["tags"]["descriptive"]]
-    proc = rocmstack(env, "publish", target, "--report", str(validated["dir"]), "--engine", "podman")
+    proc = rocmstack(env, "publish", target, "--reports", str(validated["dir"]), "--engine", "podman")
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert f"refusing to publish {target}: the smoke stage did not pass (skipped)" in proc.stderr
     assert all(_remote_hash(env, ref) is None for ref in refs.values())
@@ -298,7 +298,7 @@ def test_publish_pushes_every_tag_once_and_guards_immutable_ones(
     refs = _retag(env, manifest, repo)
     target = refs[manifest["tags"]["descriptive"]]
     leg = _gpu_leg(validated["dir"], tmp_path / "leg", arch=arch_of["mi300x"])
-    proc = rocmstack(env, "publish", target, "--report", str(leg), "--engine", "podman", *ALLOW, "--json")
+    proc = rocmstack(env, "publish", target, "--reports", str(leg), "--engine", "podman", *ALLOW, "--json")
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout)
     assert sorted(p["ref"] for p in result["pushed"]) == sorted(refs.values())
@@ -307,7 +307,9 @@ def test_publish_pushes_every_tag_once_and_guards_immutable_ones(
         assert _remote_hash(env, ref) == manifest["render_hash"], ref
     # Again: the immutable tags are already there with this render, so they are left alone.
     again = json.loads(
-        rocmstack(env, "publish", target, "--report", str(leg), "--engine", "podman", *ALLOW, "--json").stdout
+        rocmstack(
+            env, "publish", target, "--reports", str(leg), "--engine", "podman", *ALLOW, "--json"
+        ).stdout
     )
     by_ref = {p["ref"]: p for p in again["pushed"]}
     for tag in (manifest["tags"]["descriptive"], manifest["tags"]["content"]):
@@ -324,7 +326,7 @@ def test_publish_never_moves_an_existing_immutable_tag(validated, registry, firs
     assert podman(env, "tag", first_build["manifest"]["base"]["id"], squatter).returncode == 0
     assert podman(env, "push", squatter, descriptive, timeout=600).returncode == 0
     leg = _gpu_leg(validated["dir"], tmp_path / "leg", arch=arch_of["mi300x"])
-    proc = rocmstack(env, "publish", descriptive, "--report", str(leg), "--engine", "podman", *ALLOW)
+    proc = rocmstack(env, "publish", descriptive, "--reports", str(leg), "--engine", "podman", *ALLOW)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert (
         f"refusing to push {descriptive}: it already exists in the registry with render hash no rocmstack "
@@ -411,7 +413,7 @@ def test_a_two_arch_image_with_a_failing_leg_is_not_published_the_other_image_is
     def publish(ref, render_hash, where):
         reports = _download(artifacts, REPORT_ARTIFACT.format(render_hash=render_hash, arch="*"), where)
         return rocmstack(
-            env, "publish", ref, "--report", str(reports), "--engine", "podman", *ALLOW, "--json"
+            env, "publish", ref, "--reports", str(reports), "--engine", "podman", *ALLOW, "--json"
         )
 
     refused = publish(two_refs[0], h_two, tmp_path / "dl-two")

@@ -36,7 +36,7 @@ def shape(tmp_path):
 
 def test_json_report_has_every_field(capsys, shape, tmp_path):
     code, out, err = cli(
-        capsys, *RUN, "--shape", shape, "--engine", "reference,hf", "--json",
+        capsys, *RUN, "--shape", shape, "--rollout", "reference,hf", "--json",
         "-o", str(tmp_path / "r.json"), "--save-baseline", str(tmp_path / "b.json"),
     )  # fmt: skip
     assert code == 0, err
@@ -64,12 +64,12 @@ def test_json_report_has_every_field(capsys, shape, tmp_path):
 
 def test_an_engine_asked_for_that_cannot_run_is_exit_1(capsys, shape, tmp_path):
     code, _, err = cli(
-        capsys, *RUN, "--shape", shape, "--engine", "reference,sglang", "--json", "-o", str(tmp_path / "r.json")
+        capsys, *RUN, "--shape", shape, "--rollout", "reference,sglang", "--json", "-o", str(tmp_path / "r.json")
     )  # fmt: skip
     assert code == 1
     last = err.strip().splitlines()[-1]
     assert (
-        last.startswith("rocmstack: error: --engine sglang could not run (skip): ")
+        last.startswith("rocmstack: error: --rollout sglang could not run (skip): ")
         and "not installed" in last
     )
     report = json.loads((tmp_path / "r.json").read_text())  # the measurements are kept
@@ -130,8 +130,8 @@ def test_baseline_gate_exits_1_on_a_regression(capsys, shape, tmp_path):
         (["--batch", "1,x"], "--batch '1,x': expected positive integers"),
         (["--batch", "0"], "--batch '0'"),
         (["--batch", "2,2"], "--batch '2,2': 2 is listed twice"),
-        (["--engine", "hf,hf"], "--engine 'hf,hf': hf is listed twice"),
-        (["--engine", "reference,trt"], "--engine 'reference,trt': unknown engine 'trt'"),
+        (["--rollout", "hf,hf"], "--rollout 'hf,hf': hf is listed twice"),
+        (["--rollout", "reference,trt"], "--rollout 'reference,trt': unknown engine 'trt'"),
         (["--dtype", "int4"], "--dtype 'int4'"),
         (["--top-p", "0"], "--top-p 0.0: must be in (0, 1]"),
         (["--shape", "llama-70b"], "--shape 'llama-70b': not a built-in shape"),
@@ -178,7 +178,7 @@ def test_module_entry_point_has_the_cli_errors():
 
 def test_estimate_before_the_work_and_time_left_on_each_run(capsys, shape, tmp_path):
     code, _, err = cli(
-        capsys, *RUN, "--shape", shape, "--engine", "reference,hf", "-o", str(tmp_path / "r.json")
+        capsys, *RUN, "--shape", shape, "--rollout", "reference,hf", "-o", str(tmp_path / "r.json")
     )
     assert code == 0, err
     lines = err.splitlines()
@@ -192,7 +192,7 @@ def test_estimate_before_the_work_and_time_left_on_each_run(capsys, shape, tmp_p
 
 def test_the_table_says_what_each_rate_counts_and_decode_is_the_rate_mbu_is_of(capsys, shape, tmp_path):
     code, out, err = cli(
-        capsys, *RUN, "--shape", shape, "--engine", "reference", "-o", str(tmp_path / "r.json")
+        capsys, *RUN, "--shape", shape, "--rollout", "reference", "-o", str(tmp_path / "r.json")
     )
     assert code == 0, err
     assert "tok/s: batch x new tokens / the whole timed generate (prefill included)" in out
@@ -213,3 +213,10 @@ def test_the_table_shows_the_rows_decode_rate_not_a_second_one_from_the_median_s
         )
         cells = [c.strip() for c in row.strip("│").split("│")]
         assert cells[4] == f"{r['decode_tokens_per_s']:,.1f}", (row, r["decode_tokens_per_s"])
+
+
+def test_engine_is_an_old_spelling_of_rollout_with_a_note(capsys):
+    code, _, err = cli(capsys, "bench", "rollout", "--device", "cpu", "--engine", "reference,trt")
+    assert code == 2
+    assert err.splitlines()[0] == "note: --engine is deprecated; use --rollout"
+    assert "--rollout 'reference,trt': unknown engine 'trt'" in err

@@ -173,12 +173,14 @@ def test_inspect_prints_no_terminal_escape_from_the_image(capsys, monkeypatch):
 @pytest.mark.parametrize("command", ["publish", "tags"])
 def test_promote_without_a_report_is_refused(capsys, command):
     code, _, err = run(capsys, command, "verl-0.9.0-rocm10", "--promote")
-    assert code == 2 and "--promote needs --report DIR" in err
+    assert code == 2 and "--promote needs --reports DIR" in err
 
 
-@pytest.mark.parametrize("command", ["publish", "tags"])
+@pytest.mark.parametrize(
+    ("command", "flag"), [("publish", "--reports"), ("publish", "--report"), ("tags", "--report")]
+)
 def test_promote_runs_the_gate_under_either_spelling_and_tags_says_it_is_deprecated(
-    capsys, monkeypatch, tmp_path, command
+    capsys, monkeypatch, tmp_path, command, flag
 ):
     from rocmstack.container import engine as engines
     from rocmstack.publish import gate
@@ -193,13 +195,13 @@ def test_promote_runs_the_gate_under_either_spelling_and_tags_says_it_is_depreca
     monkeypatch.setattr(engines, "detect", lambda choice, **k: found)
     monkeypatch.setattr(gate, "load_reports", lambda dirs: [{"dir": str(d)} for d in dirs])
     monkeypatch.setattr(gate, "promote", promote)
-    code, out, err = run(
-        capsys, command, "verl-0.9.0-rocm10", "--promote", "--report", str(tmp_path), "--json"
-    )
+    code, out, err = run(capsys, command, "verl-0.9.0-rocm10", "--promote", flag, str(tmp_path), "--json")
     assert code == 0 and json.loads(out)["promoted"] == [{"ref": "x", "pushed": True}]
     assert seen["reports"] == [{"dir": str(tmp_path)}] and seen["engine"].tls_verify
     note = "note: 'rocmstack tags --promote' is deprecated; use 'rocmstack publish --promote'"
     assert (note in err) == (command == "tags")
+    old_flag = "note: --report is deprecated; use --reports"
+    assert (old_flag in err) == ((command, flag) == ("publish", "--report"))
 
 
 @pytest.mark.parametrize(

@@ -134,7 +134,7 @@ def test_bad_ray_address_is_one_line(tmp_path):
             "--prometheus keeps this node's own",
         ),
         (["--level", "4", "--ray-address", "127.0.0.1:1"], "--level 4 (the burn-in) runs on this node"),
-        (["--level", "4", "--minutes", "0"], "--minutes 0 must be positive"),
+        (["--level", "4", "--burn-in", "0"], "--burn-in '0' is not a positive duration"),
         (["--level", "5"], "--level 5 is not 1, 2, 3 or 4"),
     ],
 )
@@ -143,3 +143,10 @@ def test_fleet_options_refuse_bad_input_in_one_line(args, message):
     assert result.code == 2
     assert message in result.err and "Traceback" not in result.err
     assert len(result.err.strip().splitlines()) == 1
+
+
+def test_minutes_is_an_old_spelling_of_burn_in_with_a_note():
+    result = run_cli("doctor", "--level", "4", "--minutes", "0")
+    assert result.code == 2
+    assert result.err.splitlines()[0] == "note: --minutes is deprecated; use --burn-in"
+    assert "--burn-in 0m must be positive" in result.err

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from rocmstack.contract import RENDER_HASH_LABEL
+
 
 def test_guard_refuses_a_tag_holding_another_build_of_the_same_render(monkeypatch):
     """The registry side is what skopeo reports for a tag: its labels and its config digest (image id)."""
-    from rocmstack.build import pipeline
     from rocmstack.container import engine as engines
     from rocmstack.errors import CheckFailed
     from rocmstack.publish import push
 
     h = "a" * 64
-    monkeypatch.setattr(engines, "remote_labels", lambda *a, **k: {pipeline.RENDER_HASH_LABEL: h})
+    monkeypatch.setattr(engines, "remote_labels", lambda *a, **k: {RENDER_HASH_LABEL: h})
     monkeypatch.setattr(
         engines, "remote_manifest", lambda *a, **k: {"digest": "sha256:m", "config": "sha256:" + "1" * 64}
     )
@@ -30,13 +31,12 @@ def test_guard_refuses_a_tag_holding_another_build_of_the_same_render(monkeypatc
 def test_guard_judges_a_multi_platform_index_by_the_images_it_lists(monkeypatch):
     """A tag holding an index: the index's digest is no build's image, so 'this build' means every image it
     lists is this build (docker's attestation manifests are not images and remote_manifest leaves them out)."""
-    from rocmstack.build import pipeline
     from rocmstack.container import engine as engines
     from rocmstack.errors import CheckFailed
     from rocmstack.publish import push
 
     h, mine, other = "a" * 64, "sha256:" + "1" * 64, "sha256:" + "2" * 64
-    monkeypatch.setattr(engines, "remote_labels", lambda *a, **k: {pipeline.RENDER_HASH_LABEL: h})
+    monkeypatch.setattr(engines, "remote_labels", lambda *a, **k: {RENDER_HASH_LABEL: h})
     eng = engines.Engine(name="podman", argv=("podman",), version="4")
 
     def holding(**remote):

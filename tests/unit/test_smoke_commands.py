@@ -129,3 +129,12 @@ def test_the_verdict_says_tokens_per_second_on_the_cpu(capsys):
     assert "1,234 tokens/s;" in cpu and "tokens/GPU/s" not in cpu
     _print_verdict({**summary, "device": "cuda"})
     assert "1,234 tokens/GPU/s;" in capsys.readouterr().out
+
+
+def test_engine_is_an_old_spelling_of_decoder_with_a_note(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["smoke", "grpo", "--device", "cpu", "--engine", "bogus"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == "note: --engine is deprecated; use --decoder"
+    assert "--decoder 'bogus' is not one of auto, reference, kvcache" in err

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmstack.build import pipeline as build_pipeline
+from rocmstack import contract
 from rocmstack.cli import main
 from rocmstack.recipe.load import load_recipe
 from rocmstack.smoke import framework
@@ -70,13 +70,13 @@ def caller_env(monkeypatch):
 
 
 def test_outside_an_image_the_command_needs_the_flag(tmp_path, capsys, caller_env):
-    assert not Path(build_pipeline.LOCK_PATH).exists()  # this node is no rocmstack image
+    assert not Path(contract.LOCK_PATH).exists()  # this node is no rocmstack image
     path = _recipe(tmp_path)
     with pytest.raises(SystemExit) as exc:
         main(["smoke", "framework", str(path), "--report", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
-    assert "recipe fw:" in err and "--allow-recipe-command" in err and build_pipeline.LOCK_PATH in err
+    assert "recipe fw:" in err and "--allow-recipe-command" in err and contract.LOCK_PATH in err
     assert not (tmp_path / "out").exists()  # refused before anything is made or run
 
 
@@ -107,7 +107,7 @@ def test_inside_an_image_it_runs_without_the_flag_still_without_secrets(
     lock = tmp_path / "image" / "lock.json"
     lock.parent.mkdir()
     lock.write_text('{"recipe": "fw"}')
-    monkeypatch.setattr(build_pipeline, "LOCK_PATH", str(lock))  # the image contract's file, real
+    monkeypatch.setattr(framework, "LOCK_PATH", str(lock))  # the image contract's file, real
     out = tmp_path / "out"
     with pytest.raises(SystemExit) as exc:
         main(["smoke", "framework", str(_recipe(tmp_path)), "--report", str(out), "--json"])

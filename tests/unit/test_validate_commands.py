@@ -22,7 +22,7 @@ def test_bad_values_are_one_line_exit_2(cli, tmp_path):
         (["--engine", "lxc"], "--engine 'lxc': unknown engine"),
         (["--device", "gpu"], "--device 'gpu' is not one of auto, cpu"),
         (["--baseline", str(tmp_path / "none.json")], "no such file"),
-        (["--doctor-skip", "no-such-check"], "unknown check id 'no-such-check'"),
+        (["--skip", "no-such-check"], "unknown check id 'no-such-check'"),
         (["--report", str(tmp_path / "file.txt")], "file.txt': exists and is not a folder"),
     ):
         (tmp_path / "file.txt").write_text("a file where the report folder would go\n")
@@ -100,8 +100,33 @@ def test_in_place_failure_exits_1_with_a_report(cli, tmp_path):
 
 
 def test_publish_needs_a_report(cli, tmp_path):
-    r = cli("publish", "localhost/x:1", "--report", str(tmp_path))
-    assert r.code == 2 and f"--report '{tmp_path}': no report.json in it or in a folder under it" in r.err
+    r = cli("publish", "localhost/x:1", "--reports", str(tmp_path))
+    assert r.code == 2 and f"--reports '{tmp_path}': no report.json in it or in a folder under it" in r.err
+    r = cli("publish", "localhost/x:1")
+    assert r.code == 2 and "publish needs --reports DIR" in r.err
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "args"),
+    [
+        ("--report", "--reports", []),
+        ("--allow-skip", "--accept-skipped", ["--reports", "."]),
+    ],
+)
+def test_publish_old_spellings_still_work_with_a_note(cli, tmp_path, old, new, args):
+    value = str(tmp_path) if old == "--report" else "no-such-check"
+    r = cli("publish", "localhost/x:1", *args, old, value)
+    assert r.code == 2 and f"note: {old} is deprecated; use {new}" in r.err
+    assert ("no report.json" if old == "--report" else "unknown check id 'no-such-check'") in r.err
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "value"), [("--doctor-skip", "--skip", "no-such-check"), ("--smoke-steps", "--steps", "0")]
+)
+def test_validate_old_spellings_still_work_with_a_note(cli, tmp_path, old, new, value):
+    r = cli("validate", "localhost/x:1", "--dry-run", "--report", str(tmp_path), old, value)
+    assert r.code == 2 and f"note: {old} is deprecated; use {new}" in r.err
+    assert ("unknown check id 'no-such-check'" if value != "0" else "--steps 0 must be >= 1") in r.err
 
 
 def test_seccomp_unconfined_is_the_hosts_flag(cli, tmp_path):

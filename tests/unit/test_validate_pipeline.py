@@ -158,7 +158,7 @@ def test_bench_regression_against_the_baseline_fails():
     [
         ("device", "cuda", "--device 'cuda'"),
         ("expect_gpus", -1, "--expect-gpus -1"),
-        ("smoke_steps", 0, "--smoke-steps 0"),
+        ("smoke_steps", 0, "--steps 0"),
     ],
 )
 def test_bad_options_name_the_field(tmp_path, field, value, message):

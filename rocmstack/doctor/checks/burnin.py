@@ -80,7 +80,7 @@ def throughput(snap: Snapshot, opts: DoctorOptions) -> Result:
         problems += p
         details += d
     if not details:
-        return skipped("no full window of load was timed (a longer --minutes gives one)")
+        return skipped("no full window of load was timed (a longer --burn-in gives one)")
     if problems:
         if burn["mode"] == "cpu":
             return warned(f"{problems[0]} (CPU stand-ins share cores: a warning)", *problems[1:], *details)

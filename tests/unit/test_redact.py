@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocmstack.doctor.redact import REDACTED, env_dump, scrub, secret_values
+from rocmstack.redact import REDACTED, env_dump, scrub, secret_values
 from rocmstack.secrets import is_secret_name
 
 ENV = {

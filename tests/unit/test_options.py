@@ -1,0 +1,36 @@
+"""rocmstack.options: a renamed option's old spelling still works and says once what replaced it."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocmstack.errors import InputError
+from rocmstack.options import parse_duration, renamed
+
+
+def test_the_new_spelling_alone_prints_nothing(capsys):
+    assert renamed(3, None, "--smoke-steps", "--steps") == 3
+    assert renamed(["a"], [], "--doctor-skip", "--skip") == ["a"]
+    assert renamed(True, False, "--old", "--new") is True
+    assert capsys.readouterr().err == ""
+
+
+def test_the_old_spelling_gives_its_value_and_one_note(capsys):
+    assert renamed(None, 5, "--smoke-steps", "--steps") == 5
+    assert capsys.readouterr().err == "note: --smoke-steps is deprecated; use --steps\n"
+
+
+def test_repeatable_options_take_both_spellings(capsys):
+    assert renamed(["a"], ["b"], "--doctor-skip", "--skip") == ["a", "b"]
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("10s", 10), ("2m", 120), ("1.5h", 5400), ("45", 45)])
+def test_durations(text, seconds):
+    assert parse_duration(text, "--budget") == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0s", "-1s", "10 minutes", "2d", "s"])
+def test_bad_durations_name_the_value(text):
+    with pytest.raises(InputError, match=r"--budget .* is not a positive duration"):
+        parse_duration(text, "--budget")
