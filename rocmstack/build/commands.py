@@ -70,8 +70,8 @@ def register(app: typer.Typer) -> None:
         from rocmstack.container import engine as engines
         from rocmstack.errors import EngineError, InputError, Interrupted
         from rocmstack.output import print_json, stderr, warn
+        from rocmstack.prepare import prepare
         from rocmstack.publish import push as publish_push
-        from rocmstack.render.commands import gate_and_render
         from rocmstack.render.context import write_context
 
         if push_tags not in ("all", "content"):
@@ -80,7 +80,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(
                 "--dry-run and --push together: a dry run pushes nothing", fix="drop one of them"
             )
-        checked, rendered, revision, _ = gate_and_render(
+        checked, rendered, revision, _ = prepare(
             recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock, patches_dir=patches_dir
         )
         resolved = checked.resolved
@@ -343,9 +343,9 @@ def render_tags(
 ) -> tuple[TagSet, str]:
     """The tags a build of RECIPE gets, and its render hash (the recipe is checked and rendered, not built)."""
     from rocmstack.build.tags import tag_set
-    from rocmstack.render.commands import gate_and_render
+    from rocmstack.prepare import prepare
 
-    checked, rendered, _, _ = gate_and_render(
+    checked, rendered, _, _ = prepare(
         recipe, gpu_arch, overrides, ignore=ignore_rules, relock=False, patches_dir=patches_dir
     )
     tags = tag_set(checked.resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases))

@@ -15,7 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rocmstack.build.tags import tag_set
 from rocmstack.errors import InputError
+from rocmstack.prepare import gate
+from rocmstack.recipe.load import load_recipe, recipes_on_path
 
 DEFAULT_BUILD_RUNNER = ("self-hosted", "linux", "x64", "rocmstack-build")
 DEFAULT_GPU_RUNNER = ("self-hosted", "linux", "rocm")
@@ -143,11 +146,6 @@ def expand(
     Each entry goes through the same gate as ``rocmstack build`` (lock drift, rules), so the matrix never
     lists a build that would be refused.
     """
-    from rocmstack.build.tags import tag_set
-    from rocmstack.recipe.load import load_recipe, recipes_on_path
-    from rocmstack.render.context import render
-    from rocmstack.rules.gate import gate
-
     if expect_gpus < 1:
         raise InputError(
             f"--expect-gpus {expect_gpus}: a validation leg needs at least one GPU",
@@ -164,13 +162,12 @@ def expand(
         for arch in sets:
             checked = gate(name, arch, patches_dir=patches_dir)
             resolved = checked.resolved
-            rendered = render(resolved, ignored_rules=checked.ignored, patches_dir=checked.patches_dir)
-            tags = tag_set(resolved, rendered.render_hash, registry=registry)
+            tags = tag_set(resolved, checked.draft.render_hash, registry=registry)
             entries.append(
                 Entry(
                     recipe=name if recipes else model.name,
                     gpu_arch=resolved.arch_list,
-                    render_hash=rendered.render_hash,
+                    render_hash=checked.draft.render_hash,
                     tags=tags.as_dict(),
                     build_runner=build_runner,
                     gpu_runner_prefix=gpu_runner_prefix,

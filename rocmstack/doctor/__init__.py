@@ -17,7 +17,7 @@ _EXPORTS = {
     "Status": "rocmstack.doctor.model",
     "run_doctor": "rocmstack.doctor.runner",
     "select_checks": "rocmstack.doctor.runner",
-    "run_cluster": "rocmstack.doctor.collect.cluster",
+    "run_cluster": "rocmstack.doctor.cluster",
 }
 __all__ = ["SCHEMA", "DoctorOptions", "Status", "run_cluster", "run_doctor", "select_checks"]
 

@@ -69,13 +69,13 @@ def register(app: typer.Typer) -> None:
         """Preflight a model folder: shards and index, FP8 format, quantisation and KV-cache dtype for the arch.
 
         Reads the safetensors headers and config.json only; no tensor is loaded."""
+        from rocmstack.doctor import options as doctor_options
         from rocmstack.doctor.checks.checkpoint import CHECKS
-        from rocmstack.doctor.model import DoctorOptions
         from rocmstack.doctor.runner import exit_code, run_doctor
 
         if json_out and markdown:
             raise InputError("--json and --markdown both given", fix="choose one output format")
-        opts = DoctorOptions.validated(
+        opts = doctor_options.validated(
             fast=True,
             only=tuple(c.id for c in CHECKS),
             model_dir=model,
@@ -228,7 +228,7 @@ def register(app: typer.Typer) -> None:
         minutes: float | None = old_spelling("--minutes", "N"),
     ) -> None:
         """Check that this node (or every node of a Ray cluster) is ready for RL post-training."""
-        from rocmstack.doctor.model import DoctorOptions
+        from rocmstack.doctor import options as doctor_options
         from rocmstack.doctor.report import list_checks_table, render_junit
         from rocmstack.doctor.runner import select_checks
         from rocmstack.output import print_json, stderr, stdout
@@ -246,7 +246,7 @@ def register(app: typer.Typer) -> None:
             )
         from rocmstack.doctor.bars import default_baseline_path
 
-        opts = DoctorOptions.validated(
+        opts = doctor_options.validated(
             level=level_given,
             sizes=sizes,
             sync_bytes=sync_bytes,
@@ -349,7 +349,7 @@ def register(app: typer.Typer) -> None:
             return
         err = stderr()
         if ray_address:
-            from rocmstack.doctor.collect.cluster import run_cluster
+            from rocmstack.doctor.cluster import run_cluster
 
             with (
                 _stdout_to_stderr()

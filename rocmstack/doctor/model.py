@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,126 +141,6 @@ class DoctorOptions:
     burnin_mem_bytes: int | None = None  # pattern test per device: default 4 GiB on a GPU, 16 MiB on CPU
     telemetry_replay: Path | None = None  # recorded telemetry played back instead of amdsmi/NVML
 
-    @classmethod
-    def validated(
-        cls,
-        *,
-        level: int | None = None,
-        sizes: str | None = None,
-        sync_bytes: str = "1G",
-        budget: str | None = None,
-        burn_in: str | None = None,
-        gpu_arch: str | None = None,
-        cluster_address: str | None = None,
-        model_flag: str = "--model",
-        **fields: Any,
-    ) -> DoctorOptions:
-        """The options from a command's values, or InputError (exit 2) naming the bad option.
-
-        Every command that runs the doctor (doctor, checkpoint, validate) builds them here, so each
-        gets the same checks before any probe runs. The raw texts are parsed here too: ``sizes``
-        (MIN..MAX), ``sync_bytes``, the durations ``budget`` and ``burn_in`` (90s, 10m) and ``gpu_arch``
-        (a ';'- or ','-list);
-        ``level`` None is the default for the budget; ``cluster_address`` is --ray-address (a cluster
-        run; each node then runs on its own, so it is no field)."""
-        from rocmstack.errors import InputError
-
-        opts = cls(**fields)
-        if opts.probe_timeout <= 0:
-            raise InputError(f"--timeout {opts.probe_timeout} must be positive", fix="e.g. --timeout 30")
-        if opts.expect_gpus is not None and opts.expect_gpus < 0:
-            raise InputError(
-                f"--expect-gpus {opts.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8"
-            )
-        if opts.tensor_parallel is not None and opts.tensor_parallel < 1:
-            raise InputError(
-                f"--tensor-parallel {opts.tensor_parallel} must be >= 1", fix="e.g. --tensor-parallel 2"
-            )
-        if not 0 < opts.memory_share <= 1:
-            raise InputError(
-                f"--memory-share {opts.memory_share} is outside (0, 1]", fix="e.g. --memory-share 0.85"
-            )
-        if opts.fast and opts.deep:
-            raise InputError(
-                "--fast and --deep both given", fix="--deep initialises torch's runtime; drop one"
-            )
-        from rocmstack.errors import quoted
-        from rocmstack.gpu.collectives import OPS, parse_size
-
-        for op in opts.collectives:
-            if op not in OPS:
-                raise InputError(f"--collective {quoted(op)} is unknown", fix=f"one of {', '.join(OPS)}")
-        lo = hi = None
-        try:
-            if sizes is not None:
-                first, sep, last = sizes.partition("..")
-                if not sep:
-                    raise ValueError("no '..'")
-                lo, hi = parse_size(first), parse_size(last)
-                if hi < lo:
-                    raise ValueError("MAX below MIN")
-            sync = parse_size(sync_bytes)
-        except ValueError as exc:
-            raise InputError(
-                f"bad size {quoted(sizes if sizes else sync_bytes)}: {exc}", fix="e.g. --sizes 1M..1G"
-            ) from None
-        for name, num in (
-            ("--sync-repeats", opts.sync_repeats),
-            ("--cpu-ranks", opts.cpu_ranks),
-            ("--comm-inits", opts.comm_inits),
-            ("--ipc-handles", opts.ipc_handles),
-            ("--iters", opts.iters or 1),
-        ):
-            if num < 1:
-                raise InputError(f"{name} {num} must be >= 1", fix=f"e.g. {name} 2")
-        if opts.bars_file is not None:
-            from rocmstack.doctor.bars import load_bars
-
-            load_bars(opts.bars_file)  # a bad file fails here, before any work
-        from rocmstack.doctor.budget import default_level
-        from rocmstack.options import parse_duration
-
-        budget_s = opts.budget_s if budget is None else parse_duration(budget, "--budget")
-        minutes = opts.burnin_minutes if burn_in is None else parse_duration(burn_in, "--burn-in") / 60
-        if opts.history_dir is not None and cluster_address:
-            raise InputError(
-                "--history keeps this node's own figures", fix="drop --ray-address; run it on each node"
-            )
-        if budget_s is not None and cluster_address:
-            raise InputError("--budget times this node's own run", fix="drop --ray-address (or --budget)")
-        level = default_level(level, budget_s)
-        if level == 4 and cluster_address:
-            raise InputError("--level 4 (the burn-in) runs on this node", fix="drop --ray-address")
-        if minutes <= 0:
-            raise InputError(f"--burn-in {minutes:g}m must be positive", fix="e.g. --burn-in 10m")
-        if opts.telemetry_replay is not None and not opts.telemetry_replay.is_file():
-            raise InputError(
-                f"--telemetry-replay {opts.telemetry_replay}: no such file", fix="give a recorded timeline"
-            )
-        if level == 3 and not cluster_address:
-            raise InputError(
-                "--level 3 runs across a Ray cluster", fix="add --ray-address HOST:PORT (or auto)"
-            )
-        if opts.culprit_budget <= 0:
-            raise InputError(
-                f"--culprit-budget {opts.culprit_budget} must be positive", fix="e.g. --culprit-budget 120"
-            )
-        archs = _checkpoint_archs(opts.model_dir, gpu_arch, opts.kv_cache_dtype, model_flag) or opts.gpu_archs
-        if opts.models:
-            from rocmstack.doctor.checks.tuned import check_model_names
-
-            check_model_names(opts.models, "--models")
-        return replace(
-            opts,
-            level=level,
-            min_bytes=lo if sizes is not None else opts.min_bytes,
-            max_bytes=hi if sizes is not None else opts.max_bytes,
-            sync_bytes=sync,
-            budget_s=budget_s,
-            gpu_archs=archs,
-            burnin_minutes=minutes,
-        )
-
     def environ(self) -> dict[str, str]:
         return dict(self.env if self.env is not None else os.environ)
 
@@ -268,30 +148,3 @@ class DoctorOptions:
         if self.image_root is not None:
             return self.image_root
         return image_root(self.environ())
-
-
-def _checkpoint_archs(
-    model: Path | None, gpu_arch: str | None, kv_cache_dtype: str | None, model_flag: str
-) -> tuple[str, ...]:
-    """Check the checkpoint preflight's options (exit 2 on a bad one); the archs as a tuple."""
-    from rocmstack.doctor.checks.checkpoint import data
-    from rocmstack.errors import InputError, quoted
-
-    if model is not None and not model.is_dir():
-        raise InputError(
-            f"{model_flag} {quoted(model)} is not a folder",
-            fix="give the model folder (config.json, *.safetensors)",
-        )
-    archs = tuple(a.strip() for a in (gpu_arch or "").replace(",", ";").split(";") if a.strip())
-    for arch in archs:
-        if arch not in data()["fp8"]:
-            raise InputError(
-                f"--gpu-arch {quoted(arch)}: the checkpoint preflight knows {', '.join(data()['fp8'])}",
-                fix="e.g. --gpu-arch gfx950",
-            )
-    if kv_cache_dtype is not None and kv_cache_dtype not in data()["kv_cache"]:
-        raise InputError(
-            f"--kv-cache-dtype {quoted(kv_cache_dtype)} is not a KV-cache dtype the engines take",
-            fix=f"one of {', '.join(data()['kv_cache'])}",
-        )
-    return archs

@@ -245,7 +245,7 @@ def _recipe_fields(field: str, value: object) -> None:
 _component_name = _matches(_COMPONENT, "not a component name")
 _rule_id = _matches(_RULE_ID, "not a rule id")
 
-# Every key an entry may have (Resolved.lock, rules.gate.make_entry and the closure), and its check.
+# Every key an entry may have (Resolved.lock, prepare.make_entry and the closure), and its check.
 _ENTRY: dict[str, Callable[[str, Any], None]] = {
     "schema": _int_one,
     "recipe": _text,

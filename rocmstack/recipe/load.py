@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -521,3 +522,25 @@ def load_every(files: Iterable[str], overrides: Iterable[str] = ()) -> list[tupl
     if broken:
         raise broken_recipes(broken)
     return loaded
+
+
+def _shown_path(path: Path) -> str:
+    try:
+        shown = str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        shown = str(path.resolve())
+    return shlex.quote(shown)
+
+
+def recipe_arg_for(name: str, source: Path) -> str:
+    """How a suggested command names the recipe NAME read from SOURCE (see ``resolve.recipe_arg``)."""
+    target = source.resolve()
+    if target.parent == recipes_dir().resolve() and recipes_on_path().get(name, source).resolve() == target:
+        return name  # a shipped recipe that no folder of the search path shadows
+    try:
+        found = find_recipe(name).resolve() == target
+    except RecipeError:
+        found = False
+    if found:
+        return f"{name} --recipes-dir {_shown_path(target.parent)}"
+    return shlex.quote(str(source))  # as it was given: from where it was given

@@ -11,7 +11,7 @@ import yaml
 
 from rocmstack import __version__
 from rocmstack.errors import InputError, RecipeError
-from rocmstack.recipe.load import YAML_LOADER
+from rocmstack.recipe.load import YAML_LOADER, recipe_arg_for
 from rocmstack.recipe.model import Component, Recipe
 from rocmstack.resources import recipes_dir
 
@@ -157,3 +157,12 @@ def resolve(recipe: Recipe, source: Path, gpu_arch: str | None, overrides: tuple
 
 
 __all__ = ["Resolved", "known_archs", "parse_archs", "resolve", "unverified_warnings"]
+
+
+def recipe_arg(resolved: Resolved) -> str:
+    """How a suggested command names this recipe so that it runs as printed, from the current folder: its
+    name where the shipped search path finds this very file; its name and ``--recipes-dir DIR`` where only
+    a folder of the search path (``--recipes-dir``, $ROCMSTACK_RECIPES_PATH) does; else its path (a recipe
+    given as a path is often on no search path, and ``rocmstack lock NAME`` would fail). rocmstack takes
+    ``--recipes-dir`` after the command too, so the result goes where a recipe argument goes."""
+    return recipe_arg_for(resolved.recipe.name, resolved.source)

@@ -1,4 +1,4 @@
-"""CLI: ``rocmstack render``, and the gate-then-render step ``build`` and ``tags`` share."""
+"""CLI: ``rocmstack render`` (the pipeline itself is rocmstack.prepare)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from rocmstack.options import (
 
 if TYPE_CHECKING:
     from rocmstack.render.context import Rendered
-    from rocmstack.rules.gate import Gate
 
 
 def write_into(rendered: Rendered, folder: Path) -> None:
@@ -34,33 +33,6 @@ def write_into(rendered: Rendered, folder: Path) -> None:
             f"-o {printable(folder)}: cannot write the build context there: {exc.strerror or exc}",
             fix="pick a writable folder on a file system with room, its name under 245 characters",
         ) from None
-
-
-def gate_and_render(
-    recipe: str,
-    gpu_arch: str | None,
-    overrides: list[str],
-    *,
-    ignore: list[str],
-    relock: bool,
-    patches_dir: Path | None = None,
-) -> tuple[Gate, Rendered, tuple[str, str], list[str]]:
-    """What ``render``, ``build`` and ``tags`` run first: the gate (lock drift exit 2, then the rules exit 1),
-    its warnings printed, then the render. Returns (gate, rendered, source revision, warnings)."""
-    from rocmstack.output import warn
-    from rocmstack.recipe.resolve import unverified_warnings
-    from rocmstack.render.context import render, source_revision
-    from rocmstack.rules.gate import gate
-
-    checked = gate(recipe, gpu_arch, overrides, ignore=ignore, relock=relock, patches_dir=patches_dir)
-    notes = [*unverified_warnings(checked.resolved.recipe), *checked.notes]
-    for note in notes:
-        warn(note)
-    revision = source_revision()
-    rendered = render(
-        checked.resolved, ignored_rules=checked.ignored, patches_dir=checked.patches_dir, revision=revision
-    )
-    return checked, rendered, revision, notes
 
 
 def register(app: typer.Typer) -> None:
@@ -90,6 +62,7 @@ def register(app: typer.Typer) -> None:
         """Write a complete build context (Dockerfile + every file it COPYs) and print the render hash."""
         from rocmstack.errors import InputError
         from rocmstack.output import print_json, stdout
+        from rocmstack.prepare import prepare
 
         if every == bool(recipe):
             raise InputError(
@@ -106,7 +79,7 @@ def register(app: typer.Typer) -> None:
             return
         assert recipe is not None
         # Lock drift (exit 2) and compatibility rules (exit 1) are checked before anything is written.
-        checked, rendered, _, warnings = gate_and_render(
+        checked, rendered, _, warnings = prepare(
             recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock, patches_dir=patches_dir
         )
         resolved = checked.resolved
@@ -149,13 +122,14 @@ def _render_all(output: Path, ignore: list[str], json_out: bool, patches_dir: Pa
     written, each into ``output/<recipe>-<arch>-<arch>``."""
     from rocmstack.lock.file import arch_key, default_arch_sets
     from rocmstack.output import print_json, stdout
+    from rocmstack.prepare import prepare
     from rocmstack.recipe.load import load_every, recipes_on_path
 
     done = []
     # Every broken recipe is named at once, before any is gated.
     for model, file in load_every(str(f) for f in recipes_on_path().values()):
         for archs in default_arch_sets(model):
-            checked, rendered, _, _ = gate_and_render(
+            checked, rendered, _, _ = prepare(
                 str(file), arch_key(archs), [], ignore=ignore, relock=False, patches_dir=patches_dir
             )
             done.append((checked, rendered, output / f"{model.name}-{'-'.join(archs)}"))

@@ -29,13 +29,15 @@ from rocmstack.lock.drift import self_layer_drift
 from rocmstack.lock.schema import checked
 from rocmstack.patches import Patch, load_patches, select
 from rocmstack.recipe.model import FRAMEWORK_SMOKE_FILE, LAYER_ORDER, SELF_LAYER
-from rocmstack.recipe.resolve import Resolved
+from rocmstack.recipe.resolve import Resolved, recipe_arg
+from rocmstack.render.sbom import sbom_bytes
 from rocmstack.resources import self_requirements, templates_dir
 
 PACKAGE = Path(__file__).resolve().parent.parent
 INCONTEXT = PACKAGE / "incontext"
 DATA_DIRS = ("recipes", "dockerfiles", "patches")
 IN_IMAGE_SCRIPTS = ("aiter_prebuild.py", "apply_patches.py", "guard.py")
+LOCK_FILE = "rocmstack/lock.json"  # COPYed to contract.LOCK_PATH
 SBOM_FILE = "rocmstack/sbom.cdx.json"  # COPYed to /opt/rocmstack/sbom.cdx.json (fragments/rocmstack.j2)
 # Stand-ins while the context is hashed: the hash cannot cover itself, the revision must not count.
 PENDING_HASH = "@rocmstack-render-hash@"
@@ -52,6 +54,18 @@ class Rendered:
     @property
     def dockerfile(self) -> str:
         return self.files["Dockerfile"].decode()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Draft:
+    """The context with stand-ins for its render hash and revision: exactly what the hash covers. Built once
+    per render; ``finish`` puts the hash and the revision in (they appear only in these two files)."""
+
+    resolved: Resolved
+    patches: tuple[Patch, ...]
+    ignored_rules: tuple[str, ...]
+    files: dict[str, bytes]
+    render_hash: str
 
 
 def _canonical(obj: object) -> bytes:
@@ -124,15 +138,48 @@ def context_hash(files: dict[str, bytes]) -> str:
 
 def _sbom(resolved: Resolved, patches: list[Patch]) -> bytes:
     """The image's SBOM (independent of the render hash and the revision, so the hash can cover it)."""
-    from rocmstack.render.sbom import sbom_bytes
-
     return sbom_bytes(resolved.lock(render_hash="", revision=""), [p.spec() for p in patches])
+
+
+def draft(resolved: Resolved, patches: list[Patch], ignored_rules: tuple[str, ...] = ()) -> Draft:
+    """The context for these inputs with stand-ins for the hash and the revision, and its hash."""
+    files = _context_files(resolved, patches, ignored_rules, PENDING_HASH, PENDING_REVISION, self_source())
+    return Draft(
+        resolved=resolved,
+        patches=tuple(patches),
+        ignored_rules=ignored_rules,
+        files=files,
+        render_hash=context_hash(files),
+    )
 
 
 def render_hash(resolved: Resolved, patches: list[Patch], ignored_rules: tuple[str, ...] = ()) -> str:
     """The hash of the context ``render`` writes for these inputs (see ``context_hash``)."""
-    files = _context_files(resolved, patches, ignored_rules, PENDING_HASH, PENDING_REVISION, self_source())
-    return context_hash(files)
+    return draft(resolved, patches, ignored_rules).render_hash
+
+
+def finish(drafted: Draft, revision: tuple[str, str] | None = None) -> Rendered:
+    """The context ``render`` writes: the draft with its hash and the source revision in place. The hash is
+    in the Dockerfile (labels, header) and lock.json; the revision only in lock.json, as a JSON string."""
+    sha, created = revision or source_revision()
+    digest = drafted.render_hash
+    files = dict(drafted.files)
+    files["Dockerfile"] = files["Dockerfile"].replace(PENDING_HASH.encode(), digest.encode())
+    files[LOCK_FILE] = (
+        files[LOCK_FILE]
+        .replace(json.dumps(PENDING_HASH).encode(), json.dumps(digest).encode())
+        .replace(json.dumps(PENDING_REVISION).encode(), json.dumps(sha).encode())
+    )
+    resolved, ignored_rules = drafted.resolved, drafted.ignored_rules
+    meta = {
+        "recipe": resolved.recipe.name,
+        "render_hash": digest,
+        "gpu_archs": list(resolved.gpu_archs),
+        "revision": sha,
+        "created": created,
+        "labels": _labels(resolved, digest, ignored_rules),
+    }
+    return Rendered(files=files, render_hash=digest, meta=meta)
 
 
 def _layers(resolved: Resolved, patches: list[Patch]) -> list[dict]:
@@ -186,9 +233,7 @@ def _self_layer(resolved: Resolved, requirements: list[str]) -> dict:
         return {"name": SELF_LAYER, "locked": False, "requirements": None, "ranges": requirements}
     drift = self_layer_drift(locked, requirements)
     if drift:
-        from rocmstack.rules.gate import recipe_arg
-
-        # never left to pip's resolver: the gate reports this as lock drift first (rules.gate.verify)
+        # never left to pip's resolver: the gate reports this as lock drift first (prepare.verify)
         raise InputError(
             f"{resolved.recipe.name}: the lock does not cover rocmstack's own layer: {drift}",
             fix=f"run `rocmstack lock {recipe_arg(resolved)}`",
@@ -294,7 +339,7 @@ def _context_files(
     for p in patches:
         files[f"rocmstack/patches/{p.id}.json"] = _canonical(p.spec()) + b"\n"
     lock = resolved.lock(render_hash=digest, revision=revision)
-    files["rocmstack/lock.json"] = json.dumps(lock, indent=2, sort_keys=True).encode() + b"\n"
+    files[LOCK_FILE] = json.dumps(lock, indent=2, sort_keys=True).encode() + b"\n"
     files[SBOM_FILE] = _sbom(resolved, patches)
     if recipe.framework_smoke is not None:
         files[f"rocmstack/{FRAMEWORK_SMOKE_FILE}"] = (
@@ -312,21 +357,7 @@ def render(
 ) -> Rendered:
     recipe = resolved.recipe
     patches = select(recipe.patches, load_patches(patches_dir), dict(recipe.components), str(resolved.source))
-    src = self_source()
-    digest = context_hash(
-        _context_files(resolved, patches, ignored_rules, PENDING_HASH, PENDING_REVISION, src)
-    )
-    sha, created = revision or source_revision()
-    files = _context_files(resolved, patches, ignored_rules, digest, sha, src)
-    meta = {
-        "recipe": recipe.name,
-        "render_hash": digest,
-        "gpu_archs": list(resolved.gpu_archs),
-        "revision": sha,
-        "created": created,
-        "labels": _labels(resolved, digest, ignored_rules),
-    }
-    return Rendered(files=files, render_hash=digest, meta=meta)
+    return finish(draft(resolved, patches, ignored_rules), revision)
 
 
 def _mkdirs(root: Path, folder: Path) -> None:

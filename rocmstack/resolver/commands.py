@@ -37,8 +37,8 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
         from rich.table import Table
 
+        from rocmstack.build.diff import _SYMBOL, diff, load_side, markdown
         from rocmstack.output import print_json
-        from rocmstack.resolver.diff import _SYMBOL, diff, load_side, markdown
 
         sides = [load_side(x, gpu_arch=gpu_arch, engine=engine, patches_dir=patches_dir) for x in (a, b)]
         result = diff(*sides)

@@ -105,8 +105,8 @@ def register(app: typer.Typer) -> None:
         from rocmstack.errors import RuleFailure
         from rocmstack.output import console, print_json, print_table, quiet
         from rocmstack.patches import chosen_patches_dir, load_patches
+        from rocmstack.prepare import resolver_result
         from rocmstack.rules.engine import evaluate_rules, load_rules
-        from rocmstack.rules.gate import resolver_result
 
         rules = load_rules()
         runs = []
@@ -224,10 +224,10 @@ def register(app: typer.Typer) -> None:
         from rocmstack.errors import InputError, NetworkError
         from rocmstack.lock.file import arch_key, default_arch_sets, left_unlocked, lock_path, write_lock
         from rocmstack.output import print_json, print_table, stderr, table, warn
+        from rocmstack.prepare import lock_resolved, previous_entry
         from rocmstack.recipe.load import load_every, load_recipe, recipes_on_path
-        from rocmstack.recipe.resolve import resolve
+        from rocmstack.recipe.resolve import recipe_arg, resolve
         from rocmstack.resolver.closure import closure
-        from rocmstack.rules.gate import lock_resolved, previous_entry, recipe_arg
 
         _one_or_all(recipe, every, "lock")
         if names and not refresh:

@@ -15,7 +15,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from rocmstack.errors import NetworkError, RocmstackError
-from rocmstack.recipe.resolve import Resolved
+from rocmstack.recipe.resolve import Resolved, recipe_arg
 
 PYPI_JSON = "https://pypi.org/pypi"
 
@@ -139,8 +139,6 @@ def verdict(bumped: Resolved, entry: Mapping[str, Any] | None, *, resolve: bool 
 def outdated(
     resolved: Resolved, entry: Mapping[str, Any] | None = None, *, resolve: bool = True
 ) -> list[Row]:
-    from rocmstack.rules.gate import recipe_arg
-
     arg = recipe_arg(resolved)  # every command a row suggests runs as printed
     locked = {p["name"]: p["version"] for p in (entry or {}).get("packages") or ()}
     commits = {n: g.get("commit") for n, g in ((entry or {}).get("git") or {}).items()}

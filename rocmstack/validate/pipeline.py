@@ -108,10 +108,10 @@ class ValidateOptions:
                 f"--device {self.device!r} is not one of {', '.join(DEVICES)}",
                 fix="auto uses the GPU when torch sees one; cpu forces the CPU",
             )
-        from rocmstack.doctor.model import DoctorOptions
+        from rocmstack.doctor import options as doctor_options
 
         # the doctor stage's options pass the doctor's own checks, before any stage runs
-        DoctorOptions.validated(
+        doctor_options.validated(
             expect_gpus=self.expect_gpus, skip=self.doctor_skip, image_root=self.image_root
         )
         if self.smoke_steps is not None and self.smoke_steps < 1:
@@ -221,13 +221,14 @@ def host_info() -> dict[str, Any]:
 
 
 def run_doctor_stage(opts: ValidateOptions) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    from rocmstack.doctor import DoctorOptions, run_doctor
+    from rocmstack.doctor import options as doctor_options
+    from rocmstack.doctor import run_doctor
 
     t0 = time.monotonic()
     try:
         level = _doctor_level(opts.device)
         report = run_doctor(
-            DoctorOptions.validated(
+            doctor_options.validated(
                 expect_gpus=opts.expect_gpus, skip=opts.doctor_skip, image_root=opts.image_root, level=level
             )
         )

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rocmstack.build import matrix as M
+from rocmstack.build.diff import diff, load_side
 from rocmstack.recipe.load import find_recipe
-from rocmstack.resolver.diff import diff, load_side
 
 NAME = "verl-0.9.0-rocm10"
 pytestmark = pytest.mark.timeout(300)

@@ -118,7 +118,7 @@ def test_pin_bump_changes_only_its_layer_and_later():
 
 
 def test_render_is_byte_identical_across_runs_and_processes(tmp_path):
-    from rocmstack.rules.gate import gate
+    from rocmstack.prepare import gate
 
     first, second = tmp_path / "a", tmp_path / "b"
     # Through the gate, as `render` does: the committed lock's pins are part of the context.
@@ -366,7 +366,7 @@ def test_a_locked_recipe_installs_its_lock():
     """Through the gate (as render/build): each pip layer installs its exact pins with hashes, git components
     at their locked commits (verified), pip check last with only the accepted conflict."""
     from rocmstack.lock.file import lock_path, read_lock
-    from rocmstack.rules.gate import gate
+    from rocmstack.prepare import gate
 
     checked = gate("verl-0.9.0-rocm10", "gfx950")
     out = render(checked.resolved, revision=FIXED_REVISION)

@@ -1,5 +1,9 @@
-"""The gate every render/build runs first: the recipe against its lock entry (drift is exit 2 unless
-``--relock``), then the rules (exit 1); and ``check``'s resolver row.
+"""The build pipeline up to a build context, the one path ``render``, ``build``, ``tags`` and ``matrix``
+take: load -> resolve -> verify the lock (drift is exit 2 unless ``--relock``) -> enforce the rules (exit 1)
+-> render; and ``check``'s resolver row.
+
+The patch folder is read once, and the context (with its SBOM) is drafted once: the draft whose hash the
+lock is compared against is the one that is rendered, whenever the two are the same inputs.
 
 ``render``/``build`` compare the recipe (without ``--set`` overrides, which are explicit per-run changes)
 against its entry. The lock's format, validation and drift are rocmstack.lock's; this module decides what
@@ -9,17 +13,22 @@ they mean for a build and writes the entry a relock makes (rules results include
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from rocmstack.errors import InputError
 from rocmstack.lock.drift import drift, package_drift, recipe_fields, self_layer_drift
-from rocmstack.lock.file import arch_key, closure_of, entry_of, lock_path, write_lock
-from rocmstack.patches import chosen_patches_dir, load_patches
-from rocmstack.recipe.load import load_recipe
-from rocmstack.recipe.resolve import Resolved, resolve
+from rocmstack.lock.file import arch_key, closure_of, entry_of, lock_path, read_lock, write_lock
+from rocmstack.output import warn
+from rocmstack.patches import Patch, chosen_patches_dir, load_patches, select
+from rocmstack.recipe.load import load_recipe, parent_file
+from rocmstack.recipe.resolve import Resolved, recipe_arg, resolve, unverified_warnings
+from rocmstack.render.context import Draft, Rendered, draft, finish, source_revision
+from rocmstack.resolver.closure import closure as resolve_closure
+from rocmstack.resolver.uv import ResolutionError
+from rocmstack.resources import self_requirements
 from rocmstack.rules.engine import Result, Status, enforce
 
 
@@ -45,18 +54,39 @@ class Gate:
     lock: LockState
     ignored: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
-    patches_dir: Path | None = None  # the folder chosen (None: shipped), for the render that follows
+    patches_dir: Path | None = None  # the folder chosen (None: shipped)
+    draft: Draft  # the context render writes, drafted once (its hash is the render hash)
 
 
-def _render_hash(resolved: Resolved, ignored: tuple[str, ...], patches_dir: Path | None = None) -> str:
+# The render hash of (resolved, ignored rules): drafts the context, or returns one already drafted.
+HashOf = Callable[[Resolved, tuple[str, ...]], str]
+
+
+class Drafts:
+    """The drafts of one pipeline run, so the lock check and the render share one: nothing outlives the run."""
+
+    def __init__(self, available: dict[str, Patch]) -> None:
+        self.available = available
+        self.made: list[Draft] = []
+
+    def get(self, resolved: Resolved, ignored: tuple[str, ...]) -> Draft:
+        for made in self.made:
+            if made.resolved == resolved and made.ignored_rules == ignored:
+                return made
+        recipe = resolved.recipe
+        patches = select(recipe.patches, self.available, dict(recipe.components), str(resolved.source))
+        made = draft(resolved, patches, ignored)
+        self.made.append(made)
+        return made
+
+    def hash_of(self, resolved: Resolved, ignored: tuple[str, ...]) -> str:
+        return self.get(resolved, ignored).render_hash
+
+
+def render_hash_of(resolved: Resolved, ignored: tuple[str, ...], patches_dir: Path | None = None) -> str:
     """The render hash of this recipe, as ``render`` computes it, with the patches of ``patches_dir``."""
-    from rocmstack.patches import select
-    from rocmstack.render.context import render_hash
-
-    recipe = resolved.recipe
-    folder = chosen_patches_dir(recipe, resolved.source, patches_dir)
-    patches = select(recipe.patches, load_patches(folder), dict(recipe.components), str(resolved.source))
-    return render_hash(resolved, patches, ignored)
+    folder = chosen_patches_dir(resolved.recipe, resolved.source, patches_dir)
+    return Drafts(load_patches(folder)).hash_of(resolved, ignored)
 
 
 def make_entry(
@@ -66,11 +96,13 @@ def make_entry(
     ignored: tuple[str, ...],
     closure: Mapping[str, Any] | None = None,
     patches_dir: Path | None = None,
+    hash_of: HashOf | None = None,
 ) -> dict[str, Any]:
     recipe = resolved.recipe
     if closure is not None:
         resolved = dataclasses.replace(resolved, locked=dict(closure))
-    entry = resolved.lock(render_hash=_render_hash(resolved, ignored, patches_dir), revision="")
+    digest = hash_of(resolved, ignored) if hash_of else render_hash_of(resolved, ignored, patches_dir)
+    entry = resolved.lock(render_hash=digest, revision="")
     entry["rocmstack"] = {"version": entry["rocmstack"]["version"]}
     for key in ("unresolved", "requirements_unlocked"):
         if closure is not None and closure.get(key):
@@ -95,59 +127,20 @@ def lock_resolved(
     ignore: Iterable[str] = (),
     closure: Mapping[str, Any] | None = None,
     patches_dir: Path | None = None,
+    drafts: Drafts | None = None,
 ) -> dict[str, Any]:
     """Run the rules (RuleFailure if one fails: a failing set is never locked) and build its lock entry."""
     ignored = tuple(sorted(set(ignore)))
-    patches_dir = chosen_patches_dir(resolved.recipe, resolved.source, patches_dir)
-    results = enforce(resolved, ignored, patches=load_patches(patches_dir))
-    return make_entry(resolved, results, ignored=ignored, closure=closure, patches_dir=patches_dir)
-
-
-def recipe_arg(resolved: Resolved) -> str:
-    """How a suggested command names this recipe so that it runs as printed, from the current folder: its
-    name where the shipped search path finds this very file; its name and ``--recipes-dir DIR`` where only
-    a folder of the search path (``--recipes-dir``, $ROCMSTACK_RECIPES_PATH) does; else its path (a recipe
-    given as a path is often on no search path, and ``rocmstack lock NAME`` would fail). rocmstack takes
-    ``--recipes-dir`` after the command too, so the result goes where a recipe argument goes."""
-    return recipe_arg_for(resolved.recipe.name, resolved.source)
-
-
-def _shown_path(path: Path) -> str:
-    import shlex
-
-    try:
-        shown = str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        shown = str(path.resolve())
-    return shlex.quote(shown)
-
-
-def recipe_arg_for(name: str, source: Path) -> str:
-    import shlex
-
-    from rocmstack.errors import RecipeError
-    from rocmstack.recipe.load import find_recipe, recipes_on_path
-    from rocmstack.resources import recipes_dir
-
-    target = source.resolve()
-    if target.parent == recipes_dir().resolve() and recipes_on_path().get(name, source).resolve() == target:
-        return name  # a shipped recipe that no folder of the search path shadows
-    try:
-        found = find_recipe(name).resolve() == target
-    except RecipeError:
-        found = False
-    if found:
-        return f"{name} --recipes-dir {_shown_path(target.parent)}"
-    return shlex.quote(str(source))  # as it was given: from where it was given
+    if drafts is None:
+        drafts = Drafts(load_patches(chosen_patches_dir(resolved.recipe, resolved.source, patches_dir)))
+    results = enforce(resolved, ignored, patches=drafts.available)
+    return make_entry(resolved, results, ignored=ignored, closure=closure, hash_of=drafts.hash_of)
 
 
 def previous_entry(resolved: Resolved, lock: Path) -> tuple[dict[str, Any] | None, str | None]:
     """The entry a new lock of this arch set starts from: the recipe's own (``lock``), else, for a child
     without one, its parent's (the same arch set, else the parent's widest), so that a child moves only
     what it changes. Returns (entry, a note naming the parent's lock when that is where it came from)."""
-    from rocmstack.lock.file import read_lock
-    from rocmstack.recipe.load import parent_file
-
     key = arch_key(resolved.gpu_archs)
     own = entry_of(lock, key)
     if own is not None:
@@ -169,8 +162,11 @@ def verify(
     relock: bool = False,
     ignore: Iterable[str] = (),
     patches_dir: Path | None = None,
+    drafts: Drafts | None = None,
 ) -> LockState:
     """Compare a recipe (resolved without overrides) against its lock entry; LockDrift on drift unless relock."""
+    if drafts is None:
+        drafts = Drafts(load_patches(chosen_patches_dir(resolved.recipe, resolved.source, patches_dir)))
     path = lock_path(resolved.source)
     key = arch_key(resolved.gpu_archs)
     name = resolved.recipe.name
@@ -179,10 +175,8 @@ def verify(
         previous, _ = previous_entry(resolved, path)
         closure = None
         if closure_of(previous) is not None:
-            from rocmstack.resolver.closure import closure as resolve_closure
-
             closure = resolve_closure(resolved, previous=previous).to_json()
-        entry = lock_resolved(resolved, ignore=ignore, closure=closure, patches_dir=patches_dir)
+        entry = lock_resolved(resolved, ignore=ignore, closure=closure, drafts=drafts)
         write_lock(path, name, {key: entry})
         return LockState(
             status="relocked", path=path, key=key, notes=(f"relocked {path.name} [{key}]",), entry=entry
@@ -207,8 +201,6 @@ def verify(
         )
     closure = closure_of(entry)
     if closure is not None:
-        from rocmstack.resources import self_requirements
-
         # A stale rocmstack layer is refused, never left to pip's resolver at build time.
         stale = self_layer_drift(entry, self_requirements())
         if stale:
@@ -218,7 +210,7 @@ def verify(
             )
     notes = []
     locked = dataclasses.replace(resolved, locked=closure)
-    if _render_hash(locked, tuple(entry.get("ignored_rules", ())), patches_dir) != entry.get("render_hash"):
+    if drafts.hash_of(locked, tuple(entry.get("ignored_rules", ()))) != entry.get("render_hash"):
         notes.append(
             f"render hash moved since {path.name} [{key}] (templates, patches or rocmstack changed); "
             f"`rocmstack lock {arg}` refreshes it"
@@ -246,13 +238,14 @@ def gate(
     if overrides:
         plain, _ = load_recipe(recipe)
         base = resolve(plain, path, gpu_arch)
-    # The lock is compared, the rules judged and the render made with the patches of one folder.
+    # The lock is compared, the rules judged and the render made with the patches of one folder, read once.
     patches_dir = chosen_patches_dir(model, path, patches_dir)
-    state = verify(base, relock=relock, ignore=ignored if relock else (), patches_dir=patches_dir)
+    drafts = Drafts(load_patches(patches_dir))
+    state = verify(base, relock=relock, ignore=ignored if relock else (), drafts=drafts)
     closure = closure_of(state.entry)
     if closure is not None and not overrides:
         resolved = dataclasses.replace(resolved, locked=closure)
-    results = enforce(resolved, ignored, patches=load_patches(patches_dir))
+    results = enforce(resolved, ignored, patches=drafts.available)
     notes = list(state.notes)
     if overrides:
         notes.append(f"--set on top of the lock: {', '.join(overrides)}")
@@ -268,7 +261,27 @@ def gate(
         ignored=ignored,
         notes=tuple(notes),
         patches_dir=patches_dir,
+        draft=drafts.get(resolved, ignored),
     )
+
+
+def prepare(
+    recipe: str,
+    gpu_arch: str | None,
+    overrides: Iterable[str] = (),
+    *,
+    ignore: Iterable[str] = (),
+    relock: bool = False,
+    patches_dir: Path | None = None,
+) -> tuple[Gate, Rendered, tuple[str, str], list[str]]:
+    """The whole pipeline: the gate (lock drift exit 2, then the rules exit 1), its warnings printed, then
+    the render of the gate's draft. Returns (gate, rendered, source revision, warnings)."""
+    checked = gate(recipe, gpu_arch, overrides, ignore=ignore, relock=relock, patches_dir=patches_dir)
+    notes = [*unverified_warnings(checked.resolved.recipe), *checked.notes]
+    for note in notes:
+        warn(note)
+    revision = source_revision()
+    return checked, finish(checked.draft, revision), revision, notes
 
 
 RESOLVER_SOURCE = "https://docs.astral.sh/uv/pip/compile/"
@@ -282,9 +295,6 @@ def resolver_result(
     Online: the pip layers are resolved (cached) starting from the lock entry (its commits and versions
     are preferred) and compared with it: unsatisfiable -> fail, a lock that no longer matches -> fail
     (drift). ``offline``: the lock entry only. NetworkError (exit 4) when the index is out of reach."""
-    from rocmstack.resolver.closure import closure
-    from rocmstack.resolver.uv import ResolutionError
-
     entry = entry_of(lock_path(resolved.source), arch_key(resolved.gpu_archs))
     full = closure_of(entry) is not None and not resolved.overrides
 
@@ -306,7 +316,7 @@ def resolver_result(
             ), None
         return row("pass", f"offline: {count} locked packages (not re-resolved)"), None
     try:
-        now = closure(resolved, previous=entry if full else None, as_locked=True)
+        now = resolve_closure(resolved, previous=entry if full else None, as_locked=True)
     except ResolutionError as exc:
         return row(
             "fail", exc.message, "change the pins, or declare the conflict under accepted_conflicts"

@@ -1,20 +1,21 @@
-"""DoctorOptions.validated: the one home of the doctor's option checks, for every command that runs it."""
+"""doctor.options.validated: the one home of the doctor's option checks, for every command that runs it."""
 
 from __future__ import annotations
 
 import pytest
 
+from rocmstack.doctor import options as doctor_options
 from rocmstack.doctor.model import DoctorOptions
 from rocmstack.errors import InputError
 
 
 def test_the_raw_texts_are_parsed():
-    opts = DoctorOptions.validated(sizes="1M..16M", sync_bytes="2M", budget="2m", gpu_arch="gfx942;gfx950")
+    opts = doctor_options.validated(sizes="1M..16M", sync_bytes="2M", budget="2m", gpu_arch="gfx942;gfx950")
     assert (opts.min_bytes, opts.max_bytes, opts.sync_bytes) == (1 << 20, 16 << 20, 2 << 20)
     assert opts.budget_s == 120.0 and opts.level == 2  # a budget alone picks among levels 1 and 2
     assert opts.gpu_archs == ("gfx942", "gfx950")
-    assert DoctorOptions.validated(burn_in="90s").burnin_minutes == 1.5
-    assert DoctorOptions.validated() == DoctorOptions()
+    assert doctor_options.validated(burn_in="90s").burnin_minutes == 1.5
+    assert doctor_options.validated() == DoctorOptions()
 
 
 @pytest.mark.parametrize(
@@ -40,7 +41,7 @@ def test_the_raw_texts_are_parsed():
 )
 def test_a_bad_option_is_named(fields, message):
     with pytest.raises(InputError) as exc:
-        DoctorOptions.validated(**fields)
+        doctor_options.validated(**fields)
     assert message in str(exc.value)
 
 

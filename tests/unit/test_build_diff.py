@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from rocmstack.build.diff import diff, load_side, markdown
 from rocmstack.recipe.load import find_recipe
-from rocmstack.resolver.diff import diff, load_side, markdown
 
 NAME = "verl-0.9.0-rocm10"
 

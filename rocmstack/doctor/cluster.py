@@ -16,9 +16,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rocmstack.doctor.checks import BY_ID
 from rocmstack.doctor.collect.collectors import needs_of
 from rocmstack.doctor.collect.crossnode import PROVIDES as CROSSNODE_PROVIDES
+from rocmstack.doctor.collect.crossnode import run_crossnode
 from rocmstack.doctor.model import SCHEMA, DoctorOptions
+from rocmstack.doctor.runner import node_facts, run_check, run_doctor, select_checks
 from rocmstack.errors import EngineError
 
 DEATH_GRACE_S = 15.0
@@ -33,7 +36,6 @@ PORTABLE = (
 
 def _node_doctor(payload: dict) -> dict:
     """Runs on the node (a Ray task): the node's own environment, sysfs and tools."""
-    from rocmstack.doctor.runner import node_facts, run_doctor
 
     payload = dict(payload)
     facts_only = payload.pop("facts_only", False)
@@ -71,8 +73,6 @@ def run_cluster(
         raise EngineError(
             f"--ray-address needs Ray in this environment ({exc})", fix="pip install 'ray[default]'"
         ) from None
-    from rocmstack.doctor.checks import BY_ID
-    from rocmstack.doctor.runner import run_check, select_checks
 
     t0 = time.monotonic()
     _reachable(address)
@@ -152,8 +152,6 @@ def run_cluster(
             nodes[nid]["error"] = f"no answer within {timeout:.0f} s"
         crossnode = None
         if needs_of(cluster_checks) & CROSSNODE_PROVIDES:
-            from rocmstack.doctor.collect.crossnode import run_crossnode
-
             labels = {nid: n["label"] for nid, n in nodes.items() if n["state"] in ("ok", "failed")}
             crossnode = run_crossnode(opts, labels, progress)
     finally:

@@ -16,10 +16,15 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from rocmstack.container import engine as engines
 from rocmstack.contract import LOCK_PATH, RENDER_HASH_LABEL
 from rocmstack.errors import InputError, printable, quoted
-from rocmstack.lock.file import read_lock
+from rocmstack.lock.drift import flatten, is_empty, recipe_fields
+from rocmstack.lock.file import arch_key, closure_of, entry_of, lock_path, read_lock
 from rocmstack.lock.schema import check_entry
+from rocmstack.prepare import render_hash_of
+from rocmstack.recipe.load import load_recipe, recipes_on_path
+from rocmstack.recipe.resolve import plain_value, resolve
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,8 +136,6 @@ def other_fields(recipe_fields: Mapping[str, Any]) -> dict[str, str]:
     """The recipe fields that no other section shows, dotted, each value as the recipe writes it: what
     changes the image or where it is published besides the pins (gpu_archs, build_args, user, publish,
     guards, base.provides, component extras and build env, ...)."""
-    from rocmstack.lock.drift import flatten, is_empty
-    from rocmstack.recipe.resolve import plain_value
 
     out = {}
     for key, value in flatten(recipe_fields).items():
@@ -150,17 +153,11 @@ def other_fields(recipe_fields: Mapping[str, Any]) -> dict[str, str]:
 def side_from_recipe(name_or_path: str, gpu_arch: str | None = None, patches_dir: Path | None = None) -> Side:
     import dataclasses
 
-    from rocmstack.lock.drift import recipe_fields
-    from rocmstack.lock.file import arch_key, closure_of, entry_of, lock_path
-    from rocmstack.recipe.load import load_recipe
-    from rocmstack.recipe.resolve import resolve
-    from rocmstack.rules.gate import _render_hash
-
     recipe, path = load_recipe(name_or_path)
     resolved = resolve(recipe, path, gpu_arch)
     # The hash `render` would print now: with the recipe's lock entry, where it has one.
     closure = closure_of(entry_of(lock_path(path), arch_key(resolved.gpu_archs)))
-    render_hash = _render_hash(dataclasses.replace(resolved, locked=closure), (), patches_dir)
+    render_hash = render_hash_of(dataclasses.replace(resolved, locked=closure), (), patches_dir)
     comps = {
         n: str(c.ref if c.source == "git" else c.version or c.source) for n, c in recipe.components.items()
     }
@@ -179,7 +176,6 @@ def side_from_recipe(name_or_path: str, gpu_arch: str | None = None, patches_dir
 
 
 def side_from_image(ref: str, engine: str | None) -> Side:
-    from rocmstack.container import engine as engines
 
     found = engines.detect(engine or "auto")
     info = engines.inspect_image(found, ref)
@@ -213,7 +209,6 @@ def load_side(
         return side_from_lock(check_entry(doc, spec), spec)  # an image's lock.json
     if spec.endswith((".yaml", ".yml")):
         return side_from_recipe(spec, gpu_arch, patches_dir)
-    from rocmstack.recipe.load import recipes_on_path
 
     if spec in recipes_on_path():  # what `rocmstack recipes` lists (--recipes-dir too)
         return side_from_recipe(spec, gpu_arch, patches_dir)

@@ -1,5 +1,6 @@
-"""The gate: lock files written next to the recipe per arch set; drift between recipe and lock is an error (exit 2)
-naming the fields, unless --relock; the committed locks of the shipped recipes are current."""
+"""The pipeline up to a build context (rocmstack.prepare). The gate: lock files written next to the recipe
+per arch set; drift between recipe and lock is an error (exit 2) naming the fields, unless --relock; the
+committed locks of the shipped recipes are current; one render drafts its context once."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from rocmstack import prepare
 from rocmstack.errors import RuleFailure
 from rocmstack.lock.file import arch_key, default_arch_sets, lock_path, read_lock, write_lock
+from rocmstack.prepare import LockDrift, gate, lock_resolved, verify
 from rocmstack.recipe.load import find_recipe, load_recipe, recipe_files
-from rocmstack.recipe.resolve import resolve
-from rocmstack.rules.gate import LockDrift, gate, lock_resolved, recipe_arg, verify
+from rocmstack.recipe.resolve import recipe_arg, resolve
 
 NAME = "verl-0.9.0-rocm10"
 
@@ -203,7 +205,7 @@ def test_a_lock_without_rocmstacks_own_layer_is_drift(recipe_copy, monkeypatch):
     # rocmstack's own requirements moved since the lock: the same, naming what moved.
     _committed_lock_beside(recipe_copy, resources.self_requirements())
     now = resources.self_requirements()
-    monkeypatch.setattr(resources, "self_requirements", lambda: [*now, "tomli>=2"])
+    monkeypatch.setattr(prepare, "self_requirements", lambda: [*now, "tomli>=2"])
     with pytest.raises(LockDrift, match=r"rocmstack's own requirements changed \(\+tomli>=2\)"):
         verify(_resolved(recipe_copy))
 
@@ -220,3 +222,37 @@ def test_the_rules_judge_the_patches_of_the_folder_the_build_renders_from(tmp_pa
     write_lock(lock_path(recipe), "tiny-pip", {"gfx942": entry})
     checked = gate(str(recipe), "gfx942", patches_dir=root / "patches")
     assert next(r for r in checked.results if r.id == "patches-apply").status == "pass"
+
+
+def test_a_render_drafts_its_context_and_sbom_once_and_reads_each_patch_file_once(monkeypatch):
+    """One `render`: the lock's hash check and the render share one draft; the patch folder is read once."""
+    from rocmstack import patches
+    from rocmstack.render import context
+
+    counts = {"context": 0, "sbom": 0}
+    read: list[Path] = []
+    real_files, real_sbom, real_patch = context._context_files, context._sbom, patches.load_patch
+
+    def files(*args, **kwargs):
+        counts["context"] += 1
+        return real_files(*args, **kwargs)
+
+    def sbom(*args, **kwargs):
+        counts["sbom"] += 1
+        return real_sbom(*args, **kwargs)
+
+    def load_patch(path):
+        read.append(path)
+        return real_patch(path)
+
+    monkeypatch.setattr(context, "_context_files", files)
+    monkeypatch.setattr(context, "_sbom", sbom)
+    monkeypatch.setattr(patches, "load_patch", load_patch)
+    checked, rendered, revision, _ = prepare.prepare(NAME, None)
+    assert checked.lock.status == "locked"
+    assert counts == {"context": 1, "sbom": 1}
+    assert read and len(read) == len(set(read))
+    # the same bytes as a render of its own (two drafts, for the hash check and the render)
+    again = context.render(checked.resolved, ignored_rules=checked.ignored, revision=revision)
+    assert rendered.files == again.files and rendered.render_hash == again.render_hash
+    assert counts == {"context": 2, "sbom": 2}
