@@ -1,6 +1,6 @@
 """The build pipeline up to a build context, the one path ``render``, ``build``, ``tags`` and ``matrix``
 take: load -> resolve -> verify the lock (drift is exit 2 unless ``--relock``) -> enforce the rules (exit 1)
--> render; and ``check``'s resolver row.
+-> render.
 
 The patch folder is read once, and the context (with its SBOM) is drafted once: the draft whose hash the
 lock is compared against is the one that is rendered, whenever the two are the same inputs.
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rocmstack.errors import InputError
-from rocmstack.lock.drift import drift, package_drift, recipe_fields, self_layer_drift
+from rocmstack.lock.drift import drift, recipe_fields, self_layer_drift
 from rocmstack.lock.file import arch_key, closure_of, entry_of, lock_path, read_lock, write_lock
 from rocmstack.output import warn
 from rocmstack.patches import Patch, chosen_patches_dir, load_patches, select
@@ -27,9 +27,8 @@ from rocmstack.recipe.load import load_recipe, parent_file
 from rocmstack.recipe.resolve import Resolved, recipe_arg, resolve, unverified_warnings
 from rocmstack.render.context import Draft, Rendered, draft, finish, source_revision
 from rocmstack.resolver.closure import closure as resolve_closure
-from rocmstack.resolver.uv import ResolutionError
 from rocmstack.resources import self_requirements
-from rocmstack.rules.engine import Result, Status, enforce
+from rocmstack.rules.engine import Result, enforce
 
 
 class LockDrift(InputError):
@@ -282,56 +281,3 @@ def prepare(
         warn(note)
     revision = source_revision()
     return checked, finish(checked.draft, revision), revision, notes
-
-
-RESOLVER_SOURCE = "https://docs.astral.sh/uv/pip/compile/"
-
-
-def resolver_result(
-    resolved: Resolved, *, offline: bool = False, patches_dir: Path | None = None
-) -> tuple[Result, str | None]:
-    """The resolver as one check row (id ``resolver``) and, when it fails, uv's full explanation.
-
-    Online: the pip layers are resolved (cached) starting from the lock entry (its commits and versions
-    are preferred) and compared with it: unsatisfiable -> fail, a lock that no longer matches -> fail
-    (drift). ``offline``: the lock entry only. NetworkError (exit 4) when the index is out of reach."""
-    entry = entry_of(lock_path(resolved.source), arch_key(resolved.gpu_archs))
-    full = closure_of(entry) is not None and not resolved.overrides
-
-    def row(status: Status, reason: str, fix: str = "") -> Result:
-        return Result(id="resolver", status=status, reason=reason, fix=fix, source=RESOLVER_SOURCE)
-
-    def unlocked(notes: Iterable[str]) -> str:
-        return "not locked (built from the ref): " + ", ".join(sorted({u.split(":", 1)[0] for u in notes}))
-
-    relock = f"rocmstack lock {recipe_arg(resolved)} --gpu-arch '{resolved.arch_list}'"
-    reachable = f"run `{relock}` where their git remotes are reachable"
-    if offline:
-        if not full:
-            return row("warn", "offline: no full lock entry to check against", f"run `{relock}`"), None
-        count = len(entry["packages"]) if entry else 0
-        if entry and entry.get("unresolved"):  # the lock says so itself: no need to ask a remote
-            return row(
-                "warn", f"offline: {count} locked packages; {unlocked(entry['unresolved'])}", reachable
-            ), None
-        return row("pass", f"offline: {count} locked packages (not re-resolved)"), None
-    try:
-        now = resolve_closure(resolved, previous=entry if full else None, as_locked=True)
-    except ResolutionError as exc:
-        return row(
-            "fail", exc.message, "change the pins, or declare the conflict under accepted_conflicts"
-        ), exc.detail
-    if not full:
-        why = "--set overrides: not compared with the lock" if resolved.overrides else "no full lock entry"
-        return row("warn", f"{len(now.packages)} packages resolve ({why})", f"run `{relock}`"), None
-    moved = package_drift(entry or {}, now.to_json())
-    if moved:
-        shown = ", ".join(moved[:6]) + (f" (+{len(moved) - 6} more)" if len(moved) > 6 else "")
-        return row("fail", f"lock out of date: {shown}", f"run `{relock}` to accept it"), None
-    if now.unresolved:
-        return row(
-            "warn",
-            f"{len(now.packages)} packages resolve exactly as locked; {unlocked(now.unresolved)}",
-            reachable,
-        ), None
-    return row("pass", f"{len(now.packages)} packages resolve exactly as locked"), None

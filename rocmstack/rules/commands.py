@@ -105,8 +105,8 @@ def register(app: typer.Typer) -> None:
         from rocmstack.errors import RuleFailure
         from rocmstack.output import console, print_json, print_table, quiet
         from rocmstack.patches import chosen_patches_dir, load_patches
-        from rocmstack.prepare import resolver_result
         from rocmstack.rules.engine import evaluate_rules, load_rules
+        from rocmstack.rules.resolver_row import resolver_result
 
         rules = load_rules()
         runs = []

@@ -65,7 +65,10 @@ def test_an_upward_import_inside_a_function_breaks_it(copy, module, imported, na
 
 def test_a_cycle_inside_a_package_breaks_it(copy):
     # build.tags is imported by build.pipeline; the way back makes a cycle
-    _append(copy / "rocmstack" / "build" / "tags.py", "\n\ndef _back():\n    import rocmstack.build.pipeline  # noqa\n")
+    _append(
+        copy / "rocmstack" / "build" / "tags.py",
+        "\n\ndef _back():\n    import rocmstack.build.pipeline  # noqa\n",
+    )
     proc = _lint(copy)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "No cycles are allowed in rocmstack.build" in proc.stdout

@@ -256,3 +256,12 @@ def test_a_render_drafts_its_context_and_sbom_once_and_reads_each_patch_file_onc
     again = context.render(checked.resolved, ignored_rules=checked.ignored, revision=revision)
     assert rendered.files == again.files and rendered.render_hash == again.render_hash
     assert counts == {"context": 2, "sbom": 2}
+
+
+def test_prepare_one_recipe(benchmark):
+    """Speed of what `rocmstack render verl-0.9.0-rocm10` runs (gate, one draft, finish): a benchmark, not a
+    timed assertion. Run: .venv/bin/python -m pytest tests/unit/test_prepare.py -k one_recipe --benchmark-only"""
+    checked, rendered, _, _ = benchmark.pedantic(
+        prepare.prepare, args=(NAME, None), rounds=5, warmup_rounds=1
+    )
+    assert rendered.render_hash == checked.draft.render_hash

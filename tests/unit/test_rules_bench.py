@@ -16,9 +16,9 @@ def test_check_all_shipped_recipes(benchmark):
 def test_check_with_the_resolver_warm_cache(benchmark):
     """`check RECIPE`'s resolver row on the shipped verl-0.9.0 lock with a warm cache (goal: <= 2 s per recipe).
     The first (warm-up) round fills the cache; it reaches the package index once."""
-    from rocmstack.prepare import resolver_result
     from rocmstack.recipe.load import load_recipe
     from rocmstack.recipe.resolve import resolve
+    from rocmstack.rules.resolver_row import resolver_result
 
     recipe, path = load_recipe("verl-0.9.0-rocm10")
     resolved = resolve(recipe, path, None)
