@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from rocmstack.gpu.engine import GenerateOutput
-from rocmstack.gpu.rollout import EngineRollout
+from rocmstack.gpu.engine_rollout import EngineRollout
 from rocmstack.gpu.weight_sync import TensorSpec, open_shared_tensor, unpack_state_dict
 
 WEIGHTS, KV_CACHE = "weights", "kv_cache"  # SGLang's memory tags (sglang.srt.constants)

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from rocmstack.gpu.engine import GenerateOutput
-from rocmstack.gpu.rollout import EngineRollout
+from rocmstack.gpu.engine_rollout import EngineRollout
 from rocmstack.gpu.weight_sync import TensorSpec, open_shared_tensor, unpack_state_dict
 
 EXTENSION = "rocmstack.gpu.vllm_rollout.WeightSyncExtension"
