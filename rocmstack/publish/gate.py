@@ -15,7 +15,7 @@ from typing import Any
 
 from rocmstack.build.tags import CONTENT_HEX, CONTENT_PREFIX, TagSet, arch_field
 from rocmstack.container import engine as engines
-from rocmstack.container.engine import qualify
+from rocmstack.container.engine import check_choice, qualify
 from rocmstack.container.reference import parse_reference
 from rocmstack.contract import ARCHS_LABEL, RECIPE_LABEL, RENDER_HASH_LABEL
 from rocmstack.errors import CheckFailed, EngineError, InputError, printable, quoted
@@ -386,6 +386,6 @@ def promote(
 
 
 def check_engine_choice(engine: str) -> str:
-    if engine not in ("auto", "docker", "podman", "buildah"):
-        raise InputError(f"--engine {engine!r}: unknown engine", fix="one of auto, docker, podman, buildah")
+    """publish takes every engine name; buildah stands for podman's store, which it shares."""
+    check_choice(engine, need="run")
     return engine
