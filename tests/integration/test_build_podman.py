@@ -542,7 +542,7 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build, t
     assert remote(env, staged["refs"][1]) and remote(env, staged["refs"][0]) is None
     # Promotion runs the publish gate: no report, no promotion.
     proc = rocmstack(env, "publish", *bumped, "--engine", "podman", "--promote")
-    assert proc.returncode == 2 and "--promote needs --report DIR" in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 2 and "--promote needs --reports DIR" in proc.stderr, proc.stderr[-3000:]
     assert remote(env, staged["refs"][0]) is None
     # With a passing GPU leg of the staged image (replayed: test_validate_podman.py), it is promoted.
     from test_validate_podman import ALLOW, _gpu_leg

@@ -195,7 +195,7 @@ def test_a_promote_of_a_swapped_content_tag_is_refused(gate, registry, first_bui
     assert not _in_registry(env, descriptive)
     # Without a report there is no promotion at all.
     bare = rocmstack(env, "publish", *args, "--promote")
-    assert bare.returncode == 2 and "--promote needs --report DIR" in bare.stderr
+    assert bare.returncode == 2 and "--promote needs --reports DIR" in bare.stderr
     assert not _in_registry(env, descriptive)
 
 
