@@ -135,6 +135,8 @@ _AT_MAP = "lock_map_key"
 
 _AnObject = _check(lambda v: isinstance(v, dict), "not an object")
 _AList = _check(lambda v: isinstance(v, list), "not a list")
+# A part given as null (pydantic names anything else that is no object itself); a built part passes.
+_APart = _check(lambda v: v is not None, "not an object")
 Text = Annotated[str, _check(_is_text, "not a one-line string")]
 TextOrNone = Annotated[str | None, _check(_is_text, "not a one-line string", none=True)]
 ComponentName = Annotated[str, _check(_matching(_COMPONENT), "not a component name")]
@@ -190,6 +192,8 @@ class RuleRow(_Part):
 
 
 class Base(_Part):
+    """The base image the recipe builds on, and what it provides."""
+
     image: TextOrNone = None
     digest: TextOrNone = None
     rocm: TextOrNone = None
@@ -198,6 +202,8 @@ class Base(_Part):
 
 
 class ComponentPin(_Part):
+    """A component as the recipe gives it (pypi package and version, or git url and ref)."""
+
     source: TextOrNone = None
     package: TextOrNone = None
     version: TextOrNone = None
@@ -214,7 +220,9 @@ class Stamp(_Part):
 
 class LockEntry(_Part):
     """Every key an entry may have (Resolved.lock, prepare.make_entry and the closure); none is required,
-    and a key that is there holds a value of its type (None only where the type says so)."""
+    and a key that is there holds a value of its type (None only where the type says so). Those build
+    plain dicts (rocmstack.recipe sits below this layer; the SBOM's entry has no render hash yet), which
+    tests/unit/test_lock_schema.py checks round-trip through this model byte for byte."""
 
     schema_: Annotated[
         int | None, _check(lambda v: type(v) is int and v == ENTRY_SCHEMA, f"not {ENTRY_SCHEMA}")
@@ -222,13 +230,13 @@ class LockEntry(_Part):
     recipe: Annotated[str | None, _check(_is_text, "not a one-line string")] = None
     render_hash: Annotated[str | None, _check(_matching(_RENDER_HASH), "not 64 hex digits")] = None
     gpu_archs: Annotated[list[Arch] | None, _AList] = None
-    base: Annotated[Base | None, _AnObject] = None
+    base: Annotated[Base | None, _APart] = None
     components: Annotated[dict[ComponentKey, ComponentPin] | None, _AnObject] = None
     patches: Texts = None
     env: TextMap = None
     overrides: Texts = None
     unverified: Texts = None
-    rocmstack: Annotated[Stamp | None, _AnObject] = None
+    rocmstack: Annotated[Stamp | None, _APart] = None
     packages: Annotated[list[Package] | None, _AList] = None
     git: Annotated[dict[ComponentKey, GitPin] | None, _AnObject] = None
     unresolved: Texts = None
@@ -320,7 +328,7 @@ def _rank(err: ErrorDetails, data: Any, model: type[_Part]) -> tuple[tuple[int |
 def _first(exc: ValidationError, data: Any, model: type[_Part]) -> tuple[str, object, str]:
     """The error today's reading meets first, as (field, value, why): dots for keys, [i] for list items."""
     errors = exc.errors()
-    err = min(errors, key=lambda e: _rank(e, data, model))  # ties: pydantic's (the fields' checked) order
+    err = min(errors, key=lambda e: _rank(e, data, model))  # ties keep pydantic's order
     loc = list(err["loc"])
     value: object = err["input"]
     if loc and loc[-1] == "[key]":
