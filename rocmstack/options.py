@@ -8,6 +8,8 @@ from typing import Any
 
 import typer
 
+from rocmstack.errors import InputError, quoted
+
 PATCHES_DIR_OPT = typer.Option(
     None,
     "--patches-dir",
@@ -60,7 +62,6 @@ DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 def parse_duration(text: str, flag: str) -> float:
     """``10s``, ``2m``, ``1.5h`` or plain seconds -> seconds; InputError naming the option otherwise."""
-    from rocmstack.errors import InputError, quoted
 
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
     if not m or float(m.group(1)) <= 0:

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocmstack.errors import InputError, quoted
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -137,7 +139,6 @@ def _min_width(tab: Any, console: Console) -> int:
 
 def check_output_dir(path: Path, flag: str) -> None:
     """Refuse, before any work, a folder a command could not write its files into at the end."""
-    from rocmstack.errors import InputError, quoted
 
     if path.exists() and not path.is_dir():
         raise InputError(
@@ -156,7 +157,6 @@ def check_output_dir(path: Path, flag: str) -> None:
 
 def check_output_file(path: Path, flag: str) -> None:
     """Refuse, before any work, a file path a command could not write at the end."""
-    from rocmstack.errors import InputError, quoted
 
     if path.is_dir():
         raise InputError(

@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rocmstack.errors import InputError, RecipeError, quoted
-from rocmstack.recipe.load import YAML_LOADER
+from rocmstack.recipe.load import YAML_LOADER, _read_yaml, parent_file
 from rocmstack.recipe.model import Component, Name, Recipe, RelPath, Url
 from rocmstack.resources import patches_dir
 
@@ -150,7 +150,6 @@ def recipe_patches_dir(recipe: Recipe, source: Path) -> Path | None:
     """The folder the recipe's ``patches_dir`` field names (None: the shipped one), relative to the file
     that names it: a child inherits its parent's folder, found beside the parent, unless it names its own.
     A value given by ``--set patches_dir=...`` is relative to the current folder, as any path argument."""
-    from rocmstack.recipe.load import _read_yaml, parent_file
 
     if recipe.patches_dir is None:
         return None

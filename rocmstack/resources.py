@@ -10,6 +10,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from rocmstack.errors import InputError, quoted
+
 # Folders searched for recipe names (os.pathsep-separated) before the shipped recipes; ``--recipes-dir``
 # prepends to it.
 RECIPES_PATH_ENV = "ROCMSTACK_RECIPES_PATH"
@@ -22,8 +24,6 @@ def recipes_path() -> tuple[Path, ...]:
     folder that is not there is an InputError naming the variable and the folder, never silently skipped
     (a recipe name would then resolve to a shipped recipe of that name, or to none)."""
     import os
-
-    from rocmstack.errors import InputError, quoted
 
     folders = tuple(Path(p) for p in os.environ.get(RECIPES_PATH_ENV, "").split(os.pathsep) if p)
     for folder in folders:

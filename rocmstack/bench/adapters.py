@@ -27,6 +27,9 @@ from typing import Any
 from rocmstack.bench.engine_child import RESULT_MARK, VISIBILITY_MARK, summarise
 from rocmstack.gpu.driver_memory import PeakSampler, open_counter
 from rocmstack.gpu.model_dir import write_model_dir
+from rocmstack.gpu.rollout import DTYPES
+from rocmstack.gpu.shapes import shape_from_config
+from rocmstack.gpu.tokenizer import build_tokenizer
 from rocmstack.platform.tools import ToolRun, engine_available, run_tool, strip_ansi
 
 Launch = Callable[[list[str], Mapping[str, str] | None], ToolRun]
@@ -90,9 +93,6 @@ def _sglang_module() -> str:
 
 def cpu_kv_cache_bytes(req: EngineRequest) -> int:
     """Twice the KV cache the largest batch fills (vLLM rounds to blocks of 16 tokens), at least 64 MiB."""
-    from rocmstack.bench.rollout import DTYPES
-    from rocmstack.gpu.shapes import shape_from_config
-
     per_token = shape_from_config(req.config).kv_bytes_per_token(DTYPES[req.dtype])
     return max(64 << 20, 2 * max(req.batches) * (req.prompt_len + req.new_tokens + 16) * per_token)
 
@@ -206,8 +206,6 @@ def _run_sglang(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
     model_dir = write_model_dir(req.config, tmp / "model", req.dtype)
     if not req.tokenizer:
         # The one-batch benchmark loads a tokenizer even for its random token ids: a small local one.
-        from rocmstack.gpu.tokenizer import build_tokenizer
-
         build_tokenizer(model_dir)
     result_file = tmp / "result.jsonl"
     cmd = sglang_command(model_dir, req, result_file)

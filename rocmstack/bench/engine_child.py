@@ -22,6 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rocmstack.gpu.rollout import prompt_ids
+from rocmstack.platform.masks import MASK_VARS, process_visibility
+
 RESULT_MARK = "ROCMSTACK-ENGINE-JSON:"
 VISIBILITY_MARK = "ROCMSTACK-ENGINE-VISIBILITY:"
 GPU_MEMORY_UTILIZATION = 0.85
@@ -36,8 +39,6 @@ def _timed(fn: Any) -> float:
 def run(req: dict[str, Any]) -> dict[str, Any]:
     import vllm
     from vllm import LLM, SamplingParams
-
-    from rocmstack.bench.rollout import prompt_ids
 
     batches: list[int] = req["batches"]
     n, p = int(req["new_tokens"]), int(req["prompt_len"])
@@ -126,8 +127,6 @@ def main(argv: list[str]) -> int:
     try:
         result = run(req)
     except Exception:
-        from rocmstack.platform.masks import MASK_VARS, process_visibility
-
         # An engine that finds no GPU says only that: name what hid it (nothing to add when it saw GPUs
         # and no mask was set).
         seen = None if req["device"] == "cpu" else _gpu_count()

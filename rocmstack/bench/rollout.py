@@ -21,13 +21,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rocmstack import __version__
 from rocmstack.bench import roofline
+from rocmstack.bench.adapters import EngineRequest, run_engine
+from rocmstack.bench.weightsync import bench_dist, bench_ipc
 from rocmstack.gpu import memory
 from rocmstack.gpu.memory import MemoryEstimate
+from rocmstack.gpu.rollout import DTYPES, prompt_ids
 from rocmstack.gpu.shapes import ModelShape, shape_from_config
 
 ENGINES = ("reference", "hf", "vllm", "sglang")
-DTYPES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # Size of the copy that measures the device's bandwidth (source and destination each).
 COPY_BYTES_GPU = 2 << 30
 COPY_BYTES_CPU = 64 << 20
@@ -142,14 +145,6 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def prompt_ids(vocab: int, batch: int, prompt_len: int, seed: int, device: str) -> Any:
-    """The prompts of one batch: every engine gets the same ids for the same seed and batch."""
-    import torch
-
-    gen = torch.Generator().manual_seed(seed + batch)
-    return torch.randint(0, vocab, (batch, prompt_len), generator=gen).to(device)
-
-
 def spec_bytes(shape: ModelShape, spec: RolloutSpec, batch: int) -> roofline.DecodeBytes:
     """The roofline's bytes per decode step of this run at ``batch`` (the bench's rows and its estimate)."""
     return roofline.decode_bytes(
@@ -249,7 +244,7 @@ def _run_hf(
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
 
-    from rocmstack.gpu.engine import Events
+    from rocmstack.gpu.engine import Events  # imports torch, as the imports above
 
     class StepClock(StoppingCriteria):
         """Called once per generated token: marks time without a host sync."""
@@ -390,8 +385,6 @@ def _run_external(
     progress: Any,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One start of the engine for every batch; its rows, and what the run was (version, starts, command)."""
-    from rocmstack.bench.adapters import EngineRequest, run_engine
-
     progress(f"{name}: one engine start, batches {','.join(map(str, spec.batches))}")
     run = run_engine(
         name,
@@ -452,8 +445,6 @@ def _device_info(device: str) -> tuple[str, str]:
 
 def _versions() -> dict[str, str | None]:
     import torch
-
-    from rocmstack import __version__
 
     try:
         import transformers
@@ -607,7 +598,7 @@ def _measure(
     """The bench itself; every list is filled as its entries finish."""
     import torch
 
-    from rocmstack.gpu.engine import ReferenceEngine
+    from rocmstack.gpu.engine import ReferenceEngine  # imports torch, as the imports above
 
     progress("measuring device copy bandwidth")
     bandwidth = measured["bandwidth"] = measure_copy_bandwidth(spec.device)
@@ -658,8 +649,6 @@ def _measure(
             engines.append(about)
 
     if spec.weight_sync:
-        from rocmstack.bench.weightsync import bench_dist, bench_ipc
-
         progress("weight sync: IPC on one device")
         sync_results.append(
             bench_ipc(spec.config, device=spec.device, dtype=spec.dtype, copy_bandwidth=bandwidth).to_dict()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from rocmstack.container.engine import engine_help
 from rocmstack.options import ARCH_OPT, IGNORE_OPT, JSON_OPT, PATCHES_DIR_OPT, RECIPE_ARG, RELOCK_OPT, SET_OPT
 
 if TYPE_CHECKING:
@@ -23,9 +24,7 @@ INSECURE_OPT = typer.Option(
     "--insecure-registry",
     help="The registry is plain HTTP or self-signed (podman/skopeo: --tls-verify=false)",
 )
-ENGINE_OPT = typer.Option(
-    "auto", "--engine", help="auto (docker buildx if a daemon answers, else podman), docker, podman"
-)
+ENGINE_OPT = typer.Option("auto", "--engine", help=engine_help("build"))
 LOCK_LIMIT = 16 << 20  # the most `inspect` reads of an image's lock.json
 
 

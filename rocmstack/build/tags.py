@@ -18,7 +18,7 @@ from rocmstack.container.reference import (
     registry_host,
     validate_tag,
 )
-from rocmstack.errors import InputError, quoted
+from rocmstack.errors import CheckFailed, InputError, quoted
 
 if TYPE_CHECKING:
     from rocmstack.recipe.resolve import Resolved
@@ -178,7 +178,6 @@ def immutability_verdict(tag: str, remote_hash: str | None, local_hash: str, *, 
         return "push"
     if remote_hash == local_hash:
         return "skip"
-    from rocmstack.errors import CheckFailed
 
     shown = remote_hash[:12] if remote_hash else "no rocmstack render-hash label"
     raise CheckFailed(

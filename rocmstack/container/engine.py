@@ -1,4 +1,5 @@
-"""Container engines: BuildKit through ``docker buildx build``, or daemonless podman.
+"""Container engines: BuildKit through ``docker buildx build``, daemonless podman, and buildah to run a command
+in an image where ``podman run`` cannot (no cgroups or namespaces).
 
 The docker Python SDK does not speak BuildKit, so every engine is driven through its CLI, with argument
 lists and timeouts. An :class:`Engine` is a frozen value: the command prefix (podman carries its storage
@@ -15,12 +16,46 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import IO, cast
 
 from rocmstack.container.reference import parse_reference
 from rocmstack.errors import EngineError, InputError
+from rocmstack.signals import INTERRUPTS, stop_signals_interrupt
 
-ENGINES = ("auto", "docker", "podman")
+# The choices of every --engine option.
+ENGINES = ("auto", "docker", "podman", "buildah")
+# The one order ``auto`` tries them in: a working Docker daemon is what most users mean when they have one;
+# podman next (daemonless, the build's own store); buildah last, and only to run a command in an image.
+ORDER = ("docker", "podman", "buildah")
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one use of an engine takes: the engines --engine may name, and those ``auto`` tries (in ORDER)."""
+
+    engines: tuple[str, ...]
+    auto: tuple[str, ...]
+
+
+NEEDS = MappingProxyType(
+    {
+        # build, tag, inspect, read a file, push: buildx or podman (buildah shares podman's store)
+        "build": Need(("docker", "podman"), ("docker", "podman")),
+        # run rocmstack in an image with the host's GPUs: buildah last, it has no --group-add for their groups
+        "run": Need(ORDER, ORDER),
+        # run a stdlib-only probe with no device: podman run needs cgroups and namespaces, buildah's chroot does
+        # not and sees the same store, so auto takes buildah for podman (--engine podman still runs podman)
+        "probe": Need(ORDER, ("docker", "buildah")),
+    }
+)
+
+
+def engine_help(need: str = "build") -> str:
+    """The --engine help of a command with this need, from the one list."""
+    return f"{' | '.join(('auto', *NEEDS[need].engines))} (auto: the first of {', '.join(NEEDS[need].auto)} that works)"
+
+
 PROBE_TIMEOUT = 20
 QUICK_TIMEOUT = 120
 PULL_TIMEOUT = 4 * 3600  # a ROCm base image is tens of GB
@@ -154,21 +189,46 @@ def probe_podman(*, which: Which = shutil.which, runner: Runner = subprocess.run
     return Engine(name="podman", argv=prefix, version=out.stdout.strip())
 
 
+def probe_buildah(*, which: Which = shutil.which, runner: Runner = subprocess.run) -> Engine | str:
+    if not which("buildah"):
+        return "buildah: not installed"
+    out = _run(["buildah", "--version"], PROBE_TIMEOUT, runner)  # "buildah version 1.28.2 (image-spec ...)"
+    words = out.stdout.split()
+    if out.returncode != 0 or len(words) < 3:
+        return f"buildah: not usable ({_last_line(out.stderr or out.stdout)})"
+    return Engine(name="buildah", argv=run_prefix("buildah"), version=words[2])
+
+
+def check_choice(choice: str, need: str = "build") -> None:
+    """One InputError line for an --engine value that is no engine, or no engine for this use."""
+    if choice not in ENGINES:
+        raise InputError(f"--engine {choice!r}: unknown engine", fix=f"one of {', '.join(ENGINES)}")
+    if choice != "auto" and choice not in NEEDS[need].engines:
+        serves = ", ".join(("auto", *NEEDS[need].engines))
+        raise InputError(f"--engine {choice!r}: not an engine for this command", fix=f"one of {serves}")
+
+
 def detect(
     choice: str = "auto",
     *,
+    need: str = "build",
     builder: str | None = None,
     which: Which = shutil.which,
     runner: Runner = subprocess.run,
 ) -> Engine:
-    """docker buildx when a daemon answers, else podman; one EngineError line when neither works."""
-    if choice not in ENGINES:
-        raise InputError(f"--engine {choice!r}: unknown engine", fix=f"one of {', '.join(ENGINES)}")
-    if builder and choice == "podman":
-        raise InputError("--builder names a docker buildx builder; it does not apply to --engine podman")
+    """The first engine of ORDER that serves NEED and works (docker: a daemon that answers, with buildx),
+    or the one chosen; one EngineError line when none works."""
+    check_choice(choice, need)
+    if builder and choice not in ("auto", "docker"):
+        raise InputError(f"--builder names a docker buildx builder; it does not apply to --engine {choice}")
+    probes: dict[str, Callable[[], Engine | str]] = {
+        "docker": lambda: probe_docker(builder, which=which, runner=runner),
+        "podman": lambda: probe_podman(which=which, runner=runner),
+        "buildah": lambda: probe_buildah(which=which, runner=runner),
+    }
     reasons = []
-    if choice in ("auto", "docker"):
-        found = probe_docker(builder, which=which, runner=runner)
+    for name in [n for n in ORDER if n in NEEDS[need].auto] if choice == "auto" else [choice]:
+        found = probes[name]()
         if isinstance(found, Engine):
             return found
         reasons.append(found)
@@ -177,11 +237,162 @@ def detect(
                 f"--engine docker cannot build: {found}",
                 fix="start the Docker daemon with buildx, or use --engine podman",
             )
-    found = probe_podman(which=which, runner=runner)
-    if isinstance(found, Engine):
-        return found
-    reasons.append(found)
     raise EngineError(f"no usable container engine ({'; '.join(reasons)})", fix=INSTALL_HINT)
+
+
+def choose(choice: str = "auto", *, need: str = "run", which: Which = shutil.which) -> str:
+    """The engine that runs a command in an image: the one chosen, unprobed (a dry run still shows its
+    commands, and a missing one says so when it runs), or what ``detect`` finds for NEED."""
+    check_choice(choice, need)
+    return choice if choice != "auto" else detect(need=need, which=which).name
+
+
+@dataclass(frozen=True, kw_only=True)
+class InImage:
+    """The commands that run a command in an image: buildah's from, run, rm; docker's or podman's run, and
+    for a named container a forced rm."""
+
+    setup: tuple[str, ...] | None
+    run: tuple[str, ...]
+    cleanup: tuple[str, ...] | None
+
+    def commands(self) -> list[tuple[str, ...]]:
+        return [c for c in (self.setup, self.run, self.cleanup) if c]
+
+
+def run_in_image_argv(
+    engine: str,
+    image: str,
+    argv: Sequence[str],
+    *,
+    name: str,
+    flags: Sequence[str] = (),
+    mounts: Sequence[str] = (),
+    init: bool = False,
+    pull_never: bool = False,
+    named: bool = False,
+) -> InImage:
+    """ARGV run in IMAGE as a working container NAME. FLAGS (devices, ulimits, /dev/shm) and MOUNTS go
+    where each engine takes them. docker/podman: INIT adds --init (the command is not PID 1, which ignores
+    SIGTERM); PULL_NEVER keeps the engine off the registry; NAMED names the container and removes it again
+    afterwards, since --rm does not help when the engine client is killed (timeout, signal)."""
+    if engine == "buildah":
+        setup, run, cleanup = buildah_steps(image, name, argv, from_flags=flags, run_flags=mounts)
+        return InImage(setup=setup, run=run, cleanup=cleanup)
+    prefix = run_prefix(engine)
+    run = (
+        *prefix,
+        "run",
+        "--rm",
+        *(["--init"] if init else []),
+        *(["--pull=never"] if pull_never else []),
+        *(["--name", name] if named else []),
+        *flags,
+        *mounts,
+        "--entrypoint",
+        argv[0],
+        image,
+        *argv[1:],
+    )
+    return InImage(setup=None, run=run, cleanup=(*prefix, "rm", "--force", name) if named else None)
+
+
+Execute = Callable[[Sequence[str], float], subprocess.CompletedProcess]
+
+
+def _call(argv: Sequence[str], timeout: float, runner: Runner) -> subprocess.CompletedProcess:
+    """One engine command; exit 124 when it runs past TIMEOUT, an EngineError when the engine is missing."""
+    try:
+        return runner(list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise EngineError(
+            f"{argv[0]} is not installed",
+            fix="install podman and buildah (apt-get install podman buildah) or Docker",
+        ) from None
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(list(argv), 124, "", f"{argv[0]}: no answer in {timeout:.0f}s")
+
+
+def _tail_lines(text: str, n: int) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return "\n".join(lines[-n:]) if lines else "no output"
+
+
+def _remove(cleanup: Sequence[str], timeout: float, runner: Runner) -> None:
+    """Remove the working container; a further Ctrl-C or SIGTERM meanwhile does not skip it."""
+    for _ in range(3):
+        try:
+            with stop_signals_interrupt():
+                _call(cleanup, timeout, runner)
+            return
+        except INTERRUPTS:
+            continue
+
+
+def run_steps(
+    steps: InImage,
+    *,
+    engine: str,
+    image: str,
+    timeout: float,
+    quick_timeout: float = QUICK_TIMEOUT,
+    execute: Execute | None = None,
+    runner: Runner = subprocess.run,
+) -> subprocess.CompletedProcess:
+    """Run STEPS: the setup must work, the run's result is returned (exit 124 past TIMEOUT), and the working
+    container is always removed; setup and removal get QUICK_TIMEOUT each. EXECUTE runs the run step
+    (default: output captured)."""
+    if steps.setup:
+        made = _call(steps.setup, quick_timeout, runner)
+        if made.returncode != 0:
+            raise EngineError(
+                f"{engine} cannot open image {image}: {_tail_lines(made.stderr or made.stdout, 3)}",
+                fix="build or pull it first, or check the image name and the --storage-driver",
+            )
+    try:
+        return (execute or (lambda argv, limit: _call(argv, limit, runner)))(steps.run, timeout)
+    finally:
+        if steps.cleanup:
+            _remove(steps.cleanup, quick_timeout, runner)
+
+
+def run_in_image(
+    engine: str,
+    image: str,
+    argv: Sequence[str],
+    *,
+    name: str,
+    timeout: float,
+    flags: Sequence[str] = (),
+    mounts: Sequence[str] = (),
+    init: bool = False,
+    pull_never: bool = False,
+    named: bool = False,
+    quick_timeout: float = QUICK_TIMEOUT,
+    execute: Execute | None = None,
+    runner: Runner = subprocess.run,
+) -> subprocess.CompletedProcess:
+    """ARGV run in IMAGE through ENGINE (``run_in_image_argv``'s commands, run by ``run_steps``)."""
+    steps = run_in_image_argv(
+        engine,
+        image,
+        argv,
+        name=name,
+        flags=flags,
+        mounts=mounts,
+        init=init,
+        pull_never=pull_never,
+        named=named,
+    )
+    return run_steps(
+        steps,
+        engine=engine,
+        image=image,
+        timeout=timeout,
+        quick_timeout=quick_timeout,
+        execute=execute,
+        runner=runner,
+    )
 
 
 def qualify(image: str) -> str:

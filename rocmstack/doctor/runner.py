@@ -16,9 +16,11 @@ from rocmstack import __version__
 from rocmstack.doctor.budget import node_of, plan
 from rocmstack.doctor.checks import ALL_CHECKS, BY_ID
 from rocmstack.doctor.collect.collectors import collect, needs_of, run_time_costs
+from rocmstack.doctor.history import append_run
 from rocmstack.doctor.model import FAILING, SCHEMA, Check, DoctorOptions, Status, errored
 from rocmstack.errors import ExitCode, InputError, RocmstackError
 from rocmstack.output import warn
+from rocmstack.platform import rdma
 from rocmstack.redact import env_dump, scrub, secret_values
 
 LEVELS = (1, 2, 3, 4)
@@ -212,8 +214,6 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
     report["facts"] = node_facts(opts)
     scrubbed: dict = scrub(report, secret_values(env))
     if opts.history_dir is not None:
-        from rocmstack.doctor.history import append_run
-
         # The run is judged already: a history file someone swapped for a link or FIFO mid-run loses this
         # run's line (said), never the verdict (a Prolog's exit 2 would drain the node for it).
         try:
@@ -233,7 +233,6 @@ def _first_line(path: Path) -> str | None:
 
 def node_facts(opts: DoctorOptions) -> dict:
     """What must be identical on every node of a cluster (compared at level 3)."""
-    from rocmstack.platform import rdma
 
     root = opts.sysfs_root.parent
     env = opts.environ()

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack.errors import EngineError
+from rocmstack.output import warn
+from rocmstack.signals import Terminated, stop_signals_interrupt
 
 # Seconds one start may take on an idle machine (Ray's own raylet wait is 30 s of it); a test can make it
 # tiny. A value set in the environment is taken as it is, not scaled by the load.
@@ -224,10 +226,8 @@ def private_ray(
     while it runs)."""
     import ray
 
-    from rocmstack.signals import Terminated, stop_signals_interrupt
-
     if progress is None:
-        from rocmstack.output import warn as progress
+        progress = warn
 
     load1, cpus = machine_load()
     plan = start_plan(load1, cpus, start_timeout())

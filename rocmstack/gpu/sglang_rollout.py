@@ -19,16 +19,14 @@ SGLang has no CPU engine: this runs on GPUs only. Split placement (a broadcast i
 
 from __future__ import annotations
 
-import tempfile
+import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from rocmstack.gpu.driver_memory import DeviceMemory, process_device_memory
 from rocmstack.gpu.engine import GenerateOutput
-from rocmstack.gpu.model_dir import write_model_dir
+from rocmstack.gpu.engine_rollout import EngineRollout
 from rocmstack.gpu.weight_sync import TensorSpec, open_shared_tensor, unpack_state_dict
 
 WEIGHTS, KV_CACHE = "weights", "kv_cache"  # SGLang's memory tags (sglang.srt.constants)
@@ -58,10 +56,11 @@ def update_ok(result: tuple[bool, str]) -> None:
         raise RuntimeError(f"SGLang refused the weight update: {message}")
 
 
-class SGLangRollout:
+class SGLangRollout(EngineRollout):
     """The rollout interface of the smoke's engines, on SGLang's offline ``Engine``."""
 
     name = "sglang"
+    cpu_refusal = "SGLang has no CPU engine: --rollout sglang runs on GPUs only"
 
     def __init__(
         self,
@@ -77,19 +76,9 @@ class SGLangRollout:
     ) -> None:
         import sglang
 
-        self.device = torch.device(device)
-        if self.device.type != "cuda":
-            raise RuntimeError("SGLang has no CPU engine: --rollout sglang runs on GPUs only")
-        self.hip = bool(torch.version.hip)
-        self.sleep_mode = sleep_mode
-        self.asleep = False
-        torch.empty(1, device=self.device)  # the context first: the driver lists a process only then
-        # Before the engine starts: its share is what this process and its children hold beyond this.
-        self.baseline = process_device_memory("cuda", hip=self.hip)
-        self._tmp = tempfile.TemporaryDirectory(prefix="rocmstack-sglang-")
-        model_dir = write_model_dir(config, Path(self._tmp.name) / "model")
+        super().__init__(config, device=device, sleep_mode=sleep_mode)
         self.engine = sglang.Engine(
-            model_path=str(model_dir),
+            model_path=str(self.model_dir),
             skip_tokenizer_init=True,
             load_format="dummy",
             dtype=str(dtype).removeprefix("torch."),
@@ -105,8 +94,6 @@ class SGLangRollout:
         )
 
     def _pids(self) -> list[int]:
-        import os
-
         return [os.getpid(), *self.engine.get_all_child_pids()]
 
     def generate(
@@ -160,25 +147,14 @@ class SGLangRollout:
         raise RuntimeError("split placement with --rollout sglang is not supported (it needs two GPUs)")
 
     # ---- memory ----
-    def sleep(self) -> None:
-        if self.sleep_mode and not self.asleep:
-            self.engine.release_memory_occupation(tags=[WEIGHTS, KV_CACHE])
-            self.asleep = True
+    def _release(self) -> None:
+        self.engine.release_memory_occupation(tags=[WEIGHTS, KV_CACHE])
 
-    def wake_weights(self) -> None:
-        if self.asleep:
-            self.engine.resume_memory_occupation(tags=[WEIGHTS])  # weights first: the load writes into them
+    def _resume_weights(self) -> None:
+        self.engine.resume_memory_occupation(tags=[WEIGHTS])
 
-    def wake_rest(self) -> None:
-        if self.asleep:
-            self.engine.resume_memory_occupation(tags=[KV_CACHE])
-            self.asleep = False
+    def _resume_rest(self) -> None:
+        self.engine.resume_memory_occupation(tags=[KV_CACHE])
 
-    def memory(self) -> DeviceMemory:
-        return process_device_memory("cuda", hip=self.hip, pids=self._pids())
-
-    def shutdown(self) -> None:
-        try:
-            self.engine.shutdown()
-        finally:
-            self._tmp.cleanup()
+    def _stop(self) -> None:
+        self.engine.shutdown()

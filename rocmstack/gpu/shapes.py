@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack.errors import InputError
+from rocmstack.resources import yaml_data
 
 MOE_SHAPES = Path(__file__).with_name("moe_shapes.yaml")
 
 
 def moe_shapes() -> dict[str, dict[str, Any]]:
     """The MoE models a recipe's ``models:`` may name, with the fields their config file names use."""
-    from rocmstack.resources import yaml_data
 
     return dict(yaml_data(MOE_SHAPES)["models"])
 

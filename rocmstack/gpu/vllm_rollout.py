@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import inspect
 import os
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from rocmstack.gpu.driver_memory import DeviceMemory, process_device_memory
 from rocmstack.gpu.engine import GenerateOutput
-from rocmstack.gpu.model_dir import write_model_dir
+from rocmstack.gpu.engine_rollout import EngineRollout
 from rocmstack.gpu.weight_sync import TensorSpec, open_shared_tensor, unpack_state_dict
 
 EXTENSION = "rocmstack.gpu.vllm_rollout.WeightSyncExtension"
@@ -104,7 +101,7 @@ class WeightSyncExtension:
             self._rocmstack_group = None
 
 
-class VLLMRollout:
+class VLLMRollout(EngineRollout):
     """The rollout interface of the smoke's engines, on vLLM's offline ``LLM``."""
 
     name = "vllm"
@@ -124,22 +121,15 @@ class VLLMRollout:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # this process's engine; read at engine start
         from vllm import LLM
 
-        self.device = torch.device(device)
-        self.sleep_mode = sleep_mode and self.device.type == "cuda"  # vLLM sleeps on GPUs only
-        self.asleep = False
-        if self.device.type == "cuda":
-            torch.empty(1, device=self.device)  # the context first: the driver lists a process only then
-        # Before the engine allocates: its share is what the process holds beyond this.
-        self.baseline = process_device_memory(self.device.type, hip=bool(torch.version.hip))
-        self._tmp = tempfile.TemporaryDirectory(prefix="rocmstack-vllm-")
-        model_dir = write_model_dir(config, Path(self._tmp.name) / "model")
+        on_gpu = torch.device(device).type == "cuda"
+        super().__init__(config, device=device, sleep_mode=sleep_mode and on_gpu)  # vLLM sleeps on GPUs only
         kwargs: dict[str, Any] = {}
         if self.device.type == "cpu":
             kwargs["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
         else:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         self.llm = LLM(
-            model=str(model_dir),
+            model=str(self.model_dir),
             skip_tokenizer_init=True,
             load_format="dummy",
             dtype=str(dtype).removeprefix("torch."),
@@ -214,25 +204,14 @@ class VLLMRollout:
         return int(self.llm.collective_rpc("rocmstack_receive", args=(specs, numel, dtype, load))[0])
 
     # ---- memory ----
-    def sleep(self) -> None:
-        if self.sleep_mode and not self.asleep:
-            self.llm.sleep(level=1)  # weights to host memory, KV cache dropped
-            self.asleep = True
+    def _release(self) -> None:
+        self.llm.sleep(level=1)  # weights to host memory, KV cache dropped
 
-    def wake_weights(self) -> None:
-        if self.asleep:
-            self.llm.wake_up(tags=["weights"])  # weights first: the load writes into them
+    def _resume_weights(self) -> None:
+        self.llm.wake_up(tags=["weights"])
 
-    def wake_rest(self) -> None:
-        if self.asleep:
-            self.llm.wake_up(tags=["kv_cache"])
-            self.asleep = False
+    def _resume_rest(self) -> None:
+        self.llm.wake_up(tags=["kv_cache"])
 
-    def memory(self) -> DeviceMemory:
-        return process_device_memory(self.device.type, hip=bool(torch.version.hip))
-
-    def shutdown(self) -> None:
-        try:
-            self.llm.collective_rpc("rocmstack_leave_group")
-        finally:
-            self._tmp.cleanup()
+    def _stop(self) -> None:
+        self.llm.collective_rpc("rocmstack_leave_group")

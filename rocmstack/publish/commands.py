@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from rocmstack.build.commands import ALIAS_OPT, INSECURE_OPT, REGISTRY_OPT, print_tags, render_tags
+from rocmstack.container.engine import ENGINES
 from rocmstack.errors import InputError
 from rocmstack.options import (
     ALLOW_SKIP_OLD,
@@ -37,7 +38,7 @@ def register(app: typer.Typer) -> None:
             help="Folder `rocmstack validate IMAGE` wrote, or a folder of such folders; repeat per arch leg.",
         ),
         engine: str = typer.Option(
-            "auto", "--engine", help="auto | docker | podman (buildah = podman's store)."
+            "auto", "--engine", help=f"{' | '.join(ENGINES)} (buildah = podman's store)."
         ),
         accept_skipped: list[str] = typer.Option(
             [],

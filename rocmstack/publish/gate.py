@@ -14,10 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack.build.tags import CONTENT_HEX, CONTENT_PREFIX, TagSet, arch_field
+from rocmstack.container import engine as engines
+from rocmstack.container.engine import check_choice, qualify
 from rocmstack.container.reference import parse_reference
 from rocmstack.contract import ARCHS_LABEL, RECIPE_LABEL, RENDER_HASH_LABEL
-from rocmstack.errors import CheckFailed, InputError, printable, quoted
+from rocmstack.errors import CheckFailed, EngineError, InputError, printable, quoted
 from rocmstack.publish.push import copy_by_digest, guard_verdict, push_tags
+from rocmstack.recipe.load import load_recipe
+from rocmstack.validate.report import REPORT_JSON, load
 from rocmstack.validate.schema import HOST_CHECKED
 
 # Doctor checks that may skip on a healthy GPU node, because they look at a component the image may not
@@ -211,7 +215,6 @@ def check_reports(
 def load_reports(dirs: list[Path]) -> list[dict[str, Any]]:
     """The reports of an image's legs: each DIR holds report.json, or one folder per leg that does (how
     CI downloads several artifacts into one folder)."""
-    from rocmstack.validate.report import REPORT_JSON, load
 
     reports = []
     for d in dirs:
@@ -234,7 +237,6 @@ def _aliases_of_recipe(labels: dict[str, str]) -> set[str]:
     name = labels.get(RECIPE_LABEL)
     if not name:
         return set()
-    from rocmstack.recipe.load import load_recipe
 
     try:
         recipe, _ = load_recipe(name)
@@ -254,7 +256,6 @@ def tag_set(
     The content tag (``r-<hash>``) and every tag the recipe does not declare as a floating alias are
     immutable, so the guard covers them; when the recipe is unknown, every tag is treated as immutable.
     """
-    from rocmstack.container.engine import qualify
 
     ref = parse_reference(image)
     repo = ref.name
@@ -292,7 +293,6 @@ def publish(
     allow_skip: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Check the gate, then push (through the guarded push). Returns what was (or would be) pushed."""
-    from rocmstack.container import engine as engines
 
     choice = "podman" if engine_choice == "buildah" else engine_choice
     engine = engines.detect(choice)
@@ -364,8 +364,6 @@ def promote(
     the registry-side copy is of that manifest, by digest. A tag moved to another build between the
     validation and the promotion (or meanwhile) is refused, not promoted.
     """
-    from rocmstack.container import engine as engines
-    from rocmstack.errors import EngineError
 
     content = tags.ref(tags.content)
     remote = engines.remote_manifest(engine, content)
@@ -388,6 +386,6 @@ def promote(
 
 
 def check_engine_choice(engine: str) -> str:
-    if engine not in ("auto", "docker", "podman", "buildah"):
-        raise InputError(f"--engine {engine!r}: unknown engine", fix="one of auto, docker, podman, buildah")
+    """publish takes every engine name; buildah stands for podman's store, which it shares."""
+    check_choice(engine, need="run")
     return engine

@@ -15,7 +15,7 @@ from rocmstack.build.tags import TagSet, immutability_verdict
 from rocmstack.container import engine as engines
 from rocmstack.container.engine import Engine, Which
 from rocmstack.contract import RENDER_HASH_LABEL
-from rocmstack.errors import EngineError
+from rocmstack.errors import CheckFailed, EngineError, printable
 
 
 def guard_verdict(
@@ -33,8 +33,6 @@ def guard_verdict(
         ref, (labels or {}).get(RENDER_HASH_LABEL), render_hash, exists=labels is not None
     )
     if verdict == "skip" and image_id:
-        from rocmstack.errors import CheckFailed, printable
-
         remote = engines.remote_manifest(engine, ref, which=which) or {}
         mine = "sha256:" + image_id.removeprefix("sha256:")
         fix = "push the image the registry already holds, or bump a pin so the tags change"

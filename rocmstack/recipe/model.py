@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from rocmstack.gpu.shapes import moe_shapes
 from rocmstack.redact import redact_url
 from rocmstack.resources import recipes_dir
 from rocmstack.secrets import is_secret_name
@@ -667,8 +668,6 @@ def consistency_problems(raw: Mapping[str, Any], invalid: Collection[str] = ()) 
         problems.append("patches lists an id twice")
     models = _strings(raw.get("models"))
     if models and "models" not in invalid:
-        from rocmstack.gpu.shapes import moe_shapes
-
         known = moe_shapes()
         unknown = [m for m in models if m not in known]
         if unknown:

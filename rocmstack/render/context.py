@@ -31,7 +31,7 @@ from rocmstack.patches import Patch, load_patches, select
 from rocmstack.recipe.model import FRAMEWORK_SMOKE_FILE, LAYER_ORDER, SELF_LAYER
 from rocmstack.recipe.resolve import Resolved, recipe_arg
 from rocmstack.render.sbom import sbom_bytes
-from rocmstack.resources import self_requirements, templates_dir
+from rocmstack.resources import data_dir, self_requirements, templates_dir
 
 PACKAGE = Path(__file__).resolve().parent.parent
 INCONTEXT = PACKAGE / "incontext"
@@ -282,7 +282,6 @@ def _labels(resolved: Resolved, digest: str, ignored_rules: tuple[str, ...]) -> 
 
 def self_source() -> dict[str, bytes]:
     """rocmstack's source and data, laid out as a checkout, so the image runs the same revision."""
-    from rocmstack.resources import data_dir
 
     files: dict[str, bytes] = {}
     roots = [("rocmstack", PACKAGE)] + [(name, data_dir(name)) for name in DATA_DIRS]

@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from rocmstack.errors import NetworkError
 from rocmstack.recipe.model import LAYER_ORDER, SELF_LAYER, Component
 from rocmstack.recipe.resolve import Resolved
-from rocmstack.resolver import git, uv
+from rocmstack.resolver import git, release, uv
 from rocmstack.resources import self_requirements
 
 
@@ -181,7 +181,6 @@ def _check_base_releases(resolved: Resolved, provided: Iterable[uv.ProvidedDist]
     """A base component's stand-in release (``requirements_from``) against the versions the recipe declares
     for the image's other packages (uv never sees a base's packages' requirements): ResolutionError on the
     first one outside a range the release requires."""
-    from rocmstack.resolver import release
 
     recipe = resolved.recipe
     standins = {

@@ -6,9 +6,12 @@ from pathlib import Path
 
 import typer
 
+from rocmstack.container.engine import engine_help
 from rocmstack.options import JSON_OPT, PATCHES_DIR_OPT
 
-ENGINE_OPT = typer.Option(None, "--engine", help="Container engine for image arguments: podman or docker")
+ENGINE_OPT = typer.Option(
+    None, "--engine", help=f"Container engine for image arguments: {engine_help('build')}"
+)
 
 
 def _console():
@@ -73,7 +76,7 @@ def register(app: typer.Typer) -> None:
     @app.command("base-freeze")
     def base_freeze_cmd(
         image: str = typer.Argument(..., help="Base image (local store of the engine; pulled beforehand)"),
-        engine: str = typer.Option("auto", "--engine", help="buildah, podman, docker or auto (that order)"),
+        engine: str = typer.Option("auto", "--engine", help=engine_help("probe")),
         write: Path | None = typer.Option(
             None, "--write", help="Put the result into this recipe's base.provides (atomically, validated)"
         ),

@@ -1,8 +1,9 @@
 """``rocmstack base-freeze IMAGE``: the Python distributions a base image really has, read inside it through
 the container engine (``importlib.metadata`` of the image's ``python3``), as ``base.provides``.
 
-buildah (``from`` + ``run --isolation chroot`` + ``rm``) needs no cgroups or namespaces, so it works where
-``podman run`` does not; podman and docker run the image with ``--rm``. Only what the base has installed is
+The engine is ``container.engine``'s choice for a probe (``need="probe"``: docker, else buildah, whose chroot
+needs no cgroups or namespaces where ``podman run`` does; ``--engine podman`` still runs it with podman).
+Only what the base has installed is
 read: name, version and Requires-Dist (without extras-only requirements, which nothing here asks for).
 """
 
@@ -12,20 +13,17 @@ import json
 import os
 import re
 import secrets
-import shutil
-import subprocess
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from rocmstack.container.engine import choose, run_in_image, run_in_image_argv
 from rocmstack.errors import EngineError, InputError, RecipeError, printable
 from rocmstack.recipe.load import dump_yaml
 from rocmstack.recipe.model import Provided
 
-ENGINES = ("auto", "buildah", "podman", "docker")
 TIMEOUT_S = 600
 
 # Runs inside the image with its own python3: standard library only, one JSON document on stdout.
@@ -46,66 +44,26 @@ json.dump({"python": "%d.%d" % sys.version_info[:2], "dists": dists}, sys.stdout
 """
 
 
-def pick_engine(choice: str) -> str:
-    if choice not in ENGINES:
-        raise InputError(f"--engine {choice!r}: unknown engine", fix=f"one of {', '.join(ENGINES)}")
-    if choice != "auto":
-        if not shutil.which(choice):
-            raise EngineError(f"{choice} is not installed", fix="install podman and buildah, or Docker")
-        return choice
-    for name in ("buildah", "podman", "docker"):
-        if shutil.which(name):
-            return name
-    raise EngineError(
-        "no container engine found (buildah, podman or docker)", fix="install podman and buildah"
-    )
-
-
 def commands(engine: str, image: str, name: str) -> list[list[str]]:
     """The engine commands that run the probe in ``image`` (buildah: from, run, rm)."""
-    from rocmstack.container.engine import buildah_steps, run_prefix
-
-    if engine == "buildah":
-        return [list(step) for step in buildah_steps(image, name, ("python3", "-c", PROBE))]
-    return [
-        [*run_prefix(engine), "run", "--rm", "--pull=never", "--entrypoint", "python3", image, "-c", PROBE]
-    ]
-
-
-def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            list(argv),
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise EngineError(f"{argv[0]}: no answer in {TIMEOUT_S}s") from None
+    steps = run_in_image_argv(engine, image, ("python3", "-c", PROBE), name=name, pull_never=True)
+    return [list(step) for step in steps.commands()]
 
 
 def read_dists(image: str, engine: str = "auto") -> dict[str, Any]:
     """{"python": "3.12", "dists": [{name, version, requires}]} read inside ``image``."""
     if not image.strip():
         raise InputError("base-freeze: empty image reference")
-    chosen = pick_engine(engine)
-    cmds = commands(chosen, image, f"rocmstack-freeze-{secrets.token_hex(4)}")
-    if chosen == "buildah":
-        setup, probe, cleanup = cmds
-        made = _run(setup)
-        if made.returncode != 0:
-            last = (made.stderr.strip().splitlines() or ["no output"])[-1]
-            raise EngineError(
-                f"{printable(image)}: buildah from failed: {printable(last)}", fix="pull the image first"
-            )
-        try:
-            out = _run(probe)
-        finally:
-            _run(cleanup)
-    else:
-        out = _run(cmds[0])
+    chosen = choose(engine, need="probe")
+    out = run_in_image(
+        chosen,
+        image,
+        ("python3", "-c", PROBE),
+        name=f"rocmstack-freeze-{secrets.token_hex(4)}",
+        pull_never=True,
+        timeout=TIMEOUT_S,
+        quick_timeout=TIMEOUT_S,
+    )
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
         raise EngineError(f"{printable(image)}: reading its Python distributions failed: {printable(last)}")

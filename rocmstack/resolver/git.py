@@ -21,6 +21,7 @@ from pathlib import Path
 
 from rocmstack.errors import InputError, NetworkError, printable, quoted
 from rocmstack.recipe.model import plain_requirement
+from rocmstack.resolver.uv import cache_dir
 
 _FULL = re.compile(r"^[0-9a-f]{40}$")
 _SHORT = re.compile(r"^[0-9a-f]{7,39}$")
@@ -76,7 +77,6 @@ def ls_remote(url: str, ref: str) -> str:
 
 
 def _mirror(url: str) -> Path:
-    from rocmstack.resolver.uv import cache_dir
 
     path = cache_dir().parent / "git" / hashlib.sha256(url.encode()).hexdigest()[:24]
     if not (path / "HEAD").is_file():

@@ -26,6 +26,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from rocmstack.errors import InputError, NetworkError
+from rocmstack.resolver.uv import cache_dir
 
 PYPI_JSON = "https://pypi.org/pypi"
 
@@ -91,7 +92,6 @@ def _from_wheel(url: str, files: list, release: str, timeout: float) -> tuple[st
 
 def release_requires(release: str, *, timeout: float = 60) -> tuple[str, ...]:
     """The ``Requires-Dist`` lines of ``name==version`` as the index publishes them (cached on disk)."""
-    from rocmstack.resolver.uv import cache_dir
 
     name, _, version = release.partition("==")
     cached = cache_dir().parent / "releases" / f"{canonicalize_name(name)}-{version}.json"

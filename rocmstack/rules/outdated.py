@@ -16,6 +16,11 @@ from packaging.version import InvalidVersion, Version
 
 from rocmstack.errors import NetworkError, RocmstackError
 from rocmstack.recipe.resolve import Resolved, recipe_arg
+from rocmstack.resolver import git
+from rocmstack.resolver.closure import closure
+from rocmstack.resolver.release import index_json
+from rocmstack.resolver.uv import ResolutionError
+from rocmstack.rules.engine import evaluate_rules
 
 PYPI_JSON = "https://pypi.org/pypi"
 
@@ -40,7 +45,6 @@ def index_json_url() -> str:
 
 def latest_release(package: str, *, timeout: float = 20) -> str | None:
     """The newest final release of ``package`` on the index (None if the index does not know it)."""
-    from rocmstack.resolver.release import index_json
 
     url = f"{index_json_url()}/{package}/json"
     data = index_json(url, timeout)
@@ -59,7 +63,6 @@ def latest_release(package: str, *, timeout: float = 20) -> str | None:
 
 def latest_tag(url: str) -> str | None:
     """The highest version-like tag at ``url`` (``v1.2.3`` or ``1.2.3``); None when out of reach or none."""
-    from rocmstack.resolver import git
 
     try:
         proc = git._git("ls-remote", "--tags", "--refs", "--", url, timeout=60)
@@ -81,7 +84,6 @@ def latest_tag(url: str) -> str | None:
 
 def _git_row(name: str, url: str, ref: str, locked: str | None, arg: str) -> Row:
     """A version tag: the newest tag. A branch: its head now against the locked commit. A commit: newest tag."""
-    from rocmstack.resolver import git
 
     row = Row(name=name, source="git", pinned=ref, locked=locked, latest=None, status="unknown")
     is_tag = re.fullmatch(r"v?\d+(\.\d+)*(\.post\d+)?", ref) is not None
@@ -117,9 +119,6 @@ def _bumped(resolved: Resolved, name: str, version: str) -> Resolved:
 
 def verdict(bumped: Resolved, entry: Mapping[str, Any] | None, *, resolve: bool = True) -> str:
     """What check says for the bumped set: the first failing rule, else the resolver's answer."""
-    from rocmstack.resolver.closure import closure
-    from rocmstack.resolver.uv import ResolutionError
-    from rocmstack.rules.engine import evaluate_rules
 
     failed = [r for r in evaluate_rules(bumped) if r.status == "fail"]
     if failed:

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from rocmstack.gpu.rollout import REGISTRY, make_engine
 from rocmstack.gpu.weight_sync import (
     TensorSpec,
     device_uuid,
@@ -26,7 +27,6 @@ from rocmstack.gpu.weight_sync import (
 )
 from rocmstack.platform.masks import process_visibility
 from rocmstack.smoke import grpo, task
-from rocmstack.smoke.rollout_engine import make_engine
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -261,16 +261,6 @@ class TrainerWorker:
         _leave_group()
 
 
-def _served_engine(name: str, config: dict[str, Any], **kwargs: Any) -> Any:
-    if name == "sglang":
-        from rocmstack.gpu.sglang_rollout import SGLangRollout
-
-        return SGLangRollout(config, **kwargs)
-    from rocmstack.gpu.vllm_rollout import VLLMRollout
-
-    return VLLMRollout(config, **kwargs)
-
-
 class RolloutWorker:
     """Holds its own copy of the weights inside a KV-cache engine; samples responses with log-probs."""
 
@@ -282,30 +272,21 @@ class RolloutWorker:
         self.dtype = DTYPES[dtype]
         batch = opts["prompts_per_step"] * opts["group_size"]
         seq = opts["num_digits"] + 2 + opts["max_new_tokens"]
-        # An image's engine as the rollout (vLLM or SGLang: one interface, see gpu/vllm_rollout.py); colocated
-        # on a GPU it sleeps between rollout and training, as in verl/slime.
-        self.served: Any = None
-        if opts["rollout"] in ("vllm", "sglang"):
-            self.served = _served_engine(
-                opts["rollout"],
-                model_config,
-                device=self.device,
-                dtype=self.dtype,
-                max_batch=batch,
-                max_seq_len=seq + 8,
-                sleep_mode=opts["placement"] == "colocated",
-                seed=opts["seed"] + 1,
-            )
-            self.engine, self.engine_name = self.served, opts["rollout"]
-        else:
-            self.engine, self.engine_name = make_engine(
-                model_config,
-                device=str(self.device),
-                dtype=self.dtype,
-                max_batch=batch,
-                max_seq_len=seq + 8,
-                prefer=opts["engine"],
-            )
+        # An image's engine as the rollout (vLLM or SGLang: one interface, see gpu/rollout.py); colocated
+        # on a GPU it sleeps between rollout and training, as in verl/slime. The reference rollout's
+        # decoder is --decoder's.
+        prefer = opts["engine"] if opts["rollout"] == "reference" else opts["rollout"]
+        self.engine, self.engine_name = make_engine(
+            model_config,
+            device=str(self.device),
+            dtype=self.dtype,
+            max_batch=batch,
+            max_seq_len=seq + 8,
+            prefer=prefer,
+            sleep_mode=opts["placement"] == "colocated",
+            seed=opts["seed"] + 1,
+        )
+        self.served: Any = self.engine if REGISTRY[self.engine_name].served else None
         self.generator = torch.Generator(device=self.device).manual_seed(opts["seed"] + 1)
         self.probe = task.probe_batch(opts["num_digits"]).to(self.device)
         self.version = -1

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack.errors import InputError
+from rocmstack.gpu.rollout import REGISTRY
 
 PLACEMENTS = ("colocated", "split")
 DEVICES = ("auto", "cuda", "cpu")
@@ -20,7 +21,7 @@ def throughput_unit(device: object) -> str:
 ENGINES = ("auto", "reference", "kvcache")
 # reference: rocmstack's own engine (gpu/engine.py); vllm: the image's vLLM through its offline API
 # (gpu/vllm_rollout.py); sglang: the image's SGLang through its offline Engine (gpu/sglang_rollout.py).
-ROLLOUTS = ("reference", "vllm", "sglang")
+ROLLOUTS = tuple(name for name, kind in REGISTRY.items() if kind.option)
 INJECTS = ("skip-sync", "stale-weights", "zero-reward", "nan-loss", "logprob-mismatch")
 # The verdict criterion each injected fault must trip.
 INJECT_EXPECTS = {

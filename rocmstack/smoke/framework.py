@@ -25,10 +25,14 @@ from typing import Any
 
 from rocmstack.contract import LOCK_PATH
 from rocmstack.errors import InputError, printable
-from rocmstack.output import dumps
+from rocmstack.output import dumps, print_table, stderr, stdout, warn
+from rocmstack.platform.tools import run_tool
+from rocmstack.recipe.load import load_recipe
 from rocmstack.recipe.model import FrameworkSmoke, MetricsSource
+from rocmstack.redact import redact_url
 from rocmstack.secrets import is_secret_name
 from rocmstack.smoke import verdict
+from rocmstack.smoke.framework_inputs import make_inputs
 
 LOG_NAME = "framework.log"
 ALLOW_FLAG = "--allow-recipe-command"
@@ -326,7 +330,6 @@ def command_env(
     """The command's whole environment: the caller's variables named by BASE_ENV, DEVICE_ENV_PREFIXES and the
     declaration's ``pass_env``, then its ``env``. A secret's name (rocmstack.secrets) never passes, nor a
     value holding a URL's user information (``https://user:token@host``)."""
-    from rocmstack.redact import redact_url
 
     wanted = set(decl.pass_env)
     env = {
@@ -352,8 +355,6 @@ def run_framework_smoke(
     python: str = sys.executable,
 ) -> dict[str, Any]:
     """Make the inputs under ``work_dir``, run the framework, judge it; the summary dict."""
-    from rocmstack.platform.tools import run_tool
-    from rocmstack.smoke.framework_inputs import make_inputs
 
     if steps is not None:
         decl = decl.model_copy(update={"steps": steps})
@@ -427,7 +428,6 @@ def json_safe(value: Any) -> Any:
 
 def declaration(recipe_name: str, overrides: list[str]) -> tuple[FrameworkSmoke, str]:
     """The recipe's framework smoke, or one InputError line saying it has none."""
-    from rocmstack.recipe.load import load_recipe
 
     recipe, path = load_recipe(recipe_name, overrides)
     if recipe.framework_smoke is None:
@@ -465,8 +465,6 @@ def run_command(
     work_dir = work_folder(report, name)
     from rich.markup import escape
 
-    from rocmstack.output import stderr, warn
-
     stderr().print(
         f"[bold]framework[/bold] {escape(decl.framework)}: {decl.steps if steps is None else steps} "
         f"step(s), log {escape(str(work_dir / LOG_NAME))}",
@@ -480,8 +478,6 @@ def run_command(
 
 def print_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
-
-    from rocmstack.output import print_table, stdout
 
     console = stdout()
     console.print(

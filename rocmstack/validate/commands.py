@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
+from rocmstack.container.engine import engine_help
 from rocmstack.errors import EngineError, ExitCode, InputError, printable
 from rocmstack.options import (
     DOCTOR_SKIP_OLD,
@@ -27,7 +28,7 @@ def register(app: typer.Typer) -> None:
     def validate(
         image: str | None = typer.Argument(None, help="Image to validate (omit with --in-place)."),
         engine: str = typer.Option(
-            "auto", "--engine", help="auto | docker | podman | buildah (buildah run --isolation chroot)."
+            "auto", "--engine", help=f"{engine_help('run')}; buildah runs --isolation chroot."
         ),
         in_place: bool = typer.Option(
             False, "--in-place", help="Validate this node (already inside the image); no container."
@@ -165,9 +166,10 @@ def _in_container(
     json_out: bool,
     seccomp_unconfined: bool = False,
 ) -> dict | None:
+    from rocmstack.container.engine import choose
     from rocmstack.validate import container
 
-    engine = container.resolve_engine(engine)
+    engine = choose(engine, need="run")
     host = container.detect_host()
     plan = container.plan(
         engine=engine,

@@ -20,7 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rocmstack.container.engine import Which, buildah_steps, run_prefix
+from rocmstack.container.engine import (
+    NEEDS,
+    Engine,
+    InImage,
+    Which,
+    inspect_image,
+    read_file,
+    run_in_image_argv,
+    run_prefix,
+    run_steps,
+)
 from rocmstack.contract import RENDER_HASH_LABEL, SBOM_PATH
 from rocmstack.errors import EngineError, InputError, printable
 from rocmstack.validate import schema
@@ -40,7 +50,6 @@ from rocmstack.validate.schema import (
 if TYPE_CHECKING:
     from rocmstack.validate.pipeline import ValidateOptions
 
-ENGINES = ("docker", "podman", "buildah")
 HOSTS = ("amd", "nvidia", "cpu")
 BASELINE_LIMIT = 4 * MiB  # a bench baseline is a few KiB of JSON
 SBOM_LIMIT = 64 * MiB  # read from the image: bounded like everything that comes out of it
@@ -110,8 +119,10 @@ def device_flags(
     user runs with the image's own groups, so on an AMD host the buildah path reaches the GPUs only when
     the image's video/render GIDs equal the host's (docker and podman get the host's GIDs, below).
     """
-    if engine not in ENGINES:
-        raise InputError(f"--engine {engine!r}: unknown engine", fix=f"one of {', '.join(ENGINES)}")
+    if engine not in NEEDS["run"].engines:
+        raise InputError(
+            f"--engine {engine!r}: unknown engine", fix=f"one of {', '.join(NEEDS['run'].engines)}"
+        )
     if host not in HOSTS:
         raise InputError(f"host kind {host!r} unknown", fix=f"one of {', '.join(HOSTS)}")
     flags: list[str] = []
@@ -232,38 +243,17 @@ def plan(
         mounts += ["--volume", f"{stage.parent / BASELINE_FILE}:{BASELINE_MOUNT}/{BASELINE_FILE}:ro"]
     baseline = baseline.resolve() if baseline is not None else None
     flags = device_flags(engine, host, seccomp_unconfined=seccomp_unconfined)
-    prefix = run_prefix(engine)
-    inner = args.argv()
-    if engine == "buildah":
-        setup, run, cleanup = buildah_steps(
-            image, name, (IN_IMAGE_ROCMSTACK, *inner), from_flags=flags, run_flags=mounts
-        )
-        return Plan(
-            engine=engine,
-            host=host,
-            image=image,
-            report_dir=report_dir,
-            container=name,
-            setup=setup,
-            run=run,
-            cleanup=cleanup,
-            seccomp_unconfined=seccomp_unconfined,
-            baseline=baseline,
-        )
-    # --init: the in-image Python is not PID 1 (which ignores SIGTERM), so a stop reaches it.
-    run = (
-        *prefix,
-        "run",
-        "--rm",
-        "--init",
-        "--name",
-        name,
-        *flags,
-        *mounts,
-        "--entrypoint",
-        IN_IMAGE_ROCMSTACK,
+    # --init: the in-image Python is not PID 1 (which ignores SIGTERM), so a stop reaches it; named, so a
+    # killed engine client does not leave the container running and holding the GPUs.
+    steps = run_in_image_argv(
+        engine,
         image,
-        *inner,
+        (IN_IMAGE_ROCMSTACK, *args.argv()),
+        name=name,
+        flags=flags,
+        mounts=mounts,
+        init=True,
+        named=True,
     )
     return Plan(
         engine=engine,
@@ -271,11 +261,9 @@ def plan(
         image=image,
         report_dir=report_dir,
         container=name,
-        setup=None,
-        run=run,
-        # --rm does not help when the engine client is killed (timeout, signal): the named container would
-        # keep running and hold the GPUs. Removing it again is a no-op after a clean exit.
-        cleanup=(*prefix, "rm", "--force", name),
+        setup=steps.setup,
+        run=steps.run,
+        cleanup=steps.cleanup,
         seccomp_unconfined=seccomp_unconfined,
         baseline=baseline,
     )
@@ -388,18 +376,6 @@ def collect(stage: Path, dest: Path) -> list[str]:
     return refused
 
 
-def _call(argv: Sequence[str], timeout: float, runner: Runner) -> subprocess.CompletedProcess:
-    try:
-        return runner(list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise EngineError(
-            f"{argv[0]} is not installed",
-            fix="install podman and buildah (apt-get install podman buildah) or Docker",
-        ) from None
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(list(argv), 124, "", f"{argv[0]}: no answer in {timeout:.0f}s")
-
-
 def _tail(text: str, n: int = 12) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return "\n".join(lines[-n:]) if lines else "no output"
@@ -419,22 +395,16 @@ def run_plan(
     try:
         if p.baseline is not None:
             copy_baseline(p.baseline, p.baseline_copy)
-        if p.setup:
-            made = _call(p.setup, QUICK_TIMEOUT_S, runner)
-            if made.returncode != 0:
-                raise EngineError(
-                    f"{p.engine} cannot open image {p.image}: {_tail(made.stderr or made.stdout, 3)}",
-                    fix="build it first, or check the image name and the --storage-driver",
-                )
-        try:
-            if on_line is None:
-                done = _call(p.run, timeout_s, runner)
-                code, output = done.returncode, done.stdout + done.stderr
-            else:
-                code, output = _stream(p.run, timeout_s, on_line)
-        finally:
-            if p.cleanup:
-                _remove(p.cleanup, runner)
+        done = run_steps(
+            InImage(setup=p.setup, run=p.run, cleanup=p.cleanup),
+            engine=p.engine,
+            image=p.image,
+            timeout=timeout_s,
+            quick_timeout=QUICK_TIMEOUT_S,
+            execute=None if on_line is None else (lambda argv, limit: _stream(argv, limit, on_line)),
+            runner=runner,
+        )
+        code, output = done.returncode, done.stdout + done.stderr
         if code == 124:
             raise EngineError(f"validation in {p.image} ran past {timeout_s:.0f}s and was stopped")
         if code not in (0, 1) and not (stage / "report.json").is_file():
@@ -448,20 +418,9 @@ def run_plan(
     return code
 
 
-def _remove(cleanup: Sequence[str], runner: Runner) -> None:
-    """Remove the working container; a further Ctrl-C or SIGTERM meanwhile does not skip it."""
-    from rocmstack.signals import INTERRUPTS, stop_signals_interrupt
-
-    for _ in range(3):
-        try:
-            with stop_signals_interrupt():
-                _call(cleanup, QUICK_TIMEOUT_S, runner)
-            return
-        except INTERRUPTS:
-            continue
-
-
-def _stream(argv: Sequence[str], timeout_s: float, on_line: Callable[[str], None]) -> tuple[int, str]:
+def _stream(
+    argv: Sequence[str], timeout_s: float, on_line: Callable[[str], None]
+) -> subprocess.CompletedProcess:
     """Run with live output (the in-image progress); the child's whole process group is stopped on error."""
     from collections import deque
 
@@ -479,7 +438,7 @@ def _stream(argv: Sequence[str], timeout_s: float, on_line: Callable[[str], None
         raise EngineError(
             f"{argv[0]} is not installed", fix="install podman and buildah, or Docker"
         ) from None
-    return (124 if expired else code), "\n".join(tail)
+    return subprocess.CompletedProcess(list(argv), 124 if expired else code, "\n".join(tail), "")
 
 
 def seccomp_advice(report: dict) -> str | None:
@@ -498,25 +457,6 @@ def seccomp_advice(report: dict) -> str | None:
         ):
             return printable(check.get("id"))
     return None
-
-
-def resolve_engine(choice: str) -> str:
-    """auto: docker when its daemon answers, else podman, else buildah (the one that runs without cgroups)."""
-    if choice != "auto":
-        if choice not in ENGINES:
-            raise InputError(f"--engine {choice!r}: unknown engine", fix=f"one of auto, {', '.join(ENGINES)}")
-        return choice
-    from rocmstack.container.engine import probe_docker
-
-    if not isinstance(probe_docker(), str):
-        return "docker"
-    for name in ("podman", "buildah"):
-        if shutil.which(name):
-            return name
-    raise EngineError(
-        "no container engine found (docker daemon, podman or buildah)",
-        fix="install podman and buildah (apt-get install podman buildah), or use --in-place inside the image",
-    )
 
 
 def in_image_args(opts: ValidateOptions) -> InImageArgs:
@@ -552,8 +492,6 @@ def pinned(p: Plan) -> tuple[Plan, dict]:
 
 def inspect(engine: str, image: str) -> dict:
     """Labels, id and tags of IMAGE from the engine's store (buildah shares podman's)."""
-    from rocmstack.container.engine import Engine, inspect_image
-
     name = "docker" if engine == "docker" else "podman"
     return inspect_image(Engine(name=name, argv=run_prefix(name), version=""), image)
 
@@ -650,8 +588,6 @@ def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
     """Copy the image's SBOM (read by the host from the image, not from the run) beside the report."""
     import hashlib
     import json
-
-    from rocmstack.container.engine import Engine, read_file
 
     name = "docker" if engine == "docker" else "podman"
     data = read_file(Engine(name=name, argv=run_prefix(name), version=""), image_id, SBOM_PATH, SBOM_LIMIT)

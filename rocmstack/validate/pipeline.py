@@ -21,9 +21,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmstack import __version__
+from rocmstack.bench.baseline import compare, load_baseline
+from rocmstack.bench.plot import plot_reports
+from rocmstack.bench.rollout import RolloutSpec, memory_phases, run_rollout
 from rocmstack.contract import image_root
+from rocmstack.doctor import options as doctor_options
+from rocmstack.doctor import run_doctor, select_checks
+from rocmstack.doctor.bars import load_bars
 from rocmstack.errors import InputError, Interrupted, RocmstackError, printable, quoted
-from rocmstack.output import check_output_dir, quiet
+from rocmstack.gpu import memory
+from rocmstack.gpu.shapes import load_config
+from rocmstack.output import check_output_dir, dumps, quiet
+from rocmstack.recipe.load import find_recipe, load_recipe
+from rocmstack.recipe.model import FRAMEWORK_SMOKE_FILE, FrameworkSmoke
+from rocmstack.smoke import SmokeOptions, run_grpo_smoke
+from rocmstack.smoke.framework import check_recipe_command, in_image, run_framework_smoke
+from rocmstack.smoke.verdict import settings_warning
+from rocmstack.validate.aiter import first_calls, judge, read_manifest
 from rocmstack.validate.schema import (
     BENCH_DIR,
     BENCH_JSON,
@@ -108,7 +122,6 @@ class ValidateOptions:
                 f"--device {self.device!r} is not one of {', '.join(DEVICES)}",
                 fix="auto uses the GPU when torch sees one; cpu forces the CPU",
             )
-        from rocmstack.doctor import options as doctor_options
 
         # the doctor stage's options pass the doctor's own checks, before any stage runs
         doctor_options.validated(
@@ -117,17 +130,10 @@ class ValidateOptions:
         if self.smoke_steps is not None and self.smoke_steps < 1:
             raise InputError(f"--steps {self.smoke_steps} must be >= 1", fix="e.g. --steps 30")
         if self.doctor_skip:
-            from rocmstack.doctor import select_checks
-
             select_checks((), self.doctor_skip)  # InputError naming an unknown id, before any work
         if self.recipe is not None:
-            from rocmstack.recipe.load import find_recipe
-
             find_recipe(self.recipe)  # an unknown name is one line, before any stage runs
             if not self.skip_framework:
-                from rocmstack.recipe.load import load_recipe
-                from rocmstack.smoke.framework import check_recipe_command, in_image
-
                 recipe = load_recipe(self.recipe)[0]
                 if recipe.framework_smoke is not None:  # refused before any stage runs, not after the bench
                     check_recipe_command(
@@ -221,8 +227,6 @@ def host_info() -> dict[str, Any]:
 
 
 def run_doctor_stage(opts: ValidateOptions) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    from rocmstack.doctor import options as doctor_options
-    from rocmstack.doctor import run_doctor
 
     t0 = time.monotonic()
     try:
@@ -245,7 +249,6 @@ AITER_FIRST_CALL_TIMEOUT = (
 
 def run_aiter_stage(opts: ValidateOptions) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
     """The first call of each AITER module the image prebuilt (none: an image that prebuilt nothing)."""
-    from rocmstack.validate.aiter import first_calls, judge, read_manifest
 
     manifest, error = read_manifest(opts.root())
     if error:
@@ -283,8 +286,6 @@ def _torch_device(choice: str) -> str:
 def run_smoke_stage(
     opts: ValidateOptions, progress: Progress
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    from rocmstack.smoke import SmokeOptions, run_grpo_smoke
-    from rocmstack.smoke.verdict import settings_warning
 
     t0 = time.monotonic()
     kwargs: dict[str, Any] = {"device": opts.device, "report_dir": opts.report_dir / SMOKE_DIR}  # auto | cpu
@@ -322,8 +323,6 @@ def image_engines(image: dict[str, Any], recipe: str | None = None) -> tuple[str
     ``--recipe``, that recipe's."""
     components: Any = (image.get("lock") or {}).get("components") or {}
     if not components and recipe:
-        from rocmstack.recipe.load import load_recipe
-
         components = load_recipe(recipe)[0].components
     return tuple(e for e in IMAGE_ENGINES if e in components)
 
@@ -339,7 +338,6 @@ def run_engine_smoke_stage(
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """``smoke grpo --rollout ENGINE``: the image's own engine generates, scores and takes the trainer's
     weights. An engine that cannot start is a FAIL naming why, never a skip."""
-    from rocmstack.smoke import SmokeOptions, run_grpo_smoke
 
     t0 = time.monotonic()
     name = f"smoke-{engine}"
@@ -358,8 +356,6 @@ def run_engine_smoke_stage(
 
 
 def bench_spec(device: str, engines: tuple[str, ...] = ()) -> RolloutSpec:
-    from rocmstack.bench.rollout import RolloutSpec
-    from rocmstack.gpu.shapes import load_config
 
     if device == "cuda":
         name, config = load_config(GPU_BENCH.shape)
@@ -389,8 +385,6 @@ def bench_verdict(report: dict[str, Any], bars: Bars | None = None) -> tuple[str
     if not report["results"]:
         return FAIL, "the bench ran no configuration"
     if bars is None:
-        from rocmstack.doctor.bars import load_bars
-
         bars = load_bars()
     arch = ((report["device"].get("spec") or {}).get("arch")) or None
     bar = bars.for_bench(arch)
@@ -434,18 +428,11 @@ def _rate(value: Any) -> str:
 def run_bench_stage(
     opts: ValidateOptions, progress: Progress, engines: tuple[str, ...] = ()
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    from rocmstack.output import dumps
 
     t0 = time.monotonic()
     try:
-        from rocmstack.bench.plot import plot_reports
-        from rocmstack.bench.rollout import memory_phases, run_rollout
-        from rocmstack.gpu import memory
-
         base = None
         if opts.baseline is not None:
-            from rocmstack.bench.baseline import load_baseline
-
             base = load_baseline(opts.baseline)
         spec = bench_spec(_torch_device(opts.device), engines)
         available, source = memory.available_bytes(spec.device)
@@ -454,8 +441,6 @@ def run_bench_stage(
         )
         report = run_rollout(spec, progress=lambda msg: progress(f"bench: {msg}"))
         if base is not None:
-            from rocmstack.bench.baseline import compare
-
             report["baseline"] = compare(report, base) | {"file": str(opts.baseline)}
         out = opts.report_dir / BENCH_DIR
         out.mkdir(parents=True, exist_ok=True)
@@ -472,8 +457,6 @@ def image_framework_smoke(root: Path) -> FrameworkSmoke | None:
     """The declaration the image carries (render writes it beside lock.json); None in an image without one.
     The file comes from the image: a malformed one is one InputError line, never a traceback."""
     from pydantic import ValidationError
-
-    from rocmstack.recipe.model import FRAMEWORK_SMOKE_FILE, FrameworkSmoke
 
     path = root / FRAMEWORK_SMOKE_FILE
     if not path.is_file():
@@ -502,9 +485,6 @@ def run_framework_stage(
     locked_name = lock.get("recipe") if isinstance(lock, dict) else None
     name = opts.recipe or locked_name
     try:
-        from rocmstack.recipe.load import load_recipe
-        from rocmstack.smoke.framework import check_recipe_command, in_image, run_framework_smoke
-
         decl = None if opts.recipe else image_framework_smoke(opts.root())
         if decl is None and not name:
             return stage("framework", SKIPPED, 0.0, "no recipe: not a rocmstack image"), None

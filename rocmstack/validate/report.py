@@ -14,6 +14,7 @@ from typing import Any
 from rocmstack.contract import PROVENANCE_PREFIXES, RECIPE_LABEL
 from rocmstack.errors import InputError, printable
 from rocmstack.output import dumps
+from rocmstack.redact import scrub, secret_values
 from rocmstack.smoke.config import throughput_unit
 from rocmstack.smoke.report import PLOTS
 from rocmstack.validate.schema import (
@@ -45,8 +46,6 @@ _MARK = {
 
 def write_all(report: dict[str, Any], directory: Path) -> list[Path]:
     import os
-
-    from rocmstack.redact import scrub, secret_values
 
     # Stage errors and tool output can echo a token from the environment: scrub the whole report.
     report = scrub(report, secret_values(os.environ))

@@ -379,3 +379,165 @@ def test_buildah_steps_and_run_prefix_share_the_builds_image_store(monkeypatch):
     )
     assert run == ("buildah", "--storage-driver", "vfs", "run", "--isolation", "chroot", "c1", "--", "true")
     assert cleanup == ("buildah", "--storage-driver", "vfs", "rm", "c1")
+
+
+def fake_engines(working: set[str]):
+    """which() and a runner for engines that are installed and answer their version probe when in WORKING
+    (docker: a daemon with buildx); the runner records every command it was given."""
+    calls: list[list[str]] = []
+
+    def which(name):
+        return f"/usr/bin/{name}" if name in working else None
+
+    def runner(argv, **_kw):
+        calls.append(list(argv))
+        answers = {
+            "docker": "28.0.1",
+            "podman": "4.3.1",
+            "buildah": "buildah version 1.28.2 (image-spec 1.1.0)",
+        }
+        if argv[0] in working:
+            out = "" if argv[1:3] == ["buildx", "inspect"] else answers[argv[0]]
+            return subprocess.CompletedProcess(argv, 0, out, "")
+        return subprocess.CompletedProcess(argv, 1, "", f"{argv[0]}: cannot connect")
+
+    return which, runner, calls
+
+
+@pytest.mark.parametrize(
+    ("working", "need", "picked"),
+    [
+        # this CI machine: podman and buildah (the docker client has no daemon)
+        ({"podman", "buildah"}, "build", "podman"),
+        ({"podman", "buildah"}, "run", "podman"),
+        ({"podman", "buildah"}, "probe", "buildah"),
+        # docker only
+        ({"docker"}, "build", "docker"),
+        ({"docker"}, "run", "docker"),
+        ({"docker"}, "probe", "docker"),
+        # all three: a working Docker daemon first for every use
+        ({"docker", "podman", "buildah"}, "build", "docker"),
+        ({"docker", "podman", "buildah"}, "run", "docker"),
+        ({"docker", "podman", "buildah"}, "probe", "docker"),
+        # buildah alone runs commands in images, it never builds or pushes
+        ({"buildah"}, "run", "buildah"),
+        ({"buildah"}, "probe", "buildah"),
+    ],
+)
+def test_detect_walks_the_one_order_for_what_the_use_needs(working, need, picked):
+    which, runner, _ = fake_engines(working)
+    assert E.detect("auto", need=need, which=which, runner=runner).name == picked
+    assert E.ORDER == ("docker", "podman", "buildah")
+
+
+def test_detect_keeps_its_build_default_and_names_every_engine_it_tried():
+    which, runner, calls = fake_engines({"buildah"})
+    with pytest.raises(EngineError) as err:
+        E.detect(which=which, runner=runner)  # need="build": buildah is never tried
+    assert "docker: not installed; podman: not installed" in err.value.one_line()
+    assert not any(c[0] == "buildah" for c in calls)
+    with pytest.raises(EngineError, match=r"\(docker: not installed; buildah: not installed\)"):
+        E.detect(need="probe", which=fake_engines(set())[0], runner=runner)
+
+
+def test_an_engine_a_use_cannot_take_is_one_input_error_line_naming_the_choices():
+    with pytest.raises(InputError) as err:
+        E.detect("buildah")
+    assert err.value.message == "--engine 'buildah': not an engine for this command"
+    assert err.value.fix == "one of auto, docker, podman"
+    with pytest.raises(InputError) as err:
+        E.choose("lxc", need="run")
+    assert err.value.message == "--engine 'lxc': unknown engine"
+    assert err.value.fix == "one of auto, docker, podman, buildah"
+    with pytest.raises(InputError, match="--builder"):
+        E.detect("buildah", need="run", builder="b1")
+
+
+def test_choose_takes_an_explicit_engine_unprobed_and_auto_through_detect():
+    assert E.choose("podman", need="probe", which=lambda _n: None) == "podman"
+    which, _, _ = fake_engines(set())
+    with pytest.raises(EngineError, match="no usable container engine"):
+        E.choose("auto", need="run", which=which)
+
+
+def test_every_engine_help_lists_the_one_list():
+    assert E.engine_help("build") == "auto | docker | podman (auto: the first of docker, podman that works)"
+    assert E.engine_help("run").startswith("auto | docker | podman | buildah (auto: the first of docker, ")
+
+
+def test_run_in_image_argv_for_buildah_podman_and_docker(monkeypatch):
+    monkeypatch.setenv(E.PODMAN_DRIVER_ENV, "vfs")
+    cmd = ("python3", "-c", "print(1)")
+    buildah = E.run_in_image_argv("buildah", "img:1", cmd, name="c1", flags=("--device", "/dev/kfd"))
+    assert buildah.setup == (
+        "buildah", "--storage-driver", "vfs", "from", "--pull=never", "--name", "c1", "--device", "/dev/kfd", "img:1",
+    )  # fmt: skip
+    assert buildah.run == (
+        "buildah",
+        "--storage-driver",
+        "vfs",
+        "run",
+        "--isolation",
+        "chroot",
+        "c1",
+        "--",
+        *cmd,
+    )
+    assert buildah.cleanup == ("buildah", "--storage-driver", "vfs", "rm", "c1")
+    podman = E.run_in_image_argv("podman", "img:1", cmd, name="c1", pull_never=True)
+    assert podman.setup is None and podman.cleanup is None
+    assert podman.run == (
+        "podman", "--storage-driver", "vfs", "run", "--rm", "--pull=never", "--entrypoint", "python3", "img:1",
+        "-c", "print(1)",
+    )  # fmt: skip
+    docker = E.run_in_image_argv(
+        "docker",
+        "img:1",
+        cmd,
+        name="c1",
+        flags=("--gpus", "all"),
+        mounts=("--volume", "/a:/b"),
+        init=True,
+        named=True,
+    )
+    assert docker.run == (
+        "docker", "run", "--rm", "--init", "--name", "c1", "--gpus", "all", "--volume", "/a:/b", "--entrypoint",
+        "python3", "img:1", "-c", "print(1)",
+    )  # fmt: skip
+    assert docker.cleanup == ("docker", "rm", "--force", "c1")
+    assert docker.commands() == [docker.run, docker.cleanup]
+
+
+def test_run_in_image_returns_the_run_and_always_removes_the_working_container(monkeypatch):
+    monkeypatch.delenv(E.PODMAN_DRIVER_ENV, raising=False)
+    calls: list[list[str]] = []
+
+    def runner(argv, **kw):
+        calls.append(list(argv))
+        if "run" in argv:
+            raise subprocess.TimeoutExpired(argv, kw["timeout"])
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    out = E.run_in_image("buildah", "img:1", ("true",), name="c1", timeout=5, runner=runner)
+    assert out.returncode == 124 and "no answer in 5s" in out.stderr
+    assert [c[1] for c in calls] == ["from", "run", "rm"] and calls[-1] == ["buildah", "rm", "c1"]
+
+
+def test_run_in_image_stops_when_the_image_cannot_be_opened():
+    calls: list[list[str]] = []
+
+    def runner(argv, **_kw):
+        calls.append(list(argv))
+        return subprocess.CompletedProcess(argv, 125, "", "Error: img:1: image not known")
+
+    with pytest.raises(EngineError, match=r"buildah cannot open image img:1: Error: img:1: image not known"):
+        E.run_in_image("buildah", "img:1", ("true",), name="c1", timeout=5, runner=runner)
+    assert len(calls) == 1 and "from" in calls[0]
+
+
+def test_run_in_image_names_a_missing_engine():
+    def runner(argv, **_kw):
+        raise FileNotFoundError(argv[0])
+
+    with pytest.raises(EngineError, match="docker is not installed"):
+        E.run_in_image("docker", "img:1", ("true",), name="c1", timeout=5, runner=runner)

@@ -226,7 +226,7 @@ def test_the_run_says_how_many_inits_the_budget_gave(monkeypatch):
         seen["inits"] = opts.comm_inits
         return {"error": "not run here"}
 
-    monkeypatch.setattr("rocmstack.doctor.collect.active.run_active", fake_active)
+    monkeypatch.setattr("rocmstack.doctor.collect.collectors.run_active", fake_active)
     monkeypatch.setattr(runner, "node_of", lambda _opts: Node(amd_hw=False, nvidia_hw=True))
     costs = load_costs()
     budget = costs.start + costs.parallel["ray"] + costs.sequential["communicator-churn"] / 2 + 0.5

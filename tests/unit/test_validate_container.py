@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rocmstack.container.engine import ORDER
 from rocmstack.errors import EngineError, InputError
 from rocmstack.validate import container
 from rocmstack.validate.container import (
@@ -91,7 +92,7 @@ def test_group_ids_are_the_hosts_numbers_never_names_never_root(amd_dev):
     assert container.device_gids(amd_dev / "missing") == []
 
 
-@pytest.mark.parametrize("engine", container.ENGINES)
+@pytest.mark.parametrize("engine", ORDER)
 @pytest.mark.parametrize("host", container.HOSTS)
 def test_never_the_hosts_ipc_namespace(engine, host):
     # On every host, a CPU one too: Ray's object store and the CPU smoke's weight sync live in /dev/shm.
@@ -122,12 +123,12 @@ def test_nvidia_uses_gpus_on_docker_and_cdi_elsewhere():
     assert device_flags("buildah", "nvidia")[:2] == ["--device", "nvidia.com/gpu=all"]
 
 
-@pytest.mark.parametrize("engine", container.ENGINES)
+@pytest.mark.parametrize("engine", ORDER)
 def test_cpu_host_gets_no_device_only_open_files_and_shared_memory(engine):
     assert device_flags(engine, "cpu") == ["--ulimit", container.nofile(engine), "--shm-size", "16g"]
 
 
-@pytest.mark.parametrize("engine", container.ENGINES)
+@pytest.mark.parametrize("engine", ORDER)
 @pytest.mark.parametrize("host", container.HOSTS)
 def test_never_privileged_never_host_env(engine, host, tmp_path):
     p = plan(

@@ -7,6 +7,7 @@ from typing import Any
 
 from rocmstack.doctor.checks.fabric import human_bytes
 from rocmstack.doctor.model import Check, DoctorOptions, Result, errored, failed, passed, skipped, warned
+from rocmstack.gpu.collectives import Transport, merge_transports
 
 FACTS = (
     "rocm_version",
@@ -109,7 +110,6 @@ def collectives(data: dict, opts: DoctorOptions) -> Result:
 
 
 def transport(data: dict, opts: DoctorOptions) -> Result:
-    from rocmstack.gpu.collectives import Transport, merge_transports
 
     cn, problem = _crossnode(data)
     if problem:

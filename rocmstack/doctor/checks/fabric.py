@@ -17,6 +17,8 @@ from rocmstack.doctor.model import (
     skipped,
     warned,
 )
+from rocmstack.gpu.collectives import Transport, merge_transports
+from rocmstack.gpu.custom_allreduce import FIX, judge
 from rocmstack.gpu.health import slow_outliers
 from rocmstack.platform.snapshot import Snapshot
 
@@ -121,7 +123,6 @@ def collective_bandwidth(snap: Snapshot, opts: DoctorOptions) -> Result:
 
 
 def collective_transport(snap: Snapshot, opts: DoctorOptions) -> Result:
-    from rocmstack.gpu.collectives import Transport, merge_transports
 
     data, problem = active_data(snap, "collectives")
     if problem:
@@ -280,7 +281,6 @@ NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.m
 
 
 def custom_allreduce(snap: Snapshot, opts: DoctorOptions) -> Result:
-    from rocmstack.gpu.custom_allreduce import FIX, judge
 
     data, problem = active_data(snap, "custom_allreduce")
     if problem is not None:

@@ -10,9 +10,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from rocmstack.doctor.checks.image import read_lock
 from rocmstack.doctor.model import Check, DoctorOptions, Result, passed, skipped, warned
 from rocmstack.errors import InputError
+from rocmstack.gpu.shapes import moe_shapes
 from rocmstack.platform.snapshot import Snapshot
+from rocmstack.recipe.load import load_recipe
 from rocmstack.resources import yaml_data
 
 HERE = Path(__file__).resolve().parents[1]
@@ -25,7 +28,6 @@ def engines_data() -> dict:
 
 @cache
 def model_shapes() -> dict[str, dict[str, Any]]:
-    from rocmstack.gpu.shapes import moe_shapes
 
     return moe_shapes()
 
@@ -124,15 +126,12 @@ def recipe_models(opts: DoctorOptions) -> tuple[tuple[str, ...], str]:
     """The models to judge: --models, else the image recipe's ``models:`` where the recipe can be read."""
     if opts.models:
         return opts.models, "--models"
-    from rocmstack.doctor.checks.image import read_lock
 
     lock, _ = read_lock(opts.resolved_image_root())
     name = lock.get("recipe") if isinstance(lock, dict) else None
     if not name:
         return (), "no --models and no image recipe"
     try:
-        from rocmstack.recipe.load import load_recipe
-
         recipe, _ = load_recipe(str(name))
     except InputError:
         return (), f"recipe {name} is not on this image's recipe path"

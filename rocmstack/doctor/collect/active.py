@@ -36,9 +36,31 @@ from rocmstack.doctor.collect.layouts import LAYOUT_PROBES, run_layouts
 from rocmstack.doctor.model import DoctorOptions
 from rocmstack.errors import EngineError
 from rocmstack.gpu.actors import stop_actors
-from rocmstack.gpu.collectives import OPS, debug_env, join_group, size_sweep  # torch-free at import
+from rocmstack.gpu.collectives import (  # torch-free at import
+    OPS,
+    debug_env,
+    join_group,
+    measure,
+    parse_transport,
+    size_sweep,
+    sweep,
+)
+from rocmstack.gpu.custom_allreduce import run_ranks
+from rocmstack.gpu.health import measure_health
 from rocmstack.gpu.outcome import error_line, guarded
-from rocmstack.gpu.weight_sync import checksum, pattern
+from rocmstack.gpu.ray_local import private_ray
+from rocmstack.gpu.weight_sync import (
+    checksum,
+    device_uuid,
+    free_port,
+    open_shared_tensor,
+    pattern,
+    remove_shared_file,
+    share_tensor,
+    shared_file,
+    use_file_system_sharing,
+)
+from rocmstack.platform.tools import current_python
 
 if TYPE_CHECKING:
     import torch
@@ -58,7 +80,6 @@ def _device() -> torch.device:
 
 
 def _device_id(device: Any) -> str:
-    from rocmstack.gpu.weight_sync import device_uuid
 
     return device_uuid(device)
 
@@ -89,7 +110,6 @@ class RankWorker:
         }
 
     def free_port(self) -> int:
-        from rocmstack.gpu.weight_sync import free_port
 
         return free_port()
 
@@ -102,8 +122,6 @@ class RankWorker:
     def sweep(self, ops: list[str], sizes: list[int], warmup: int, iters: int) -> list[dict]:
         import torch
 
-        from rocmstack.gpu.collectives import sweep
-
         dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         return [
             m.as_dict()
@@ -115,8 +133,6 @@ class RankWorker:
         import torch
         import torch.distributed as dist
 
-        from rocmstack.gpu.collectives import measure
-
         group = dist.new_group(members, use_local_synchronization=True)
         dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         try:
@@ -127,7 +143,6 @@ class RankWorker:
             dist.destroy_process_group(group)
 
     def transport(self) -> dict:
-        from rocmstack.gpu.collectives import parse_transport
 
         if not self.log_dir:
             return parse_transport("").as_dict()
@@ -138,7 +153,6 @@ class RankWorker:
         return parse_transport(text).as_dict()
 
     def health(self, hbm_bytes: int, gemm_n: int) -> dict:
-        from rocmstack.gpu.health import measure_health
 
         out = measure_health(self.device, hbm_bytes, gemm_n).as_dict()
         out["uuid"] = _device_id(self.device)
@@ -155,7 +169,6 @@ class SyncPeer:
     """A trainer or rollout process of the weight-sync probe (a Ray actor)."""
 
     def __init__(self) -> None:
-        from rocmstack.gpu.weight_sync import use_file_system_sharing
 
         self.device = _device()
         if self.device.type == "cpu":
@@ -174,7 +187,6 @@ class SyncPeer:
         }
 
     def export(self, nbytes: int) -> dict:
-        from rocmstack.gpu.weight_sync import share_tensor, shared_file
 
         try:
             self._keep = pattern(nbytes, self.device)
@@ -193,7 +205,6 @@ class SyncPeer:
         self._keep = None
 
     def import_(self, handle: bytes, expected: int) -> dict:
-        from rocmstack.gpu.weight_sync import open_shared_tensor
 
         try:
             t = open_shared_tensor(handle)
@@ -205,7 +216,6 @@ class SyncPeer:
             return {"ok": False, "error": error_line(exc), **self.info()}
 
     def free_port(self) -> int:
-        from rocmstack.gpu.weight_sync import free_port
 
         return free_port()
 
@@ -268,7 +278,6 @@ def _ray_for(opts: DoctorOptions, progress: Callable[[str], None]) -> Iterator[N
         finally:
             ray.shutdown()
         return
-    from rocmstack.gpu.ray_local import private_ray
 
     cpus = max(os.cpu_count() or 1, opts.cpu_ranks + 2)
     with private_ray("rdoctor-", num_cpus=cpus, progress=progress, **kwargs):
@@ -459,8 +468,6 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
 
 def _custom_allreduce(opts: DoctorOptions, ranks: int, gpu: bool, progress: Callable[[str], None]) -> dict:
     """The engine's custom all-reduce against NCCL/RCCL (gloo on CPU), one process per rank of this node."""
-    from rocmstack.gpu.custom_allreduce import run_ranks
-    from rocmstack.platform.tools import current_python
 
     if ranks < 2:
         return {"skipped": f"{ranks} GPU on this node: no custom all-reduce runs on one"}
@@ -527,8 +534,6 @@ def _weight_sync(
     opts: DoctorOptions, ranks: int, gpu: bool, where: Callable[[int], Any], progress: Callable[[str], None]
 ) -> dict:
     import ray
-
-    from rocmstack.gpu.weight_sync import remove_shared_file
 
     peer = ray.remote(SyncPeer)
     half = {"num_gpus": 0.5} if gpu else {}

@@ -13,6 +13,8 @@ from dataclasses import asdict
 from typing import Any
 
 from rocmstack.doctor.model import DoctorOptions
+from rocmstack.gpu.burnin import pattern_test, sustain
+from rocmstack.gpu.weight_sync import device_uuid
 from rocmstack.platform.telemetry import Device, ReplaySource, Sampler, Source, match, open_source
 
 CPU_SIZES = {"gemm_n": 256, "hbm_bytes": 8 << 20, "mem_bytes": 16 << 20}
@@ -77,8 +79,6 @@ def run_burnin(opts: DoctorOptions, progress: Callable[[str], None]) -> dict[str
         except Exception as exc:  # one GPU failing under load is a finding, not a crash of the run
             results[i]["error"] = f"{type(exc).__name__}: {exc}"[:300]
 
-    from rocmstack.gpu.burnin import pattern_test, sustain
-
     progress(
         f"level 4: burn-in on {count} {'GPU' if gpu else 'CPU stand-in'}(s) for {opts.burnin_minutes:g} min"
         f" (telemetry: {source.name if source else 'none'})"
@@ -124,6 +124,5 @@ def run_burnin(opts: DoctorOptions, progress: Callable[[str], None]) -> dict[str
 
 
 def _uuid(device: Any) -> str:
-    from rocmstack.gpu.weight_sync import device_uuid
 
     return device_uuid(device)

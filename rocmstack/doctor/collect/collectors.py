@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from rocmstack.doctor.budget import VENDOR_TOOLS
-from rocmstack.doctor.collect.active import ACTIVE_PROBES
+from rocmstack.doctor.collect.active import ACTIVE_PROBES, run_active
+from rocmstack.doctor.collect.burnin import run_burnin
 from rocmstack.doctor.model import Check, DoctorOptions
 from rocmstack.platform.snapshot import Snapshot, SnapshotRequest, take_snapshot
 from rocmstack.platform.tools import current_python
@@ -74,7 +75,6 @@ def _with_active(snap: Snapshot | None, found: Mapping[str, object]) -> Snapshot
 def _active(
     opts: DoctorOptions, wanted: frozenset[str], snap: Snapshot | None, progress: Progress
 ) -> Snapshot:
-    from rocmstack.doctor.collect.active import run_active
 
     return _with_active(snap, run_active(opts, wanted, progress))
 
@@ -82,7 +82,6 @@ def _active(
 def _burnin(
     opts: DoctorOptions, _wanted: frozenset[str], snap: Snapshot | None, progress: Progress
 ) -> Snapshot:
-    from rocmstack.doctor.collect.burnin import run_burnin
 
     return _with_active(snap, {"burn_in": run_burnin(opts, progress)})
 

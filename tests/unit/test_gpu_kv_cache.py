@@ -3,9 +3,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rocmstack.gpu.kv_cache import KVCacheEngine
+from rocmstack.gpu.rollout import make_engine
 from rocmstack.smoke import task
 from rocmstack.smoke.config import model_config
-from rocmstack.smoke.rollout_engine import KVCacheEngine, make_engine
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +43,6 @@ def test_cached_decode_logprobs_match_full_forward(hf_model, name):
         out.logprobs, _full_forward_logprobs(model, prompts, out.tokens), atol=1e-4, rtol=0
     )
     assert len(set(map(tuple, out.tokens.tolist()))) > 1  # it samples, not one fixed answer
-
-
-def test_auto_is_the_reference_engine(hf_model):
-    from rocmstack.gpu.engine import ReferenceEngine
-
-    engine, name = make_engine(
-        hf_model[0], device="cpu", dtype=torch.float32, max_batch=2, max_seq_len=16, prefer="auto"
-    )
-    assert name == "reference" and isinstance(engine, ReferenceEngine) and engine.fused is False
 
 
 def test_kvcache_engine_really_reuses_the_cache(hf_model, monkeypatch):

@@ -1,9 +1,8 @@
-"""The rollout side's generator: a KV-cache decode behind the reference engine's interface.
+"""A KV-cache decode behind the reference engine's interface: the reference rollout's other decoder.
 
-``make_engine`` returns rocmstack's reference engine (``rocmstack.gpu.engine.ReferenceEngine``), or on
-request ``KVCacheEngine`` below: the HF model class run as prefill + one-token decode steps over a
-``DynamicCache``. Both take the HF-named state dict the trainer ships, so the trainer's full-sequence
-forward and the rollout's cached decode are different code paths that must agree.
+``KVCacheEngine`` runs the HF model class as prefill + one-token decode steps over a ``DynamicCache``. It
+takes the HF-named state dict the trainer ships, like the reference engine (``gpu/engine.py``), so the
+trainer's full-sequence forward and the rollout's cached decode are different code paths that must agree.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Any
 
 import torch
 
-from rocmstack.gpu.engine import GenerateOutput, ReferenceEngine, sample
+from rocmstack.gpu.engine import GenerateOutput, sample
 
 
 class KVCacheEngine:
@@ -82,23 +81,3 @@ class KVCacheEngine:
                 break
             out = self.model(input_ids=ids.unsqueeze(-1), use_cache=True, **cache_kw)
         return GenerateOutput(tokens=torch.stack(tokens, dim=1), logprobs=torch.stack(logprobs, dim=1))
-
-
-def make_engine(
-    config: dict[str, Any], *, device: str, dtype: torch.dtype, max_batch: int, max_seq_len: int, prefer: str
-) -> tuple[Any, str]:
-    """Build the rollout engine: ``prefer`` is "auto" (= "reference") or "kvcache"; returns (engine, name)."""
-    if prefer == "kvcache":
-        kv = KVCacheEngine(config, device=device, dtype=dtype, max_batch=max_batch, max_seq_len=max_seq_len)
-        return kv, "kvcache"
-    # The smoke model is tiny: the reference engine's fused Triton kernels would only add JIT time to step 0.
-    engine = ReferenceEngine(
-        config,
-        device=device,
-        dtype=dtype,
-        max_batch=max_batch,
-        max_seq_len=max_seq_len,
-        use_graphs=False,
-        fused=False,
-    )
-    return engine, "reference"
