@@ -14,10 +14,24 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from packaging.version import Version
+from pydantic import ValidationError
 
 from rocmstack.errors import ExitCode, RecipeError
-from rocmstack.lock.file import closure_of, lock_path, read_lock
-from rocmstack.lock.schema import ENTRY_KEYS, LockError, check_document, check_entry, checked
+from rocmstack.lock.file import arch_key, closure_of, lock_path, read_lock
+from rocmstack.lock.schema import (
+    ENTRY_KEYS,
+    Base,
+    GitPin,
+    LockEntry,
+    LockError,
+    Package,
+    RuleRow,
+    Stamp,
+    check_document,
+    check_entry,
+    checked,
+)
+from rocmstack.output import dumps
 from rocmstack.recipe.load import find_recipe
 from rocmstack.recipe.model import LAYER_ORDER, SELF_LAYER
 
@@ -244,3 +258,88 @@ def test_a_layer_that_is_no_string_is_refused_not_a_crash(layer):
     with pytest.raises(RecipeError) as exc:
         check_document(doc, Path("x.lock.json"))
     assert exc.value.exit_code == ExitCode.USAGE and ".layer" in exc.value.message
+
+
+# --- the model: LockEntry is what check_entry accepts, and the entries rocmstack writes are LockEntry dumps ---
+
+
+def _dumped(entry: LockEntry) -> dict[str, Any]:
+    return entry.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def test_a_pydantic_built_entry_round_trips():
+    built = LockEntry(
+        schema=1,
+        recipe="r",
+        render_hash="c" * 64,
+        gpu_archs=["gfx942"],
+        base=Base(image="rocm/x:1", digest=None, python="3.12"),
+        rocmstack=Stamp(version="0.1.0"),
+        packages=[Package(name="numpy", version="2.0.1", layer="ray", hashes=[HASH])],
+        git={"mbridge": GitPin(url="https://x.example/m.git", ref="main", commit=COMMIT)},
+        rules=[RuleRow(id="a-rule", status="pass"), RuleRow(id="b", status="warn", reason="why")],
+    )
+    doc = _dumped(built)
+    assert doc["base"] == {"image": "rocm/x:1", "digest": None, "python": "3.12"}  # unset stays absent
+    assert doc["rules"][0] == {"id": "a-rule", "status": "pass"} and doc["schema"] == 1
+    assert check_entry(json.loads(dumps(doc)), "x", "gfx942") == doc
+    assert LockEntry.model_validate(doc) == built
+
+
+def test_every_committed_entry_is_a_lock_entry_byte_for_byte():
+    for path in sorted(Path(find_recipe("verl-0.9.0-rocm10")).parent.glob("*.lock.json")):
+        for entry in (read_lock(path) or {})["entries"].values():
+            assert dumps(_dumped(LockEntry.model_validate(entry))) == dumps(entry), path
+
+
+def test_the_entries_rocmstack_builds_are_lock_entries_byte_for_byte():
+    # Resolved.lock and prepare.make_entry build plain dicts; through the model they come back the same.
+    from rocmstack.prepare import lock_resolved
+    from rocmstack.recipe.resolve import resolve
+
+    resolved = resolve(_recipe(), find_recipe("verl-0.9.0-rocm10"), None, ())
+    for entry in (
+        lock_resolved(resolved),
+        lock_resolved(resolved, closure=closure_of(_entry())),
+        resolved.lock(render_hash="d" * 64, revision="abc"),
+    ):
+        assert dumps(_dumped(LockEntry.model_validate(entry))) == dumps(entry)
+        check_entry(json.loads(dumps(entry)), "x", arch_key(resolved.gpu_archs))
+
+
+def _refusal(entry: object) -> str:
+    with pytest.raises(LockError) as err:
+        check_entry(entry, "o")
+    return str(err.value)
+
+
+def test_the_first_bad_value_in_reading_order_is_named():
+    entry = _entry()
+    package = entry["packages"][0]
+    assert list(package).index("hashes") < list(package).index("name")  # written with sorted keys
+    package.update(hashes="x", name="X")  # name is checked before hashes
+    assert _refusal(entry) == "o: packages[0].name = 'X': not a normalised PEP 503 package name"
+    package["zz"] = 1  # an unknown key before a bad value
+    assert _refusal(entry) == "o: packages[0].zz = 'zz': unknown key"
+    del package["zz"], package["version"]  # a missing key before a bad value
+    assert _refusal(entry) == "o: packages[0].version = 'null': missing"
+    # Top-level keys (and the base's) in the document's order, whatever the model's field order.
+    assert _refusal({"unverified": [7], "schema": 2}) == "o: unverified[0] = '7': not a one-line string"
+    assert (
+        _refusal({"base": {"torch": 1, "image": 2}, "schema": 2})
+        == "o: base.torch = '1': not a one-line string"
+    )
+    assert _refusal({"rules": [], "extra": 1, "recipe": 2}) == "o: extra = 'extra': unknown key"
+    # A component map's bad key is named at the map; a string map's at its own field.
+    assert _refusal({"git": {"Bad": {"url": 1}}}) == "o: git = 'Bad': not a component name"
+    assert _refusal({"env": {"\x1b": 1}}) == "o: env.\x1b = '\\x1b': not a one-line string"
+
+
+@pytest.mark.parametrize(
+    ("schema", "shown"), [(True, "true"), (1.0, "1.0"), ("1", "1"), (2, "2"), (None, "null")]
+)
+def test_a_schema_that_is_not_the_int_1_is_refused(schema, shown):
+    assert _refusal({"schema": schema}) == f"o: schema = '{shown}': not 1"
+    with pytest.raises(ValidationError):
+        LockEntry.model_validate({"schema": schema})
+    assert check_entry({"schema": 1}, "o") == {"schema": 1}
