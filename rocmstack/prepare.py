@@ -111,9 +111,9 @@ def make_entry(
     entry["base_digest"] = recipe.base.digest
     entry["pins"] = resolved.pins()
     entry["ignored_rules"] = sorted(ignored)
-    # Reasons only where they say something (warn/fail/ignored): keeps the committed locks small.
+    # Reasons only where they say something (warn/fail/skip): keeps the committed locks small.
     entry["rules"] = [
-        {"id": r.id, "status": r.status, **({"reason": r.reason} if r.status != "pass" else {})}
+        {"id": r.id, "status": str(r.status), **({"reason": r.reason} if r.status != "pass" else {})}
         for r in results
     ]
     entry["recipe_fields"] = recipe_fields(resolved)

@@ -31,6 +31,7 @@ from rocmstack.gpu.rollout import DTYPES
 from rocmstack.gpu.shapes import shape_from_config
 from rocmstack.gpu.tokenizer import build_tokenizer
 from rocmstack.platform.tools import ToolRun, engine_available, run_tool, strip_ansi
+from rocmstack.status import Status
 
 Launch = Callable[[list[str], Mapping[str, str] | None], ToolRun]
 LOG_TAIL = 40  # log lines kept with a failed run
@@ -67,7 +68,7 @@ class EngineBatch:
 @dataclass(frozen=True, kw_only=True)
 class EngineRun:
     engine: str
-    status: str  # ok | skip | error
+    status: str  # pass | skip | error (rocmstack.status)
     reason: str | None = None
     command: tuple[str, ...] = ()
     version: str | None = None
@@ -140,7 +141,7 @@ def _failed(engine: str, cmd: list[str], proc: ToolRun, what: str) -> EngineRun:
     if seen is not None:  # the engine's own view of its GPUs first: a mask that hid them is the cause
         head += f" ({seen[len(VISIBILITY_MARK) :].strip()})"
     return EngineRun(
-        engine=engine, status="error", reason=f"{head}: {last}", command=tuple(cmd), log_tail=tail
+        engine=engine, status=Status.ERROR, reason=f"{head}: {last}", command=tuple(cmd), log_tail=tail
     )
 
 
@@ -190,7 +191,7 @@ def _run_vllm(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
         )
     return EngineRun(
         engine="vllm",
-        status="ok",
+        status=Status.PASS,
         command=tuple(cmd),
         version=str(answer["version"]),
         engine_starts=int(answer["engine_starts"]),
@@ -222,7 +223,7 @@ def _run_sglang(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
         return _failed("sglang", cmd, proc, f"without a result for batch {', '.join(map(str, missing))}")
     return EngineRun(
         engine="sglang",
-        status="ok",
+        status=Status.PASS,
         command=tuple(cmd),
         version=_dist_version("sglang"),
         engine_starts=1,  # the benchmark loads the model once and runs every --batch-size in turn
@@ -257,7 +258,7 @@ def run_engine(engine: str, req: EngineRequest) -> EngineRun:
     """Start `engine` once and time every batch of `req` inside that start."""
     reason = engine_available(engine)
     if reason:
-        return EngineRun(engine=engine, status="skip", reason=reason)
+        return EngineRun(engine=engine, status=Status.SKIP, reason=reason)
     counter = open_counter(req.backend, os.environ) if req.device == "cuda" else None
     peak: list[float] = []
 
@@ -276,7 +277,7 @@ def run_engine(engine: str, req: EngineRequest) -> EngineRun:
 
     with tempfile.TemporaryDirectory(prefix=f"rocmstack-{engine}-") as tmp:
         run = (_run_vllm if engine == "vllm" else _run_sglang)(req, Path(tmp), launch)
-    if req.device == "cuda" and run.status == "ok":
+    if req.device == "cuda" and run.status == Status.PASS:
         if peak:
             return replace(run, peak_memory_gb=peak[0], peak_memory_source="driver: device used memory")
         return replace(run, peak_memory_source=f"unknown: {counter}")

@@ -13,6 +13,7 @@ from typing import Any
 
 from rocmstack.errors import InputError
 from rocmstack.output import dumps
+from rocmstack.status import Status
 
 DEFAULT_TOLERANCE = 0.10
 _KEY = ("shape", "engine", "batch", "prompt_len", "new_tokens", "dtype")
@@ -38,7 +39,7 @@ def _entries(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             "mbu": r["mbu"],
         }
         for r in report["results"]
-        if r["status"] == "ok" and r["tokens_per_s"]
+        if r["status"] == Status.PASS and r["tokens_per_s"]
     ]
 
 
@@ -116,12 +117,12 @@ def compare(
                 "baseline_tokens_per_s": ref["tokens_per_s"],
                 "tokens_per_s": entry["tokens_per_s"],
                 "ratio": ratio,
-                "ok": ratio >= 1.0 - tol,
+                "status": Status.PASS if ratio >= 1.0 - tol else Status.FAIL,
             }
         )
     return {
         "device": kind,
         "tolerance": tol,
         "checks": checks,
-        "passed": all(c["ok"] for c in checks) and bool(checks),
+        "passed": all(c["status"] == Status.PASS for c in checks) and bool(checks),
     }

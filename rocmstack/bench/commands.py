@@ -16,6 +16,7 @@ from rich.markup import escape
 from rocmstack.errors import CheckFailed, InputError, Interrupted, quoted
 from rocmstack.options import old_spelling, renamed
 from rocmstack.output import check_output_file, dumps, print_json, print_table, stderr, stdout, warn
+from rocmstack.status import Status
 
 # Defaults per device. A GPU runs the shape and batches rollouts use; a CPU runs a small real shape at
 # batches and lengths that finish in about a minute (measured: ~45 s on a 2-core x86 box).
@@ -149,7 +150,7 @@ def _render(report: dict[str, Any]) -> None:
         table.add_column(col, justify="left" if col == "engine" else "right", no_wrap=col == "engine")
     reasons: dict[str, str] = {}
     for r in report["results"]:
-        if r["status"] != "ok":
+        if r["status"] != Status.PASS:
             table.add_row(r["engine"], str(r["batch"]), r["status"], *[""] * 7)
             reasons.setdefault(f"{r['engine']} {r['status']}", r["reason"])
             continue
@@ -168,7 +169,7 @@ def _render(report: dict[str, Any]) -> None:
     print_table(table, out)
     out.print(COLUMNS_NOTE, markup=False, highlight=False)
     for e in report.get("engines", []):
-        if e["status"] == "ok":
+        if e["status"] == Status.PASS:
             out.print(
                 escape(
                     f"{e['engine']} {e['version']}: {e['engine_starts']} engine start(s) for all batches"
@@ -180,7 +181,7 @@ def _render(report: dict[str, Any]) -> None:
     for what, why in reasons.items():
         out.print(escape(f"{what}: {why}"))
     for w in report["weight_sync"]:
-        if w["status"] == "ok":
+        if w["status"] == Status.PASS:
             out.print(
                 f"weight sync {w['method']}: {w['bytes'] / 1e9:.2f} GB in {w['median_s'] * 1e3:.1f} ms "
                 f"= {w['gb_per_s']:.0f} GB/s ({w['vs_device_copy']:.2f} of device copy), first push "
@@ -191,7 +192,7 @@ def _render(report: dict[str, Any]) -> None:
     base = report.get("baseline")
     if base:
         for c in base["checks"]:
-            mark = "ok" if c["ok"] else "[red]REGRESSION[/red]"
+            mark = "ok" if c["status"] == Status.PASS else "[red]REGRESSION[/red]"
             out.print(
                 f"baseline {c['engine']} batch {c['batch']}: {c['tokens_per_s']:,.1f}"
                 f" vs {c['baseline_tokens_per_s']:,.1f}"
@@ -330,18 +331,18 @@ def rollout(
     else:
         _render(report)
     for r in report["results"]:
-        if r["status"] == "error":
+        if r["status"] == Status.ERROR:
             warn(f"{r['engine']} batch {r['batch']}: {r['reason']}")
         if (r.get("extra") or {}).get("fused_fallback"):
             warn(f"{r['engine']} batch {r['batch']}: {r['extra']['fused_fallback']}")
     # Every engine here was named by the user (or is the default): one that could not run is a failure.
-    failed_runs = [r for r in report["results"] if r["status"] != "ok"]
+    failed_runs = [r for r in report["results"] if r["status"] != Status.PASS]
     if failed_runs:
         r = failed_runs[0]
         raise CheckFailed(
             f"--rollout {r['engine']} could not run ({r['status']}): {r['reason']}",
             fix=f"install {r['engine']} in this environment, or leave it out of --rollout"
-            if r["status"] == "skip"
+            if r["status"] == Status.SKIP
             else "the engine's last log lines are in the --json report (engines[].log_tail)",
         )
     verdict = report.get("baseline")
@@ -351,7 +352,7 @@ def rollout(
                 f"--baseline {baseline}: no config of this run has an entry in it",
                 fix="run the shapes, batches and lengths the baseline records",
             )
-        failed = [c for c in verdict["checks"] if not c["ok"]]
+        failed = [c for c in verdict["checks"] if c["status"] != Status.PASS]
         if failed:
             c = failed[0]
             raise CheckFailed(
@@ -383,12 +384,13 @@ def plot(
     import json
 
     from rocmstack.bench.plot import plot_reports
+    from rocmstack.bench.report import upgrade
 
     check_output_file(output, "--output")
     loaded = []
     for path in reports:
         try:
-            loaded.append(json.loads(path.read_text(encoding="utf-8")))
+            loaded.append(upgrade(json.loads(path.read_text(encoding="utf-8"))))
         except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
             raise InputError(
                 f"{path}: cannot read a JSON report ({exc})", fix="pass files from --output"

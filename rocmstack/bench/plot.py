@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack.plots import legend_below
+from rocmstack.status import Status
 
 _STYLE = {"reference": ("C0", "o"), "hf": ("C3", "s"), "vllm": ("C2", "^"), "sglang": ("C4", "v")}
 
@@ -29,7 +30,10 @@ def plot_reports(reports: Iterable[Mapping[str, Any]], output: Path) -> Path:
     for row, (shape, group) in enumerate(sorted(by_shape.items())):
         ax_tps, ax_mbu = axes[row]
         rows = [
-            (rep, r) for rep in group for r in rep["results"] if r["status"] == "ok" and r["tokens_per_s"]
+            (rep, r)
+            for rep in group
+            for r in rep["results"]
+            if r["status"] == Status.PASS and r["tokens_per_s"]
         ]
         roof: dict[int, tuple[float, float | None]] = {}
         for engine in sorted({r["engine"] for _, r in rows}):
@@ -80,7 +84,7 @@ def markdown_table(reports: Iterable[Mapping[str, Any]]) -> str:
 
     for rep in reports:
         for r in rep["results"]:
-            if r["status"] != "ok":
+            if r["status"] != Status.PASS:
                 continue
             lines.append(
                 f"| {rep['shape']['name']} | {r['engine']} | {r['batch']} | {f(r['tokens_per_s'], ',.0f')} | "

@@ -24,11 +24,13 @@ from typing import Any
 from rocmstack import __version__
 from rocmstack.bench import roofline
 from rocmstack.bench.adapters import EngineRequest, run_engine
+from rocmstack.bench.report import KIND, SCHEMA
 from rocmstack.bench.weightsync import bench_dist, bench_ipc
 from rocmstack.gpu import memory
 from rocmstack.gpu.memory import MemoryEstimate
 from rocmstack.gpu.rollout import DTYPES, prompt_ids
 from rocmstack.gpu.shapes import ModelShape, shape_from_config
+from rocmstack.status import Status
 
 ENGINES = ("reference", "hf", "vllm", "sglang")
 # Size of the copy that measures the device's bandwidth (source and destination each).
@@ -172,7 +174,7 @@ def _record(
     decode_tokens_per_s: float | None = None,
     prefill_tokens_per_s: float | None = None,
     peak_gb: float | None = None,
-    status: str = "ok",
+    status: str = Status.PASS,
     reason: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -399,8 +401,10 @@ def _run_external(
     for batch in spec.batches:
         got = run.batch(batch)
         if got is None:
-            reason = run.reason if run.status != "ok" else f"{name} reported no result for batch {batch}"
-            status = run.status if run.status != "ok" else "error"
+            reason = (
+                run.reason if run.status != Status.PASS else f"{name} reported no result for batch {batch}"
+            )
+            status = run.status if run.status != Status.PASS else Status.ERROR
             out.append(_record(name, batch, spec, shape, bandwidth, spec_bw, status=status, reason=reason))
             continue
         out.append(
@@ -672,8 +676,8 @@ def _report(
 ) -> dict[str, Any]:
     dtype_bytes = DTYPES[spec.dtype]
     return {
-        "schema": 1,
-        "kind": "rocmstack.bench.rollout",
+        "schema": SCHEMA,
+        "kind": KIND,
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": ["rocmstack", *sys.argv[1:]],
         "host": platform.node(),

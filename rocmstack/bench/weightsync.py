@@ -21,6 +21,7 @@ from typing import Any
 
 from rocmstack.gpu.shapes import ModelShape, shape_from_config
 from rocmstack.gpu.weight_sync import free_port
+from rocmstack.status import Status
 
 _START_TIMEOUT_S = 180.0
 
@@ -136,8 +137,8 @@ def _result(
     # The copy bandwidth counts bytes read + written; a copy's payload rate is half of it.
     vs = gbps / (copy_bw / 2 / 1e9) if copy_bw else None
     return SyncResult(
-        method=method, status="ok", bytes=nbytes, first_s=first_s, median_s=med, gb_per_s=gbps, vs_device_copy=vs,
-        verified=verified,
+        method=method, status=Status.PASS, bytes=nbytes, first_s=first_s, median_s=med, gb_per_s=gbps,
+        vs_device_copy=vs, verified=verified,
     )  # fmt: skip
 
 
@@ -187,13 +188,13 @@ def bench_ipc(
     try:
         kind, payload = _get(outbox, _START_TIMEOUT_S, proc)
         if kind != "ready":
-            return SyncResult(method="ipc", status="error", reason=str(payload), bytes=nbytes)
+            return SyncResult(method="ipc", status=Status.ERROR, reason=str(payload), bytes=nbytes)
         _sync(dev)
         t0 = time.monotonic()
         inbox.put(state_dict)
         kind, payload = _get(outbox, timeout_s, proc)
         if kind != "done":
-            return SyncResult(method="ipc", status="error", reason=str(payload), bytes=nbytes)
+            return SyncResult(method="ipc", status=Status.ERROR, reason=str(payload), bytes=nbytes)
         verified = abs(payload["check"] - _trainer_checksum(state_dict, shape)) < 1e-3 * max(
             1.0, abs(payload["check"])
         )
@@ -279,7 +280,7 @@ def bench_dist(
     if kind == "cuda" and torch.cuda.device_count() < 2:
         return SyncResult(
             method=method,
-            status="skip",
+            status=Status.SKIP,
             reason=f"needs 2 GPUs on one host, this machine has {torch.cuda.device_count()}",
         )
     ctx = tmp.get_context("spawn")
@@ -298,7 +299,7 @@ def bench_dist(
     try:
         kind_, payload = _get(outbox, timeout_s, procs[1])
         if kind_ != "done":
-            return SyncResult(method=method, status="error", reason=str(payload))
+            return SyncResult(method=method, status=Status.ERROR, reason=str(payload))
         times = payload["times"]
         return _result(method, payload["bytes"], times[0], times[1:], copy_bandwidth, payload["verified"])
     finally:

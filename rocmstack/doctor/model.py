@@ -5,27 +5,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmstack.contract import image_root
+from rocmstack.status import Status
 
 if TYPE_CHECKING:
     from rocmstack.platform.snapshot import Snapshot
 
 SCHEMA = "rocmstack.doctor/1"  # bump the suffix on any incompatible change of the JSON report
-
-
-class Status(StrEnum):
-    PASS = "pass"
-    WARN = "warn"
-    FAIL = "fail"
-    SKIP = "skip"
-    ERROR = "error"
-
-
-FAILING = (Status.FAIL, Status.ERROR)
 
 
 @dataclass(frozen=True)

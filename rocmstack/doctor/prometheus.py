@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rocmstack.doctor.figures import Figure, from_report
-from rocmstack.doctor.model import Status
 from rocmstack.errors import InputError, printable
+from rocmstack.status import Status
 
 PREFIX = "rocmstack_doctor_"
 SHARED_DIR_OPTION = "--allow-shared-dir"

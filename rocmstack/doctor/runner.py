@@ -17,11 +17,12 @@ from rocmstack.doctor.budget import node_of, plan
 from rocmstack.doctor.checks import ALL_CHECKS, BY_ID
 from rocmstack.doctor.collect.collectors import collect, needs_of, run_time_costs
 from rocmstack.doctor.history import append_run
-from rocmstack.doctor.model import FAILING, SCHEMA, Check, DoctorOptions, Status, errored
+from rocmstack.doctor.model import SCHEMA, Check, DoctorOptions, errored
 from rocmstack.errors import ExitCode, InputError, RocmstackError
 from rocmstack.output import warn
 from rocmstack.platform import rdma
 from rocmstack.redact import env_dump, scrub, secret_values
+from rocmstack.status import FAILING, Status
 
 LEVELS = (1, 2, 3, 4)
 # the statuses that are a judgement of the node; a skip (the check's own or --budget's) is none

@@ -28,6 +28,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from rocmstack.errors import RecipeError, quoted
 from rocmstack.recipe.model import LAYER_ORDER, SELF_LAYER
+from rocmstack.status import Status
 
 LOCK_FILE_SCHEMA = 1
 ENTRY_SCHEMA = 1  # rocmstack.recipe.resolve.LOCK_SCHEMA: the document an entry (and an image) carries
@@ -43,7 +44,8 @@ _COMPONENT = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")  # rocmstack.recipe.model'
 _ARCH = re.compile(r"gfx[0-9a-f]{3,4}")
 _RULE_ID = re.compile(r"(validated:)?[a-z0-9][a-z0-9.-]{0,63}")  # rocmstack.rules.engine's result ids
 _LAYERS = frozenset([*(layer.value for layer in LAYER_ORDER), SELF_LAYER])
-_STATUSES = ("pass", "warn", "fail", "ignored")
+# A rule is pass, warn, fail or skip (ignored); "ignored" is how locks written before spelled skip.
+_STATUSES = (*(s.value for s in Status if s is not Status.ERROR), "ignored")
 _SHOWN = 80  # characters of a refused value shown in the message
 
 
@@ -183,11 +185,11 @@ class GitPin(_Part):
 
 
 class RuleRow(_Part):
-    """One rule's result; the reason only where it says something (warn, fail, ignored)."""
+    """One rule's result; the reason only where it says something (warn, fail, skip)."""
 
     checked_in = ("id", "status", "reason")
     id: RuleId
-    status: Annotated[str, _check(lambda v: v in _STATUSES, "not pass, warn, fail or ignored")]
+    status: Annotated[str, _check(lambda v: v in _STATUSES, "not pass, warn, fail or skip")]
     reason: Annotated[str | None, _check(_is_text, "not a one-line string")] = None  # None: absent
 
 

@@ -27,7 +27,7 @@ ALL_OPT = typer.Option(
     False, "--all", help="Every recipe `rocmstack recipes` lists (--recipes-dir too) x its default arch sets"
 )
 
-_STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "ignored": "magenta"}
+_STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "magenta"}
 
 
 def _one_or_all(recipe: str | None, every: bool, command: str) -> None:

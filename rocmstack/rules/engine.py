@@ -31,8 +31,8 @@ from rocmstack.recipe.load import YAML_LOADER
 from rocmstack.recipe.resolve import Resolved
 from rocmstack.resources import recipes_dir
 from rocmstack.rules.conditions import Facts, check_condition, evaluate, show, version_verdict
+from rocmstack.status import Status
 
-Status = Literal["pass", "fail", "warn", "ignored"]
 Severity = Literal["fail", "warn"]
 _ID = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
 _URL = re.compile(r"^https://\S+$")
@@ -82,7 +82,7 @@ class Result:
     def to_json(self) -> dict[str, str]:
         return {
             "id": self.id,
-            "status": self.status,
+            "status": str(self.status),
             "severity": self.severity,
             "reason": self.reason,
             "fix": self.fix,
@@ -271,16 +271,16 @@ def judge(rule: Rule, facts: Facts) -> Result:
 
     applies, when_text = evaluate(rule.when, facts) if rule.when is not None else (True, "")
     if applies is False:
-        return result("pass", f"n/a: {when_text}")
+        return result(Status.PASS, f"n/a: {when_text}")
     holds, text = evaluate(rule.require, facts)
     if holds:
-        return result("pass", text)
+        return result(Status.PASS, text)
     if holds is None:
-        return result("warn", f"cannot decide: {text}")
+        return result(Status.WARN, f"cannot decide: {text}")
     reason = _fill(rule.message, facts, text) if rule.message else text
     if applies is None:
-        return result("warn", f"may apply ({when_text}): {reason}")
-    return result(rule.severity, reason)
+        return result(Status.WARN, f"may apply ({when_text}): {reason}")
+    return result(Status(rule.severity), reason)
 
 
 def together(resolved: Resolved, facts: Facts) -> list[Result]:
@@ -302,10 +302,12 @@ def together(resolved: Resolved, facts: Facts) -> list[Result]:
         }
         if moved:
             out.append(
-                Result(status="warn", reason=f"re-validate {vset.revalidate}: {'; '.join(moved)}", **base)
+                Result(
+                    status=Status.WARN, reason=f"re-validate {vset.revalidate}: {'; '.join(moved)}", **base
+                )
             )
         else:
-            out.append(Result(status="pass", reason=f"{len(vset.members)} members as validated", **base))
+            out.append(Result(status=Status.PASS, reason=f"{len(vset.members)} members as validated", **base))
     return out
 
 
@@ -331,7 +333,7 @@ def evaluate_rules(
     return [
         Result(
             id=r.id,
-            status="ignored",
+            status=Status.SKIP,
             reason=f"ignored by --ignore-rule (was {r.status}: {r.reason})",
             fix=r.fix,
             source=r.source,

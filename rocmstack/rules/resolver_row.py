@@ -10,7 +10,8 @@ from rocmstack.lock.file import arch_key, closure_of, entry_of, lock_path
 from rocmstack.recipe.resolve import Resolved, recipe_arg
 from rocmstack.resolver.closure import closure as resolve_closure
 from rocmstack.resolver.uv import ResolutionError
-from rocmstack.rules.engine import Result, Status
+from rocmstack.rules.engine import Result
+from rocmstack.status import Status
 
 RESOLVER_SOURCE = "https://docs.astral.sh/uv/pip/compile/"
 
@@ -36,30 +37,30 @@ def resolver_result(
     reachable = f"run `{relock}` where their git remotes are reachable"
     if offline:
         if not full:
-            return row("warn", "offline: no full lock entry to check against", f"run `{relock}`"), None
+            return row(Status.WARN, "offline: no full lock entry to check against", f"run `{relock}`"), None
         count = len(entry["packages"]) if entry else 0
         if entry and entry.get("unresolved"):  # the lock says so itself: no need to ask a remote
             return row(
-                "warn", f"offline: {count} locked packages; {unlocked(entry['unresolved'])}", reachable
+                Status.WARN, f"offline: {count} locked packages; {unlocked(entry['unresolved'])}", reachable
             ), None
-        return row("pass", f"offline: {count} locked packages (not re-resolved)"), None
+        return row(Status.PASS, f"offline: {count} locked packages (not re-resolved)"), None
     try:
         now = resolve_closure(resolved, previous=entry if full else None, as_locked=True)
     except ResolutionError as exc:
         return row(
-            "fail", exc.message, "change the pins, or declare the conflict under accepted_conflicts"
+            Status.FAIL, exc.message, "change the pins, or declare the conflict under accepted_conflicts"
         ), exc.detail
     if not full:
         why = "--set overrides: not compared with the lock" if resolved.overrides else "no full lock entry"
-        return row("warn", f"{len(now.packages)} packages resolve ({why})", f"run `{relock}`"), None
+        return row(Status.WARN, f"{len(now.packages)} packages resolve ({why})", f"run `{relock}`"), None
     moved = package_drift(entry or {}, now.to_json())
     if moved:
         shown = ", ".join(moved[:6]) + (f" (+{len(moved) - 6} more)" if len(moved) > 6 else "")
-        return row("fail", f"lock out of date: {shown}", f"run `{relock}` to accept it"), None
+        return row(Status.FAIL, f"lock out of date: {shown}", f"run `{relock}` to accept it"), None
     if now.unresolved:
         return row(
-            "warn",
+            Status.WARN,
             f"{len(now.packages)} packages resolve exactly as locked; {unlocked(now.unresolved)}",
             reachable,
         ), None
-    return row("pass", f"{len(now.packages)} packages resolve exactly as locked"), None
+    return row(Status.PASS, f"{len(now.packages)} packages resolve exactly as locked"), None

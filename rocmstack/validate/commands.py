@@ -217,7 +217,7 @@ def _finish(result: dict, report_dir: Path, json_out: bool) -> None:
     else:
         console = stdout()
         for s in result["stages"]:
-            mark = {"pass": "[green]PASS[/green]", "skipped": "[dim]skipped[/dim]"}.get(
+            mark = {"pass": "[green]PASS[/green]", "skip": "[dim]skipped[/dim]"}.get(
                 s["status"], f"[red]{escape(printable(s['status']).upper())}[/red]"
             )
             name, summary = escape(printable(s["name"])), escape(printable(s["summary"]))

@@ -51,7 +51,7 @@ from rocmstack.validate.schema import (
     ROOFLINE_PNG,
     SBOM_FILE,
     SCHEMA,
-    SKIPPED,
+    SKIP,
     SMOKE_DIR,
     STAGE,
     WARN,
@@ -379,7 +379,7 @@ def bench_verdict(report: dict[str, Any], bars: Bars | None = None) -> tuple[str
     """Judge decode against the roofline: every config ran, each engine's decode MBU at the largest batch
     clears the arch's floor (bars.yaml `bench`), and, with a baseline, none regressed. No floor for this
     arch: warn, never a plain pass."""
-    bad = [r for r in report["results"] if r["status"] != "ok"]
+    bad = [r for r in report["results"] if r["status"] != PASS]
     if bad:
         return FAIL, f"{bad[0]['engine']} batch {bad[0]['batch']}: {bad[0]['status']}: {bad[0].get('reason')}"
     if not report["results"]:
@@ -411,7 +411,7 @@ def bench_verdict(report: dict[str, Any], bars: Bars | None = None) -> tuple[str
         return PASS, text + " (no baseline)"
     if not base["checks"]:
         return FAIL, f"baseline {base.get('file')}: no config of this run has an entry in it"
-    failed = [c for c in base["checks"] if not c["ok"]]
+    failed = [c for c in base["checks"] if c["status"] != PASS]
     if failed:
         c = failed[0]
         return FAIL, (
@@ -445,7 +445,7 @@ def run_bench_stage(
         out = opts.report_dir / BENCH_DIR
         out.mkdir(parents=True, exist_ok=True)
         (out / BENCH_JSON).write_text(dumps(report), encoding="utf-8")
-        if any(r["status"] == "ok" and r["tokens_per_s"] for r in report["results"]):
+        if any(r["status"] == PASS and r["tokens_per_s"] for r in report["results"]):
             plot_reports([report], out / ROOFLINE_PNG)
     except Exception as exc:
         return _crash("bench", exc, t0), None
@@ -487,7 +487,7 @@ def run_framework_stage(
     try:
         decl = None if opts.recipe else image_framework_smoke(opts.root())
         if decl is None and not name:
-            return stage("framework", SKIPPED, 0.0, "no recipe: not a rocmstack image"), None
+            return stage("framework", SKIP, 0.0, "no recipe: not a rocmstack image"), None
         if decl is None and name:
             try:
                 decl = load_recipe(str(name))[0].framework_smoke
@@ -498,9 +498,9 @@ def run_framework_stage(
                 note = (
                     f"recipe {name} is not on this image's recipe path (--recipe, or ROCMSTACK_RECIPES_PATH)"
                 )
-                return stage("framework", SKIPPED, 0.0, note), None
+                return stage("framework", SKIP, 0.0, note), None
         if decl is None:
-            return stage("framework", SKIPPED, 0.0, f"recipe {name} declares no framework smoke"), None
+            return stage("framework", SKIP, 0.0, f"recipe {name} declares no framework smoke"), None
         # The image's own declaration (its lock.json was read) is the image's code; --recipe's is not.
         inside = in_image() or (not opts.recipe and lock is not None)
         check_recipe_command(
@@ -547,7 +547,7 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
         stages.append(aiter_stage)
     smoke = None
     if opts.skip_smoke:
-        stages.append(stage("smoke", SKIPPED, 0.0, "--skip-smoke"))
+        stages.append(stage("smoke", SKIP, 0.0, "--skip-smoke"))
     else:
         progress("smoke: starting the GRPO job")
         smoke_stage, smoke = run_smoke_stage(opts, progress)
@@ -559,18 +559,18 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
         stages.append(engine_stage)
     bench = None
     if opts.skip_bench:
-        stages.append(stage("bench", SKIPPED, 0.0, "--skip-bench"))
+        stages.append(stage("bench", SKIP, 0.0, "--skip-bench"))
     else:
         progress("bench: rollout decode against the roofline")
         bench_stage, bench = run_bench_stage(opts, progress, engines)
         stages.append(bench_stage)
     framework, framework_note = None, "--skip-framework"
     if opts.skip_framework:
-        stages.append(stage("framework", SKIPPED, 0.0, framework_note))
+        stages.append(stage("framework", SKIP, 0.0, framework_note))
     else:
         framework_stage, framework = run_framework_stage(opts, image, progress)
         framework_note = framework_stage["summary"]
-        if framework_stage["status"] != SKIPPED:  # a recipe without a declaration has no such stage
+        if framework_stage["status"] != SKIP:  # a recipe without a declaration has no such stage
             stages.append(framework_stage)
     passed, line = verdict(stages)
     archs = device_archs(doctor)

@@ -1,4 +1,4 @@
-"""The validation report in three forms: report.json (schema rocmstack.validate/1), report.md (CI job
+"""The validation report in three forms: report.json (schema rocmstack.validate/2), report.md (CI job
 summary) and report.html (one self-contained file: inline CSS, plots as inline base64 PNGs, no script,
 nothing fetched)."""
 
@@ -19,6 +19,8 @@ from rocmstack.smoke.config import throughput_unit
 from rocmstack.smoke.report import PLOTS
 from rocmstack.validate.schema import (
     BENCH_DIR,
+    FAIL,
+    PASS,
     REPORT_HTML,
     REPORT_JSON,
     REPORT_LIMIT,
@@ -37,7 +39,6 @@ _MARK = {
     "pass": "PASS",
     "fail": "FAIL",
     "error": "ERROR",
-    "skipped": "skipped",
     "skip": "skip",
     "warn": "WARN",
     "na": "N/A",
@@ -341,7 +342,7 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
             "<th>roofline tok/s</th><th>baseline tok/s</th><th>ratio</th></tr>"
         )
         for r, b in _bench_rows(bench):
-            status = "pass" if r["status"] == "ok" and (b is None or b["ok"] is True) else "fail"
+            status = PASS if r["status"] == PASS and (b is None or b["status"] == PASS) else FAIL
             parts.append(
                 f"<tr><td>{_e(r['engine'])}</td><td class=num>{_num(r['batch'], '')}</td>{_status_cell(status)}"
                 f"<td class=num>{_num(r.get('decode_tokens_per_s'), ',.1f')}</td>"

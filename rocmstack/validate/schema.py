@@ -16,11 +16,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rocmstack.bench import report as bench_report
 from rocmstack.errors import InputError, printable
+from rocmstack.status import Status
 
-SCHEMA = "rocmstack.validate/1"  # bump the suffix on any incompatible change of report.json
-PASS, FAIL, ERROR, SKIPPED = "pass", "fail", "error", "skipped"
-WARN = "warn"  # ran, but there was nothing to judge it against (no bar): not a failure, never a plain pass
+SCHEMA = "rocmstack.validate/2"  # bump the suffix on any incompatible change of report.json
+# Read too (an older image writes it, an older publish is handed it): /1 spelled a skipped stage "skipped"
+# and carried a bench report of schema 1 (rows "ok", baseline checks a boolean "ok").
+EARLIER = "rocmstack.validate/1"
+PASS, FAIL, ERROR, SKIP = Status.PASS, Status.FAIL, Status.ERROR, Status.SKIP
+# WARN: ran, but there was nothing to judge it against (no bar): not a failure, never a plain pass
+WARN = Status.WARN
 MAY_WARN = ("bench",)  # the stages that warn (no floor for the arch); any other stage's warn fails
 SMOKE_DIR = "smoke"
 BENCH_DIR = "bench"
@@ -64,11 +70,11 @@ def stage(name: str, status: str, seconds: float, summary: str, **extra: Any) ->
 def verdict(stages: list[dict[str, Any]]) -> tuple[bool, str]:
     """Pass only when every stage that ran passed; the line names what failed and what was skipped.
     A status other than ours (an image's "PASS", "ok", true) is not a pass: it fails, named as given."""
-    ran = [s for s in stages if s["status"] != SKIPPED]
+    ran = [s for s in stages if s["status"] != SKIP]
     # a tuple, compared with ==: an image's stage name may be anything JSON holds, hashable or not
     warns = [s for s in ran if s["status"] == WARN and s["name"] in MAY_WARN]
     bad = [s for s in ran if s["status"] != PASS and not any(s is w for w in warns)]
-    skipped = [printable(s["name"]) for s in stages if s["status"] == SKIPPED]
+    skipped = [printable(s["name"]) for s in stages if s["status"] == SKIP]
     warned = [printable(s["name"]) for s in warns]
     notes = [
         f"{', '.join(names)} {what}" for names, what in ((warned, "warned"), (skipped, "skipped")) if names
@@ -135,7 +141,7 @@ class BenchResult(_Open):
 class BaselineCheck(_Open):
     engine: Scalar
     batch: Scalar
-    ok: Scalar
+    status: Scalar
     baseline_tokens_per_s: Scalar
     ratio: Scalar
 
@@ -191,7 +197,7 @@ class HostChecked(_Open):
 
 
 class Report(_Open):
-    schema_: Literal["rocmstack.validate/1"] = Field(alias="schema")
+    schema_: Literal["rocmstack.validate/2"] = Field(alias="schema")
     passed: bool
     verdict: str
     mode: str
@@ -217,13 +223,32 @@ def _where(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "(top level)"
 
 
+def upgraded(data: object) -> object:
+    """An EARLIER report in this schema: a skipped stage's "skipped" as "skip", and its bench report through
+    the bench's own reader. Only those spellings move: any other status (an image's "ok", true) stays and
+    fails as given. Tolerant of any JSON; anything not EARLIER comes back as it is."""
+    if not isinstance(data, dict) or data.get("schema") != EARLIER:
+        return data
+    out: dict[str, Any] = {**data, "schema": SCHEMA}
+    if isinstance(out.get("stages"), list):
+        out["stages"] = [
+            {**s, "status": SKIP.value} if isinstance(s, dict) and s.get("status") == "skipped" else s
+            for s in out["stages"]
+        ]
+    bench = out.get("bench")
+    if isinstance(bench, dict) and "report" in bench:
+        out["bench"] = {**bench, "report": bench_report.upgrade(bench["report"])}
+    return out
+
+
 def report_problem(data: object) -> str | None:
-    """None when DATA has the report.json shape; otherwise one line naming the first field that is wrong."""
-    if isinstance(data, dict) and data.get("schema") != SCHEMA:
+    """None when DATA (an EARLIER report once upgraded) has the report.json shape; otherwise one line naming
+    the first field that is wrong."""
+    if isinstance(data, dict) and data.get("schema") not in (SCHEMA, EARLIER):
         found = data.get("schema")
         return f"schema {printable(repr(found))}, expected {SCHEMA}"
     try:
-        Report.model_validate(data)
+        Report.model_validate(upgraded(data))
     except ValidationError as exc:
         first = exc.errors()[0]
         more = exc.error_count() - 1
@@ -233,12 +258,14 @@ def report_problem(data: object) -> str | None:
 
 
 def parse_report(data: object, source: str) -> dict[str, Any]:
-    """DATA as a report dict (unchanged), or InputError naming SOURCE and the field that is wrong."""
+    """DATA as a report dict of this schema (an EARLIER one upgraded, nothing else changed), or InputError
+    naming SOURCE and the field that is wrong."""
     problem = report_problem(data)
     if problem is not None:
         raise InputError(
             f"{source}: not a {SCHEMA} report: {problem}",
             fix="pass a report written by `rocmstack validate` of this version",
         )
-    assert isinstance(data, dict)
-    return data
+    report = upgraded(data)
+    assert isinstance(report, dict)
+    return report

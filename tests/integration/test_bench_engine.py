@@ -63,7 +63,7 @@ def test_vllm_beside_the_reference_engine_one_start_for_all_batches(tmp_path):
     rows = {(r["engine"], r["batch"]): r for r in report["results"]}
     assert set(rows) == {(e, b) for e in ("vllm", "reference") for b in batches}
     for (engine, batch), r in rows.items():
-        assert r["status"] == "ok", r
+        assert r["status"] == "pass", r
         for key in ("tokens_per_s", "decode_tokens_per_s", "median_step_ms", "prefill_tokens_per_s", "mbu"):
             assert r[key] and r[key] > 0, (engine, batch, key)
         assert r["peak_memory_gb"] > 0
@@ -77,7 +77,7 @@ def test_vllm_beside_the_reference_engine_one_start_for_all_batches(tmp_path):
             batch * 16 / (16 / v["prefill_tokens_per_s"] * batch + 15 * v["median_step_ms"] / 1e3), rel=1e-6
         )
     (engine,) = report["engines"]
-    assert engine["engine"] == "vllm" and engine["status"] == "ok"
+    assert engine["engine"] == "vllm" and engine["status"] == "pass"
     assert engine["version"] == "0.32.0"
     assert engine["engine_starts"] == 1  # every batch inside one engine
     assert 0 < engine["start_s"] < engine["wall_s"]  # the start is part of the engine process's time
@@ -126,7 +126,7 @@ def test_validate_runs_the_images_engine_and_fails_the_bench_when_it_cannot_star
     assert bench["status"] == "fail" and "vllm" in bench["summary"] and "xgrammar" in bench["summary"]
     rows = report["bench"]["report"]["results"]
     assert {r["engine"] for r in rows} == {"reference", "vllm"}  # beside the reference engine
-    assert all(r["status"] == "ok" for r in rows if r["engine"] == "reference")
+    assert all(r["status"] == "pass" for r in rows if r["engine"] == "reference")
 
 
 def test_validate_in_place_with_a_recipe_runs_its_engine_smoke_and_fails_it_naming_the_cause(tmp_path):

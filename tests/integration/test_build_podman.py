@@ -552,7 +552,7 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build, t
     (identity / "report.json").write_text(
         json.dumps(
             {
-                "schema": "rocmstack.validate/1",
+                "schema": "rocmstack.validate/2",
                 "created": "2026-12-01T00:00:00+00:00",
                 "seconds": 1.0,
                 "mode": "container",

@@ -30,9 +30,9 @@ import pytest
 from rocmstack.doctor import DoctorOptions
 from rocmstack.doctor.checks.history import history_trend
 from rocmstack.doctor.history import MAX_READ_BYTES, append_run, check_history_dir, read_history
-from rocmstack.doctor.model import Status
 from rocmstack.doctor.prometheus import write_textfile
 from rocmstack.errors import InputError
+from rocmstack.status import Status
 from tests.conftest import ROOT, run_cli
 
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "doctor"))

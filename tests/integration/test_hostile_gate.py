@@ -31,7 +31,7 @@ FAKE_ROCMSTACK = textwrap.dedent("""\
     argv = sys.argv[1:]
     def opt(name):
         return argv[argv.index(name) + 1] if name in argv else None
-    report = {{"schema": "rocmstack.validate/1", "created": "now", "seconds": 1.0, "mode": "in-place",
+    report = {{"schema": "rocmstack.validate/2", "created": "now", "seconds": 1.0, "mode": "in-place",
               "passed": True, "verdict": "PASS: doctor, smoke, bench", "render_hash": HASH}}
     if opt("--smoke-steps") == "2":
         report["stages"] = [{{"name": "doctor", "status": "pass", "seconds": 1.0}}]
@@ -207,7 +207,7 @@ def test_a_malformed_report_is_a_collect_failure_not_a_traceback(gate):
     report = json.loads(proc.stdout)
     collect = report["stages"][0]
     assert collect["name"] == "collect" and collect["status"] == "fail"
-    assert collect["summary"].startswith("report.json from the image: not a rocmstack.validate/1 report: ")
+    assert collect["summary"].startswith("report.json from the image: not a rocmstack.validate/2 report: ")
     assert report["passed"] is False and "collect fail" in report["verdict"]
     assert sorted(p.name for p in ran["dir"].iterdir()) == [
         "report.html",

@@ -42,7 +42,7 @@ FAKE_ROCMSTACK = textwrap.dedent("""\
     os.mkfifo(f"{{out}}/bench/roofline.png")
     stage = {{"name": MARKUP, "status": "pass", "seconds": MARKUP, "summary": MARKUP}}
     report = {{
-        "schema": "rocmstack.validate/1", "rocmstack_version": MARKUP, "created": MARKUP, "seconds": MARKUP,
+        "schema": "rocmstack.validate/2", "rocmstack_version": MARKUP, "created": MARKUP, "seconds": MARKUP,
         "mode": "container", "passed": True, "verdict": "PASS: " + MARKUP, "render_hash": HASH,
         "image": {{"ref": MARKUP, "id": MARKUP, "labels": {{"dev.rocmstack.x": MARKUP}}, "lock": None}},
         "engine": {{"engine": MARKUP, "commands": [[MARKUP]]}},

@@ -120,7 +120,7 @@ def test_bench_keeps_its_finished_rows(tmp_path):
     )
     assert f"1 finished row(s) in {report}" in lines[0]
     kept = json.loads(report.read_text())
-    assert [(r["engine"], r["batch"], r["status"]) for r in kept["results"]] == [("reference", 1, "ok")]
+    assert [(r["engine"], r["batch"], r["status"]) for r in kept["results"]] == [("reference", 1, "pass")]
     assert kept["interrupted"]["rows"] == 1
     assert "reference" in out  # the finished row's table
 

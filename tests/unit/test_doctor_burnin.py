@@ -11,7 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "docto
 from doctor_fakes import make_snapshot
 
 from rocmstack.doctor.checks import burnin
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
+from rocmstack.status import Status
 
 OPTS = DoctorOptions(env={})
 

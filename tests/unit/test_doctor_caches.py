@@ -26,7 +26,8 @@ from rocmstack.doctor.checks.caches import (
     module_archs,
     mount_of,
 )
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
+from rocmstack.status import Status
 
 MI300X, MI355X = 90402, 90500  # KFD gfx_target_version of gfx942 and gfx950
 NFS_LINE = (HERE / "mounts" / "nfs4-linuxkit-2251.line").read_text().strip()

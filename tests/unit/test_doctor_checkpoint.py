@@ -24,7 +24,8 @@ from rocmstack.doctor.checks.checkpoint import (  # noqa: E402
     read_header,
     shards,
 )
-from rocmstack.doctor.model import DoctorOptions, Status  # noqa: E402
+from rocmstack.doctor.model import DoctorOptions  # noqa: E402
+from rocmstack.status import Status  # noqa: E402
 from tests.conftest import run_cli  # noqa: E402
 
 MI300X, MI355X = 90402, 90500

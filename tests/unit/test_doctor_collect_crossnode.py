@@ -7,7 +7,8 @@ import itertools
 
 from rocmstack.doctor.checks import cluster
 from rocmstack.doctor.collect.crossnode import find_culprit
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
+from rocmstack.status import Status
 
 
 def links(slow_node=None, slow_link=None, fast=10.0):

@@ -13,7 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "docto
 from doctor_fakes import make_snapshot
 
 from rocmstack.doctor.checks.envlint import env_unknown, known, unknown_vars
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
+from rocmstack.status import Status
 
 
 def test_the_variable_ray_never_read():

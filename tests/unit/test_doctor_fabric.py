@@ -15,7 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "docto
 from doctor_fakes import make_snapshot
 
 from rocmstack.doctor.checks import fabric
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
+from rocmstack.status import Status
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "doctor-levels-h200x2-2026-11-30"
 HEALTHY = json.loads((EVIDENCE / "level2-healthy.json").read_text())["active"]

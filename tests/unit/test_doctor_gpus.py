@@ -9,7 +9,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "docto
 from doctor_fakes import make_snapshot, probe
 
 from rocmstack.doctor.checks.gpus import gpu_count, gpu_partition, ray_gpus
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
+from rocmstack.status import Status
 
 OPTS = DoctorOptions()
 RAY_OK = {

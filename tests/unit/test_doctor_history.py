@@ -33,9 +33,9 @@ from rocmstack.doctor.history import (
     load_runs,
     read_history,
 )
-from rocmstack.doctor.model import Status
 from rocmstack.doctor.report import render_markdown, render_table
 from rocmstack.errors import InputError
+from rocmstack.status import Status
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs/evidence/doctor-levels-h200x2-2026-11-30"
 REPORT = json.loads((EVIDENCE / "level2-healthy.json").read_text())

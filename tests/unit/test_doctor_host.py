@@ -12,7 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "docto
 from doctor_fakes import make_snapshot
 
 from rocmstack.doctor.checks import host
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
+from rocmstack.status import Status
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "doctor"
 THIS_CMDLINE = "mitigations=auto console=ttyS0 quiet reboot=k panic=1"  # this machine's /proc/cmdline, cut

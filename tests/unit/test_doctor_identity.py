@@ -16,9 +16,10 @@ from doctor_fakes import gpu_node_properties, make_snapshot, probe
 
 from rocmstack.doctor.checks import BY_ID
 from rocmstack.doctor.checks.identity import device_name, fast_path_kernels, fp8_type, product
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
 from rocmstack.platform import rocm
 from rocmstack.platform.tools import PROBES_DIR, parse_probe_output
+from rocmstack.status import Status
 
 OPTS = DoctorOptions(env={})
 MI300X, MI355X, GFX1201 = 90402, 90500, 120001

@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "docto
 from doctor_fakes import make_snapshot
 
 from rocmstack.doctor.checks import layouts
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
+from rocmstack.status import Status
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "doctor-layouts-h200-2026-12-02"
 OPTS = DoctorOptions(sysfs_root=Path("/nonexistent"), env={})

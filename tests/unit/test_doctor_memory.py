@@ -15,8 +15,9 @@ import pytest
 
 from rocmstack.doctor.checks import BY_ID
 from rocmstack.doctor.checks.memory import gpu_memory_free
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
 from rocmstack.platform.tools import PROBES_DIR, parse_probe_output
+from rocmstack.status import Status
 from tests.fixtures.doctor.doctor_fakes import STUBS, make_snapshot, probe
 
 MEMORY = Path(__file__).resolve().parents[1] / "fixtures" / "doctor" / "memory"

@@ -17,8 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "docto
 from doctor_fakes import make_snapshot
 
 from rocmstack.doctor.checks import network
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
 from rocmstack.platform import rdma
+from rocmstack.status import Status
 
 RDMA = Path(__file__).resolve().parents[1] / "fixtures" / "doctor" / "rdma"
 SNAP = make_snapshot()

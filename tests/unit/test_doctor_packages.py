@@ -9,7 +9,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "docto
 from doctor_fakes import make_snapshot, probe
 
 from rocmstack.doctor.checks.packages import nvidia_packages, torch_arch, vllm_flavour, vllm_python
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
+from rocmstack.status import Status
 
 OPTS = DoctorOptions()
 AMD = {"kfd_archs": (90402,), "amd_render": 1}

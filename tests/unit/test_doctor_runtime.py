@@ -10,7 +10,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "docto
 from doctor_fakes import make_snapshot, probe
 
 from rocmstack.doctor.checks.runtime import alloc_allreduce, rocm_version, sglang_env, version_floors
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
+from rocmstack.status import Status
 
 AMD = {"kfd_archs": (90402,), "amd_render": 1}
 

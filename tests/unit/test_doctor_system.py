@@ -12,7 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "docto
 from doctor_fakes import make_snapshot
 
 from rocmstack.doctor.checks.system import device_access, nofile_limit
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
+from rocmstack.status import Status
 
 OPTS = DoctorOptions()
 

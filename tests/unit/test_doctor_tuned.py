@@ -14,7 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "docto
 from doctor_fakes import make_snapshot
 
 from rocmstack.doctor.checks.tuned import moe_file_name, tuned_configs
-from rocmstack.doctor.model import DoctorOptions, Status
+from rocmstack.doctor.model import DoctorOptions
+from rocmstack.status import Status
 from tests.conftest import VLLM_PYTHON, pypi_wheel
 
 MI300X, MI355X = 90402, 90500

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "docto
 from doctor_fakes import make_snapshot  # noqa: E402
 
 from rocmstack.doctor.checks.fabric import custom_allreduce  # noqa: E402
-from rocmstack.doctor.model import DoctorOptions, Status  # noqa: E402
+from rocmstack.doctor.model import DoctorOptions  # noqa: E402
 from rocmstack.gpu.custom_allreduce import (  # noqa: E402
     FIX,
     compare_once,
@@ -29,6 +29,7 @@ from rocmstack.gpu.custom_allreduce import (  # noqa: E402
     run_comparison,
     run_ranks,
 )
+from rocmstack.status import Status  # noqa: E402
 from tests.conftest import VLLM_PYTHON  # noqa: E402
 
 needs_vllm = pytest.mark.skipif(not VLLM_PYTHON.exists(), reason=f"no vLLM CPU build at {VLLM_PYTHON}")

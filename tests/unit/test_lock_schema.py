@@ -113,6 +113,21 @@ def test_unknown_keys_are_refused_at_every_level(where):
         check_document(_doc(entry), Path("x.lock.json"))
 
 
+@pytest.mark.parametrize("status", ["pass", "warn", "fail", "skip", "ignored"])
+def test_a_rule_row_takes_the_one_status_and_the_skip_earlier_locks_spelled_ignored(status):
+    entry = _entry()
+    entry["rules"][0] = {"id": entry["rules"][0]["id"], "status": status, "reason": "why"}
+    check_document(_doc(entry), Path("x.lock.json"))
+
+
+@pytest.mark.parametrize("status", ["error", "skipped", "ok", "PASS"])
+def test_a_rule_row_refuses_any_other_status(status):
+    entry = _entry()
+    entry["rules"][0]["status"] = status
+    with pytest.raises(LockError, match=r"rules\[0\]\.status = .*not pass, warn, fail or skip"):
+        check_document(_doc(entry), Path("x.lock.json"))
+
+
 def test_the_header_and_the_entry_keys_are_checked():
     with pytest.raises(LockError, match="entries = 'latest'"):
         check_document({"schema": 1, "recipe": "r", "entries": {"latest": _entry()}}, Path("x"))

@@ -63,7 +63,7 @@ def test_check_fails_with_exit_1_and_names_rule_reason_fix_source(cli):
     )
     assert warned.code == 0
     rows = {r["id"]: r for r in json.loads(warned.out)[0]["results"]}
-    assert rows["verl-vllm-floor"]["status"] == "ignored"
+    assert rows["verl-vllm-floor"]["status"] == "skip"
     assert (
         rows["validated:sglang-on-primus-vllm"]["reason"]
         == "re-validate sglang: components.vllm.ref v0.27.0 -> v0.17.0"

@@ -278,7 +278,7 @@ def test_seccomp_advice_is_read_but_never_trusted_to_be_well_formed():
 
 # The smallest report the schema takes: what the image's rocmstack writes, less its optional parts.
 VALID = {
-    "schema": "rocmstack.validate/1",
+    "schema": "rocmstack.validate/2",
     "created": "2026-11-30T00:00:00+00:00",
     "seconds": 1.0,
     "mode": "in-place",
@@ -292,7 +292,7 @@ VALID = {
 
 def _in_image_report(**doctor_check) -> dict:
     return {
-        "schema": "rocmstack.validate/1",
+        "schema": "rocmstack.validate/2",
         "created": "2026-11-30T00:00:00+00:00",
         "seconds": 1.0,
         "mode": "in-place",
@@ -422,7 +422,7 @@ def test_stage_is_private_to_the_run_and_writable_for_any_image_user(tmp_path, u
 
 
 def _write_report(stage: Path) -> None:
-    (stage / "report.json").write_text('{"schema": "rocmstack.validate/1", "stages": []}')
+    (stage / "report.json").write_text('{"schema": "rocmstack.validate/2", "stages": []}')
 
 
 def test_collect_takes_only_expected_regular_files_and_follows_no_link(tmp_path):
@@ -840,7 +840,7 @@ def _json_like():
 def _reports():
     from hypothesis import strategies as st
 
-    status = st.sampled_from(["pass", "fail", "error", "skipped", "PASS", "ok"]) | _json_like()
+    status = st.sampled_from(["pass", "fail", "error", "skip", "skipped", "PASS", "ok"]) | _json_like()
     stage = st.fixed_dictionaries(
         {
             "name": st.text(max_size=6) | _json_like(),
@@ -868,7 +868,11 @@ def _reports():
         max_size=4,
     )
     base = {**VALID, "gpu_archs": ["gfx942"]}  # the host's arch: the image stage passes, the rest decides
-    return st.tuples(st.lists(stage, max_size=4), fields).map(lambda t: {**base, "stages": t[0], **t[1]})
+    # an older image writes validate/1 (its skipped stage spelled "skipped"): read too, judged the same way
+    schemas = st.sampled_from(["rocmstack.validate/1", "rocmstack.validate/2"])
+    return st.tuples(st.lists(stage, max_size=4), fields, schemas).map(
+        lambda t: {**base, "stages": t[0], **t[1], "schema": t[2]}
+    )
 
 
 def test_random_in_image_reports_get_a_verdict_never_a_traceback(monkeypatch):
@@ -884,7 +888,7 @@ def test_random_in_image_reports_get_a_verdict_never_a_traceback(monkeypatch):
         report = _validate_report_text(monkeypatch, json.dumps(doc))
         assert isinstance(report["passed"], bool) and "\n" not in report["verdict"]
         if report["passed"]:
-            assert all(s["status"] in ("pass", "skipped") for s in report["stages"])
+            assert all(s["status"] in ("pass", "skip") for s in report["stages"])
             assert report["verdict"].startswith("PASS")
 
     check()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rocmstack.bench.report import upgrade
 from rocmstack.errors import InputError
 from rocmstack.validate import pipeline
 from rocmstack.validate.pipeline import (
@@ -35,7 +36,7 @@ def _ok(batch, tps):
     return {
         "engine": "reference",
         "batch": batch,
-        "status": "ok",
+        "status": "pass",
         "tokens_per_s": tps,
         "decode_tokens_per_s": tps,
         "mbu": 0.3,
@@ -50,8 +51,8 @@ EVIDENCE = (
 
 
 def _recorded():
-    rep = json.loads(EVIDENCE.read_text())
-    rep["results"] = [r for r in rep["results"] if r["status"] == "ok"]  # sglang was not in that image
+    rep = upgrade(json.loads(EVIDENCE.read_text()))  # recorded as schema 1
+    rep["results"] = [r for r in rep["results"] if r["status"] == "pass"]  # sglang was not in that image
     return rep
 
 
@@ -102,7 +103,7 @@ def test_a_floor_from_another_bars_file_is_the_one_named():
 
 
 def test_verdict_passes_only_when_every_stage_that_ran_passed():
-    assert verdict([stage("doctor", "pass", 1, ""), stage("smoke", "skipped", 0, "")]) == (
+    assert verdict([stage("doctor", "pass", 1, ""), stage("smoke", "skip", 0, "")]) == (
         True,
         "PASS: doctor (smoke skipped)",
     )
@@ -111,7 +112,7 @@ def test_verdict_passes_only_when_every_stage_that_ran_passed():
         "FAIL: bench fail",
     )
     assert verdict([stage("doctor", "error", 1, ""), stage("smoke", "pass", 1, "")])[0] is False
-    assert verdict([stage("smoke", "skipped", 0, "")]) == (False, "FAIL: nothing ran (smoke skipped)")
+    assert verdict([stage("smoke", "skip", 0, "")]) == (False, "FAIL: nothing ran (smoke skipped)")
 
 
 def test_bench_without_baseline_passes_when_every_config_ran():
@@ -140,7 +141,7 @@ def test_bench_regression_against_the_baseline_fails():
             "tokens_per_s": 20000.0,
             "baseline_tokens_per_s": 29000.0,
             "ratio": 20000 / 29000,
-            "ok": False,
+            "status": "fail",
         }
     ]
     status, text = bench_verdict(_bench(_ok(64, 20000.0), baseline={"checks": checks, "tolerance": 0.1}))
@@ -149,7 +150,7 @@ def test_bench_regression_against_the_baseline_fails():
         _bench(_ok(64, 20000.0), baseline={"checks": [], "tolerance": 0.1, "file": "b.json"})
     )
     assert status == "fail" and "no config of this run" in text
-    checks[0].update(ok=True)
+    checks[0].update(status="pass")
     assert bench_verdict(_bench(_ok(64, 20000.0), baseline={"checks": checks, "tolerance": 0.1}))[0] == "pass"
 
 
@@ -275,15 +276,14 @@ def test_framework_stage_runs_the_recipe_declaration_or_says_why_not(tmp_path):
     opts = pipeline.ValidateOptions(report_dir=tmp_path / "report")
     no_lock = pipeline.run_framework_stage(opts, {"lock": None}, lambda msg: None)
     assert no_lock == (
-        pipeline.stage("framework", pipeline.SKIPPED, 0.0, "no recipe: not a rocmstack image"),
+        pipeline.stage("framework", pipeline.SKIP, 0.0, "no recipe: not a rocmstack image"),
         None,
     )
     undeclared = pipeline.run_framework_stage(
         opts, {"lock": {"recipe": str(fixtures / "tiny-pip.yaml")}}, lambda msg: None
     )
     assert (
-        undeclared[0]["status"] == pipeline.SKIPPED
-        and "declares no framework smoke" in undeclared[0]["summary"]
+        undeclared[0]["status"] == pipeline.SKIP and "declares no framework smoke" in undeclared[0]["summary"]
     )
     pytest.importorskip("pyarrow", reason="the smoke's parquet is written with pyarrow (test extra)")
     ran, summary = pipeline.run_framework_stage(opts, {"lock": {"recipe": str(recipe)}}, lambda msg: None)

@@ -10,15 +10,50 @@ from pathlib import Path
 
 import pytest
 
+from rocmstack.bench.report import upgrade
 from rocmstack.errors import InputError
 from rocmstack.validate.report import load, png_data_uri, render_html, render_markdown, write_all
+from rocmstack.validate.schema import SCHEMA, parse_report, verdict
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "validate-h200" / "report.json"
+# A real run whose framework stage was skipped, written as rocmstack.validate/1 ("skipped").
+SKIPPED_V1 = EVIDENCE.parents[1] / "engine-stack-h200-2026-12-01" / "engine-mask" / "report.json"
 
 
 @pytest.fixture
 def h200_report():
-    return json.loads(EVIDENCE.read_text())
+    # committed as rocmstack.validate/1: read the way every reader reads it
+    return parse_report(json.loads(EVIDENCE.read_text()), EVIDENCE.name)
+
+
+def test_an_earlier_report_reads_as_this_schema_with_only_the_skip_spelling_moved():
+    raw = json.loads(SKIPPED_V1.read_text())
+    assert raw["schema"] == "rocmstack.validate/1"
+    read = parse_report(raw, SKIPPED_V1.name)
+    assert read["schema"] == SCHEMA
+    assert [s["status"] for s in read["stages"]] == [
+        "skip" if s["status"] == "skipped" else s["status"] for s in raw["stages"]
+    ]
+    assert "skip" in [s["status"] for s in read["stages"]]
+    # the bench report went through the bench's own reader; nothing else moved
+    assert read["bench"]["report"] == upgrade(raw["bench"]["report"])
+    assert read["bench"]["report"]["schema"] == 2 and raw["bench"]["report"]["schema"] == 1
+    moved = ("schema", "stages", "bench")
+    assert {k: v for k, v in read.items() if k not in moved} == {
+        k: v for k, v in raw.items() if k not in moved
+    }
+    assert verdict(read["stages"]) == (raw["passed"], raw["verdict"])  # judged as the run judged itself
+
+
+def test_an_earlier_report_keeps_a_status_that_was_never_ours_and_fails_on_it(h200_report):
+    raw = copy.deepcopy(h200_report)
+    raw["schema"] = "rocmstack.validate/1"
+    raw["stages"][0]["status"] = "ok"  # never a validate status: not upgraded to a pass
+    read = parse_report(raw, "report.json")
+    assert read["stages"][0]["status"] == "ok" and verdict(read["stages"])[0] is False
+    raw["schema"] = SCHEMA
+    raw["stages"][0]["status"] = "skipped"  # /1's spelling in a /2 report is not a skip
+    assert verdict(parse_report(raw, "report.json")["stages"])[0] is False
 
 
 @pytest.fixture
@@ -97,7 +132,7 @@ def test_load_names_what_is_wrong(tmp_path):
     with pytest.raises(InputError, match="not readable JSON"):
         load(tmp_path)
     (tmp_path / "report.json").write_text(json.dumps({"schema": "rocmstack.doctor/1"}))
-    with pytest.raises(InputError, match=r"schema 'rocmstack.doctor/1', expected rocmstack.validate/1"):
+    with pytest.raises(InputError, match=r"schema 'rocmstack.doctor/1', expected rocmstack.validate/2"):
         load(tmp_path)
 
 
@@ -211,7 +246,7 @@ def test_every_report_the_schema_takes_renders(tmp_path):
     from rocmstack.validate.schema import report_problem
 
     smallest = {
-        "schema": "rocmstack.validate/1",
+        "schema": "rocmstack.validate/2",
         "passed": False,
         "verdict": "FAIL",
         "mode": "container",
@@ -227,10 +262,10 @@ def test_every_report_the_schema_takes_renders(tmp_path):
                 "shape": {"name": "s"},
                 "device": {"name": "d"},
                 "settings": {},
-                "results": [{"engine": "e", "batch": 1, "status": "ok"}],
+                "results": [{"engine": "e", "batch": 1, "status": "pass"}],
                 "baseline": {
                     "checks": [
-                        {"engine": "e", "batch": 1, "ok": True, "baseline_tokens_per_s": 1, "ratio": 1}
+                        {"engine": "e", "batch": 1, "status": "pass", "baseline_tokens_per_s": 1, "ratio": 1}
                     ]
                 },
             }

@@ -7,9 +7,10 @@ import socket
 
 from rocmstack.doctor.figures import Figure, from_active
 from rocmstack.doctor.history import History, Trend, compare, read_history
-from rocmstack.doctor.model import Check, DoctorOptions, Result, Status, passed, skipped, warned
+from rocmstack.doctor.model import Check, DoctorOptions, Result, passed, skipped, warned
 from rocmstack.errors import printable
 from rocmstack.platform.snapshot import Snapshot
+from rocmstack.status import Status
 
 
 def history_trend(snap: Snapshot, opts: DoctorOptions) -> Result:
