@@ -143,10 +143,9 @@ def _run_with_progress(opts: SmokeOptions) -> dict[str, Any]:
 
 
 def _print_verdict(summary: dict[str, Any]) -> None:
-    from rich.table import Table
-
     from rocmstack.output import print_table, stdout
     from rocmstack.smoke.config import throughput_unit
+    from rocmstack.smoke.report import criteria_table
 
     console = stdout()
     f = summary["final"]
@@ -162,14 +161,7 @@ def _print_verdict(summary: dict[str, Any]) -> None:
         f"{f['sync_gb_per_s_avg']:.3f} GB/s; time to verdict {summary['time_to_verdict_s']:.1f} s "
         f"(Ray start {summary['ray_init_s']:.1f} s, model init {summary['model_init_s']:.1f} s)"
     )
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("criterion", no_wrap=True)
-    table.add_column("result", no_wrap=True)
-    table.add_column("detail", overflow="fold")
-    for c in summary["criteria"]:
-        result = {True: "[green]PASS[/green]", False: "[red]FAIL[/red]", None: "[yellow]N/A[/yellow]"}
-        table.add_row(c["name"], result[c["passed"]], c["detail"])
-    print_table(table, console)
+    print_table(criteria_table(summary), console)
     if summary["inject"]:
         caught = "caught" if summary["inject_caught"] else "NOT caught"
         console.print(

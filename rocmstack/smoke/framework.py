@@ -33,6 +33,7 @@ from rocmstack.redact import redact_url
 from rocmstack.secrets import is_secret_name
 from rocmstack.smoke import verdict
 from rocmstack.smoke.framework_inputs import make_inputs
+from rocmstack.smoke.report import criteria_table
 
 LOG_NAME = "framework.log"
 ALLOW_FLAG = "--allow-recipe-command"
@@ -477,20 +478,12 @@ def run_command(
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    from rich.table import Table
-
     console = stdout()
     console.print(
         f"{summary['framework']} ({summary['recipe']}): {summary['steps_seen']}/{summary['steps']} steps logged, "
         f"run {summary['run_s']:.1f} s (inputs {summary['inputs_s']:.1f} s), log {summary['log']}"
     )
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("criterion", no_wrap=True)
-    table.add_column("result", no_wrap=True)
-    table.add_column("detail", overflow="fold")
-    for c in summary["criteria"]:
-        table.add_row(c["name"], "[green]PASS[/green]" if c["passed"] else "[red]FAIL[/red]", c["detail"])
-    print_table(table, console)
+    print_table(criteria_table(summary), console)
     if not summary["passed"] and summary["log_tail"]:
         console.print("last lines of the log:", markup=False)
         for line in summary["log_tail"][-10:]:

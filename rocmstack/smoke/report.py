@@ -10,6 +10,21 @@ from rocmstack.output import dumps
 from rocmstack.plots import legend_below
 
 PLOTS = ("reward.png", "logprob_diff.png", "phase_times.png")
+_RESULT = {"pass": "[green]PASS[/green]", "fail": "[red]FAIL[/red]", "skip": "[yellow]N/A[/yellow]"}
+
+
+def criteria_table(summary: dict[str, Any]) -> Any:
+    """The summary's criteria as a table (a rich Table): the smoke's and the framework smoke's alike."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("criterion", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("detail", overflow="fold")
+    for c in summary["criteria"]:
+        table.add_row(c["name"], _RESULT.get(c["status"], escape(str(c["status"]))), c["detail"])
+    return table
 
 
 def write_report(directory: Path, metrics: list[dict[str, Any]], summary: dict[str, Any]) -> list[Path]:

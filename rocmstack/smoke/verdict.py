@@ -27,7 +27,8 @@ With an engine (vLLM) as the rollout, ``decide_engine`` judges what RL framework
 - wake_not_degenerate: every generation (after a wake, when the engine sleeps) has more than one distinct
   token and finite log-probs (vllm#44972: memory back dirty, every token id 0).
 - rewards_rise is judged from CALIBRATED_STEPS steps on (engine smokes are usually a few steps long).
-A criterion that cannot be measured has ``passed=None``: it neither passes nor fails the run.
+A criterion that cannot be measured has ``passed=None``: it neither passes nor fails the run. On the wire (the
+summary's ``criteria``) each carries its ``status``: pass, fail, or skip for one that could not be measured.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from rocmstack.status import Status
 
 REWARD_MARGIN = 0.25
 KL_STEP0_TOL = 1e-4
@@ -54,6 +57,10 @@ class Criterion:
     detail: str
     value: float | None = None
     threshold: float | None = None
+
+    @property
+    def status(self) -> Status:
+        return Status.SKIP if self.passed is None else Status.PASS if self.passed else Status.FAIL
 
 
 def reward_window(steps: int) -> int:
@@ -322,4 +329,9 @@ def verdict_of(criteria: list[Criterion]) -> tuple[bool, list[str]]:
 
 
 def as_dicts(criteria: list[Criterion]) -> list[dict[str, Any]]:
-    return [asdict(c) for c in criteria]
+    """The summary's rows: the judgement as its status, never as a boolean beside it."""
+    rows = []
+    for c in criteria:
+        row = {k: v for k, v in asdict(c).items() if k != "passed"}
+        rows.append({"name": row.pop("name"), "status": c.status.value, **row})
+    return rows

@@ -41,7 +41,6 @@ _MARK = {
     "error": "ERROR",
     "skip": "skip",
     "warn": "WARN",
-    "na": "N/A",
 }
 
 
@@ -165,9 +164,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     if smoke:
         lines += ["", "### GRPO smoke", "", "| criterion | result | detail |", "| --- | --- | --- |"]
         for c in smoke["criteria"]:
-            lines.append(
-                f"| {_md(c['name'])} | {_mark(_criterion_status(c['passed']))} | {_md(c['detail'])} |"
-            )
+            lines.append(f"| {_md(c['name'])} | {_md(_mark(c['status']))} | {_md(c['detail'])} |")
     bench = (report.get("bench") or {}).get("report")
     if bench:
         lines += [
@@ -223,11 +220,6 @@ dt{font-weight:600}dd{margin:0;word-break:break-all}
 
 def _e(value: Any) -> str:
     return html.escape("" if value is None else printable(value))
-
-
-def _criterion_status(passed: Any) -> str:
-    # None: the criterion could not be measured here (it neither passes nor fails the smoke).
-    return "na" if passed is None else "pass" if passed is True else "fail"
 
 
 def _mark(status: Any) -> str:
@@ -320,8 +312,7 @@ def render_html(report: dict[str, Any], directory: Path) -> str:
         parts.append('<table id="smoke"><tr><th>criterion</th><th>result</th><th>detail</th></tr>')
         for c in smoke["criteria"]:
             parts.append(
-                f"<tr><td>{_e(c['name'])}</td>{_status_cell(_criterion_status(c['passed']))}"
-                f"<td>{_e(c['detail'])}</td></tr>"
+                f"<tr><td>{_e(c['name'])}</td>{_status_cell(c['status'])}<td>{_e(c['detail'])}</td></tr>"
             )
         parts.append('</table><div class="plots">')
         for name, caption in SMOKE_PLOTS:

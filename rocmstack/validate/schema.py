@@ -21,8 +21,9 @@ from rocmstack.errors import InputError, printable
 from rocmstack.status import Status
 
 SCHEMA = "rocmstack.validate/2"  # bump the suffix on any incompatible change of report.json
-# Read too (an older image writes it, an older publish is handed it): /1 spelled a skipped stage "skipped"
-# and carried a bench report of schema 1 (rows "ok", baseline checks a boolean "ok").
+# Read too (an older image writes it, an older publish is handed it): /1 spelled a skipped stage "skipped",
+# judged a smoke criterion with a boolean "passed" (null: not measurable) and carried a bench report of
+# schema 1 (rows "ok", baseline checks a boolean "ok").
 EARLIER = "rocmstack.validate/1"
 PASS, FAIL, ERROR, SKIP = Status.PASS, Status.FAIL, Status.ERROR, Status.SKIP
 # WARN: ran, but there was nothing to judge it against (no bar): not a failure, never a plain pass
@@ -122,7 +123,7 @@ class Doctor(_Open):
 
 class Criterion(_Open):
     name: Scalar
-    passed: Scalar
+    status: Scalar
     detail: Scalar
 
 
@@ -224,9 +225,10 @@ def _where(loc: tuple[int | str, ...]) -> str:
 
 
 def upgraded(data: object) -> object:
-    """An EARLIER report in this schema: a skipped stage's "skipped" as "skip", and its bench report through
-    the bench's own reader. Only those spellings move: any other status (an image's "ok", true) stays and
-    fails as given. Tolerant of any JSON; anything not EARLIER comes back as it is."""
+    """An EARLIER report in this schema: a skipped stage's "skipped" as "skip", a smoke criterion's boolean
+    "passed" as its status, and its bench report through the bench's own reader. Only those spellings move:
+    any other status (an image's "ok", true) stays and fails as given. Tolerant of any JSON; anything not
+    EARLIER comes back as it is."""
     if not isinstance(data, dict) or data.get("schema") != EARLIER:
         return data
     out: dict[str, Any] = {**data, "schema": SCHEMA}
@@ -235,10 +237,24 @@ def upgraded(data: object) -> object:
             {**s, "status": SKIP.value} if isinstance(s, dict) and s.get("status") == "skipped" else s
             for s in out["stages"]
         ]
+    smoke = out.get("smoke")
+    summary = smoke.get("summary") if isinstance(smoke, dict) else None
+    if isinstance(smoke, dict) and isinstance(summary, dict) and isinstance(summary.get("criteria"), list):
+        criteria = [_criterion(c) for c in summary["criteria"]]
+        out["smoke"] = {**smoke, "summary": {**summary, "criteria": criteria}}
     bench = out.get("bench")
     if isinstance(bench, dict) and "report" in bench:
         out["bench"] = {**bench, "report": bench_report.upgrade(bench["report"])}
     return out
+
+
+def _criterion(c: Any) -> Any:
+    if not isinstance(c, dict) or "passed" not in c:
+        return c
+    judged = c["passed"]
+    # null was "could not be measured"; anything but a true pass is not a pass
+    status = SKIP if judged is None else PASS if judged is True else FAIL
+    return {**{k: v for k, v in c.items() if k != "passed"}, "status": status.value}
 
 
 def report_problem(data: object) -> str | None:

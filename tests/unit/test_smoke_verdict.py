@@ -202,3 +202,16 @@ def test_an_engine_that_keeps_its_weights_fails_engine_weight_version():
     canary = [_engine_canary(0) | {"rollout_change": 0.0, "rollout_vs_trainer": 1.0}]
     by_name = _engine_verdict([_engine_row(0)], canary)
     assert by_name["engine_weight_version"].passed is False
+
+
+def test_the_summary_rows_carry_a_status_not_a_boolean():
+    rows = verdict.as_dicts(
+        [
+            verdict.Criterion("a", True, "ok", 1.0, 0.5),
+            verdict.Criterion("b", False, "no"),
+            verdict.Criterion("c", None, "not measurable: cpu"),
+        ]
+    )
+    assert [(r["name"], r["status"]) for r in rows] == [("a", "pass"), ("b", "fail"), ("c", "skip")]
+    assert all("passed" not in r for r in rows)
+    assert rows[0] == {"name": "a", "status": "pass", "detail": "ok", "value": 1.0, "threshold": 0.5}

@@ -38,7 +38,12 @@ def test_an_earlier_report_reads_as_this_schema_with_only_the_skip_spelling_move
     # the bench report went through the bench's own reader; nothing else moved
     assert read["bench"]["report"] == upgrade(raw["bench"]["report"])
     assert read["bench"]["report"]["schema"] == 2 and raw["bench"]["report"]["schema"] == 1
-    moved = ("schema", "stages", "bench")
+    # the smoke's criteria carry their status (below); the rest of its summary as recorded
+    summary, recorded = read["smoke"]["summary"], raw["smoke"]["summary"]
+    assert {k: v for k, v in summary.items() if k != "criteria"} == {
+        k: v for k, v in recorded.items() if k != "criteria"
+    }
+    moved = ("schema", "stages", "bench", "smoke")
     assert {k: v for k, v in read.items() if k not in moved} == {
         k: v for k, v in raw.items() if k not in moved
     }
@@ -256,7 +261,7 @@ def test_every_report_the_schema_takes_renders(tmp_path):
         "stages": [{"name": "doctor", "status": "pass", "seconds": None, "summary": None}],
         "engine": {"engine": "buildah"},
         "doctor": {"report": {"checks": [{"id": "x", "status": "fail", "summary": "s"}]}},
-        "smoke": {"summary": {"criteria": [{"name": "n", "passed": None, "detail": None}], "final": {}}},
+        "smoke": {"summary": {"criteria": [{"name": "n", "status": "skip", "detail": None}], "final": {}}},
         "bench": {
             "report": {
                 "shape": {"name": "s"},
@@ -276,10 +281,30 @@ def test_every_report_the_schema_takes_renders(tmp_path):
     assert all(p.stat().st_size for p in paths)
 
 
-def test_a_criterion_that_could_not_be_measured_is_shown_as_na_not_fail():
-    from rocmstack.validate.report import _criterion_status, _mark
+def test_a_criterion_that_could_not_be_measured_is_shown_as_skip_not_fail(h200_report):
+    rep = copy.deepcopy(h200_report)
+    rep["smoke"]["summary"]["criteria"] = [
+        {"name": "sleep_frees_memory", "status": "skip", "detail": "not measurable: cpu"},
+        {"name": "all_finite", "status": "pass", "detail": "every logged value is finite"},
+    ]
+    md = render_markdown(rep)
+    assert "| sleep_frees_memory | skip | not measurable: cpu |" in md
+    assert "| all_finite | PASS | every logged value is finite |" in md
 
-    assert [_mark(_criterion_status(p)) for p in (True, False, None)] == ["PASS", "FAIL", "N/A"]
+
+def test_an_earlier_reports_criteria_carry_their_status():
+    raw = json.loads(SKIPPED_V1.read_text())
+    old = raw["smoke"]["summary"]["criteria"]
+    assert [c["passed"] for c in old] == [False, True, True, True, True, True]
+    # /1 wrote null for a criterion that could not be measured (an engine that never slept, on CPU)
+    old.append({"name": "sleep_frees_memory", "passed": None, "detail": "not measurable: no sleep"})
+    new = parse_report(raw, SKIPPED_V1.name)["smoke"]["summary"]["criteria"]
+    want = {None: "skip", True: "pass", False: "fail"}
+    assert [c["status"] for c in new] == [want[c["passed"]] for c in old]
+    assert all("passed" not in c for c in new)
+    assert [{k: v for k, v in c.items() if k != "status"} for c in new] == [
+        {k: v for k, v in c.items() if k != "passed"} for c in old
+    ]
 
 
 def test_the_bench_tables_headline_the_decode_rate_the_mbu_is_of(tmp_path, h200_report):
