@@ -26,6 +26,7 @@ from test_build_podman import ROOT, podman, rocmstack
 
 from rocmstack.container import engine as engines
 from rocmstack.render.sbom import schema_errors
+from rocmstack.validate.schema import parse_report
 from tests.conftest import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -216,7 +217,10 @@ def _remote_hash(env, ref: str) -> str | None:
 # GRPO smoke and rollout bench on cuda). The arch comes from the real KFD topology lines of an MI300X
 # (ROCm/rocm-cli#343) and an MI350X-class node (ROCm/rocm-systems#10274), read by the host's own reader.
 # The identity half (mode, image id, render hash, engine) is the real container run of the test image.
-GPU_RUN = json.loads((ROOT / "docs/evidence/validate-h200-final/report.json").read_text())
+# Recorded as rocmstack.validate/1: read as every reader reads it.
+GPU_RUN = parse_report(
+    json.loads((ROOT / "docs/evidence/validate-h200-final/report.json").read_text()), "validate-h200-final"
+)
 KFD = ROOT / "tests/fixtures/doctor/tools"
 # That run was on an NVIDIA node outside an image, so the doctor skipped the AMD-only and image checks;
 # publish is told so explicitly, as a publisher would have to.
