@@ -23,3 +23,11 @@ class Status(StrEnum):
 
 
 FAILING = (Status.FAIL, Status.ERROR)  # what fails a run; warn and skip do not by themselves
+
+
+def status_of(passed: object) -> Status:
+    """A judged boolean as a status: only a real ``True`` passes, ``None`` (could not be measured) is a skip,
+    and anything else, from whatever file it came, fails."""
+    if passed is None:
+        return Status.SKIP
+    return Status.PASS if passed is True else Status.FAIL

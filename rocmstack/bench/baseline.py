@@ -1,7 +1,9 @@
 """Per-arch baselines for `bench rollout`: store what a good image reached, gate on regressions.
 
-A baseline file holds tokens/s per (shape, engine, batch, prompt_len, new_tokens, dtype) for one device
-kind. A run fails the gate when any matching config falls more than `tolerance` below it.
+A baseline file holds the decode rate (``decode_tokens_per_s``, the bench's headline) per (shape, engine,
+batch, prompt_len, new_tokens, dtype) for one device kind. A run fails the gate when any matching config
+falls more than `tolerance` below it. Files of schema 1 held the prefill-inclusive tokens/s instead: not
+comparable with a decode rate, so they are refused with the command that records them again.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rocmstack.errors import InputError
+from rocmstack.bench.report import HEADLINE
+from rocmstack.errors import InputError, printable
 from rocmstack.output import dumps
-from rocmstack.status import Status
+from rocmstack.status import Status, status_of
 
+SCHEMA = 2
 DEFAULT_TOLERANCE = 0.10
 _KEY = ("shape", "engine", "batch", "prompt_len", "new_tokens", "dtype")
 BASELINE_DIR = Path(__file__).parent / "baselines"
@@ -35,11 +39,11 @@ def _entries(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             "prompt_len": r["prompt_len"],
             "new_tokens": r["new_tokens"],
             "dtype": dtype,
-            "tokens_per_s": r["tokens_per_s"],
+            HEADLINE: r[HEADLINE],
             "mbu": r["mbu"],
         }
         for r in report["results"]
-        if r["status"] == Status.PASS and r["tokens_per_s"]
+        if r["status"] == Status.PASS and r[HEADLINE]  # an engine with no decode phase has no decode rate
     ]
 
 
@@ -59,7 +63,7 @@ def update_baseline(
                 f"{path}: baseline for {data['device']}, this run is on {kind}", fix="use another file"
             )
     else:
-        data = {"schema": 1, "device": kind, "tolerance": tolerance, "entries": [], "sources": []}
+        data = {"schema": SCHEMA, "device": kind, "tolerance": tolerance, "entries": [], "sources": []}
     merged = {_key(e): e for e in data["entries"]}
     merged.update({_key(e): e for e in _entries(report)})
     data["entries"] = sorted(merged.values(), key=lambda e: tuple(str(v) for v in _key(e)))
@@ -80,15 +84,32 @@ def load_baseline(path: Path) -> dict[str, Any]:
         raise InputError(
             f"--baseline {path}: not JSON ({exc})", fix="pass a file written by --save-baseline"
         ) from exc
-    if not isinstance(data, dict) or data.get("schema") != 1 or not isinstance(data.get("entries"), list):
+    if isinstance(data, dict) and data.get("schema") == 1 and type(data["schema"]) is int:
         raise InputError(
-            f"--baseline {path}: not a rocmstack bench baseline (schema 1)", fix="use --save-baseline"
+            f"--baseline {path}: schema 1 holds the prefill-inclusive tokens/s, and runs now compare the decode "
+            "rate (decode_tokens_per_s)",
+            fix="record it again on a good image with `rocmstack bench rollout ... --save-baseline NEW.json`; "
+            "the file's sources list the commands that made it",
+        )
+    if (
+        not isinstance(data, dict)
+        or data.get("schema") != SCHEMA
+        or not isinstance(data.get("entries"), list)
+    ):
+        raise InputError(
+            f"--baseline {path}: not a rocmstack bench baseline (schema {SCHEMA})", fix="use --save-baseline"
         )
     for i, entry in enumerate(data["entries"]):
-        missing = [k for k in (*_KEY, "tokens_per_s") if k not in entry]
+        missing = [k for k in (*_KEY, HEADLINE) if not isinstance(entry, dict) or k not in entry]
         if missing:
             raise InputError(
                 f"--baseline {path}: entries[{i}] lacks {', '.join(missing)}", fix="regenerate the file"
+            )
+        rate = entry[HEADLINE]
+        if type(rate) not in (int, float) or not rate > 0:  # a ratio divides by it
+            raise InputError(
+                f"--baseline {path}: entries[{i}].{HEADLINE} = {printable(repr(rate))} is not a positive rate",
+                fix="regenerate the file with --save-baseline",
             )
     return data
 
@@ -96,7 +117,7 @@ def load_baseline(path: Path) -> dict[str, Any]:
 def compare(
     report: Mapping[str, Any], baseline: Mapping[str, Any], *, tolerance: float | None = None
 ) -> dict[str, Any]:
-    """Each result with a baseline entry: ok when tokens/s >= baseline x (1 - tolerance)."""
+    """Each result with a baseline entry: a pass when its decode rate >= baseline x (1 - tolerance)."""
     kind = _device_kind(report)
     if baseline["device"] != kind:
         raise InputError(
@@ -110,14 +131,15 @@ def compare(
         ref = stored.get(_key(entry))
         if ref is None:
             continue
-        ratio = entry["tokens_per_s"] / ref["tokens_per_s"]
+        ratio = entry[HEADLINE] / ref[HEADLINE]
         checks.append(
             {
                 **{k: entry[k] for k in _KEY},
-                "baseline_tokens_per_s": ref["tokens_per_s"],
-                "tokens_per_s": entry["tokens_per_s"],
+                "metric": HEADLINE,
+                f"baseline_{HEADLINE}": ref[HEADLINE],
+                HEADLINE: entry[HEADLINE],
                 "ratio": ratio,
-                "status": Status.PASS if ratio >= 1.0 - tol else Status.FAIL,
+                "status": status_of(ratio >= 1.0 - tol),
             }
         )
     return {

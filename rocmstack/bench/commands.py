@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 import typer
 from rich.markup import escape
 
+from rocmstack.bench.report import check_rates, upgrade
 from rocmstack.errors import CheckFailed, InputError, Interrupted, quoted
 from rocmstack.options import old_spelling, renamed
 from rocmstack.output import check_output_file, dumps, print_json, print_table, stderr, stdout, warn
@@ -193,10 +194,10 @@ def _render(report: dict[str, Any]) -> None:
     if base:
         for c in base["checks"]:
             mark = "ok" if c["status"] == Status.PASS else "[red]REGRESSION[/red]"
+            now, then = check_rates(c)
             out.print(
-                f"baseline {c['engine']} batch {c['batch']}: {c['tokens_per_s']:,.1f}"
-                f" vs {c['baseline_tokens_per_s']:,.1f}"
-                f" tok/s ({c['ratio']:.2f}x) {mark}"
+                f"baseline {c['engine']} batch {c['batch']}: {now:,.1f} vs {then:,.1f} decode tok/s"
+                f" ({c['ratio']:.2f}x) {mark}"
             )
 
 
@@ -246,7 +247,7 @@ def rollout(
         None, "--output", "-o", help="Also write the JSON report to this file."
     ),
     baseline: Path | None = typer.Option(
-        None, "--baseline", help="Gate: exit 1 when tokens/s fall below this baseline."
+        None, "--baseline", help="Gate: exit 1 when a decode rate falls below this baseline."
     ),
     tolerance: float | None = typer.Option(
         None, "--tolerance", min=0.0, max=1.0, help="Allowed drop (default: file's)."
@@ -355,9 +356,10 @@ def rollout(
         failed = [c for c in verdict["checks"] if c["status"] != Status.PASS]
         if failed:
             c = failed[0]
+            now, then = check_rates(c)
             raise CheckFailed(
                 f"rollout regression: {len(failed)} config(s) below baseline; {c['engine']} batch {c['batch']} "
-                f"{c['tokens_per_s']:,.1f} tok/s = {c['ratio']:.2f}x of {c['baseline_tokens_per_s']:,.1f}",
+                f"{now:,.1f} decode tok/s = {c['ratio']:.2f}x of {then:,.1f}",
                 fix=f"tolerance {verdict['tolerance']:.0%}; check AITER, the attention backend and CPU fallbacks",
             )
 
@@ -380,11 +382,10 @@ def plot(
     reports: list[Path] = typer.Argument(..., help="JSON reports written by `bench rollout --output`."),
     output: Path = typer.Option(..., "--output", "-o", help="PNG to write."),
 ) -> None:
-    """Plot tokens/s and MBU against batch size: reference vs HF vs roofline."""
+    """Plot the decode rate and MBU against batch size: each engine vs the roofline."""
     import json
 
     from rocmstack.bench.plot import plot_reports
-    from rocmstack.bench.report import upgrade
 
     check_output_file(output, "--output")
     loaded = []

@@ -1,20 +1,30 @@
-"""The rollout bench's report (``rollout.json``): its schema, and the reader of the schema before it.
+"""The rollout bench's report (``rollout.json``): its schema, its model, and the reader of the schemas before.
 
-Schema 2 speaks the one status vocabulary (``rocmstack.status``): a row, an engine and a weight-sync
-method that ran are ``pass`` (schema 1: ``ok``), and a baseline check carries a ``status`` (schema 1: a
-boolean ``ok``). A report of schema 1 comes from files kept from earlier runs and from images built
-before; ``upgrade`` moves exactly those two spellings and nothing else.
+The headline rate is ``decode_tokens_per_s`` (batch x (new tokens - 1) / all decode steps' time: the rate
+the roofline and MBU are of), under that one name from the engine's row to the baseline check.
+
+Schema 3 compares a baseline on that decode rate, and each check names the rate it compared (``metric``),
+with this run's value under that name and the baseline's under ``baseline_`` + that name. Schema 2 spoke
+the status vocabulary already but compared the prefill-inclusive ``tokens_per_s``; schema 1 also wrote a
+row that ran as ``ok`` and a check's verdict as a boolean ``ok``. Reports of both come from files kept from
+earlier runs and from images built before. ``upgrade`` moves exactly those spellings and marks an old
+check's metric as the ``tokens_per_s`` it was: never relabelled as a decode rate it was not.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from rocmstack.status import Status
+from pydantic import Field
 
-SCHEMA = 2
+from rocmstack.status import Status, status_of
+from rocmstack.wire import Scalar, WireModel
+
+SCHEMA = 3
 KIND = "rocmstack.bench.rollout"
-EARLIER = 1
+EARLIER = (1, 2)
+HEADLINE = "decode_tokens_per_s"
+OLD_METRIC = "tokens_per_s"  # what a baseline check of schema 1 or 2 compared
 ROWS = ("results", "engines", "weight_sync")  # the lists whose entries carry a status
 
 
@@ -24,25 +34,92 @@ def _row(row: Any) -> Any:
     return row
 
 
-def _check(check: Any) -> Any:
-    if not isinstance(check, dict) or "ok" not in check:
+def _check(check: Any, schema: int) -> Any:
+    if not isinstance(check, dict):
         return check
-    # anything but a true ``ok`` was not a pass: it stays a failure
-    rest = {k: v for k, v in check.items() if k != "ok"}
-    return {**rest, "status": (Status.PASS if check["ok"] is True else Status.FAIL).value}
+    out = {**check, "metric": OLD_METRIC}  # whatever an old check claims, it compared the whole-run rate
+    if schema != 1 or "ok" not in check:
+        return out
+    # anything but a true ``ok`` was not a pass: it stays a failure (never a skip)
+    rest = {k: v for k, v in out.items() if k != "ok"}
+    return {**rest, "status": status_of(check["ok"] is True).value}
 
 
 def upgrade(report: Any) -> Any:
-    """A schema-1 report in schema 2; anything else as given (the caller's own checks judge its shape).
+    """A report of an EARLIER schema in this one; anything else as given (the caller's own checks judge its
+    shape).
 
     Tolerant of any JSON: it comes from images and files rocmstack did not necessarily write."""
-    if not isinstance(report, dict) or report.get("schema") != EARLIER:
+    schema = report.get("schema") if isinstance(report, dict) else None
+    if type(schema) is not int or schema not in EARLIER:  # true == 1 in Python: not a schema here
         return report
     out: dict[str, Any] = {**report, "schema": SCHEMA}
-    for key in ROWS:
-        if isinstance(out.get(key), list):
-            out[key] = [_row(r) for r in out[key]]
+    if schema == 1:
+        for key in ROWS:
+            if isinstance(out.get(key), list):
+                out[key] = [_row(r) for r in out[key]]
     base = out.get("baseline")
     if isinstance(base, dict) and isinstance(base.get("checks"), list):
-        out["baseline"] = {**base, "checks": [_check(c) for c in base["checks"]]}
+        out["baseline"] = {**base, "checks": [_check(c, schema) for c in base["checks"]]}
     return out
+
+
+def check_rates(check: dict[str, Any]) -> tuple[Any, Any]:
+    """A baseline check's (this run, baseline) rates, by the metric it names."""
+    metric = check["metric"]
+    return check[metric], check[f"baseline_{metric}"]
+
+
+# -- rollout.json as its readers index it (validate's report carries it whole) -----------------------------
+
+
+class BenchRow(WireModel):
+    engine: Scalar
+    batch: Scalar
+    status: Scalar
+
+
+class _BaselineCheck(WireModel):
+    engine: Scalar
+    batch: Scalar
+    status: Scalar
+    ratio: Scalar
+
+
+class DecodeCheck(_BaselineCheck):
+    metric: Literal["decode_tokens_per_s"]
+    decode_tokens_per_s: Scalar
+    baseline_decode_tokens_per_s: Scalar
+
+
+class WholeRunCheck(_BaselineCheck):
+    """A check of a report of schema 1 or 2: it compared the prefill-inclusive rate."""
+
+    metric: Literal["tokens_per_s"]
+    tokens_per_s: Scalar
+    baseline_tokens_per_s: Scalar
+
+
+class BaselineVerdict(WireModel):
+    checks: list[Annotated[DecodeCheck | WholeRunCheck, Field(discriminator="metric")]] = Field(
+        default_factory=list
+    )
+
+
+class BenchShape(WireModel):
+    name: Scalar
+
+
+class BenchDevice(WireModel):
+    name: Scalar
+    type: Scalar = None
+
+
+class BenchReport(WireModel):
+    """rollout.json of this schema (an EARLIER one once upgraded)."""
+
+    shape: BenchShape
+    device: BenchDevice
+    settings: dict[str, Any]
+    results: list[BenchRow]
+    baseline: BaselineVerdict | None = None

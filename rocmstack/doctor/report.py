@@ -1,12 +1,13 @@
 """Report formats: a rich table (default), Markdown for CI job summaries, JUnit XML for CI test reporting.
-JSON is the report dict itself (rocmstack.output.print_json)."""
+JSON is the report dict itself (rocmstack.output.print_json); ``DoctorReport`` is its shape as readers index it."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -14,6 +15,7 @@ from rich.text import Text
 
 from rocmstack.errors import printable
 from rocmstack.output import print_table
+from rocmstack.wire import Scalar, WireModel
 
 if TYPE_CHECKING:
     from rocmstack.doctor.model import Check
@@ -27,6 +29,23 @@ NODE_STYLE = {
     "timeout": "bold red",
     "error": "bold magenta",
 }
+
+
+class CheckRow(WireModel):
+    id: Scalar
+    group: Scalar = None
+    status: Scalar
+    summary: Scalar
+    fix: Scalar = None
+
+
+class DoctorReport(WireModel):
+    """A node's JSON report as its readers index it (``schema.json`` publishes all of it; validate's report
+    carries it whole)."""
+
+    verdict: Scalar = None
+    checks: list[CheckRow] = Field(default_factory=list)
+    platform: dict[str, Any] | None = None
 
 
 def _t(text: object) -> str:

@@ -4,17 +4,35 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocmstack.output import dumps
 from rocmstack.plots import legend_below
+from rocmstack.wire import Scalar, WireModel
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 PLOTS = ("reward.png", "logprob_diff.png", "phase_times.png")
 _RESULT = {"pass": "[green]PASS[/green]", "fail": "[red]FAIL[/red]", "skip": "[yellow]N/A[/yellow]"}
 
 
-def criteria_table(summary: dict[str, Any]) -> Any:
-    """The summary's criteria as a table (a rich Table): the smoke's and the framework smoke's alike."""
+class CriterionRow(WireModel):
+    name: Scalar
+    status: Scalar  # pass, fail, or skip: could not be measured here
+    detail: Scalar
+
+
+class SmokeSummary(WireModel):
+    """summary.json as its readers index it (validate's report carries it whole)."""
+
+    criteria: list[CriterionRow]
+    final: dict[str, Any]
+    device: Scalar = None
+
+
+def criteria_table(summary: dict[str, Any]) -> Table:
+    """The summary's criteria as a table: the smoke's and the framework smoke's alike."""
     from rich.markup import escape
     from rich.table import Table
 

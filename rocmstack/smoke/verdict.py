@@ -37,7 +37,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rocmstack.status import Status
+from rocmstack.status import Status, status_of
 
 REWARD_MARGIN = 0.25
 KL_STEP0_TOL = 1e-4
@@ -60,7 +60,7 @@ class Criterion:
 
     @property
     def status(self) -> Status:
-        return Status.SKIP if self.passed is None else Status.PASS if self.passed else Status.FAIL
+        return status_of(self.passed)
 
 
 def reward_window(steps: int) -> int:

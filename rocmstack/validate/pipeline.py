@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from rocmstack import __version__
 from rocmstack.bench.baseline import compare, load_baseline
 from rocmstack.bench.plot import plot_reports
+from rocmstack.bench.report import HEADLINE, check_rates
 from rocmstack.bench.rollout import RolloutSpec, memory_phases, run_rollout
 from rocmstack.contract import image_root
 from rocmstack.doctor import options as doctor_options
@@ -414,9 +415,10 @@ def bench_verdict(report: dict[str, Any], bars: Bars | None = None) -> tuple[str
     failed = [c for c in base["checks"] if c["status"] != PASS]
     if failed:
         c = failed[0]
+        now, then = check_rates(c)
         return FAIL, (
-            f"regression: {c['engine']} batch {c['batch']} {c['tokens_per_s']:,.1f} tok/s = "
-            f"{c['ratio']:.2f}x of baseline {c['baseline_tokens_per_s']:,.1f} (tolerance {base['tolerance']:.0%})"
+            f"regression: {c['engine']} batch {c['batch']} {now:,.1f} decode tok/s = "
+            f"{c['ratio']:.2f}x of baseline {then:,.1f} (tolerance {base['tolerance']:.0%})"
         )
     return PASS, text + f"; {len(base['checks'])} config(s) within {base['tolerance']:.0%} of the baseline"
 
@@ -445,7 +447,7 @@ def run_bench_stage(
         out = opts.report_dir / BENCH_DIR
         out.mkdir(parents=True, exist_ok=True)
         (out / BENCH_JSON).write_text(dumps(report), encoding="utf-8")
-        if any(r["status"] == PASS and r["tokens_per_s"] for r in report["results"]):
+        if any(r["status"] == PASS and r[HEADLINE] for r in report["results"]):
             plot_reports([report], out / ROOFLINE_PNG)
     except Exception as exc:
         return _crash("bench", exc, t0), None

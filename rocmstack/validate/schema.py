@@ -5,20 +5,23 @@ The bottom of the package: ``pipeline`` (the in-place run), ``report`` (the thre
 
 A report.json is untrusted input twice: the one the image wrote (copied up by the host) and the one a
 publish is handed. ``parse_report`` checks its shape before anything reads it, so a missing key or a
-wrong type is one line naming the field, never a traceback in the writer or the gate. The values shown
-to people stay loosely typed (the renderers escape and format whatever they get); what code indexes,
-iterates or compares has the type it needs.
+wrong type is one line naming the field, never a traceback in the writer or the gate. The doctor's,
+the smoke's and the bench's parts are checked with the models their producers own (``DoctorReport``,
+``SmokeSummary``, ``BenchReport``, on ``rocmstack.wire``); this module describes only its own stages.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from rocmstack.bench import report as bench_report
+from rocmstack.doctor.report import DoctorReport
 from rocmstack.errors import InputError, printable
-from rocmstack.status import Status
+from rocmstack.smoke.report import SmokeSummary
+from rocmstack.status import Status, status_of
+from rocmstack.wire import Scalar, WireModel
 
 SCHEMA = "rocmstack.validate/2"  # bump the suffix on any incompatible change of report.json
 # Read too (an older image writes it, an older publish is handed it): /1 spelled a skipped stage "skipped",
@@ -91,113 +94,46 @@ def verdict(stages: list[dict[str, Any]]) -> tuple[bool, str]:
 
 # -- the report.json schema -----------------------------------------------------------------------------
 
-Scalar = str | int | float | bool | None  # a value that is only shown: escaped and formatted, never indexed
 
-
-class _Open(BaseModel):
-    """Keys beyond the ones named are kept as they are (the report carries tool output)."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-
-
-class Stage(_Open):
+class Stage(WireModel):
     name: str  # the verdict line joins the names: a number or null here is a malformed report
     status: Scalar
     seconds: Scalar
     summary: Scalar
 
 
-class Check(_Open):
-    id: Scalar
-    group: Scalar = None
-    status: Scalar
-    summary: Scalar
-    fix: Scalar = None
+class DoctorPart(WireModel):
+    report: DoctorReport | None = None
 
 
-class Doctor(_Open):
-    verdict: Scalar = None
-    checks: list[Check] = []
-    platform: dict[str, Any] | None = None
+class SmokePart(WireModel):
+    summary: SmokeSummary | None = None
 
 
-class Criterion(_Open):
-    name: Scalar
-    status: Scalar
-    detail: Scalar
+class BenchPart(WireModel):
+    report: bench_report.BenchReport | None = None
 
 
-class Smoke(_Open):
-    criteria: list[Criterion]
-    final: dict[str, Any]
-    device: Scalar = None
-
-
-class BenchResult(_Open):
-    engine: Scalar
-    batch: Scalar
-    status: Scalar
-
-
-class BaselineCheck(_Open):
-    engine: Scalar
-    batch: Scalar
-    status: Scalar
-    baseline_tokens_per_s: Scalar
-    ratio: Scalar
-
-
-class Baseline(_Open):
-    checks: list[BaselineCheck] = []
-
-
-class Named(_Open):
-    name: Scalar
-
-
-class BenchDevice(_Open):
-    name: Scalar
-    type: Scalar = None
-
-
-class Bench(_Open):
-    shape: Named
-    device: BenchDevice
-    settings: dict[str, Any]
-    results: list[BenchResult]
-    baseline: Baseline | None = None
-
-
-class DoctorPart(_Open):
-    report: Doctor | None = None
-
-
-class SmokePart(_Open):
-    summary: Smoke | None = None
-
-
-class BenchPart(_Open):
-    report: Bench | None = None
-
-
-class Image(_Open):
+class Image(WireModel):
     ref: Scalar = None
     id: Scalar = None
-    labels: dict[str, Scalar] = {}
+    labels: dict[str, Scalar] = Field(default_factory=dict)
 
 
-class Engine(_Open):
+class Engine(WireModel):
     engine: Scalar
-    commands: list[list[str]] = []
+    commands: list[list[str]] = Field(default_factory=list)
 
 
-class HostChecked(_Open):
+class HostChecked(WireModel):
     gpu_arch: str | None
     gpu_archs: list[str]
     options: dict[str, Any]
 
 
-class Report(_Open):
+class ValidateReport(WireModel):
+    """report.json: this package's stages around the doctor's, the smoke's and the bench's own reports."""
+
     schema_: Literal["rocmstack.validate/2"] = Field(alias="schema")
     passed: bool
     verdict: str
@@ -206,7 +142,7 @@ class Report(_Open):
     seconds: Scalar
     render_hash: str | None = None
     gpu_arch: str | None = None
-    gpu_archs: list[str] = []
+    gpu_archs: list[str] = Field(default_factory=list)
     host: dict[str, Any]
     stages: list[Stage]
     image: Image | None = None
@@ -217,19 +153,23 @@ class Report(_Open):
     bench: BenchPart | None = None
     host_checked: HostChecked | None = None
 
-    model_config = ConfigDict(extra="allow", strict=True)
-
 
 def _where(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "(top level)"
 
 
 def upgraded(data: object) -> object:
-    """An EARLIER report in this schema: a skipped stage's "skipped" as "skip", a smoke criterion's boolean
-    "passed" as its status, and its bench report through the bench's own reader. Only those spellings move:
-    any other status (an image's "ok", true) stays and fails as given. Tolerant of any JSON; anything not
-    EARLIER comes back as it is."""
-    if not isinstance(data, dict) or data.get("schema") != EARLIER:
+    """A report in this schema: an EARLIER one's skipped stage "skipped" as "skip" and its smoke criteria's
+    boolean "passed" as their status; and, of either schema, the bench report through the bench's own reader
+    (an image of this schema may have written an earlier bench report). Only those spellings move: any other
+    status (an image's "ok", true) stays and fails as given. Tolerant of any JSON; anything of neither schema
+    comes back as it is."""
+    if not isinstance(data, dict) or data.get("schema") not in (SCHEMA, EARLIER):
+        return data
+    bench = data.get("bench")
+    if isinstance(bench, dict) and "report" in bench:
+        data = {**data, "bench": {**bench, "report": bench_report.upgrade(bench["report"])}}
+    if data["schema"] != EARLIER:
         return data
     out: dict[str, Any] = {**data, "schema": SCHEMA}
     if isinstance(out.get("stages"), list):
@@ -242,19 +182,14 @@ def upgraded(data: object) -> object:
     if isinstance(smoke, dict) and isinstance(summary, dict) and isinstance(summary.get("criteria"), list):
         criteria = [_criterion(c) for c in summary["criteria"]]
         out["smoke"] = {**smoke, "summary": {**summary, "criteria": criteria}}
-    bench = out.get("bench")
-    if isinstance(bench, dict) and "report" in bench:
-        out["bench"] = {**bench, "report": bench_report.upgrade(bench["report"])}
     return out
 
 
 def _criterion(c: Any) -> Any:
     if not isinstance(c, dict) or "passed" not in c:
         return c
-    judged = c["passed"]
     # null was "could not be measured"; anything but a true pass is not a pass
-    status = SKIP if judged is None else PASS if judged is True else FAIL
-    return {**{k: v for k, v in c.items() if k != "passed"}, "status": status.value}
+    return {**{k: v for k, v in c.items() if k != "passed"}, "status": status_of(c["passed"]).value}
 
 
 def report_problem(data: object) -> str | None:
@@ -264,7 +199,7 @@ def report_problem(data: object) -> str | None:
         found = data.get("schema")
         return f"schema {printable(repr(found))}, expected {SCHEMA}"
     try:
-        Report.model_validate(upgraded(data))
+        ValidateReport.model_validate(upgraded(data))
     except ValidationError as exc:
         first = exc.errors()[0]
         more = exc.error_count() - 1

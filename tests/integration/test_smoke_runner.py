@@ -13,6 +13,7 @@ import pytest
 
 from rocmstack.smoke import SmokeOptions, run_grpo_smoke
 from rocmstack.smoke.config import INJECT_EXPECTS
+from rocmstack.smoke.report import SmokeSummary
 
 pytestmark = [pytest.mark.slow]
 
@@ -31,6 +32,7 @@ def ray_cluster():
 
 
 def _check_pass(summary: dict) -> None:
+    SmokeSummary.model_validate(json.loads(json.dumps(summary)))  # the real run is what its readers index
     assert summary["passed"], json.dumps(summary["criteria"], indent=1)
     assert summary["failed"] == []
     final = summary["final"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmstack.bench.report import upgrade
+from rocmstack.bench.report import SCHEMA, BenchReport, DecodeCheck, upgrade
 from rocmstack.cli import main
 
 TINY = {
@@ -61,6 +61,28 @@ def test_json_report_has_every_field(capsys, shape, tmp_path):
         assert r["mbu"] == pytest.approx(r["decode_tokens_per_s"] * r["bytes_per_step"] / r["batch"] / bw)
     assert report["weight_sync"] == []
     assert len(json.loads((tmp_path / "b.json").read_text())["entries"]) == 4
+    assert report["schema"] == SCHEMA
+    BenchReport.model_validate(report)  # what the bench writes is what its readers index
+
+
+def test_a_run_gated_on_its_own_baseline_checks_each_decode_rate(capsys, shape, tmp_path):
+    base = tmp_path / "b.json"
+    code, out, err = cli(capsys, *RUN, "--shape", shape, "--save-baseline", str(base), "--json")
+    assert code == 0, err
+    saved = {
+        (e["engine"], e["batch"]): e["decode_tokens_per_s"] for e in json.loads(base.read_text())["entries"]
+    }
+    code, out, err = cli(
+        capsys, *RUN, "--shape", shape, "--baseline", str(base), "--tolerance", "1", "--json"
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    verdict = BenchReport.model_validate(report).baseline
+    assert verdict is not None and [type(c) for c in verdict.checks] == [DecodeCheck, DecodeCheck]
+    for c in report["baseline"]["checks"]:
+        assert c["baseline_decode_tokens_per_s"] == saved[(c["engine"], c["batch"])]
+        row = next(r for r in report["results"] if (r["engine"], r["batch"]) == (c["engine"], c["batch"]))
+        assert c["decode_tokens_per_s"] == row["decode_tokens_per_s"] and c["status"] == "pass"
 
 
 def test_an_engine_asked_for_that_cannot_run_is_exit_1(capsys, shape, tmp_path):
@@ -115,7 +137,7 @@ def test_baseline_gate_exits_1_on_a_regression(capsys, shape, tmp_path):
     assert code == 0, err
     data = json.loads(base.read_text())
     for entry in data["entries"]:
-        entry["tokens_per_s"] *= 100  # a baseline this run cannot reach
+        entry["decode_tokens_per_s"] *= 100  # a baseline this run cannot reach
     base.write_text(json.dumps(data))
     code, out, err = cli(capsys, *RUN, "--shape", shape, "--baseline", str(base))
     assert code == 1

@@ -6,7 +6,8 @@ from rocmstack.bench.plot import markdown_table, plot_reports
 def report(shape: str) -> dict:
     def row(engine, batch, tps, mbu):
         return {
-            "engine": engine, "batch": batch, "status": "pass", "tokens_per_s": tps, "mbu": mbu, "mbu_spec": mbu * 0.9,
+            "engine": engine, "batch": batch, "status": "pass", "tokens_per_s": tps * 0.8, "decode_tokens_per_s": tps,
+            "mbu": mbu, "mbu_spec": mbu * 0.9,
             "median_step_ms": 5.0, "roofline_tokens_per_s": batch * 280.0, "roofline_tokens_per_s_spec": batch * 316.0,
             "peak_memory_gb": 31.0,
         }  # fmt: skip
@@ -30,4 +31,6 @@ def test_markdown_table_rows():
     table = markdown_table([report("qwen3-8b")])
     lines = table.strip().splitlines()
     assert len(lines) == 2 + 4  # header, rule, four ok rows (the skip is left out)
+    assert lines[0].startswith("| shape | engine | batch | decode tok/s |")
+    # the decode rate (200), not the prefill-inclusive one (160)
     assert lines[2] == "| qwen3-8b | reference | 1 | 200 | 5.00 | 0.720 | 0.648 | 280 | 31.0 |"

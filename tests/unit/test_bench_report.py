@@ -1,4 +1,4 @@
-"""rollout.json's schema: a schema-1 report (the H200 run committed as evidence) reads in schema 2."""
+"""rollout.json's schema: reports of schema 1 (the H200 run committed as evidence) and 2 read in schema 3."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from rocmstack.bench.baseline import _device_kind, _entries, compare
-from rocmstack.bench.report import SCHEMA, upgrade
+from rocmstack.bench.report import SCHEMA, check_rates, upgrade
 from rocmstack.status import Status
 
 EVIDENCE = (
@@ -51,12 +51,37 @@ def test_a_schema_1_baseline_check_carries_a_status_and_only_a_true_ok_passes():
     checks = upgrade(old)["baseline"]["checks"]
     assert [c["status"] for c in checks] == ["pass", "fail", "fail"]
     assert all("ok" not in c for c in checks) and checks[0]["ratio"] == 1.02
+    assert {c["metric"] for c in checks} == {"tokens_per_s"}  # what schema 1 compared
+
+
+def test_a_schema_2_reports_checks_name_the_whole_run_rate_they_compared_and_nothing_else_moves():
+    two = upgrade(_recorded())  # schema 3 now: made schema 2 again, as an image of yesterday wrote it
+    two["schema"] = 2
+    two["results"][0]["status"] = "ok"  # not a schema-2 spelling: stays, and fails where it is read
+    two["baseline"] = {
+        "tolerance": 0.1,
+        "checks": [
+            {"engine": "reference", "batch": 1, "status": "pass", "tokens_per_s": 99.0,
+             "baseline_tokens_per_s": 100.0, "ratio": 0.99},
+            {"engine": "hf", "batch": 1, "status": "fail", "ok": True, "ratio": 0.5},  # ok: not read in 2
+        ],
+    }  # fmt: skip
+    new = upgrade(copy.deepcopy(two))
+    assert new["schema"] == SCHEMA == 3
+    assert [c["metric"] for c in new["baseline"]["checks"]] == ["tokens_per_s", "tokens_per_s"]
+    assert [c["status"] for c in new["baseline"]["checks"]] == ["pass", "fail"]
+    assert check_rates(new["baseline"]["checks"][0]) == (99.0, 100.0)
+    assert new["results"] == two["results"] and new["results"][0]["status"] == "ok"
+    assert {k: v for k, v in new.items() if k not in ("schema", "baseline")} == {
+        k: v for k, v in two.items() if k not in ("schema", "baseline")
+    }
 
 
 def test_a_schema_2_report_and_anything_else_come_back_as_given():
     current = upgrade(_recorded())
     assert upgrade(current) is current
-    for junk in (None, [], "x", {"schema": "1"}, {"schema": 3, "results": [{"status": "ok"}]}):
+    junk_schemas = ({"schema": s, "results": [{"status": "ok"}]} for s in ("1", 3, True, 1.0, 2.0, None))
+    for junk in (None, [], "x", *junk_schemas):  # true == 1 and 1.0 == 1 in Python: neither is schema 1
         assert upgrade(junk) is junk
     # schema 1 with the wrong shapes: kept as they are (the reader's own checks name them)
     odd = {"schema": 1, "results": "x", "engines": [1, None, {"status": True}], "baseline": {"checks": 3}}

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from rocmstack.doctor.model import SCHEMA
-from rocmstack.doctor.report import render_junit, render_markdown, render_table
+from rocmstack.doctor.report import CheckRow, DoctorReport, render_junit, render_markdown, render_table
 from rocmstack.doctor.runner import run_doctor, verdict_line
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "rocmstack" / "doctor" / "schema.json"
@@ -47,6 +47,14 @@ def test_schema_is_versioned_and_validates(report):
     broken["checks"][0]["status"] = "maybe"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, schema)
+
+
+def test_the_model_readers_index_takes_a_real_run_and_names_only_what_the_schema_requires(report):
+    DoctorReport.model_validate(json.loads(json.dumps(report)))
+    defs = json.loads(SCHEMA_FILE.read_text())["$defs"]
+    # the doctor's two descriptions of one report agree: what readers index, the published schema requires
+    assert set(DoctorReport.model_fields) <= set(defs["node"]["required"])
+    assert set(CheckRow.model_fields) <= set(defs["check"]["required"])
 
 
 def test_table_groups_and_fix(report):

@@ -138,14 +138,15 @@ def test_bench_regression_against_the_baseline_fails():
         {
             "engine": "reference",
             "batch": 64,
-            "tokens_per_s": 20000.0,
-            "baseline_tokens_per_s": 29000.0,
+            "metric": "decode_tokens_per_s",
+            "decode_tokens_per_s": 20000.0,
+            "baseline_decode_tokens_per_s": 29000.0,
             "ratio": 20000 / 29000,
             "status": "fail",
         }
     ]
     status, text = bench_verdict(_bench(_ok(64, 20000.0), baseline={"checks": checks, "tolerance": 0.1}))
-    assert status == "fail" and "0.69x of baseline 29,000.0" in text
+    assert status == "fail" and "20,000.0 decode tok/s = 0.69x of baseline 29,000.0" in text
     status, text = bench_verdict(
         _bench(_ok(64, 20000.0), baseline={"checks": [], "tolerance": 0.1, "file": "b.json"})
     )
@@ -367,13 +368,16 @@ def test_a_stage_that_died_in_a_worker_names_the_cause_in_one_line():
 
 @pytest.mark.parametrize("quiet", [False, True])
 def test_the_smoke_settings_warning_is_hidden_under_q(tmp_path, monkeypatch, quiet):
-    import rocmstack.smoke
     from rocmstack.output import QUIET_ENV
 
-    def no_smoke(*_args, **_kwargs):
+    ran: list[object] = []
+
+    def no_smoke(*args, **_kwargs):
+        ran.append(args)
         raise RuntimeError("not run here")
 
-    monkeypatch.setattr(rocmstack.smoke, "run_grpo_smoke", no_smoke)
+    # where the stage calls it: patching rocmstack.smoke's name left the real smoke running (20 s a run)
+    monkeypatch.setattr(pipeline, "run_grpo_smoke", no_smoke)
     if quiet:
         monkeypatch.setenv(QUIET_ENV, "1")
     else:
@@ -383,3 +387,4 @@ def test_the_smoke_settings_warning_is_hidden_under_q(tmp_path, monkeypatch, qui
     pipeline.run_smoke_stage(opts, said.append)
     warnings = [line for line in said if line.startswith("smoke: warning:")]
     assert len(warnings) == (0 if quiet else 1), said
+    assert len(ran) == 1  # the warning comes before the smoke starts

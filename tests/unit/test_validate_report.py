@@ -37,7 +37,7 @@ def test_an_earlier_report_reads_as_this_schema_with_only_the_skip_spelling_move
     assert "skip" in [s["status"] for s in read["stages"]]
     # the bench report went through the bench's own reader; nothing else moved
     assert read["bench"]["report"] == upgrade(raw["bench"]["report"])
-    assert read["bench"]["report"]["schema"] == 2 and raw["bench"]["report"]["schema"] == 1
+    assert read["bench"]["report"]["schema"] == 3 and raw["bench"]["report"]["schema"] == 1
     # the smoke's criteria carry their status (below); the rest of its summary as recorded
     summary, recorded = read["smoke"]["summary"], raw["smoke"]["summary"]
     assert {k: v for k, v in summary.items() if k != "criteria"} == {
@@ -270,7 +270,15 @@ def test_every_report_the_schema_takes_renders(tmp_path):
                 "results": [{"engine": "e", "batch": 1, "status": "pass"}],
                 "baseline": {
                     "checks": [
-                        {"engine": "e", "batch": 1, "status": "pass", "baseline_tokens_per_s": 1, "ratio": 1}
+                        {
+                            "engine": "e",
+                            "batch": 1,
+                            "status": "pass",
+                            "metric": "decode_tokens_per_s",
+                            "decode_tokens_per_s": 1,
+                            "baseline_decode_tokens_per_s": 1,
+                            "ratio": 1,
+                        }
                     ]
                 },
             }
@@ -279,6 +287,52 @@ def test_every_report_the_schema_takes_renders(tmp_path):
     assert report_problem(smallest) is None
     paths = write_all(smallest, tmp_path)
     assert all(p.stat().st_size for p in paths)
+
+
+def _with_check(report: dict, bench_schema: int, check: dict) -> dict:
+    rep = copy.deepcopy(report)
+    bench = rep["bench"]["report"]
+    bench["schema"] = bench_schema
+    first = bench["results"][0]
+    bench["baseline"] = {
+        "tolerance": 0.1,
+        "checks": [{"engine": first["engine"], "batch": first["batch"], **check}],
+    }
+    return rep
+
+
+def test_a_baseline_check_of_an_earlier_bench_report_is_shown_as_the_whole_run_rate_it_compared(
+    h200_report, tmp_path
+):
+    """Bench schema 1 and 2 compared the prefill-inclusive tok/s: read today, never shown as a decode rate."""
+    old = {"status": "pass", "tokens_per_s": 900.0, "baseline_tokens_per_s": 1000.0, "ratio": 0.9}
+    rep = parse_report(_with_check(h200_report, 2, old), "report.json")
+    check = rep["bench"]["report"]["baseline"]["checks"][0]
+    assert check["metric"] == "tokens_per_s" and check["baseline_tokens_per_s"] == 1000.0
+    assert "| 1,000.0 (whole run, old report) | 0.90 |" in render_markdown(rep)
+    assert "1,000.0 (whole run, old report)</td>" in render_html(rep, tmp_path)
+    new = {"status": "pass", "metric": "decode_tokens_per_s", "decode_tokens_per_s": 900.0}
+    new |= {"baseline_decode_tokens_per_s": 1000.0, "ratio": 0.9}
+    rep = parse_report(_with_check(h200_report, 3, new), "report.json")
+    assert "| 1,000.0 | 0.90 |" in render_markdown(rep) and "whole run" not in render_markdown(rep)
+
+
+@pytest.mark.parametrize(
+    ("check", "problem"),
+    [
+        ({"status": "pass", "ratio": 1}, "bench.report.baseline.checks.0: unable to extract tag"),
+        ({"status": "pass", "ratio": 1, "metric": "ok"}, "does not match any of the expected tags"),
+        (
+            {"status": "pass", "ratio": 1, "metric": "decode_tokens_per_s", "decode_tokens_per_s": 1},
+            "checks.0.decode_tokens_per_s.baseline_decode_tokens_per_s: field required",
+        ),
+    ],
+)
+def test_a_baseline_check_that_does_not_name_its_rates_is_refused(h200_report, check, problem):
+    from rocmstack.validate.schema import report_problem
+
+    found = report_problem(_with_check(h200_report, 3, check))
+    assert found is not None and problem in found
 
 
 def test_a_criterion_that_could_not_be_measured_is_shown_as_skip_not_fail(h200_report):
