@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 
 from rocmstack import __version__
 from rocmstack.errors import ExitCode, InputError, RocmstackError, printable, quoted
+from rocmstack.options import bare_old_flags
 from rocmstack.output import QUIET_ENV, ClosedPipe, PipeGuard
 from rocmstack.resources import RECIPES_PATH_ENV
 
@@ -152,6 +153,14 @@ def _hoist_global_options(argv: list[str]) -> list[str]:
     return front + rest
 
 
+def _command(argv: list[str]) -> str | None:
+    """The command named after the hoisted global options (None: none, or an option such as --help)."""
+    i = 0
+    while i < len(argv) and (argv[i] in _GLOBAL_FLAGS or argv[i].split("=", 1)[0] in _GLOBAL_VALUE_OPTIONS):
+        i += 2 if argv[i] in _GLOBAL_VALUE_OPTIONS else 1
+    return argv[i] if i < len(argv) and not argv[i].startswith("-") else None
+
+
 def _refuse_empty_values(argv: list[str]) -> None:
     """``--gpu-arch ""``, ``-o ""`` or ``inspect ""`` is a mistake (often an unset variable in a script),
     never a request for the default or for the current folder: refuse it before any command runs."""
@@ -196,6 +205,7 @@ def main(argv: list[str] | None = None, *, modules: tuple[str, ...] = COMMAND_MO
     try:
         # Not standalone: usage errors and I/O errors come back here and become one line, no panel or traceback.
         args = _hoist_global_options(list(sys.argv[1:] if argv is None else argv))
+        args = bare_old_flags(args, _command(args))
         _refuse_empty_values(args)
         with warnings.catch_warnings():
             sys.stdout = PipeGuard(sys.stdout)  # a stream in all but a closed pipe

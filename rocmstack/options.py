@@ -50,6 +50,24 @@ def renamed(new_value: Any, old_value: Any, old: str, new: str) -> Any:
     return old_value
 
 
+# `doctor --save-baseline` was a flag (save into the --baseline file) and now takes a FILE, as the bench's does.
+# Its bare old form (last, or before another option) is read as this hidden flag for one release.
+BARE_SAVE_BASELINE = "--save-baseline-bare"
+BARE_OLD_FLAGS = {("doctor", "--save-baseline"): BARE_SAVE_BASELINE}  # (command, option) -> hidden flag
+
+
+def bare_old_flags(argv: list[str], command: str | None) -> list[str]:
+    """ARGV with each bare old flag of COMMAND (see BARE_OLD_FLAGS) as its hidden flag; the rest as given."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return out + argv[i:]
+        hidden = BARE_OLD_FLAGS.get((command or "", arg))
+        after = argv[i + 1] if i + 1 < len(argv) else None
+        out.append(hidden if hidden and (after is None or after.startswith("-")) else arg)
+    return out
+
+
 # Previous spellings of repeatable options, kept hidden for one release.
 DOCTOR_SKIP_OLD = old_spelling("--doctor-skip", "ID", repeatable=True)  # validate: now --skip
 PUBLISH_REPORT_OLD = old_spelling("--report", "DIR", repeatable=True)  # publish: now --reports

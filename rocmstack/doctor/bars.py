@@ -152,7 +152,8 @@ def load_baseline(path: Path) -> dict[str, float]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(
-            f"baseline {quoted(path)} is unreadable: {exc}", fix="delete it or --save-baseline again"
+            f"baseline {quoted(path)} is unreadable: {exc}",
+            fix="delete it, or save it again with --save-baseline FILE",
         ) from None
     return {str(k): float(v) for k, v in (data.get("busbw") or {}).items()}
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from rocmstack.errors import InputError, quoted
-from rocmstack.options import DOCTOR_SKIP_OPT, old_spelling, renamed
+from rocmstack.options import BARE_SAVE_BASELINE, DOCTOR_SKIP_OPT, old_spelling, renamed
 
 
 def split_ids(values: list[str]) -> tuple[str, ...]:
@@ -112,9 +115,6 @@ def register(app: typer.Typer) -> None:
         junit: Path | None = typer.Option(
             None, "--junit", metavar="FILE", help="Also write JUnit XML to FILE."
         ),
-        ray_address: str | None = typer.Option(
-            None, "--ray-address", metavar="ADDR", help="Run on every alive node of this Ray cluster."
-        ),
         tensor_parallel: int | None = typer.Option(
             None, "--tensor-parallel", metavar="N", help="Rollout TP size, to judge allocator x all-reduce."
         ),
@@ -129,9 +129,6 @@ def register(app: typer.Typer) -> None:
             [], "--allow-pid", metavar="PID", help="A process whose GPU memory is the job's own (repeat)."
         ),
         timeout: float = typer.Option(30.0, "--timeout", metavar="S", help="Time limit of each probe (s)."),
-        cluster_timeout: float = typer.Option(
-            180.0, "--cluster-timeout", metavar="S", help="Time limit of a cluster run (s)."
-        ),
         level_given: int | None = typer.Option(
             None,
             "--level",
@@ -150,11 +147,12 @@ def register(app: typer.Typer) -> None:
             None, "--bars", metavar="FILE", help="Bars YAML (default: built in)."
         ),
         baseline: Path | None = typer.Option(
-            None, "--baseline", metavar="FILE", help="Saved baseline (default: ~/.cache/rocmstack/...)."
+            None, "--baseline", metavar="FILE", help="Level 2: warn under 90 % of this busbw baseline."
         ),
-        save_baseline: bool = typer.Option(
-            False, "--save-baseline", help="Level 2: save this run's busbw as the baseline."
+        save_baseline: Path | None = typer.Option(
+            None, "--save-baseline", metavar="FILE", help="Level 2: merge this run's busbw into FILE."
         ),
+        save_baseline_bare: bool = typer.Option(False, BARE_SAVE_BASELINE, hidden=True),
         sync_repeats: int = typer.Option(5, "--sync-repeats", metavar="N", help="Weight-sync start-ups."),
         sync_bytes: str = typer.Option(
             "1G", "--sync-bytes", metavar="SIZE", help="Split weight-sync bucket."
@@ -167,6 +165,12 @@ def register(app: typer.Typer) -> None:
         ),
         ipc_handles: int = typer.Option(
             64, "--ipc-handles", metavar="N", help="Level 2: IPC handles per GPU held open at once."
+        ),
+        ray_address: str | None = typer.Option(
+            None, "--ray-address", metavar="ADDR", help="Run on every alive node of this Ray cluster."
+        ),
+        cluster_timeout: float = typer.Option(
+            180.0, "--cluster-timeout", metavar="S", help="Time limit of a cluster run (s)."
         ),
         culprit_budget: float = typer.Option(
             120.0, "--culprit-budget", metavar="S", help="Level 3: seconds the culprit search may take."
@@ -192,6 +196,12 @@ def register(app: typer.Typer) -> None:
             metavar="NAME",
             help="Judge tuned-config coverage for these models (default: the recipe's).",
         ),
+        burn_in: str = typer.Option(
+            "10m", "--burn-in", metavar="TIME", help="Level 4: time of sustained load, e.g. 90s or 10m."
+        ),
+        html: Path | None = typer.Option(
+            None, "--html", metavar="FILE", help="Also write an HTML report (burn-in plots per GPU)."
+        ),
         slurm: str | None = typer.Option(
             None,
             "--slurm",
@@ -214,12 +224,6 @@ def register(app: typer.Typer) -> None:
             False,
             "--allow-shared-dir",
             help="--prometheus/--history: accept a folder users other than root can write.",
-        ),
-        burn_in: str = typer.Option(
-            "10m", "--burn-in", metavar="TIME", help="Level 4: time of sustained load, e.g. 90s or 10m."
-        ),
-        html: Path | None = typer.Option(
-            None, "--html", metavar="FILE", help="Also write an HTML report (burn-in plots per GPU)."
         ),
         telemetry_replay: Path | None = typer.Option(None, "--telemetry-replay", hidden=True),
         sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
@@ -246,6 +250,11 @@ def register(app: typer.Typer) -> None:
             )
         from rocmstack.doctor.bars import default_baseline_path
 
+        baseline_file = baseline or default_baseline_path()
+        if save_baseline_bare:  # the old flag: saved into the file it compares with
+            save_baseline = renamed(
+                save_baseline, baseline_file, "--save-baseline without FILE", "--save-baseline FILE"
+            )
         opts = doctor_options.validated(
             level=level_given,
             sizes=sizes,
@@ -257,7 +266,7 @@ def register(app: typer.Typer) -> None:
             collectives=split_ids(collectives),
             iters=iters,
             bars_file=bars,
-            baseline_file=baseline or default_baseline_path(),
+            baseline_file=baseline_file,
             save_baseline=save_baseline,
             sync_repeats=sync_repeats,
             cpu_ranks=cpu_ranks,
@@ -413,3 +422,31 @@ def register(app: typer.Typer) -> None:
             from rocmstack.doctor.runner import exit_code
 
             raise typer.Exit(int(exit_code(report)))
+
+    by_level(doctor)
+
+
+# `doctor --help` groups the options by the level that uses them; those not named stay under "Options".
+HELP_PANELS: dict[str, tuple[str, ...]] = {
+    "Level 1: this node's facts": (
+        "--fast", "--deep", "--expect-gpus", "--tensor-parallel", "--memory-share", "--allow-pid", "--timeout",
+        "--model", "--gpu-arch", "--kv-cache-dtype", "--models",
+    ),
+    "Level 2: active probes on this node": (
+        "--collective", "--sizes", "--iters", "--bars", "--baseline", "--save-baseline", "--sync-repeats",
+        "--sync-bytes", "--cpu-ranks", "--comm-inits", "--ipc-handles",
+    ),
+    "Level 3: every node of a Ray cluster": ("--ray-address", "--cluster-timeout", "--culprit-budget"),
+    "Level 4: burn-in": ("--burn-in", "--html"),
+    "Fleet hooks": ("--slurm", "--node", "--prometheus", "--history", "--allow-shared-dir"),
+}  # fmt: skip
+
+
+def by_level(command: Callable[..., Any]) -> None:
+    """Put each option of COMMAND in its HELP_PANELS panel (typer reads the panel when it builds the help)."""
+    panel_of = {flag: panel for panel, flags in HELP_PANELS.items() for flag in flags}
+    for param in inspect.signature(command).parameters.values():
+        decls = getattr(param.default, "param_decls", ())
+        panel = next((panel_of[d] for d in decls if d in panel_of), None)
+        if panel is not None:
+            param.default.rich_help_panel = panel

@@ -108,7 +108,7 @@ class DoctorOptions:
     iters: int | None = None
     bars_file: Path | None = None  # default: rocmstack/doctor/bars.yaml
     baseline_file: Path | None = None
-    save_baseline: bool = False
+    save_baseline: Path | None = None  # level 2: merge this run's busbw into this file
     sync_repeats: int = 5
     sync_bytes: int = 1 << 30  # split weight-sync broadcast
     ipc_bytes: int = 256 << 20  # colocated weight-sync IPC bucket

@@ -4,6 +4,7 @@ whose data (known models, checkpoint formats, levels) it checks the values again
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,8 @@ def validated(
         raise InputError(
             f"--telemetry-replay {opts.telemetry_replay}: no such file", fix="give a recorded timeline"
         )
+    if opts.save_baseline is not None:
+        _check_save_baseline(opts.save_baseline, level, cluster_address)
     if level == 3 and not cluster_address:
         raise InputError("--level 3 runs across a Ray cluster", fix="add --ray-address HOST:PORT (or auto)")
     if opts.culprit_budget <= 0:
@@ -119,6 +122,25 @@ def validated(
         gpu_archs=archs,
         burnin_minutes=minutes,
     )
+
+
+def _check_save_baseline(path: Path, level: int, cluster_address: str | None) -> None:
+    """Before any work: the busbw it saves is level 2's on this node, into a file that can be written."""
+    if level < 2:
+        raise InputError("--save-baseline saves level 2's busbw", fix="add --level 2")
+    if cluster_address:
+        raise InputError(
+            "--save-baseline keeps this node's own busbw", fix="drop --ray-address; run it on each node"
+        )
+    if path.is_dir():
+        raise InputError(f"--save-baseline {quoted(path)}: is a folder", fix="name a file")
+    # the save writes beside the file and renames it over: the nearest folder that exists must be writable
+    folder = next(p for p in path.absolute().parents if p.exists())  # the ones below it are made
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(
+            f"--save-baseline {quoted(path)}: {quoted(folder)} is not writable",
+            fix="name a file you can write",
+        )
 
 
 def _checkpoint_archs(

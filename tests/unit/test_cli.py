@@ -239,3 +239,13 @@ def test_head_1_in_a_shell_exits_0_or_141():
     shell = f"{sys.executable} -m rocmstack -q check --all | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}"
     proc = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.stdout.strip() in ("0", "141"), proc
+
+
+@pytest.mark.parametrize(
+    "front", [[], ["-q"], ["--recipes-dir", "recipes"], ["--recipes-dir=recipes", "--quiet"]]
+)
+def test_the_command_is_found_after_the_global_options(front):
+    from rocmstack.cli import _command
+
+    assert _command([*front, "doctor", "--json"]) == "doctor"
+    assert _command([*front, "--help"]) is None and _command(front) is None

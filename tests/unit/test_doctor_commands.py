@@ -150,3 +150,24 @@ def test_minutes_is_an_old_spelling_of_burn_in_with_a_note():
     assert result.code == 2
     assert result.err.splitlines()[0] == "note: --minutes is deprecated; use --burn-in"
     assert "--burn-in 0m must be positive" in result.err
+
+
+def test_the_help_groups_the_options_by_level_and_names_only_real_ones(capsys):
+    import inspect
+
+    from rocmstack.cli import main, make_app
+    from rocmstack.doctor.commands import HELP_PANELS
+
+    with pytest.raises(SystemExit):
+        main(["doctor", "--help"])
+    text = capsys.readouterr().out
+    at = [text.index(f"─ {panel} ") for panel in HELP_PANELS]
+    assert at == sorted(at)  # level 1, 2, 3, 4, then the fleet hooks
+    command = next(c for c in make_app().registered_commands if c.name == "doctor").callback
+    flags = {
+        d
+        for p in inspect.signature(command).parameters.values()
+        for d in getattr(p.default, "param_decls", ())
+    }
+    named = [flag for flags_ in HELP_PANELS.values() for flag in flags_]
+    assert len(named) == len(set(named)) and set(named) <= flags  # each once, and each a real option

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from rocmstack.doctor import options as doctor_options
@@ -37,6 +44,12 @@ def test_the_raw_texts_are_parsed():
         ({"burn_in": "0s"}, "--burn-in '0s' is not a positive duration"),
         ({"culprit_budget": 0}, "--culprit-budget 0 must be positive"),
         ({"gpu_arch": "gfx1"}, "--gpu-arch 'gfx1': the checkpoint preflight knows"),
+        ({"save_baseline": Path("b.json")}, "--save-baseline saves level 2's busbw"),
+        (
+            {"save_baseline": Path("b.json"), "level": 2, "cluster_address": "auto"},
+            "--save-baseline keeps this node's own busbw",
+        ),
+        ({"save_baseline": Path("/"), "level": 2}, "--save-baseline '/': is a folder"),
     ],
 )
 def test_a_bad_option_is_named(fields, message):
@@ -50,3 +63,46 @@ def test_validate_gets_the_doctors_checks(tmp_path):
 
     with pytest.raises(InputError, match="--expect-gpus -1 is negative"):
         ValidateOptions(report_dir=tmp_path / "r", expect_gpus=-1).validated()
+
+
+def test_save_baseline_takes_a_file_whose_folders_are_made_as_needed(tmp_path):
+    target = tmp_path / "new" / "busbw.json"
+    assert doctor_options.validated(level=2, save_baseline=target).save_baseline == target
+
+
+def _doctor(capsys, *args: str) -> tuple[int, str]:
+    from rocmstack.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["doctor", *args])
+    return int(exc.value.code or 0), capsys.readouterr().err
+
+
+def test_save_baseline_file_is_the_benchs_spelling_and_the_bare_old_flag_still_reads(capsys, tmp_path):
+    """The bench and the doctor both take --save-baseline FILE. The doctor's old bare flag (save into the
+    --baseline file) is read for one release with one note; both reach the same checks."""
+    code, err = _doctor(capsys, "--save-baseline", str(tmp_path / "b.json"), "--json")
+    assert code == 2 and "note:" not in err and "--save-baseline saves level 2's busbw" in err
+    for bare in (["--save-baseline", "--json"], ["--json", "--save-baseline"]):
+        code, err = _doctor(capsys, "--baseline", str(tmp_path / "b.json"), *bare)
+        assert code == 2 and "--save-baseline saves level 2's busbw" in err
+        assert err.startswith("note: --save-baseline without FILE is deprecated; use --save-baseline FILE\n")
+    code, err = _doctor(capsys, "--level", "2", "--ray-address", "auto", "--save-baseline")
+    assert code == 2 and "--save-baseline keeps this node's own busbw" in err
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="drops to nobody from root")
+def test_save_baseline_into_a_folder_the_user_cannot_write_is_refused_before_any_work():
+    top = Path(tempfile.mkdtemp(prefix="rsb-", dir="/tmp"))  # pytest's tmp_path is root's alone (0700)
+    top.chmod(0o755)
+    locked = top / "locked"
+    locked.mkdir(mode=0o755)  # root's: nobody may read it but not write it
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    proc = subprocess.run(
+        [*nobody, sys.executable, "-m", "rocmstack", "doctor", "--level", "2", "--save-baseline",
+         str(locked / "sub" / "b.json")],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(top)},
+    )  # fmt: skip
+    shutil.rmtree(top)
+    assert proc.returncode == 2, proc.stderr
+    assert f"'{locked}' is not writable" in proc.stderr and "Traceback" not in proc.stderr

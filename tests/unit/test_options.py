@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rocmstack.errors import InputError
-from rocmstack.options import parse_duration, renamed
+from rocmstack.options import BARE_SAVE_BASELINE, bare_old_flags, parse_duration, renamed
 
 
 def test_the_new_spelling_alone_prints_nothing(capsys):
@@ -34,3 +34,21 @@ def test_durations(text, seconds):
 def test_bad_durations_name_the_value(text):
     with pytest.raises(InputError, match=r"--budget .* is not a positive duration"):
         parse_duration(text, "--budget")
+
+
+def test_a_flag_that_now_takes_a_value_reads_its_bare_old_form_as_the_hidden_flag():
+    bare = BARE_SAVE_BASELINE
+    assert bare_old_flags(["doctor", "--save-baseline"], "doctor") == ["doctor", bare]
+    assert bare_old_flags(["doctor", "--save-baseline", "--json"], "doctor") == ["doctor", bare, "--json"]
+    given = ["doctor", "--save-baseline", "b.json", "--json"]
+    assert bare_old_flags(given, "doctor") == given  # a value: the new form
+    assert bare_old_flags(["bench", "rollout", "--save-baseline"], "bench") == [
+        "bench",
+        "rollout",
+        "--save-baseline",
+    ]
+    assert bare_old_flags(["doctor", "--", "--save-baseline"], "doctor") == [
+        "doctor",
+        "--",
+        "--save-baseline",
+    ]

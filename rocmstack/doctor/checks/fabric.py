@@ -111,14 +111,14 @@ def collective_bandwidth(snap: Snapshot, opts: DoctorOptions) -> Result:
             f"{label}: {len(slow)} measurement(s) below 90 % of the saved baseline",
             *slow,
             *details,
-            fix=f"Compare with the baseline in {data['baseline_file']}; save a new one with --save-baseline",
+            fix=f"Compare with the baseline in {data['baseline_file']}; save a new one with --save-baseline FILE",
         )
     bars = [f"{b['op']} >= {b['min_busbw']:g} GB/s at {human_bytes(b['nbytes'])}" for b in data["bars"]]
     summary = f"{label}: " + (
         "meets " + "; ".join(bars) if bars else "no bar for this GPU and count (figures only)"
     )
     if data.get("baseline_saved"):
-        details.append(f"baseline saved to {data['baseline_file']}")
+        details.append(f"baseline saved to {data.get('baseline_saved_to') or data['baseline_file']}")
     return passed(summary, *details)
 
 

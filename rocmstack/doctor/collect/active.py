@@ -509,10 +509,10 @@ def _collectives(
     baseline_path = opts.baseline_file
     prior = load_baseline(baseline_path) if baseline_path else {}
     current = {baseline_key(r["op"], r["nbytes"], ranks, name): r["busbw"] for r in rows}
-    if opts.save_baseline and baseline_path:
+    if opts.save_baseline is not None:  # merged, as `bench rollout --save-baseline` merges its rows
         save_baseline(
-            baseline_path,
-            current,
+            opts.save_baseline,
+            {**load_baseline(opts.save_baseline), **current},
             {"gpu": name, "ranks": ranks, "saved_at": dt.datetime.now(dt.UTC).isoformat()},
         )
     return {
@@ -526,7 +526,8 @@ def _collectives(
         "transports": transports,
         "baseline": {k: prior[k] for k in current if k in prior},
         "baseline_file": str(baseline_path) if baseline_path else None,
-        "baseline_saved": bool(opts.save_baseline and baseline_path),
+        "baseline_saved": opts.save_baseline is not None,
+        "baseline_saved_to": str(opts.save_baseline) if opts.save_baseline is not None else None,
     }
 
 
