@@ -94,12 +94,22 @@ class Cluster:
         self.root = root
         self.gpus = gpus  # GPUs each node declares to Ray (none exist here: Ray still masks its actors)
         self.procs: list[subprocess.Popen] = []
-        self.gcs_port = free_ports(1)[0]
+        self.taken: set[int] = set()
+        self.gcs_port = self.ports(1)[0]
         self.address = f"127.0.0.1:{self.gcs_port}"
         self.used_ranges: list[tuple[int, int]] = []
 
+    def ports(self, n: int) -> list[int]:
+        """N free ports, none handed out before to this cluster: the kernel hands a port just closed out
+        again, and Ray refuses a node whose two components got the same one (seen in CI)."""
+        while True:
+            got = free_ports(n)
+            if self.taken.isdisjoint(got):
+                self.taken.update(got)
+                return got
+
     def _node_args(self, name: str) -> list[str]:
-        nm, om, al, ag, re_, me = free_ports(6)
+        nm, om, al, ag, re_, me = self.ports(6)
         lo, hi = worker_port_range()
         while any(lo <= b and hi >= a for a, b in self.used_ranges):
             lo, hi = lo + 97, hi + 97
@@ -130,7 +140,7 @@ class Cluster:
                 "--head",
                 f"--port={self.gcs_port}",
                 "--include-dashboard=false",
-                f"--ray-client-server-port={free_ports(1)[0]}",
+                f"--ray-client-server-port={self.ports(1)[0]}",
                 f"--system-config={SYSTEM_CONFIG}",
             ]
         else:

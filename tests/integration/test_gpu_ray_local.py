@@ -3,6 +3,7 @@ processes (`ray start` for the other instance, `rocmstack` as a user runs it).""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -27,10 +28,13 @@ def _daemons(folder: Path) -> list[str]:
     return [line for line in out.splitlines() if str(folder) in line and "ps -ww" not in line]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
+def _free_ports(n: int) -> list[int]:
+    """N distinct free ports: all bound at once (one by one, the kernel may hand the same port out twice)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("", 0))
+        return [int(s.getsockname()[1]) for s in socks]
 
 
 @pytest.fixture(scope="module")
@@ -40,14 +44,14 @@ def other_ray():
     neither the folder nor anything else of its own, can be found and stopped by its port."""
     pytest.importorskip("ray")
     folder = Path(tempfile.mkdtemp(prefix="rother-", dir="/tmp"))
-    client_port = _free_port()
+    gcs_port, client_port = _free_ports(2)
     started = subprocess.run(
         [
             str(RAY),
             "start",
             "--head",
             f"--temp-dir={folder}",
-            f"--port={_free_port()}",
+            f"--port={gcs_port}",
             f"--ray-client-server-port={client_port}",
             "--num-cpus=1",
             "--include-dashboard=false",
