@@ -3,15 +3,14 @@ processes (`ray start` for the other instance, `rocmstack` as a user runs it).""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from test_doctor_cluster import free_ports
 
 from rocmstack.gpu.ray_local import START_TIMEOUT_ENV, TMPDIR_ENV, stop_leftovers
 
@@ -28,15 +27,6 @@ def _daemons(folder: Path) -> list[str]:
     return [line for line in out.splitlines() if str(folder) in line and "ps -ww" not in line]
 
 
-def _free_ports(n: int) -> list[int]:
-    """N distinct free ports: all bound at once (one by one, the kernel may hand the same port out twice)."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-        for s in socks:
-            s.bind(("", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-
-
 @pytest.fixture(scope="module")
 def other_ray():
     """Another Ray on the machine, as `ray start --head` leaves one (its agents on Ray's default ports),
@@ -44,7 +34,7 @@ def other_ray():
     neither the folder nor anything else of its own, can be found and stopped by its port."""
     pytest.importorskip("ray")
     folder = Path(tempfile.mkdtemp(prefix="rother-", dir="/tmp"))
-    gcs_port, client_port = _free_ports(2)
+    gcs_port, client_port = free_ports(2)  # bound at once: two distinct ports
     started = subprocess.run(
         [
             str(RAY),
