@@ -28,7 +28,7 @@ from rocmstack.bench.report import KIND, SCHEMA
 from rocmstack.bench.weightsync import bench_dist, bench_ipc
 from rocmstack.gpu import memory
 from rocmstack.gpu.memory import MemoryEstimate
-from rocmstack.gpu.rollout import DTYPES, prompt_ids
+from rocmstack.gpu.rollout import DTYPES, make_engine, prompt_ids
 from rocmstack.gpu.shapes import ModelShape, shape_from_config
 from rocmstack.status import Status
 
@@ -602,8 +602,6 @@ def _measure(
     """The bench itself; every list is filled as its entries finish."""
     import torch
 
-    from rocmstack.gpu.engine import ReferenceEngine  # imports torch, as the imports above
-
     progress("measuring device copy bandwidth")
     bandwidth = measured["bandwidth"] = measure_copy_bandwidth(spec.device)
     eta = Eta(estimate_seconds(spec, shape, bandwidth))
@@ -618,13 +616,14 @@ def _measure(
         _run_hf(hf_model, spec, shape, bandwidth, spec_bw, progress, _every(progress, tick_s), results, eta)
     if "reference" in spec.engines:
         progress("building the reference engine")
-        engine = ReferenceEngine(
-            spec.config,
+        engine, _ = make_engine(
+            dict(spec.config),
             device=spec.device,
             dtype=getattr(torch, spec.dtype),
             max_batch=max(spec.batches),
             max_seq_len=spec.prompt_len + spec.new_tokens,
-            use_graphs=spec.use_graphs,
+            prefer="reference",
+            graphs=spec.use_graphs,
             fused=spec.fused,
         )
         if hf_model is not None:  # the very weights transformers ran with

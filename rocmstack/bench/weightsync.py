@@ -6,8 +6,8 @@
 - `dist`: trainer on rank 0, rollout on rank 1, one tensor broadcast at a time over NCCL/RCCL (GPUs) or
   gloo (CPU), then copied into the engine.
 
-The rollout side is the real ReferenceEngine.load_hf_state_dict, and each run checks that the bytes
-arrived (a checksum of the trainer's weights against the engine's).
+The rollout side is the reference engine's real load_hf_state_dict (built through the rollout registry),
+and each run checks that the bytes arrived (a checksum of the trainer's weights against the engine's).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rocmstack.gpu.rollout import make_engine
 from rocmstack.gpu.shapes import ModelShape, shape_from_config
 from rocmstack.gpu.weight_sync import free_port
 from rocmstack.status import Status
@@ -29,7 +30,7 @@ _START_TIMEOUT_S = 180.0
 @dataclass(frozen=True, kw_only=True)
 class SyncResult:
     method: str  # ipc | nccl | gloo
-    status: str  # ok | skip | error
+    status: str  # pass | skip | error
     reason: str | None = None
     bytes: int = 0
     first_s: float | None = None  # first push: includes opening IPC handles / communicator setup
@@ -94,23 +95,22 @@ def _sync(device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
+def _receiver(config: dict[str, Any], device: Any, dtype: Any) -> Any:
+    """The rollout engine that takes the pushed weights: the reference engine, as the smoke's rollout is."""
+    engine, _ = make_engine(
+        config, device=device, dtype=dtype, max_batch=1, max_seq_len=8, prefer="reference", fused=None
+    )
+    return engine
+
+
 def _ipc_rollout(
     config: dict[str, Any], device_str: str, dtype_name: str, repeats: int, inbox: Any, outbox: Any
 ) -> None:
     import torch
 
-    from rocmstack.gpu.engine import ReferenceEngine
-
     try:
         device = torch.device(device_str)
-        engine = ReferenceEngine(
-            config,
-            device=device,
-            dtype=getattr(torch, dtype_name),
-            max_batch=1,
-            max_seq_len=8,
-            use_graphs=False,
-        )
+        engine = _receiver(config, device, getattr(torch, dtype_name))
         outbox.put(("ready", None))
         state_dict = inbox.get()  # tensors arrive as IPC handles (GPU) or shared memory (CPU)
         engine.load_hf_state_dict(state_dict)
@@ -216,8 +216,6 @@ def _dist_worker(
     import torch
     import torch.distributed as dist
 
-    from rocmstack.gpu.engine import ReferenceEngine
-
     try:
         device = torch.device(f"cuda:{rank}") if device_kind == "cuda" else torch.device("cpu")
         bind: dict[str, Any] = {}
@@ -229,14 +227,12 @@ def _dist_worker(
         )
         dtype = getattr(torch, dtype_name)
         shape = shape_from_config(config)
-        engine: ReferenceEngine | None = None  # the receiving rank's rollout engine
+        engine: Any = None  # the receiving rank's rollout engine
         if rank == 0:
             tensors = _random_state_dict(shape, device, dtype, seed=1)
         else:
             tensors = {n: torch.empty(s, device=device, dtype=dtype) for n, s in hf_shapes(shape).items()}
-            engine = ReferenceEngine(
-                config, device=device, dtype=dtype, max_batch=1, max_seq_len=8, use_graphs=False
-            )
+            engine = _receiver(config, device, dtype)
         times = []
         for _ in range(repeats + 1):  # the first push also sets the communicator up
             dist.barrier()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import platform
 import re
 import subprocess
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from rocmstack.container import engine as engines
 from rocmstack.container.engine import Engine
 from rocmstack.contract import RENDER_HASH_LABEL, SOURCE_LABEL
 from rocmstack.errors import BuildError, EngineError
+from rocmstack.host import host_info
 from rocmstack.output import dumps
 
 if TYPE_CHECKING:
@@ -405,15 +405,6 @@ def apply_tags(plan: Plan, image_id: str) -> list[str]:
             engines._run(engine.cmd(*args), engines.QUICK_TIMEOUT)
         raise
     return done
-
-
-def host_info() -> dict:
-    return {
-        "hostname": platform.node(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-    }
 
 
 def write_manifest(

@@ -91,96 +91,71 @@ class Rollout(Protocol):
     def shutdown(self) -> None: ...
 
 
-def _reference(
-    config: dict[str, Any],
-    *,
-    device: str,
-    dtype: torch.dtype,
-    max_batch: int,
-    max_seq_len: int,
-    sleep_mode: bool,
-    seed: int,
-) -> Decoder:
+@dataclass(frozen=True, kw_only=True)
+class EngineArgs:
+    """What every factory takes. ``graphs`` and ``fused`` tune the reference engine alone: the bench times
+    it with CUDA graphs and its Triton decode kernels; the smoke's tiny model runs without (the kernels
+    would only add JIT time to step 0). vLLM and SGLang capture and pick their kernels themselves."""
+
+    device: str | torch.device
+    dtype: torch.dtype
+    max_batch: int
+    max_seq_len: int
+    sleep_mode: bool = False
+    seed: int = 0
+    graphs: bool = False
+    fused: bool | None = False  # None: where a GPU and Triton are there
+
+    def served(self) -> dict[str, Any]:
+        """The keywords an image's engine takes."""
+        return {
+            "device": self.device,
+            "dtype": self.dtype,
+            "max_batch": self.max_batch,
+            "max_seq_len": self.max_seq_len,
+            "sleep_mode": self.sleep_mode,
+            "seed": self.seed,
+        }
+
+
+# In-process decoders: nothing to sleep, and sampling takes the caller's generator (sleep_mode, seed unused).
+def _reference(config: dict[str, Any], a: EngineArgs) -> Decoder:
     from rocmstack.gpu.engine import ReferenceEngine
 
-    del sleep_mode, seed  # in-process: nothing to sleep, and sampling takes the caller's generator
-    # The smoke model is tiny: the reference engine's fused Triton kernels would only add JIT time to step 0.
     return ReferenceEngine(
         config,
-        device=device,
-        dtype=dtype,
-        max_batch=max_batch,
-        max_seq_len=max_seq_len,
-        use_graphs=False,
-        fused=False,
+        device=a.device,
+        dtype=a.dtype,
+        max_batch=a.max_batch,
+        max_seq_len=a.max_seq_len,
+        use_graphs=a.graphs,
+        fused=a.fused,
     )
 
 
-def _kv_cache(
-    config: dict[str, Any],
-    *,
-    device: str,
-    dtype: torch.dtype,
-    max_batch: int,
-    max_seq_len: int,
-    sleep_mode: bool,
-    seed: int,
-) -> Decoder:
+def _kv_cache(config: dict[str, Any], a: EngineArgs) -> Decoder:
     from rocmstack.gpu.kv_cache import KVCacheEngine
 
-    del sleep_mode, seed  # as for the reference engine
-    return KVCacheEngine(config, device=device, dtype=dtype, max_batch=max_batch, max_seq_len=max_seq_len)
+    return KVCacheEngine(
+        config, device=a.device, dtype=a.dtype, max_batch=a.max_batch, max_seq_len=a.max_seq_len
+    )
 
 
-def _vllm(
-    config: dict[str, Any],
-    *,
-    device: str,
-    dtype: torch.dtype,
-    max_batch: int,
-    max_seq_len: int,
-    sleep_mode: bool,
-    seed: int,
-) -> Rollout:
+def _vllm(config: dict[str, Any], a: EngineArgs) -> Rollout:
     from rocmstack.gpu.vllm_rollout import VLLMRollout
 
-    return VLLMRollout(
-        config,
-        device=device,
-        dtype=dtype,
-        max_batch=max_batch,
-        max_seq_len=max_seq_len,
-        sleep_mode=sleep_mode,
-        seed=seed,
-    )
+    return VLLMRollout(config, **a.served())
 
 
-def _sglang(
-    config: dict[str, Any],
-    *,
-    device: str,
-    dtype: torch.dtype,
-    max_batch: int,
-    max_seq_len: int,
-    sleep_mode: bool,
-    seed: int,
-) -> Rollout:
+def _sglang(config: dict[str, Any], a: EngineArgs) -> Rollout:
     from rocmstack.gpu.sglang_rollout import SGLangRollout
 
-    return SGLangRollout(
-        config,
-        device=device,
-        dtype=dtype,
-        max_batch=max_batch,
-        max_seq_len=max_seq_len,
-        sleep_mode=sleep_mode,
-        seed=seed,
-    )
+    return SGLangRollout(config, **a.served())
 
 
 @dataclass(frozen=True)
 class RolloutKind:
-    build: Callable[..., Decoder | Rollout]
+    build: Callable[[dict[str, Any], EngineArgs], Decoder | Rollout]
     served: bool  # an image's engine (a Rollout), not an in-process Decoder
     option: bool  # a --rollout choice; kvcache is the reference rollout's other decoder (--decoder)
 
@@ -199,24 +174,27 @@ REGISTRY: Mapping[str, RolloutKind] = MappingProxyType(
 def make_engine(
     config: dict[str, Any],
     *,
-    device: str,
+    device: str | torch.device,
     dtype: torch.dtype,
     max_batch: int,
     max_seq_len: int,
     prefer: str,
     sleep_mode: bool = False,
     seed: int = 0,
+    graphs: bool = False,
+    fused: bool | None = False,
 ) -> tuple[Any, str]:
     """Build the rollout engine named ``prefer`` (a REGISTRY name; "auto": the reference engine);
     returns (engine, name)."""
     name = prefer if prefer in REGISTRY else "reference"
-    engine = REGISTRY[name].build(
-        config,
+    args = EngineArgs(
         device=device,
         dtype=dtype,
         max_batch=max_batch,
         max_seq_len=max_seq_len,
         sleep_mode=sleep_mode,
         seed=seed,
+        graphs=graphs,
+        fused=fused,
     )
-    return engine, name
+    return REGISTRY[name].build(config, args), name

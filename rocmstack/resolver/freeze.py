@@ -21,7 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from rocmstack.container.engine import choose, run_in_image, run_in_image_argv
 from rocmstack.errors import EngineError, InputError, RecipeError, printable
-from rocmstack.recipe.load import dump_yaml
+from rocmstack.recipe.load import dump_yaml, load_recipe
 from rocmstack.recipe.model import Provided
 
 TIMEOUT_S = 600
@@ -113,8 +113,6 @@ def _yaml_block(items: list[dict[str, Any]], image: str) -> str:
 def write_into(recipe: Path, items: list[dict[str, Any]], image: str) -> None:
     """Replace (or add) the ``provides:`` block under ``base:`` of the recipe file, atomically; the file must
     still load as a valid recipe afterwards, or nothing is written."""
-    from rocmstack.recipe.load import load_recipe
-
     lines = recipe.read_text(encoding="utf-8").splitlines(keepends=True)
     try:
         start = next(i for i, line in enumerate(lines) if re.match(r"^base:\s*(#.*)?$", line))

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from rocmstack.gpu.rollout import REGISTRY, make_engine
+from rocmstack.gpu.vllm_rollout import broadcast, weight_group
 from rocmstack.gpu.weight_sync import (
     TensorSpec,
     device_uuid,
@@ -219,8 +220,6 @@ class TrainerWorker:
 
     def init_engine_group(self, host: str, port: int) -> None:
         """Split with an engine rollout: rank 0 of the engine's weight group (vllm_rollout.weight_group)."""
-        from rocmstack.gpu.vllm_rollout import weight_group
-
         self.engine_group = weight_group(host, port, 0, self.device.type)
 
     @torch.no_grad()
@@ -238,8 +237,6 @@ class TrainerWorker:
         flat, _ = pack_state_dict(self._ship_state(), self.ship_dtype)
         version = torch.tensor([self.step], dtype=torch.int64, device=self.device)
         if self.engine_group is not None:
-            from rocmstack.gpu.vllm_rollout import broadcast
-
             broadcast(self.engine_group, version)
             broadcast(self.engine_group, flat)
         else:

@@ -8,6 +8,7 @@ from typing import Any
 
 from rocmstack.errors import InputError
 from rocmstack.gpu.rollout import REGISTRY
+from rocmstack.output import check_output_dir
 
 PLACEMENTS = ("colocated", "split")
 DEVICES = ("auto", "cuda", "cpu")
@@ -168,8 +169,6 @@ class SmokeOptions:
         if self.lr <= 0.0 or self.eps_low <= 0.0 or self.eps_high <= 0.0 or self.kl_coef < 0.0:
             raise InputError("SmokeOptions.lr, eps_low, eps_high must be > 0 and kl_coef >= 0")
         if self.report_dir is not None:
-            from rocmstack.output import check_output_dir
-
             check_output_dir(self.report_dir, "--report")  # before minutes of training, not after
         return self
 

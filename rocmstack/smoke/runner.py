@@ -16,7 +16,10 @@ from typing import Any
 
 from rocmstack.errors import CheckFailed, Interrupted
 from rocmstack.gpu.actors import stop_actors
+from rocmstack.gpu.ray_local import private_ray
+from rocmstack.platform.tools import engine_available
 from rocmstack.smoke.config import ENGINE_INIT_STD, SmokeOptions, expected_failure, model_config
+from rocmstack.smoke.report import write_report
 from rocmstack.smoke.verdict import as_dicts, decide, decide_engine, reward_window, verdict_of
 
 
@@ -34,8 +37,6 @@ def _resolve_device(device: str) -> str:
 
 def _check_engine(name: str, device: str) -> None:
     """Before Ray starts: SGLang (no CPU engine) has a GPU, and the engine is installed here."""
-    from rocmstack.platform.tools import engine_available
-
     if name == "sglang" and device != "cuda":
         raise CheckFailed(
             "--rollout sglang needs a GPU: SGLang has no CPU engine", fix="use --rollout vllm on CPU"
@@ -67,8 +68,6 @@ def _get(refs: Any) -> Any:
 def _ray_session(progress: Any = None) -> Iterator[dict[str, Any]]:
     """Reuse a running Ray (tests share one), else start a private local instance and stop it after."""
     import ray
-
-    from rocmstack.gpu.ray_local import private_ray
 
     if ray.is_initialized():
         yield {"started": False, "init_s": 0.0}
@@ -201,8 +200,6 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
         raise _interrupted(opts, device, dtype, shape, metrics, canary, where) from None
     summary.update(startup_s=startup_s, ray_init_s=ray_info["init_s"])
     if opts.report_dir is not None:
-        from rocmstack.smoke.report import write_report
-
         write_report(opts.report_dir, metrics, summary)
     return summary
 
@@ -235,8 +232,6 @@ def _interrupted(
     }
     kept = ""
     if opts.report_dir is not None:
-        from rocmstack.smoke.report import write_report
-
         write_report(opts.report_dir, metrics, summary)
         kept = f"; {len(metrics)} finished step(s) in {opts.report_dir} (marked interrupted)"
     at = f"step {where['step']}/{opts.steps}, " if where["step"] else ""

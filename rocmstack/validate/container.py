@@ -8,18 +8,25 @@ the only things crossing the boundary are the report directory and, read-only, t
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import errno
+import hashlib
+import json
 import os
+import resource
 import secrets
 import shlex
 import shutil
 import stat
 import subprocess
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocmstack import __version__
+from rocmstack.build.runner import stream_lines
 from rocmstack.container.engine import (
     NEEDS,
     Engine,
@@ -33,7 +40,10 @@ from rocmstack.container.engine import (
 )
 from rocmstack.contract import RENDER_HASH_LABEL, SBOM_PATH
 from rocmstack.errors import EngineError, InputError, printable
+from rocmstack.host import host_info
+from rocmstack.platform.rocm import kfd_gpu_nodes
 from rocmstack.validate import schema
+from rocmstack.validate.report import load, write_all
 from rocmstack.validate.schema import (
     BASELINE_FILE,
     BASELINE_MOUNT,
@@ -45,6 +55,7 @@ from rocmstack.validate.schema import (
     SBOM_FILE,
     STAGE,
     MiB,
+    single_arch,
 )
 
 if TYPE_CHECKING:
@@ -82,8 +93,6 @@ def nofile(engine: str) -> str:
     process, which cannot raise its hard limit without CAP_SYS_RESOURCE: ask for what this host allows."""
     if engine == "docker":
         return NOFILE
-    import resource
-
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     n = NOFILE_WANTED if hard == resource.RLIM_INFINITY else min(NOFILE_WANTED, hard)
     return f"nofile={n}:{n}"
@@ -422,10 +431,6 @@ def _stream(
     argv: Sequence[str], timeout_s: float, on_line: Callable[[str], None]
 ) -> subprocess.CompletedProcess:
     """Run with live output (the in-image progress); the child's whole process group is stopped on error."""
-    from collections import deque
-
-    from rocmstack.build.runner import stream_lines
-
     tail: deque[str] = deque(maxlen=40)
 
     def _line(line: str) -> None:
@@ -510,10 +515,6 @@ class Collected:
 
 def _empty_report() -> dict[str, Any]:
     """What the host reports in place of an in-image report it cannot use: nothing from the image."""
-    import datetime as dt
-
-    from rocmstack import __version__
-
     return {
         "schema": schema.SCHEMA,
         "rocmstack_version": __version__,
@@ -532,8 +533,6 @@ def _empty_report() -> dict[str, Any]:
 def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> Collected:
     """Run once; copy the in-image report up into the report dir (the files the image wrote stay its own)
     and check it against the schema: a report that does not match is a finding, not a crash."""
-    from rocmstack.validate.report import load
-
     (p.report_dir / REPORT_JSON).unlink(missing_ok=True)
     try:
         code = run_plan(p, on_line=on_line)
@@ -557,8 +556,6 @@ def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> Collecte
 
 def host_gpu_archs(sysfs_root: Path = Path("/sys")) -> list[str]:
     """The host's own reading of its GPUs' gfx targets (KFD topology); empty without an AMD driver."""
-    from rocmstack.platform.rocm import kfd_gpu_nodes
-
     return sorted({n.arch for n in kfd_gpu_nodes(sysfs_root) or []})
 
 
@@ -577,8 +574,6 @@ def host_checked(report: dict[str, Any], *, host_archs: list[str], options: dict
     """REPORT with the host's own facts written over what the image said: the GPU arch the host's driver
     has (never the image's doctor's) and the options the host ran it with (never the image's echo of
     them). The gate reads only these; the image's claims are kept under IMAGE_CLAIMED for the record."""
-    from rocmstack.validate.pipeline import single_arch
-
     claimed = {key: report.get(key) for key in ("gpu_arch", "gpu_archs", "options")}
     checked = {"gpu_arch": single_arch(host_archs), "gpu_archs": list(host_archs), "options": dict(options)}
     return {**report, **checked, IMAGE_CLAIMED: claimed, HOST_CHECKED: checked}
@@ -586,9 +581,6 @@ def host_checked(report: dict[str, Any], *, host_archs: list[str], options: dict
 
 def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
     """Copy the image's SBOM (read by the host from the image, not from the run) beside the report."""
-    import hashlib
-    import json
-
     name = "docker" if engine == "docker" else "podman"
     data = read_file(Engine(name=name, argv=run_prefix(name), version=""), image_id, SBOM_PATH, SBOM_LIMIT)
     if data is None:
@@ -628,9 +620,6 @@ def validate_image(p: Plan, opts: ValidateOptions, *, on_line: Callable[[str], N
     The sandbox is the host's choice: ``seccomp=unconfined`` only with ``--seccomp-unconfined`` (in the
     plan), never because the image's doctor asks for it (that advice is only recorded).
     """
-    from rocmstack.validate import pipeline
-    from rocmstack.validate.report import write_all
-
     ref = p.image
     p, info = pinned(p)
     got = _run_and_collect(p, on_line)
@@ -674,7 +663,7 @@ def validate_image(p: Plan, opts: ValidateOptions, *, on_line: Callable[[str], N
                 "exit_code": code,
                 "refused_files": refused,
                 "seccomp_advice_from_image": advice,
-                "outer_host": pipeline.host_info(),
+                "outer_host": host_info(),
             },
         }
     )

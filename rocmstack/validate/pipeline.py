@@ -10,9 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import platform
 import shutil
-import socket
 import time
 import traceback
 from collections.abc import Callable
@@ -32,6 +30,7 @@ from rocmstack.doctor.bars import load_bars
 from rocmstack.errors import InputError, Interrupted, RocmstackError, printable, quoted
 from rocmstack.gpu import memory
 from rocmstack.gpu.shapes import load_config
+from rocmstack.host import host_info
 from rocmstack.output import check_output_dir, dumps, quiet
 from rocmstack.recipe.load import find_recipe, load_recipe
 from rocmstack.recipe.model import FRAMEWORK_SMOKE_FILE, FrameworkSmoke
@@ -56,6 +55,8 @@ from rocmstack.validate.schema import (
     SMOKE_DIR,
     STAGE,
     WARN,
+    device_archs,
+    single_arch,
     stage,
     verdict,
 )
@@ -216,17 +217,6 @@ def image_info(root: Path) -> dict[str, Any]:
     return info
 
 
-def host_info() -> dict[str, Any]:
-    return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "in_container": Path("/run/.containerenv").exists() or Path("/.dockerenv").exists(),
-    }
-
-
 def run_doctor_stage(opts: ValidateOptions) -> tuple[dict[str, Any], dict[str, Any] | None]:
 
     t0 = time.monotonic()
@@ -248,7 +238,9 @@ AITER_FIRST_CALL_TIMEOUT = (
 )
 
 
-def run_aiter_stage(opts: ValidateOptions) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+def run_aiter_stage(
+    opts: ValidateOptions, progress: Progress = lambda msg: None
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
     """The first call of each AITER module the image prebuilt (none: an image that prebuilt nothing)."""
 
     manifest, error = read_manifest(opts.root())
@@ -256,6 +248,7 @@ def run_aiter_stage(opts: ValidateOptions) -> tuple[dict[str, Any] | None, list[
         return stage("aiter", FAIL, 0.0, error), None
     if manifest is None:
         return None, None
+    progress("aiter: first call of each prebuilt module")
     t0 = time.monotonic()
     try:
         calls = first_calls(opts.root(), manifest, timeout=AITER_FIRST_CALL_TIMEOUT)
@@ -520,15 +513,91 @@ def run_framework_stage(
     return stage("framework", PASS if summary["passed"] else FAIL, time.monotonic() - t0, text), summary
 
 
-def device_archs(doctor: dict[str, Any] | None) -> list[str]:
-    """The gfx targets of this node's GPUs, as the doctor read them from the driver (KFD topology)."""
-    archs = ((doctor or {}).get("platform") or {}).get("gpu_archs") or []
-    return sorted({a for a in archs if isinstance(a, str)})
+@dataclass(frozen=True)
+class StageInput:
+    """What every stage reads: the run's options, the image's own record, the engines it carries."""
+
+    opts: ValidateOptions
+    image: dict[str, Any]
+    engines: tuple[str, ...]
+    progress: Progress
 
 
-def single_arch(archs: list[str]) -> str | None:
-    """The arch a report stands for: the node's one GPU arch; None on a CPU node or a mixed one."""
-    return archs[0] if len(archs) == 1 else None
+@dataclass(frozen=True)
+class ValidateStage:
+    """One stage of a validate run. ``run`` returns the stage's row in report.json (None: nothing of this
+    kind on this image, so no row) and what it produced (a report or summary, None when it crashed).
+    ``skip_option`` names the ValidateOptions field that leaves it out: a SKIP row names the option."""
+
+    name: str
+    run: Callable[[StageInput], tuple[dict[str, Any] | None, Any]]
+    skip_option: str | None = None
+    announce: str | None = None  # the progress line before it runs
+    engine: str | None = None  # an engine smoke: the rollout engine it drives
+
+    def skipped(self, opts: ValidateOptions) -> str | None:
+        """The option that leaves this stage out in this run, as the user spells it; None: it runs."""
+        if self.skip_option is None or not getattr(opts, self.skip_option):
+            return None
+        return "--" + self.skip_option.replace("_", "-")
+
+
+def _framework(s: StageInput) -> tuple[dict[str, Any] | None, Any]:
+    """A recipe without a declaration has no framework row; its reason is the report's framework note."""
+    row, summary = run_framework_stage(s.opts, s.image, s.progress)
+    return (None if row["status"] == SKIP else row), {"summary": summary, "note": row["summary"]}
+
+
+def _engine_smoke(engine: str) -> ValidateStage:
+    return ValidateStage(
+        f"smoke-{engine}",
+        lambda s: run_engine_smoke_stage(s.opts, s.progress, engine),
+        skip_option="skip_smoke",
+        engine=engine,
+    )
+
+
+def stages(engines: tuple[str, ...]) -> list[ValidateStage]:
+    """The stages in the order they run, for an image that carries ENGINES: the doctor, AITER's first calls,
+    the GRPO smoke, a smoke with each engine as its rollout, the bench, and the framework's own loop."""
+    return [
+        ValidateStage("doctor", lambda s: run_doctor_stage(s.opts), announce="doctor: running the checks"),
+        ValidateStage("aiter", lambda s: run_aiter_stage(s.opts, s.progress)),
+        ValidateStage(
+            "smoke",
+            lambda s: run_smoke_stage(s.opts, s.progress),
+            skip_option="skip_smoke",
+            announce="smoke: starting the GRPO job",
+        ),
+        *(_engine_smoke(e) for e in engines if e in SMOKE_ENGINES),
+        ValidateStage(
+            "bench",
+            lambda s: run_bench_stage(s.opts, s.progress, s.engines),
+            skip_option="skip_bench",
+            announce="bench: rollout decode against the roofline",
+        ),
+        ValidateStage("framework", _framework, skip_option="skip_framework"),
+    ]
+
+
+def run_stages(plan: list[ValidateStage], given: StageInput) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run each stage not left out; returns the rows for report.json and each stage's output by name.
+
+    A left-out engine smoke has no row: the smoke's own SKIP row says the option once."""
+    rows: list[dict[str, Any]] = []
+    outputs: dict[str, Any] = {}
+    for step in plan:
+        why = step.skipped(given.opts)
+        if why is not None:
+            if step.engine is None:
+                rows.append(stage(step.name, SKIP, 0.0, why))
+            continue
+        if step.announce:
+            given.progress(step.announce)
+        row, outputs[step.name] = step.run(given)
+        if row is not None:
+            rows.append(row)
+    return rows, outputs
 
 
 def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None) -> dict[str, Any]:
@@ -539,42 +608,13 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
     image = image_info(opts.root())
-    stages: list[dict[str, Any]] = []
-    progress("doctor: running the checks")
-    doctor_stage, doctor = run_doctor_stage(opts)
-    stages.append(doctor_stage)
-    aiter_stage, _ = run_aiter_stage(opts)
-    if aiter_stage is not None:
-        progress("aiter: first call of each prebuilt module")
-        stages.append(aiter_stage)
-    smoke = None
-    if opts.skip_smoke:
-        stages.append(stage("smoke", SKIP, 0.0, "--skip-smoke"))
-    else:
-        progress("smoke: starting the GRPO job")
-        smoke_stage, smoke = run_smoke_stage(opts, progress)
-        stages.append(smoke_stage)
     engines = image_engines(image, opts.recipe)
-    engine_smokes: dict[str, Any] = {}
-    for engine in () if opts.skip_smoke else [e for e in engines if e in SMOKE_ENGINES]:
-        engine_stage, engine_smokes[engine] = run_engine_smoke_stage(opts, progress, engine)
-        stages.append(engine_stage)
-    bench = None
-    if opts.skip_bench:
-        stages.append(stage("bench", SKIP, 0.0, "--skip-bench"))
-    else:
-        progress("bench: rollout decode against the roofline")
-        bench_stage, bench = run_bench_stage(opts, progress, engines)
-        stages.append(bench_stage)
-    framework, framework_note = None, "--skip-framework"
-    if opts.skip_framework:
-        stages.append(stage("framework", SKIP, 0.0, framework_note))
-    else:
-        framework_stage, framework = run_framework_stage(opts, image, progress)
-        framework_note = framework_stage["summary"]
-        if framework_stage["status"] != SKIP:  # a recipe without a declaration has no such stage
-            stages.append(framework_stage)
-    passed, line = verdict(stages)
+    plan = stages(engines)
+    stages_run, out = run_stages(plan, StageInput(opts, image, engines, progress))
+    doctor, smoke, bench = out.get("doctor"), out.get("smoke"), out.get("bench")
+    engine_smokes = {st.engine: out[st.name] for st in plan if st.engine and st.name in out}
+    framework = out.get("framework") or {"summary": None, "note": "--skip-framework"}
+    passed, line = verdict(stages_run)
     archs = device_archs(doctor)
     return {
         "schema": SCHEMA,
@@ -591,14 +631,14 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
         "engine": None,
         "host": host_info(),
         "options": opts.to_dict(),
-        "stages": stages,
+        "stages": stages_run,
         "doctor": {"report": doctor},
         "smoke": {"summary": smoke, "dir": SMOKE_DIR if smoke is not None else None},
         "engine_smoke": engine_smokes,
         "bench": {"report": bench, "dir": BENCH_DIR if bench is not None else None},
         "framework": {
-            "summary": framework,
-            "dir": FRAMEWORK_DIR if framework is not None else None,
-            "note": framework_note,
+            "summary": framework["summary"],
+            "dir": FRAMEWORK_DIR if framework["summary"] is not None else None,
+            "note": framework["note"],
         },
     }

@@ -71,6 +71,17 @@ def stage(name: str, status: str, seconds: float, summary: str, **extra: Any) ->
     return {"name": name, "status": status, "seconds": round(seconds, 3), "summary": summary, **extra}
 
 
+def device_archs(doctor: dict[str, Any] | None) -> list[str]:
+    """The gfx targets of this node's GPUs, as the doctor read them from the driver (KFD topology)."""
+    archs = ((doctor or {}).get("platform") or {}).get("gpu_archs") or []
+    return sorted({a for a in archs if isinstance(a, str)})
+
+
+def single_arch(archs: list[str]) -> str | None:
+    """The arch a report stands for: the node's one GPU arch; None on a CPU node or a mixed one."""
+    return archs[0] if len(archs) == 1 else None
+
+
 def verdict(stages: list[dict[str, Any]]) -> tuple[bool, str]:
     """Pass only when every stage that ran passed; the line names what failed and what was skipped.
     A status other than ours (an image's "PASS", "ok", true) is not a pass: it fails, named as given."""

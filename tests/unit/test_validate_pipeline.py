@@ -388,3 +388,50 @@ def test_the_smoke_settings_warning_is_hidden_under_q(tmp_path, monkeypatch, qui
     warnings = [line for line in said if line.startswith("smoke: warning:")]
     assert len(warnings) == (0 if quiet else 1), said
     assert len(ran) == 1  # the warning comes before the smoke starts
+
+
+def test_the_stages_in_run_order_with_a_smoke_for_each_engine_the_image_carries():
+    names = [s.name for s in pipeline.stages(("vllm", "sglang"))]
+    assert names == ["doctor", "aiter", "smoke", "smoke-vllm", "smoke-sglang", "bench", "framework"]
+    assert [s.name for s in pipeline.stages(())] == ["doctor", "aiter", "smoke", "bench", "framework"]
+    by_name = {s.name: s for s in pipeline.stages(("vllm",))}
+    assert by_name["smoke-vllm"].engine == "vllm" and by_name["smoke"].engine is None
+    opts = ValidateOptions(report_dir=Path("r"), skip_smoke=True, skip_framework=True)
+    left_out = {s.name: s.skipped(opts) for s in pipeline.stages(("vllm",))}
+    assert left_out == {
+        "doctor": None,
+        "aiter": None,
+        "smoke": "--skip-smoke",
+        "smoke-vllm": "--skip-smoke",
+        "bench": None,
+        "framework": "--skip-framework",
+    }
+
+
+def test_run_stages_records_what_ran_what_was_left_out_and_what_had_nothing_to_do():
+    said: list[str] = []
+    ran: list[str] = []
+
+    def runs(name, row=True):
+        def run(given):
+            ran.append(name)
+            return (stage(name, pipeline.PASS, 0.1, "ok") if row else None), {"from": name}
+
+        return run
+
+    plan = [
+        pipeline.ValidateStage("first", runs("first"), announce="first: going"),
+        pipeline.ValidateStage("absent", runs("absent", row=False)),  # nothing of its kind on this image
+        pipeline.ValidateStage("smoke", runs("smoke"), skip_option="skip_smoke"),
+        pipeline.ValidateStage("smoke-vllm", runs("smoke-vllm"), skip_option="skip_smoke", engine="vllm"),
+        pipeline.ValidateStage("bench", runs("bench"), skip_option="skip_bench"),
+    ]
+    opts = ValidateOptions(report_dir=Path("r"), skip_smoke=True)
+    rows, outputs = pipeline.run_stages(plan, pipeline.StageInput(opts, {}, ("vllm",), said.append))
+    assert ran == ["first", "absent", "bench"] and said == ["first: going"]
+    assert [(r["name"], r["status"], r["summary"]) for r in rows] == [
+        ("first", "pass", "ok"),
+        ("smoke", "skip", "--skip-smoke"),  # an engine smoke left out by the same option has no row
+        ("bench", "pass", "ok"),
+    ]
+    assert outputs == {"first": {"from": "first"}, "absent": {"from": "absent"}, "bench": {"from": "bench"}}
