@@ -26,7 +26,7 @@ IGNORE_OPT = typer.Option(
     [], "--ignore-rule", help="Override a failing rule (repeatable); shown in the output and image labels"
 )
 RELOCK_OPT = typer.Option(False, "--relock", help="Accept recipe changes: rewrite its lock entry")
-JSON_OPT = typer.Option(False, "--json", help="Machine-readable output")
+JSON_OPT = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
 # the doctor's check ids left out, wherever a command runs the doctor (doctor, validate)
 DOCTOR_SKIP_OPT = typer.Option(
     [], "--skip", metavar="ID", help="Leave these doctor check ids out (repeat or a,b)."

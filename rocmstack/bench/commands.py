@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from rocmstack.bench.report import check_rates, upgrade
 from rocmstack.errors import CheckFailed, InputError, Interrupted, quoted
-from rocmstack.options import old_spelling, renamed
+from rocmstack.options import JSON_OPT, old_spelling, renamed
 from rocmstack.output import check_output_file, dumps, print_json, print_table, stderr, stdout, warn
 from rocmstack.status import Status
 
@@ -242,7 +242,7 @@ def rollout(
     engine_timeout: float = typer.Option(
         1800.0, "--engine-timeout", min=1.0, help="Seconds per vllm/sglang run."
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    json_out: bool = JSON_OPT,
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Also write the JSON report to this file."
     ),

@@ -91,12 +91,7 @@ def register(app: typer.Typer) -> None:
             if not dry_run:
                 raise
             # A dry run still shows the exact command: the podman form, with the reason no engine works.
-            found = engines.Engine(
-                name="docker" if engine == "docker" else "podman",
-                argv=("docker",) if engine == "docker" else engines.podman_prefix(),
-                version="(not usable here)",
-                builder=builder,
-            )
+            found = replace(engines.store_engine(engine, "(not usable here)"), builder=builder)
             note = exc.one_line()
         options = Options(
             out_dir=out_dir,

@@ -124,6 +124,14 @@ def run_prefix(engine: str) -> tuple[str, ...]:
     return (engine, *podman_prefix()[1:])
 
 
+def store_engine(name: str, version: str = "") -> Engine:
+    """The engine that reads the image store NAME (docker, podman or buildah) builds into, unprobed: docker's
+    own, else podman's, which buildah shares. For inspecting an image, reading a file out of it or showing
+    a command."""
+    store = "docker" if name == "docker" else "podman"
+    return Engine(name=store, argv=run_prefix(store), version=version)
+
+
 def buildah_steps(
     image: str,
     name: str,

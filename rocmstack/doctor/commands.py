@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from rocmstack.errors import InputError, quoted
-from rocmstack.options import BARE_SAVE_BASELINE, DOCTOR_SKIP_OPT, old_spelling, renamed
+from rocmstack.options import BARE_SAVE_BASELINE, DOCTOR_SKIP_OPT, JSON_OPT, old_spelling, renamed
 
 
 def split_ids(values: list[str]) -> tuple[str, ...]:
@@ -64,9 +64,7 @@ def register(app: typer.Typer) -> None:
             metavar="DTYPE",
             help="The engine's KV-cache dtype setting (auto, fp8, ...).",
         ),
-        json_out: bool = typer.Option(
-            False, "--json", help="Print the report as JSON (schema rocmstack.doctor/1)."
-        ),
+        json_out: bool = JSON_OPT,
         markdown: bool = typer.Option(False, "--markdown", help="Print the report as Markdown."),
     ) -> None:
         """Preflight a model folder: shards and index, FP8 format, quantisation and KV-cache dtype for the arch.
@@ -106,9 +104,7 @@ def register(app: typer.Typer) -> None:
         ),
         skip: list[str] = DOCTOR_SKIP_OPT,
         list_checks: bool = typer.Option(False, "--list-checks", help="List the checks and exit."),
-        json_out: bool = typer.Option(
-            False, "--json", help="Print the report as JSON (schema rocmstack.doctor/1)."
-        ),
+        json_out: bool = JSON_OPT,
         markdown: bool = typer.Option(
             False, "--markdown", help="Print the report as Markdown (CI job summary)."
         ),

@@ -15,6 +15,7 @@ from rocmstack.options import (
     ALLOW_SKIP_OLD,
     ARCH_OPT,
     IGNORE_OPT,
+    JSON_OPT,
     PATCHES_DIR_OPT,
     PUBLISH_REPORT_OLD,
     SET_OPT,
@@ -60,7 +61,7 @@ def register(app: typer.Typer) -> None:
         ignore_rules: list[str] = IGNORE_OPT,
         patches_dir: Path | None = PATCHES_DIR_OPT,
         insecure: bool = INSECURE_OPT,
-        json_out: bool = typer.Option(False, "--json", help="Print what was pushed as JSON."),
+        json_out: bool = JSON_OPT,
         report_old: list[Path] = PUBLISH_REPORT_OLD,
         allow_skip_old: list[str] = ALLOW_SKIP_OLD,
     ) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from rocmstack.errors import ExitCode
-from rocmstack.options import old_spelling, renamed
+from rocmstack.options import JSON_OPT, SET_OPT, old_spelling, renamed
 from rocmstack.smoke.config import LOGPROB_BAR, SmokeOptions
 
 
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
             "auto", help="Model shape: auto (tiny on CPU, small on GPU), tiny, small or medium."
         ),
         seed: int = typer.Option(0, help="Seed for model init, prompts and sampling."),
-        json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+        json_out: bool = JSON_OPT,
         engine: str | None = old_spelling("--engine"),
     ) -> None:
         """Train a tiny random Qwen3 with GRPO on "copy the first prompt digit"; exit 0 on a passing verdict."""
@@ -93,14 +93,14 @@ def register(app: typer.Typer) -> None:
         work_dir: Path | None = typer.Option(
             None, "--report", help="Folder for the inputs, framework.log, metrics.jsonl, summary.json."
         ),
-        overrides: list[str] = typer.Option([], "--set", help="Override a recipe field (docs/recipes.md)."),
+        overrides: list[str] = SET_OPT,
         allow_command: bool = typer.Option(
             False,
             "--allow-recipe-command",
             help="Run the recipe's command on a node that is no rocmstack image (it is code from the recipe; "
             "it gets a minimal environment, never the caller's secrets).",
         ),
-        json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+        json_out: bool = JSON_OPT,
     ) -> None:
         """Run the image's RL framework's own short loop as the recipe declares; exit 0 on a passing verdict."""
         from rocmstack.smoke import framework

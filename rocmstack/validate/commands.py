@@ -13,6 +13,7 @@ from rocmstack.errors import EngineError, ExitCode, InputError, printable
 from rocmstack.options import (
     DOCTOR_SKIP_OLD,
     DOCTOR_SKIP_OPT,
+    JSON_OPT,
     old_spelling,
     renamed,
 )
@@ -73,7 +74,7 @@ def register(app: typer.Typer) -> None:
             help="Run the image without the engine's default seccomp profile (never the image's choice).",
         ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact engine command(s) and exit."),
-        json_out: bool = typer.Option(False, "--json", help="Print report.json to stdout."),
+        json_out: bool = JSON_OPT,
     ) -> None:
         """Run the doctor, the GRPO smoke job and the rollout bench inside IMAGE; exit 0 only if all that ran passed."""
         from rocmstack.doctor.commands import split_ids  # --skip reads as doctor's --skip

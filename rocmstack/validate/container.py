@@ -29,14 +29,13 @@ from rocmstack import __version__
 from rocmstack.build.runner import stream_lines
 from rocmstack.container.engine import (
     NEEDS,
-    Engine,
     InImage,
     Which,
     inspect_image,
     read_file,
     run_in_image_argv,
-    run_prefix,
     run_steps,
+    store_engine,
 )
 from rocmstack.contract import RENDER_HASH_LABEL, SBOM_PATH
 from rocmstack.errors import EngineError, InputError, printable
@@ -497,8 +496,7 @@ def pinned(p: Plan) -> tuple[Plan, dict]:
 
 def inspect(engine: str, image: str) -> dict:
     """Labels, id and tags of IMAGE from the engine's store (buildah shares podman's)."""
-    name = "docker" if engine == "docker" else "podman"
-    return inspect_image(Engine(name=name, argv=run_prefix(name), version=""), image)
+    return inspect_image(store_engine(engine), image)
 
 
 @dataclass(frozen=True)
@@ -581,8 +579,7 @@ def host_checked(report: dict[str, Any], *, host_archs: list[str], options: dict
 
 def attach_sbom(engine: str, image_id: str, report_dir: Path) -> dict | None:
     """Copy the image's SBOM (read by the host from the image, not from the run) beside the report."""
-    name = "docker" if engine == "docker" else "podman"
-    data = read_file(Engine(name=name, argv=run_prefix(name), version=""), image_id, SBOM_PATH, SBOM_LIMIT)
+    data = read_file(store_engine(engine), image_id, SBOM_PATH, SBOM_LIMIT)
     if data is None:
         return None
     (report_dir / SBOM_FILE).write_bytes(data)

@@ -541,3 +541,12 @@ def test_run_in_image_names_a_missing_engine():
 
     with pytest.raises(EngineError, match="docker is not installed"):
         E.run_in_image("docker", "img:1", ("true",), name="c1", timeout=5, runner=runner)
+
+
+def test_store_engine_reads_the_store_each_engine_builds_into(monkeypatch):
+    """inspect, read_file and a dry run's command take the store unprobed: buildah's is podman's."""
+    monkeypatch.setenv(E.PODMAN_DRIVER_ENV, "vfs")
+    docker, podman, buildah = (E.store_engine(n) for n in ("docker", "podman", "buildah"))
+    assert (docker.name, docker.argv) == ("docker", ("docker",))
+    assert (podman.name, podman.argv) == ("podman", ("podman", "--storage-driver", "vfs"))
+    assert buildah == podman and E.store_engine("podman", "(not usable here)").version == "(not usable here)"

@@ -1,4 +1,5 @@
-"""rocmstack.options: a renamed option's old spelling still works and says once what replaced it."""
+"""rocmstack.options: a shared option has one help text everywhere; a renamed option's old spelling still
+works and says once what replaced it."""
 
 from __future__ import annotations
 
@@ -52,3 +53,29 @@ def test_a_flag_that_now_takes_a_value_reads_its_bare_old_form_as_the_hidden_fla
         "--",
         "--save-baseline",
     ]
+
+
+def _every_option() -> list[tuple[str, str, object]]:
+    """(command path, option name, its click parameter) for every option of every rocmstack command."""
+    import click
+    import typer
+
+    from rocmstack.cli import make_app
+
+    out = []
+
+    def walk(cmd: click.Command, path: str) -> None:
+        for param in cmd.params:
+            for name in param.opts:
+                out.append((path, name, param))
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, f"{path} {name}")
+
+    walk(typer.main.get_command(make_app()), "rocmstack")
+    return out
+
+
+@pytest.mark.parametrize("flag", ["--json", "--set", "--patches-dir", "--skip"])
+def test_a_shared_option_has_one_help_text_wherever_a_command_takes_it(flag):
+    shown = [(path, p.help) for path, name, p in _every_option() if name == flag and not p.hidden]
+    assert len(shown) >= 2 and len({help for _, help in shown}) == 1, shown
