@@ -71,7 +71,10 @@ TEST_ENV := ROCMSTACK_REQUIRE_INTEGRATION=1 ROCMSTACK_VLLM_PYTHON=$(VLLM_VENV)/b
 # The unit tests run in one process per core (CPU-bound, nothing shared); the integration tests one at a
 # time (each starts Ray clusters, podman stores or daemons sized for the whole machine). PYTEST_ARGS given:
 # one plain run of what they name.
-test: system-deps $(STAMP) $(VLLM_STAMP) lint
+# The two venvs install side by side: pip waits on downloads and disk more than on the CPU.
+test: system-deps
+	@$(MAKE) --no-print-directory -j2 venv vllm-venv
+	@$(MAKE) --no-print-directory lint
 ifeq ($(strip $(PYTEST_ARGS)),)
 	$(TEST_ENV) $(VENV)/bin/python -m pytest -n auto tests/unit
 	$(TEST_ENV) $(VENV)/bin/python -m pytest tests/integration
