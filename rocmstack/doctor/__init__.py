@@ -2,6 +2,7 @@
 
     from rocmstack.doctor import DoctorOptions, run_doctor
     report = run_doctor(DoctorOptions(fast=True))   # dict, schema SCHEMA; report["ok"] is the verdict
+    DoctorOptions(level=2, active=ActiveOptions(iters=5))   # each higher level's options in its group
 
 Names resolve lazily, so importing the CLI (which imports rocmstack.doctor.commands) costs nothing here.
 """
@@ -14,12 +15,25 @@ from typing import Any
 _EXPORTS = {
     "SCHEMA": "rocmstack.doctor.model",
     "DoctorOptions": "rocmstack.doctor.model",
+    "ActiveOptions": "rocmstack.doctor.model",
+    "ClusterOptions": "rocmstack.doctor.model",
+    "BurninOptions": "rocmstack.doctor.model",
     "Status": "rocmstack.doctor.model",
     "run_doctor": "rocmstack.doctor.runner",
     "select_checks": "rocmstack.doctor.runner",
     "run_cluster": "rocmstack.doctor.cluster",
 }
-__all__ = ["SCHEMA", "DoctorOptions", "Status", "run_cluster", "run_doctor", "select_checks"]
+__all__ = [
+    "SCHEMA",
+    "ActiveOptions",
+    "BurninOptions",
+    "ClusterOptions",
+    "DoctorOptions",
+    "Status",
+    "run_cluster",
+    "run_doctor",
+    "select_checks",
+]
 
 
 def __getattr__(name: str) -> Any:

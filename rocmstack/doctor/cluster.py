@@ -12,7 +12,6 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +41,15 @@ def _node_doctor(payload: dict) -> dict:
     bars_text = payload.pop("bars_text", None)
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in payload.items()}
     if facts_only:  # --only named cluster checks alone: the node contributes its facts
-        opts = DoctorOptions(**fields)
+        opts = DoctorOptions.from_flat(**fields)
         return {"ok": True, "checks": [], "facts": node_facts(opts), "node_hostname": socket.gethostname()}
     if bars_text is None:
-        report = run_doctor(DoctorOptions(**fields))
+        report = run_doctor(DoctorOptions.from_flat(**fields))
     else:  # the driver's --bars file, which this node may not have
         with tempfile.TemporaryDirectory(prefix="rocmstack-doctor-") as tmp:
             fields["bars_file"] = Path(tmp) / "bars.yaml"
             fields["bars_file"].write_text(bars_text, encoding="utf-8")
-            report = run_doctor(DoctorOptions(**fields))
+            report = run_doctor(DoctorOptions.from_flat(**fields))
     report["node_hostname"] = socket.gethostname()
     return report
 
@@ -77,7 +76,7 @@ def run_cluster(
     t0 = time.monotonic()
     _reachable(address)
     cluster_checks = [c for c in select_checks(opts.only, opts.skip, opts.level) if c.scope == "cluster"]
-    payload = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k in PORTABLE}
+    payload = {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.flat().items() if k in PORTABLE}
     # Every node runs its own checks up to level 2 (level 3 is level 2 on every node plus what runs across
     # them); the cluster checks run once, here.
     payload["level"] = node_level = min(opts.level, 2)
@@ -86,8 +85,8 @@ def run_cluster(
     if opts.only and not payload["only"]:
         payload["facts_only"] = True
     sent = dict(payload)
-    if opts.bars_file is not None and node_level > 1:
-        sent["bars_text"] = opts.bars_file.read_text(encoding="utf-8")  # checked readable by the CLI
+    if opts.active.bars_file is not None and node_level > 1:
+        sent["bars_text"] = opts.active.bars_file.read_text(encoding="utf-8")  # checked readable by the CLI
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except Exception as exc:  # ConnectionError, ValueError on a bad address, ...

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,7 +75,69 @@ class Check:
 
 
 @dataclass(frozen=True)
+class ActiveOptions:
+    """Level 2: the active probes on this node (collectives, weight sync, HBM and GEMM, the Ray layouts)."""
+
+    ray_address: str | None = None  # None starts a private local Ray instance
+    collectives: tuple[str, ...] = ()  # default: every collective
+    min_bytes: int | None = None  # sweep from (default 1 MiB)
+    max_bytes: int | None = None  # sweep to (default 1 GiB on GPUs, 16 MiB with gloo on CPU)
+    warmup: int | None = None
+    iters: int | None = None
+    bars_file: Path | None = None  # default: rocmstack/doctor/bars.yaml
+    baseline_file: Path | None = None
+    save_baseline: Path | None = None  # merge this run's busbw into this file
+    sync_repeats: int = 5
+    sync_bytes: int = 1 << 30  # split weight-sync broadcast
+    ipc_bytes: int = 256 << 20  # colocated weight-sync IPC bucket
+    comm_inits: int = 20  # communicator-churn: fresh communicators (ROCm/rocm-systems#8178: 3 failed in ~40)
+    ipc_handles: int = 64  # ipc-many-handles: buffers per GPU held open at once across processes
+    ipc_handle_bytes: int = 4 << 20
+    ipc_rounds: int = 5  # rewrites of every buffer, each checksummed by the importer
+    cpu_ranks: int = 2  # ranks of the gloo probes (and burn-in stand-ins) on a node without GPUs
+    hbm_bytes: int = 1 << 30
+    gemm_n: int = 8192
+    timeout: float = 300.0  # each Ray call of the probes
+    allreduce_repeats: int = 20  # custom all-reduce numerics: repeats of every size
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """Level 3: what runs across the nodes of a Ray cluster."""
+
+    culprit_budget: float = 120.0  # seconds the culprit search may take
+
+
+@dataclass(frozen=True)
+class BurninOptions:
+    """Level 4: the burn-in (rocmstack.doctor.collect.burnin)."""
+
+    minutes: float = 10.0
+    gemm_n: int | None = None  # default 8192 on a GPU, 256 on a CPU stand-in
+    mem_bytes: int | None = None  # pattern test per device: default 4 GiB on a GPU, 16 MiB on CPU
+    telemetry_replay: Path | None = None  # recorded telemetry played back instead of amdsmi/NVML
+
+
+# The flat spelling of each level's field (the CLI's keywords, a cluster run's payload): a group's field
+# under its own name, but for the prefixed ones below.
+_GROUPS = {"active": ActiveOptions, "cluster": ClusterOptions, "burnin": BurninOptions}
+_FLAT_RENAMED = {
+    ("active", "timeout"): "active_timeout",
+    ("burnin", "minutes"): "burnin_minutes",
+    ("burnin", "gemm_n"): "burnin_gemm_n",
+    ("burnin", "mem_bytes"): "burnin_mem_bytes",
+}
+FLAT_NAMES: Mapping[str, tuple[str, str]] = {
+    _FLAT_RENAMED.get((group, f.name), f.name): (group, f.name)
+    for group, cls in _GROUPS.items()
+    for f in fields(cls)
+}
+
+
+@dataclass(frozen=True)
 class DoctorOptions:
+    """Level 1 (this node's facts) and the run itself at the top; each higher level's options in its group."""
+
     fast: bool = False
     deep: bool = False  # also initialise the GPU runtime in the torch probe (seconds more)
     expect_gpus: int | None = None
@@ -98,37 +160,32 @@ class DoctorOptions:
     gpu_archs: tuple[str, ...] = ()
     kv_cache_dtype: str | None = None
     models: tuple[str, ...] = ()  # tuned-config coverage: model names (default: the image recipe's models:)
-    # --level 2/3 (active probes through Ray)
     level: int = 1
-    ray_address: str | None = None  # level 2: None starts a private local Ray instance
-    collectives: tuple[str, ...] = ()  # default: every collective
-    min_bytes: int | None = None  # sweep from (default 1 MiB)
-    max_bytes: int | None = None  # sweep to (default 1 GiB on GPUs, 16 MiB with gloo on CPU)
-    warmup: int | None = None
-    iters: int | None = None
-    bars_file: Path | None = None  # default: rocmstack/doctor/bars.yaml
-    baseline_file: Path | None = None
-    save_baseline: Path | None = None  # level 2: merge this run's busbw into this file
-    sync_repeats: int = 5
-    sync_bytes: int = 1 << 30  # split weight-sync broadcast
-    ipc_bytes: int = 256 << 20  # colocated weight-sync IPC bucket
-    comm_inits: int = 20  # communicator-churn: fresh communicators (ROCm/rocm-systems#8178: 3 failed in ~40)
-    ipc_handles: int = 64  # ipc-many-handles: buffers per GPU held open at once across processes
-    ipc_handle_bytes: int = 4 << 20
-    ipc_rounds: int = 5  # rewrites of every buffer, each checksummed by the importer
-    cpu_ranks: int = 2  # ranks of the gloo probes on a node without GPUs
-    hbm_bytes: int = 1 << 30
-    gemm_n: int = 8192
-    active_timeout: float = 300.0
-    allreduce_repeats: int = 20  # custom all-reduce numerics: repeats of every size
-    culprit_budget: float = 120.0  # level 3: seconds the culprit search may take
     budget_s: float | None = None  # --budget: only the checks whose cost fits (rocmstack.doctor.budget)
     history_dir: Path | None = None  # --history: this node's earlier runs (rocmstack.doctor.history)
-    # --level 4, the burn-in (rocmstack.doctor.collect.burnin)
-    burnin_minutes: float = 10.0
-    burnin_gemm_n: int | None = None  # default 8192 on a GPU, 256 on a CPU stand-in
-    burnin_mem_bytes: int | None = None  # pattern test per device: default 4 GiB on a GPU, 16 MiB on CPU
-    telemetry_replay: Path | None = None  # recorded telemetry played back instead of amdsmi/NVML
+    active: ActiveOptions = ActiveOptions()
+    cluster: ClusterOptions = ClusterOptions()
+    burnin: BurninOptions = BurninOptions()
+
+    @classmethod
+    def from_flat(cls, **flat: Any) -> DoctorOptions:
+        """The options from flat keywords, as the CLI and a cluster run's payload spell them."""
+        groups: dict[str, dict[str, Any]] = {group: {} for group in _GROUPS}
+        top = {}
+        for name, value in flat.items():
+            if name in FLAT_NAMES:
+                group, field = FLAT_NAMES[name]
+                groups[group][field] = value
+            else:
+                top[name] = value
+        return cls(**top, **{group: _GROUPS[group](**kw) for group, kw in groups.items()})
+
+    def flat(self) -> dict[str, Any]:
+        """Every option under its flat name (``from_flat``'s inverse)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _GROUPS}
+        for name, (group, field) in FLAT_NAMES.items():
+            out[name] = getattr(getattr(self, group), field)
+        return out
 
     def environ(self) -> dict[str, str]:
         return dict(self.env if self.env is not None else os.environ)

@@ -39,7 +39,7 @@ def validated(
     (a ';'- or ','-list);
     ``level`` None is the default for the budget; ``cluster_address`` is --ray-address (a cluster
     run; each node then runs on its own, so it is no field)."""
-    opts = DoctorOptions(**fields)
+    opts = DoctorOptions.from_flat(**fields)
     if opts.probe_timeout <= 0:
         raise InputError(f"--timeout {opts.probe_timeout} must be positive", fix="e.g. --timeout 30")
     if opts.expect_gpus is not None and opts.expect_gpus < 0:
@@ -56,7 +56,7 @@ def validated(
         )
     if opts.fast and opts.deep:
         raise InputError("--fast and --deep both given", fix="--deep initialises torch's runtime; drop one")
-    for op in opts.collectives:
+    for op in opts.active.collectives:
         if op not in OPS:
             raise InputError(f"--collective {quoted(op)} is unknown", fix=f"one of {', '.join(OPS)}")
     lo = hi = None
@@ -74,18 +74,18 @@ def validated(
             f"bad size {quoted(sizes if sizes else sync_bytes)}: {exc}", fix="e.g. --sizes 1M..1G"
         ) from None
     for name, num in (
-        ("--sync-repeats", opts.sync_repeats),
-        ("--cpu-ranks", opts.cpu_ranks),
-        ("--comm-inits", opts.comm_inits),
-        ("--ipc-handles", opts.ipc_handles),
-        ("--iters", opts.iters or 1),
+        ("--sync-repeats", opts.active.sync_repeats),
+        ("--cpu-ranks", opts.active.cpu_ranks),
+        ("--comm-inits", opts.active.comm_inits),
+        ("--ipc-handles", opts.active.ipc_handles),
+        ("--iters", opts.active.iters or 1),
     ):
         if num < 1:
             raise InputError(f"{name} {num} must be >= 1", fix=f"e.g. {name} 2")
-    if opts.bars_file is not None:
-        load_bars(opts.bars_file)  # a bad file fails here, before any work
+    if opts.active.bars_file is not None:
+        load_bars(opts.active.bars_file)  # a bad file fails here, before any work
     budget_s = opts.budget_s if budget is None else parse_duration(budget, "--budget")
-    minutes = opts.burnin_minutes if burn_in is None else parse_duration(burn_in, "--burn-in") / 60
+    minutes = opts.burnin.minutes if burn_in is None else parse_duration(burn_in, "--burn-in") / 60
     if opts.history_dir is not None and cluster_address:
         raise InputError(
             "--history keeps this node's own figures", fix="drop --ray-address; run it on each node"
@@ -97,30 +97,32 @@ def validated(
         raise InputError("--level 4 (the burn-in) runs on this node", fix="drop --ray-address")
     if minutes <= 0:
         raise InputError(f"--burn-in {minutes:g}m must be positive", fix="e.g. --burn-in 10m")
-    if opts.telemetry_replay is not None and not opts.telemetry_replay.is_file():
+    if opts.burnin.telemetry_replay is not None and not opts.burnin.telemetry_replay.is_file():
         raise InputError(
-            f"--telemetry-replay {opts.telemetry_replay}: no such file", fix="give a recorded timeline"
+            f"--telemetry-replay {opts.burnin.telemetry_replay}: no such file", fix="give a recorded timeline"
         )
-    if opts.save_baseline is not None:
-        _check_save_baseline(opts.save_baseline, level, cluster_address)
+    if opts.active.save_baseline is not None:
+        _check_save_baseline(opts.active.save_baseline, level, cluster_address)
     if level == 3 and not cluster_address:
         raise InputError("--level 3 runs across a Ray cluster", fix="add --ray-address HOST:PORT (or auto)")
-    if opts.culprit_budget <= 0:
+    if opts.cluster.culprit_budget <= 0:
         raise InputError(
-            f"--culprit-budget {opts.culprit_budget} must be positive", fix="e.g. --culprit-budget 120"
+            f"--culprit-budget {opts.cluster.culprit_budget} must be positive",
+            fix="e.g. --culprit-budget 120",
         )
     archs = _checkpoint_archs(opts.model_dir, gpu_arch, opts.kv_cache_dtype, model_flag) or opts.gpu_archs
     if opts.models:
         check_model_names(opts.models, "--models")
+    active = opts.active
+    if sizes is not None:
+        active = replace(active, min_bytes=lo, max_bytes=hi)
     return replace(
         opts,
         level=level,
-        min_bytes=lo if sizes is not None else opts.min_bytes,
-        max_bytes=hi if sizes is not None else opts.max_bytes,
-        sync_bytes=sync,
         budget_s=budget_s,
         gpu_archs=archs,
-        burnin_minutes=minutes,
+        active=replace(active, sync_bytes=sync),
+        burnin=replace(opts.burnin, minutes=minutes),
     )
 
 

@@ -115,7 +115,7 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
             fast=opts.fast,
             extra=run_time_costs(opts),
             node=node_of(opts),
-            comm_inits=opts.comm_inits,
+            comm_inits=opts.active.comm_inits,
         )
         checks, over = list(chosen.run), list(chosen.over)
         budget = {
@@ -128,10 +128,13 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
         # no probe or tool may outlive the budget, whatever the estimates said
         opts = dataclasses.replace(
             opts,
-            comm_inits=chosen.comm_inits or opts.comm_inits,
             probe_timeout=min(opts.probe_timeout, opts.budget_s),
             tool_timeout=min(opts.tool_timeout, opts.budget_s),
-            active_timeout=min(opts.active_timeout, opts.budget_s),
+            active=dataclasses.replace(
+                opts.active,
+                comm_inits=chosen.comm_inits or opts.active.comm_inits,
+                timeout=min(opts.active.timeout, opts.budget_s),
+            ),
         )
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()

@@ -117,7 +117,7 @@ def test_level3_needs_a_cluster_and_a_bad_bars_file_is_one_line(tmp_path):
 @pytest.mark.engine
 def test_custom_allreduce_on_two_cpu_ranks_of_the_vllm_build():
     """vLLM's CPU shared-memory all-reduce against gloo, from the level-2 driver (a private Ray instance)."""
-    from rocmstack.doctor import DoctorOptions, run_doctor
+    from rocmstack.doctor import ActiveOptions, DoctorOptions, run_doctor
     from tests.conftest import VLLM_PYTHON
 
     if not VLLM_PYTHON.exists():
@@ -126,8 +126,7 @@ def test_custom_allreduce_on_two_cpu_ranks_of_the_vllm_build():
         level=2,
         only=("custom-allreduce",),
         python=str(VLLM_PYTHON),
-        cpu_ranks=2,
-        allreduce_repeats=2,
+        active=ActiveOptions(cpu_ranks=2, allreduce_repeats=2),
         env=ENV,
     )
     report = run_doctor(opts)

@@ -223,7 +223,7 @@ def test_the_run_says_how_many_inits_the_budget_gave(monkeypatch):
     seen = {}
 
     def fake_active(opts, wanted, progress):
-        seen["inits"] = opts.comm_inits
+        seen["inits"] = opts.active.comm_inits
         return {"error": "not run here"}
 
     monkeypatch.setattr("rocmstack.doctor.collect.collectors.run_active", fake_active)

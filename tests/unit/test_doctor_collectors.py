@@ -16,7 +16,7 @@ from rocmstack.doctor.collect.collectors import (
     run_time_costs,
     snapshot_request,
 )
-from rocmstack.doctor.model import DoctorOptions
+from rocmstack.doctor.model import BurninOptions, DoctorOptions
 
 
 def _fake(name: str, provides: frozenset[str], seen: list, **kw) -> Collector:
@@ -66,7 +66,7 @@ def test_only_the_collectors_the_needs_name_run_and_the_always_one(monkeypatch):
 
 
 def test_the_burn_in_adds_its_minutes_to_the_budget():
-    assert run_time_costs(DoctorOptions(burnin_minutes=2)) == {
+    assert run_time_costs(DoctorOptions(burnin=BurninOptions(minutes=2))) == {
         "burn-in": 2 * 60 + collectors.BURN_IN_OVERHEAD_S
     }
 

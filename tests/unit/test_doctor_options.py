@@ -18,10 +18,14 @@ from rocmstack.errors import InputError
 
 def test_the_raw_texts_are_parsed():
     opts = doctor_options.validated(sizes="1M..16M", sync_bytes="2M", budget="2m", gpu_arch="gfx942;gfx950")
-    assert (opts.min_bytes, opts.max_bytes, opts.sync_bytes) == (1 << 20, 16 << 20, 2 << 20)
+    assert (opts.active.min_bytes, opts.active.max_bytes, opts.active.sync_bytes) == (
+        1 << 20,
+        16 << 20,
+        2 << 20,
+    )
     assert opts.budget_s == 120.0 and opts.level == 2  # a budget alone picks among levels 1 and 2
     assert opts.gpu_archs == ("gfx942", "gfx950")
-    assert doctor_options.validated(burn_in="90s").burnin_minutes == 1.5
+    assert doctor_options.validated(burn_in="90s").burnin.minutes == 1.5
     assert doctor_options.validated() == DoctorOptions()
 
 
@@ -67,7 +71,7 @@ def test_validate_gets_the_doctors_checks(tmp_path):
 
 def test_save_baseline_takes_a_file_whose_folders_are_made_as_needed(tmp_path):
     target = tmp_path / "new" / "busbw.json"
-    assert doctor_options.validated(level=2, save_baseline=target).save_baseline == target
+    assert doctor_options.validated(level=2, save_baseline=target).active.save_baseline == target
 
 
 def _doctor(capsys, *args: str) -> tuple[int, str]:

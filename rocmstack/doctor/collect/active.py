@@ -271,22 +271,22 @@ def _ray_for(opts: DoctorOptions, progress: Callable[[str], None]) -> Iterator[N
         yield
         return
     kwargs: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
-    if opts.ray_address:
-        ray.init(address=opts.ray_address, **kwargs)
+    if opts.active.ray_address:
+        ray.init(address=opts.active.ray_address, **kwargs)
         try:
             yield
         finally:
             ray.shutdown()
         return
 
-    cpus = max(os.cpu_count() or 1, opts.cpu_ranks + 2)
+    cpus = max(os.cpu_count() or 1, opts.active.cpu_ranks + 2)
     with private_ray("rdoctor-", num_cpus=cpus, progress=progress, **kwargs):
         yield
 
 
 def sweep_sizes(opts: DoctorOptions, gpu: bool) -> list[int]:
-    lo = opts.min_bytes or (1 << 20)
-    hi = opts.max_bytes or ((1 << 30) if gpu else (16 << 20))
+    lo = opts.active.min_bytes or (1 << 20)
+    hi = opts.active.max_bytes or ((1 << 30) if gpu else (16 << 20))
     return size_sweep(lo, hi)
 
 
@@ -313,18 +313,18 @@ def group_sweep(opts: DoctorOptions, actors: list, infos: list[dict], gpu: bool,
     port = ray.get(actors[0].free_port.remote())
     ray.get(
         [
-            a.init_group.remote(i, ranks, infos[0]["ip"], port, opts.active_timeout)
+            a.init_group.remote(i, ranks, infos[0]["ip"], port, opts.active.timeout)
             for i, a in enumerate(actors)
         ],
-        timeout=opts.active_timeout,
+        timeout=opts.active.timeout,
     )
-    ops = list(opts.collectives or OPS)
-    warmup = opts.warmup if opts.warmup is not None else (5 if gpu else 1)
-    iters = opts.iters if opts.iters is not None else (20 if gpu else 3)
+    ops = list(opts.active.collectives or OPS)
+    warmup = opts.active.warmup if opts.active.warmup is not None else (5 if gpu else 1)
+    iters = opts.active.iters if opts.active.iters is not None else (20 if gpu else 3)
 
     def sweep(ops: list[str], sizes: list[int]) -> list[dict]:
         rows: list[dict] = ray.get(
-            [a.sweep.remote(ops, sizes, warmup, iters) for a in actors], timeout=opts.active_timeout
+            [a.sweep.remote(ops, sizes, warmup, iters) for a in actors], timeout=opts.active.timeout
         )[0]
         return rows
 
@@ -346,7 +346,7 @@ def run_active(
             "error": f"level 2 needs Ray in this environment ({exc})",
             "fix": "pip install 'ray[default]'",
         }
-    bars = load_bars(opts.bars_file)
+    bars = load_bars(opts.active.bars_file)
     out: dict[str, Any] = {"wanted": sorted(wanted)}
     t0 = time.monotonic()
     progress(_plan(opts, wanted))
@@ -369,17 +369,17 @@ CPU_LEVEL2_S = 352.0
 
 def _plan(opts: DoctorOptions, wanted: frozenset[str]) -> str:
     """What level 2 will run, said before it starts; on a node without GPUs, how long that took here."""
-    parts = ["a private Ray start" if not opts.ray_address else f"Ray at {opts.ray_address}"]
+    parts = ["a private Ray start" if not opts.active.ray_address else f"Ray at {opts.active.ray_address}"]
     if "collectives" in wanted:
         parts.append(
-            f"{len(opts.collectives or OPS)} collective(s) x {len(sweep_sizes(opts, False))} size(s)"
+            f"{len(opts.active.collectives or OPS)} collective(s) x {len(sweep_sizes(opts, False))} size(s)"
         )
     if "weight-sync" in wanted:
-        parts.append(f"{opts.sync_repeats} weight-sync start-up(s)")
+        parts.append(f"{opts.active.sync_repeats} weight-sync start-up(s)")
     if "communicator-churn" in wanted:
-        parts.append(f"{opts.comm_inits} communicator init(s)")
+        parts.append(f"{opts.active.comm_inits} communicator init(s)")
     if "ipc-many-handles" in wanted:
-        parts.append(f"{opts.ipc_handles} IPC handles per GPU")
+        parts.append(f"{opts.active.ipc_handles} IPC handles per GPU")
     line = "level 2: " + ", ".join(parts)
     if _gpus_visible():
         return line
@@ -401,7 +401,7 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
 
     node_id, node_gpus = this_node(ray)
     gpu = node_gpus > 0
-    ranks = node_gpus if gpu else opts.cpu_ranks
+    ranks = node_gpus if gpu else opts.active.cpu_ranks
     bundles = [{"GPU": 1.0, "CPU": 0.01} if gpu else {"CPU": 0.01} for _ in range(ranks)]
     # Pinned to this node: on a cluster (--ray-address, or level 3 running level 2 on every node) STRICT_PACK
     # alone may pack the ranks onto any node with room.
@@ -409,7 +409,7 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
         bundles, strategy="STRICT_PACK", bundle_label_selector=[{NODE_ID_LABEL_KEY: node_id} for _ in bundles]
     )
     try:
-        ray.get(pg.ready(), timeout=opts.active_timeout)
+        ray.get(pg.ready(), timeout=opts.active.timeout)
     except Exception:
         remove_placement_group(pg)
         raise
@@ -429,7 +429,7 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
                 for i in range(ranks)
             ]
             try:
-                infos = ray.get([a.info.remote() for a in actors], timeout=opts.active_timeout)
+                infos = ray.get([a.info.remote() for a in actors], timeout=opts.active.timeout)
                 out["ranks_info"] = infos
                 name = infos[0]["name"]
                 out["gpu_name"] = name
@@ -437,8 +437,8 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
                     progress(f"level 2: HBM copy and bf16 GEMM on {ranks} GPU(s)")
                     out["health"] = guarded(
                         lambda: ray.get(
-                            [a.health.remote(opts.hbm_bytes, opts.gemm_n) for a in actors],
-                            timeout=opts.active_timeout,
+                            [a.health.remote(opts.active.hbm_bytes, opts.active.gemm_n) for a in actors],
+                            timeout=opts.active.timeout,
                         )
                     )
                     hb = bars.for_health(name)
@@ -478,8 +478,8 @@ def _custom_allreduce(opts: DoctorOptions, ranks: int, gpu: bool, progress: Call
             device="gpu" if gpu else "cpu",
             python=opts.python or current_python(),
             work_dir=Path(tmp),
-            repeats=opts.allreduce_repeats,
-            timeout=opts.active_timeout,
+            repeats=opts.active.allreduce_repeats,
+            timeout=opts.active.timeout,
             env=opts.environ(),
         )
     return {"results": results}
@@ -499,20 +499,20 @@ def _collectives(
     name = infos[0]["name"]
     progress(
         f"level 2: {'NCCL/RCCL' if gpu else 'gloo'} group of {ranks} ranks,"
-        f" {len(opts.collectives or OPS)} collective(s) x {len(sweep_sizes(opts, gpu))} size(s)"
+        f" {len(opts.active.collectives or OPS)} collective(s) x {len(sweep_sizes(opts, gpu))} size(s)"
     )
     applicable = bars.for_collectives(name, ranks)
     swept = group_sweep(opts, actors, infos, gpu, applicable)
     rows, warmup, iters = swept.rows, swept.warmup, swept.iters
-    transports = ray.get([a.transport.remote() for a in actors], timeout=opts.active_timeout) if gpu else []
-    ray.get([a.close.remote() for a in actors], timeout=opts.active_timeout)
-    baseline_path = opts.baseline_file
+    transports = ray.get([a.transport.remote() for a in actors], timeout=opts.active.timeout) if gpu else []
+    ray.get([a.close.remote() for a in actors], timeout=opts.active.timeout)
+    baseline_path = opts.active.baseline_file
     prior = load_baseline(baseline_path) if baseline_path else {}
     current = {baseline_key(r["op"], r["nbytes"], ranks, name): r["busbw"] for r in rows}
-    if opts.save_baseline is not None:  # merged, as `bench rollout --save-baseline` merges its rows
+    if opts.active.save_baseline is not None:  # merged, as `bench rollout --save-baseline` merges its rows
         save_baseline(
-            opts.save_baseline,
-            {**load_baseline(opts.save_baseline), **current},
+            opts.active.save_baseline,
+            {**load_baseline(opts.active.save_baseline), **current},
             {"gpu": name, "ranks": ranks, "saved_at": dt.datetime.now(dt.UTC).isoformat()},
         )
     return {
@@ -526,8 +526,10 @@ def _collectives(
         "transports": transports,
         "baseline": {k: prior[k] for k in current if k in prior},
         "baseline_file": str(baseline_path) if baseline_path else None,
-        "baseline_saved": opts.save_baseline is not None,
-        "baseline_saved_to": str(opts.save_baseline) if opts.save_baseline is not None else None,
+        "baseline_saved": opts.active.save_baseline is not None,
+        "baseline_saved_to": str(opts.active.save_baseline)
+        if opts.active.save_baseline is not None
+        else None,
     }
 
 
@@ -540,11 +542,11 @@ def _weight_sync(
     half = {"num_gpus": 0.5} if gpu else {}
     rounds = []
     t0 = time.monotonic()
-    for r in range(opts.sync_repeats):
+    for r in range(opts.active.sync_repeats):
         # The rounds are alike: the ones done say how long the rest will take.
-        left = (time.monotonic() - t0) / r * (opts.sync_repeats - r) if r else None
+        left = (time.monotonic() - t0) / r * (opts.active.sync_repeats - r) if r else None
         progress(
-            f"level 2: weight sync start-up {r + 1}/{opts.sync_repeats}"
+            f"level 2: weight sync start-up {r + 1}/{opts.active.sync_repeats}"
             + (f" (about {left:.0f} s left)" if left is not None else "")
         )
         round_: dict[str, Any] = {"colocated": [], "split": None}
@@ -562,7 +564,7 @@ def _weight_sync(
                 made += [trainer, rollout]
                 pairs.append((i, trainer, rollout))
             for i, trainer, rollout in pairs:
-                exp = ray.get(trainer.export.remote(opts.ipc_bytes), timeout=opts.active_timeout)
+                exp = ray.get(trainer.export.remote(opts.active.ipc_bytes), timeout=opts.active.timeout)
                 if exp.get("shm_file"):
                     files.append(exp["shm_file"])
                 entry: dict[str, Any] = {
@@ -573,7 +575,7 @@ def _weight_sync(
                     entry.update(ok=False, error=f"export: {exp['error']}")
                 else:
                     imp = ray.get(
-                        rollout.import_.remote(exp["handle"], exp["checksum"]), timeout=opts.active_timeout
+                        rollout.import_.remote(exp["handle"], exp["checksum"]), timeout=opts.active.timeout
                     )
                     entry["rollout"] = imp
                     entry["ok"] = bool(imp.get("ok")) and imp.get("tensor_device") == exp["device"]
@@ -585,7 +587,7 @@ def _weight_sync(
                         entry["error"] = (
                             f"imported on {imp.get('tensor_device')}, exported on {exp['device']}"
                         )
-                    ray.get(trainer.release.remote(), timeout=opts.active_timeout)
+                    ray.get(trainer.release.remote(), timeout=opts.active.timeout)
                 round_["colocated"].append(entry)
             if ranks >= 2:
                 (_, trainer, _), (_, _, rollout) = pairs[0], pairs[1]
@@ -593,10 +595,10 @@ def _weight_sync(
                 ip = ray.get(trainer.info.remote())["ip"]
                 res = ray.get(
                     [
-                        trainer.broadcast.remote(0, ip, port, opts.sync_bytes, opts.active_timeout),
-                        rollout.broadcast.remote(1, ip, port, opts.sync_bytes, opts.active_timeout),
+                        trainer.broadcast.remote(0, ip, port, opts.active.sync_bytes, opts.active.timeout),
+                        rollout.broadcast.remote(1, ip, port, opts.active.sync_bytes, opts.active.timeout),
                     ],
-                    timeout=opts.active_timeout,
+                    timeout=opts.active.timeout,
                 )
                 round_["split"] = {
                     "trainer": res[0],
@@ -612,8 +614,8 @@ def _weight_sync(
         rounds.append(round_)
     return {
         "rounds": rounds,
-        "repeats": opts.sync_repeats,
-        "ipc_bytes": opts.ipc_bytes,
-        "sync_bytes": opts.sync_bytes,
+        "repeats": opts.active.sync_repeats,
+        "ipc_bytes": opts.active.ipc_bytes,
+        "sync_bytes": opts.active.sync_bytes,
         "ranks": ranks,
     }

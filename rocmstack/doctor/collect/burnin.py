@@ -30,13 +30,13 @@ def window_seconds(seconds: float) -> float:
 def run_burnin(opts: DoctorOptions, progress: Callable[[str], None]) -> dict[str, Any]:
     import torch
 
-    seconds = opts.burnin_minutes * 60
+    seconds = opts.burnin.minutes * 60
     gpu = torch.cuda.is_available() and torch.cuda.device_count() > 0
-    count = torch.cuda.device_count() if gpu else opts.cpu_ranks
+    count = torch.cuda.device_count() if gpu else opts.active.cpu_ranks
     devices = [torch.device("cuda", i) if gpu else torch.device("cpu") for i in range(count)]
     sizes = dict(GPU_SIZES if gpu else CPU_SIZES)
     sizes.update(
-        {k: v for k, v in (("gemm_n", opts.burnin_gemm_n), ("mem_bytes", opts.burnin_mem_bytes)) if v}
+        {k: v for k, v in (("gemm_n", opts.burnin.gemm_n), ("mem_bytes", opts.burnin.mem_bytes)) if v}
     )
     if not gpu:
         torch.set_num_threads(1)  # one core per stand-in GPU, as a GPU has its own compute
@@ -46,13 +46,13 @@ def run_burnin(opts: DoctorOptions, progress: Callable[[str], None]) -> dict[str
         return min(1.0, max(0.0, (time.monotonic() - t0[0]) / seconds))
 
     source: Source | None
-    if opts.telemetry_replay is not None:
-        source, why = ReplaySource(opts.telemetry_replay, run_progress), ""
+    if opts.burnin.telemetry_replay is not None:
+        source, why = ReplaySource(opts.burnin.telemetry_replay, run_progress), ""
     else:
         vendor = ("amd" if torch.version.hip else "nvidia") if gpu else None
         source, why = open_source(vendor)
     matching = None
-    if source is not None and gpu and opts.telemetry_replay is None:
+    if source is not None and gpu and opts.burnin.telemetry_replay is None:
         source, matching = match(source, [_uuid(d) for d in devices])
     listed: list[Device] = source.devices() if source else []
     infos = []
@@ -80,7 +80,7 @@ def run_burnin(opts: DoctorOptions, progress: Callable[[str], None]) -> dict[str
             results[i]["error"] = f"{type(exc).__name__}: {exc}"[:300]
 
     progress(
-        f"level 4: burn-in on {count} {'GPU' if gpu else 'CPU stand-in'}(s) for {opts.burnin_minutes:g} min"
+        f"level 4: burn-in on {count} {'GPU' if gpu else 'CPU stand-in'}(s) for {opts.burnin.minutes:g} min"
         f" (telemetry: {source.name if source else 'none'})"
     )
     threads = [threading.Thread(target=load, args=(i,), name=f"rocmstack-burnin-{i}") for i in range(count)]
@@ -94,7 +94,7 @@ def run_burnin(opts: DoctorOptions, progress: Callable[[str], None]) -> dict[str
         for t in threads:
             t.join(timeout=1.0)
         if time.monotonic() >= next_note:
-            progress(f"level 4: burn-in {(time.monotonic() - t0[0]) / 60:.1f}/{opts.burnin_minutes:g} min")
+            progress(f"level 4: burn-in {(time.monotonic() - t0[0]) / 60:.1f}/{opts.burnin.minutes:g} min")
             next_note += max(10.0, seconds / 10)
     samples = sampler.stop() if sampler else []
     after = [asdict(c) for c in source.counters()] if source else []
@@ -108,7 +108,7 @@ def run_burnin(opts: DoctorOptions, progress: Callable[[str], None]) -> dict[str
         source.close()
     return {
         "mode": "gpu" if gpu else "cpu",
-        "minutes": opts.burnin_minutes,
+        "minutes": opts.burnin.minutes,
         "seconds": round(time.monotonic() - t0[0], 3),
         "window_s": window,
         "sizes": sizes,

@@ -87,7 +87,7 @@ def _burnin(
 
 
 def _burnin_costs(opts: DoctorOptions) -> Mapping[str, float]:
-    return {"burn-in": opts.burnin_minutes * 60 + BURN_IN_OVERHEAD_S}
+    return {"burn-in": opts.burnin.minutes * 60 + BURN_IN_OVERHEAD_S}
 
 
 COLLECTORS: tuple[Collector, ...] = (

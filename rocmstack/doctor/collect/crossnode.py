@@ -85,7 +85,7 @@ def run_crossnode(opts: DoctorOptions, labels: dict[str, str], progress: Callabl
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    bars = load_bars(opts.bars_file)
+    bars = load_bars(opts.active.bars_file)
     n = len(labels)
     if n < 2:
         return {"skipped": f"{n} node(s): nothing to measure across nodes"}
@@ -93,7 +93,7 @@ def run_crossnode(opts: DoctorOptions, labels: dict[str, str], progress: Callabl
     bundle = {"GPU": 1.0, "CPU": 0.01} if gpu else {"CPU": 0.01}
     pg = placement_group([dict(bundle) for _ in range(n)], strategy="STRICT_SPREAD")
     try:
-        ray.get(pg.ready(), timeout=opts.active_timeout)
+        ray.get(pg.ready(), timeout=opts.active.timeout)
     except Exception as exc:
         remove_placement_group(pg)
         return {"error": f"no STRICT_SPREAD placement of {n} ranks: {error_line(exc)}"}
@@ -110,7 +110,7 @@ def run_crossnode(opts: DoctorOptions, labels: dict[str, str], progress: Callabl
     ]
     t0 = time.monotonic()
     try:
-        infos = ray.get([a.info.remote() for a in actors], timeout=opts.active_timeout)
+        infos = ray.get([a.info.remote() for a in actors], timeout=opts.active.timeout)
         for info in infos:
             info["label"] = labels.get(info["node_id"], info["node_id"][:12])
         name = infos[0]["name"]
@@ -145,14 +145,16 @@ def run_crossnode(opts: DoctorOptions, labels: dict[str, str], progress: Callabl
                         actors[m].subset.remote(members, bar["op"], bar["nbytes"], warmup, iters)
                         for m in members
                     ],
-                    timeout=opts.active_timeout,
+                    timeout=opts.active.timeout,
                 )
                 return float(res[0]["busbw"])
 
-            out["culprit"] = find_culprit([i["label"] for i in infos], measure, budget_s=opts.culprit_budget)
+            out["culprit"] = find_culprit(
+                [i["label"] for i in infos], measure, budget_s=opts.cluster.culprit_budget
+            )
         if gpu:
-            out["transports"] = ray.get([a.transport.remote() for a in actors], timeout=opts.active_timeout)
-        ray.get([a.close.remote() for a in actors], timeout=opts.active_timeout)
+            out["transports"] = ray.get([a.transport.remote() for a in actors], timeout=opts.active.timeout)
+        ray.get([a.close.remote() for a in actors], timeout=opts.active.timeout)
         out["seconds"] = round(time.monotonic() - t0, 2)
         return out
     except Exception as exc:

@@ -270,7 +270,7 @@ def actor_masks(
         .remote()
     )
     made = [*masked, *whole, zero]
-    t = opts.active_timeout
+    t = opts.active.timeout
     try:
         views = ray.get(
             [a.view.remote(True) for a in masked]
@@ -295,7 +295,7 @@ def actor_masks(
                 (masked[i], whole[i], False, "masked-to-whole"),
                 (whole[i], masked[i], True, "whole-to-masked"),
             ):
-                exp = ray.get(src.export.remote(opts.ipc_bytes), timeout=t)
+                exp = ray.get(src.export.remote(opts.active.ipc_bytes), timeout=t)
                 row: dict[str, Any] = {"bundle": i, "direction": direction}
                 if "error" in exp:
                     row["export_error"] = exp["error"]
@@ -321,15 +321,15 @@ def communicator_churn(
     sub = max(1, ranks // 2)  # the rollout's communicator: the first half of the GPUs (one of one)
     trainers = _peers(ranks, gpu, where, 0.5)
     rollouts = _peers(sub, gpu, where, 0.5)
-    t_round = min(opts.active_timeout, ROUND_TIMEOUT_S)
+    t_round = min(opts.active.timeout, ROUND_TIMEOUT_S)
     rounds: list[dict] = []
     t0 = time.monotonic()
     try:
-        addr = ray.get(trainers[0].ip.remote(), timeout=opts.active_timeout)
-        for r in range(opts.comm_inits):
-            left = (time.monotonic() - t0) / r * (opts.comm_inits - r) if r else None
+        addr = ray.get(trainers[0].ip.remote(), timeout=opts.active.timeout)
+        for r in range(opts.active.comm_inits):
+            left = (time.monotonic() - t0) / r * (opts.active.comm_inits - r) if r else None
             progress(
-                f"level 2: communicator {r + 1}/{opts.comm_inits} over {ranks} rank(s) beside one over {sub}"
+                f"level 2: communicator {r + 1}/{opts.active.comm_inits} over {ranks} rank(s) beside one over {sub}"
                 + (f" (about {left:.0f} s left)" if left is not None else "")
             )
             pa, pb = ray.get(
@@ -376,7 +376,7 @@ def communicator_churn(
             {x["backend"] for r in rounds for x in (*r["trainer"], *r["rollout"]) if "backend" in x}
         )
         or ["nccl" if gpu else "gloo"],
-        "asked": opts.comm_inits,
+        "asked": opts.active.comm_inits,
         "rounds": rounds,
         "seconds": round(time.monotonic() - t0, 2),
     }
@@ -387,11 +387,11 @@ def ipc_many_handles(
 ) -> dict:
     import ray
 
-    count, nbytes, rounds = opts.ipc_handles, opts.ipc_handle_bytes, opts.ipc_rounds
+    count, nbytes, rounds = opts.active.ipc_handles, opts.active.ipc_handle_bytes, opts.active.ipc_rounds
     progress(f"level 2: {count} IPC handles per GPU held open across processes, {rounds} rewrite(s) each")
     exporters = _peers(ranks, gpu, where, 0.5)
     importers = _peers(ranks, gpu, where, 0.5)
-    t = opts.active_timeout
+    t = opts.active.timeout
     files: list[str] = []
     out: dict[str, Any] = {"ranks": ranks, "handles": count, "nbytes": nbytes, "rounds": rounds, "gpus": []}
     t0 = time.monotonic()
