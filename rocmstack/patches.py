@@ -7,6 +7,8 @@ turns each YAML into the JSON spec that script reads, and answers "does this pat
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Literal
 
@@ -15,7 +17,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from rocmstack.errors import InputError, RecipeError, quoted
+from rocmstack.errors import InputError, RecipeError, printable, quoted
 from rocmstack.recipe.load import YAML_LOADER, _read_yaml, parent_file
 from rocmstack.recipe.model import Component, Name, Recipe, RelPath, Url
 from rocmstack.resources import patches_dir
@@ -111,9 +113,41 @@ class Patch(_Strict):
         return self.model_dump(mode="json", exclude_none=True)
 
 
+def _not_regular(mode: int) -> str | None:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a file"
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of ``path`` (through a link too), only when it is a regular file: a FIFO named <id>.yaml
+    would block the read forever, so anything else is refused before it is opened."""
+
+    def refuse(kind: str) -> InputError:
+        return InputError(
+            f"patches folder {quoted(str(path.parent))}: {printable(path.name)} is not a regular file ({kind})",
+            fix="remove it",
+        )
+
+    if (kind := _not_regular(path.stat().st_mode)) is not None:
+        raise refuse(kind)
+    # O_NONBLOCK: a FIFO swapped in since the look opens without waiting, and fstat refuses it.
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY), "rb") as fh:
+        if (kind := _not_regular(os.fstat(fh.fileno()).st_mode)) is not None:
+            raise refuse(kind)
+        return fh.read()
+
+
 def load_patch(path: Path) -> Patch:
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
+        raw = yaml.load(_read_regular(path).decode("utf-8"), Loader=YAML_LOADER)
         patch = Patch.model_validate_json(json.dumps(raw))
     except (yaml.YAMLError, OSError) as exc:
         raise RecipeError(f"{path}: cannot read patch: {exc}") from None

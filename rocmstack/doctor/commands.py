@@ -353,6 +353,28 @@ def register(app: typer.Typer) -> None:
                 list_checks_table(checks, stdout())
             return
         err = stderr()
+        scope = None
+        if slurm is not None:
+            import dataclasses
+
+            from rocmstack.doctor.slurm import (
+                node_name,
+                read_scope,
+                scope_deadline,
+                scope_lines,
+                syslog_writer,
+            )
+
+            # what this hook may judge (its job's GPUs, the GPUs running jobs hold), read before any check
+            slurm_env = dict(os.environ)
+            scope = read_scope(
+                slurm, node_name(node, slurm_env), allocation, slurm_env, scope_deadline(hook_deadline)
+            )
+            opts = dataclasses.replace(opts, scope=scope)
+            for line in scope_lines(scope):
+                syslog_writer(slurm)(line)
+                if not json_out:
+                    sys.stdout.write(line + "\n")
         if ray_address:
             from rocmstack.doctor.cluster import run_cluster
 
@@ -392,7 +414,7 @@ def register(app: typer.Typer) -> None:
                     f"--junit {junit}: {exc.strerror}", fix="give a writable file path"
                 ) from None
         if slurm is not None:
-            from rocmstack.doctor.slurm import act, node_name, syslog_writer
+            from rocmstack.doctor.slurm import act, node_name, scope_report, syslog_writer
 
             env = dict(os.environ)
             to_syslog = syslog_writer(slurm)
@@ -408,6 +430,7 @@ def register(app: typer.Typer) -> None:
                 "action": outcome.action,
                 "lines": list(outcome.lines),
                 "allocation": allocation,
+                "gpus": scope_report(scope),
             }
             if json_out:
                 print_json(report)

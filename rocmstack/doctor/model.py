@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -72,6 +73,43 @@ class Check:
         1  # the least --level that runs it: 1 static, 2 active on this node, 3 the cluster, 4 burn-in
     )
     scope: str = "node"  # "cluster": run once by the cluster driver over every node's report (level 3)
+
+
+@dataclass(frozen=True)
+class GpuScope:
+    """The GPUs a Slurm hook may judge, read from Slurm before any check runs (rocmstack.doctor.slurm).
+
+    A busy node is a fleet's normal state: a GPU a running job was given, or one a running job's process
+    holds, is that job's, and no check judges it nor probes it. The Prolog judges only its job's GPUs, the
+    Epilog only the GPUs of the job that ended (whose processes left on them are leftovers)."""
+
+    hook: str  # "healthcheck", "prolog" or "epilog"
+    job: str | None = None  # the Prolog's or Epilog's job
+    # the GPUs (physical index) this run judges; None: every GPU but those in use (the health check)
+    judged: frozenset[int] | None = None
+    in_use: Mapping[int, tuple[str, ...]] = dataclasses.field(
+        default_factory=dict
+    )  # GPU -> running jobs given it
+    job_pids: Mapping[int, str] = dataclasses.field(
+        default_factory=dict
+    )  # pid -> the running job it belongs to
+    running: frozenset[str] = frozenset()  # the jobs running (or completing) on this node
+    tracked: bool = True  # Slurm gives out this node's GPUs (a gpu gres): a job's GPUs are known
+
+    def judges(self, gpu: int) -> bool:
+        return (self.judged is None or gpu in self.judged) and gpu not in self.in_use
+
+    def why_not(self, gpu: int) -> str:
+        """Why GPU ``gpu`` is not judged (only when ``judges`` is False)."""
+        if gpu in self.in_use:
+            return f"in use by {jobs_text(self.in_use[gpu])}"
+        return f"not job {self.job}'s GPU" if self.job else "not this job's GPU"
+
+
+def jobs_text(jobs: tuple[str, ...]) -> str:
+    if not jobs:
+        return "a Slurm job"
+    return ("job " if len(jobs) == 1 else "jobs ") + ", ".join(jobs)
 
 
 @dataclass(frozen=True)
@@ -163,6 +201,7 @@ class DoctorOptions:
     level: int = 1
     budget_s: float | None = None  # --budget: only the checks whose cost fits (rocmstack.doctor.budget)
     history_dir: Path | None = None  # --history: this node's earlier runs (rocmstack.doctor.history)
+    scope: GpuScope | None = None  # a Slurm hook's: the GPUs it may judge (None: every GPU, outside Slurm)
     active: ActiveOptions = ActiveOptions()
     cluster: ClusterOptions = ClusterOptions()
     burnin: BurninOptions = BurninOptions()

@@ -17,6 +17,7 @@ from rocmstack.doctor.model import DoctorOptions
 from rocmstack.errors import InputError, quoted
 from rocmstack.gpu.collectives import OPS, parse_size
 from rocmstack.options import parse_duration
+from rocmstack.platform.probes._emit import ancestors
 
 
 def validated(
@@ -54,6 +55,8 @@ def validated(
         raise InputError(
             f"--memory-share {opts.memory_share} is outside (0, 1]", fix="e.g. --memory-share 0.85"
         )
+    for pid in opts.allow_pids:
+        _check_allow_pid(pid, opts.proc_root)
     if opts.fast and opts.deep:
         raise InputError("--fast and --deep both given", fix="--deep initialises torch's runtime; drop one")
     for op in opts.active.collectives:
@@ -124,6 +127,23 @@ def validated(
         active=replace(active, sync_bytes=sync),
         burnin=replace(opts.burnin, minutes=minutes),
     )
+
+
+def _check_allow_pid(pid: int, proc_root: Path) -> None:
+    """--allow-pid excuses a process and everything started under it: never one that excuses every process."""
+    if pid <= 0:
+        raise InputError(f"--allow-pid {pid} is not a process id", fix="give the job's own process id (>= 2)")
+    if pid == 1:
+        raise InputError(
+            "--allow-pid 1 is init: every process descends from it, so it would excuse every holder",
+            fix="give the job's own process id (the engine's, or its launcher's)",
+        )
+    if pid in ancestors(os.getpid(), str(proc_root)):
+        raise InputError(
+            f"--allow-pid {pid} is an ancestor of this doctor: it would excuse every process started beside "
+            "it, whoever holds the GPUs",
+            fix="give the job's own process id (the engine's, or its launcher's)",
+        )
 
 
 def _check_save_baseline(path: Path, level: int, cluster_address: str | None) -> None:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from rocmstack.doctor.model import GpuScope
 from rocmstack.errors import EngineError, printable, quoted
 
 HOOKS = ("healthcheck", "prolog", "epilog")
@@ -31,6 +32,7 @@ REASON_PREFIX = "rocmstack: "
 REASON_MAX = 200  # slurmctld keeps the whole string; sinfo and squeue cut it, so keep it readable
 SCONTROL_TIMEOUT = 20.0  # one call's limit
 HOOK_SCONTROL_S = 30.0  # all of a hook's scontrol calls together, when no --budget says otherwise
+SCOPE_SCONTROL_S = 10.0  # of which the reads before the checks (the GPUs jobs hold)
 # What slurmd sets in a Prolog/Epilog's environment for the job's GPUs (gres_common_prep_set_env in Slurm's
 # src/plugins/gres/common/gres_common.c; which vendor variables depends on gres.conf's Flags). They are the
 # job's allocation, not the node's configuration: a hook judges the node without them.
@@ -94,6 +96,27 @@ class NodeState:
         """The check whose failure drained the node (``rocmstack: <id>: ...``); None when not ours."""
         found = _REASON_CHECK.match(self.reason) if self.drained_by_us else None
         return found.group(1) if found else None
+
+
+# Job states whose resources are still held on their nodes (squeue(1)'s JOB STATE CODES): their GPUs are theirs
+HOLDING = frozenset(
+    {"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "STOPPED", "SIGNALING", "STAGE_OUT", "RESIZING"}
+)
+_JOB_ID = re.compile(r"^JobId=(\d+)")
+_JOB_STATE = re.compile(r"(?:^|\s)JobState=(\S+)")
+# `scontrol show job -d -o`: one group per node set, e.g. "Nodes=gpu[01-02] CPU_IDs=0-3 Mem=0 GRES=gpu:1(IDX:0)"
+_JOB_NODES = re.compile(r"(?:^|\s)Nodes=(\S+) CPU_IDs=\S* Mem=\S*(?: GRES=(\S*))?")
+# one GRES of a group: name[:type][:count](IDX:0-1,3), the first item of a "gpu:mi300x:2(IDX:0-1),nic:1(IDX:0)"
+_GRES_IDX = re.compile(r"(?:^|,)([A-Za-z_][\w]*)(?::[^(,]*)*\(IDX:([0-9,\-]*)\)")
+MAX_RANGE = 1 << 16  # a host range longer than any cluster's is taken as written, not expanded
+_RANGE_PART = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    state: str
+    gpus: tuple[int, ...]  # on this node: the gres indexes Slurm gave it (IDX:), the order of gres.conf
 
 
 @dataclass(frozen=True)
@@ -194,6 +217,158 @@ def _update(name: str, env: dict[str, str], deadline: float, *fields: str) -> No
         )
 
 
+def expand_hostlist(expr: str) -> list[str]:
+    """Slurm's host list syntax: "gpu[01-03,07],login1" -> gpu01 gpu02 gpu03 gpu07 login1 (zero padding
+    kept; more than one bracket, "r[1-2]n[1-2]", multiplies out)."""
+    names: list[str] = []
+    depth, start = 0, 0
+    for i, ch in enumerate(expr + ","):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            if expr[start:i]:
+                names.extend(_expand_one(expr[start:i]))
+            start = i + 1
+    return names
+
+
+def _expand_one(name: str) -> list[str]:
+    open_at = name.find("[")
+    close_at = name.find("]", open_at)
+    if open_at < 0 or close_at < 0:
+        return [name]
+    head, body, tail = name[:open_at], name[open_at + 1 : close_at], name[close_at + 1 :]
+    out: list[str] = []
+    for part in body.split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()) or int(hi or lo) - int(lo) > MAX_RANGE:
+            return [name]  # not a range we know: the name as written
+        for n in range(int(lo), int(hi or lo) + 1):
+            out.extend(head + str(n).zfill(len(lo)) + rest for rest in _expand_one(tail))
+    return out
+
+
+def index_list(text: str) -> tuple[int, ...]:
+    """ "0-1,3" -> (0, 1, 3): an IDX list, SLURM_JOB_GPUS or a mask of plain indexes; () when not one."""
+    out: list[int] = []
+    for part in text.split(","):
+        found = _RANGE_PART.match(part.strip())
+        if not found:
+            return ()
+        lo, hi = int(found.group(1)), int(found.group(2) or found.group(1))
+        out.extend(range(lo, hi + 1))
+    return tuple(dict.fromkeys(out))
+
+
+def parse_jobs(text: str, node: str) -> list[Job]:
+    """The jobs of ``scontrol show job -d -o`` that hold resources on ``node``, each with its GPUs there."""
+    jobs = []
+    for line in text.splitlines():
+        job_id, state = _JOB_ID.match(line), _JOB_STATE.search(line)
+        if not job_id or not state or state.group(1).upper() not in HOLDING:
+            continue
+        gpus: list[int] = []
+        here = False
+        for nodes, gres in _JOB_NODES.findall(line):
+            if node not in expand_hostlist(nodes):
+                continue
+            here = True
+            for name, idx in _GRES_IDX.findall(gres or ""):
+                if name == "gpu":
+                    gpus.extend(index_list(idx))
+        if here:
+            jobs.append(Job(job_id.group(1), state.group(1).upper(), tuple(dict.fromkeys(gpus))))
+    return jobs
+
+
+def parse_listpids(text: str) -> dict[int, str]:
+    """``scontrol listpids``: pid -> job id of every process slurmd's steps track on this node."""
+    pids = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0].isdigit() and fields[1].isdigit():
+            pids[int(fields[0])] = fields[1]
+    return pids
+
+
+def gres_tracks_gpus(node_text: str) -> bool:
+    """Whether Slurm gives out this node's GPUs: a gpu in its Gres= (``scontrol show node -o``)."""
+    found = re.search(r"(?:^|\s)Gres=(\S+)", node_text)
+    return found is not None and any(g.split(":")[0] == "gpu" for g in found.group(1).split(","))
+
+
+def read_scope(
+    hook: str, name: str, allocation: Mapping[str, str], env: dict[str, str], deadline: float
+) -> GpuScope:
+    """What this hook may judge, read from Slurm before any check runs: the jobs holding this node's GPUs
+    (``scontrol show job -d``), their processes (``scontrol listpids``) and the hook's own job's GPUs."""
+    node_run = _scontrol(["show", "node", name, "--oneliner"], env, deadline)
+    if node_run.returncode != 0:
+        raise EngineError(
+            f"scontrol show node {name}: {_said(node_run)}",
+            fix="give the node's Slurm name with --node, and check that slurmctld is up",
+        )
+    tracked = gres_tracks_gpus(node_run.stdout)
+    jobs_run = _scontrol(["show", "job", "--details", "--oneliner"], env, deadline)
+    if jobs_run.returncode != 0:
+        raise EngineError(f"scontrol show job: {_said(jobs_run)}", fix="check that slurmctld is up")
+    jobs = parse_jobs(jobs_run.stdout, name)
+    # slurmd's own record of each step's processes; a node with no step answers 1 ("No job steps exist")
+    pids = parse_listpids(_scontrol(["listpids"], env, deadline).stdout)
+    own = env.get("SLURM_JOB_ID") if hook != "healthcheck" else None
+    in_use: dict[int, tuple[str, ...]] = {}
+    for job in jobs:
+        if job.id != own:
+            for gpu in job.gpus:
+                in_use[gpu] = (*in_use.get(gpu, ()), job.id)
+    judged: frozenset[int] | None = None
+    if own is not None and tracked:
+        given = index_list(allocation.get("SLURM_JOB_GPUS", ""))
+        if not given:  # SLURM_JOB_GPUS is set for a job with GPUs; else ask slurmctld
+            given = next((j.gpus for j in jobs if j.id == own), ())
+        judged = frozenset(given)
+    return GpuScope(
+        hook=hook,
+        job=own,
+        judged=judged,
+        in_use=in_use,
+        job_pids=pids,
+        running=frozenset(j.id for j in jobs),
+        tracked=tracked,
+    )
+
+
+def scope_deadline(budget_deadline: float | None) -> float:
+    """When the reads before the checks must end: the --budget's end, else SCOPE_SCONTROL_S from now."""
+    return time.monotonic() + SCOPE_SCONTROL_S if budget_deadline is None else budget_deadline
+
+
+def scope_report(scope: GpuScope | None) -> dict | None:
+    """The report's ``slurm.gpus``: which GPUs the hook judged and which it left to running jobs."""
+    if scope is None:
+        return None
+    return {
+        "job": scope.job,
+        "judged": None if scope.judged is None else sorted(scope.judged),
+        "in_use": {str(gpu): list(jobs) for gpu, jobs in sorted(scope.in_use.items())},
+        "running_jobs": sorted(scope.running, key=int),
+        "gres_tracks_gpus": scope.tracked,
+    }
+
+
+def scope_lines(scope: GpuScope) -> list[str]:
+    """What the hook leaves to others, said once per run (syslog and stdout)."""
+    lines = [
+        f"rocmstack: GPU {gpu} is in use by {', '.join(f'job {j}' for j in jobs)}: left out of the memory "
+        "and active checks"
+        for gpu, jobs in sorted(scope.in_use.items())
+        if scope.judged is None or gpu in scope.judged
+    ]
+    if scope.judged is not None:
+        which = ", ".join(str(g) for g in sorted(scope.judged)) or "none on this node"
+        lines.insert(0, f"rocmstack: judging job {scope.job}'s GPUs only: {which}")
+    return lines
+
+
 def failure_lines(report: dict) -> list[str]:
     """One line per failing check: ``rocmstack: <id>: <summary>``, printable and bounded."""
     return [
@@ -268,7 +443,7 @@ def act(
 ) -> Outcome:
     """Drain or resume ``name`` by the report's verdict; never touches a state someone else set. Every
     scontrol call ends by ``deadline`` (time.monotonic()), by default HOOK_SCONTROL_S from now."""
-    deadline = time.monotonic() + HOOK_SCONTROL_S if deadline is None else deadline
+    deadline = time.monotonic() + HOOK_SCONTROL_S - SCOPE_SCONTROL_S if deadline is None else deadline
     lines = failure_lines(report)
     for line in lines:
         log(line)
@@ -278,6 +453,19 @@ def act(
         return Outcome("judged-nothing", (), 0)
     node = query(name, env, deadline)
     decision = decide(report, node)
+    if decision.action in ("drain", "resume"):
+        # An admin (or another tool) may have set a state or reason since that read: read it again right
+        # before the update, and act only when the same decision still holds on what is there now.
+        now = query(name, env, deadline)
+        if decision.action == "resume" and not now.drained:
+            log(f"rocmstack: node {name} was resumed meanwhile (checks pass)")
+            return Outcome("none", (), 0)
+        if now != node and decide(report, now) != decision:
+            log(
+                f"rocmstack: node {name} changed meanwhile (State={printable(now.state)}, reason "
+                f"{quoted(now.reason) if now.reason else 'none'}): left as it is"
+            )
+            return Outcome("left-as-is", tuple(lines), bad)
     if decision.action == "drain":
         _update(name, env, deadline, "state=drain", f"reason={decision.message}")
         log(f"rocmstack: drained node {name}: {decision.message}")

@@ -11,17 +11,22 @@ the build stops naming the patch id, the file and the text that moved.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import hashlib
 import importlib.util
 import json
 import os
+import stat
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
 EXIT_FAILED = 3
+# A source patch's diff is kilobytes; the cap stops a wrong URL (a tarball, an endless body) from filling
+# the build's memory before the sha256 check can refuse it.
+MAX_DIFF_BYTES = 16 << 20
 
 
 class PatchFailed(Exception):
@@ -146,10 +151,21 @@ def apply_pip_install_dir(spec: dict, base: Path) -> Path:
     return Path(src)
 
 
-def fetch_diff(url: str) -> bytes:
-    """The diff's bytes (https in a build; any urllib URL, so a test can pass file://)."""
+def fetch_diff(patch_id: str, url: str) -> bytes:
+    """The diff's bytes (https in a build; any urllib URL, so a test can pass file://), refused past
+    MAX_DIFF_BYTES: at most one byte more than the cap is ever read."""
+    chunks: list[bytes] = []
+    left = MAX_DIFF_BYTES + 1
     with urllib.request.urlopen(url, timeout=120) as response:
-        return bytes(response.read())
+        while left > 0 and (chunk := response.read(min(left, 1 << 20))):
+            chunks.append(bytes(chunk))
+            left -= len(chunk)
+    if left <= 0:
+        raise PatchFailed(
+            f"[{patch_id}] {url} is larger than {MAX_DIFF_BYTES / (1 << 20):g} MiB: refused"
+            " (a source patch's diff is kilobytes; check that the URL names the raw diff)"
+        )
+    return b"".join(chunks)
 
 
 class _Hunk:
@@ -258,7 +274,55 @@ def _find(haystack: list[str], needle: list[str], near: int, start: int) -> int:
     return -1
 
 
-def _apply_file(patch_id: str, fdiff: _FileDiff, base: Path) -> tuple[Path, bytes]:
+def _check_no_link(patch_id: str, base: Path, rel: str) -> None:
+    """Refuse a write through a link: no folder from base down to ``rel``, nor ``rel`` itself, may be a
+    symbolic link (a checkout's ``docs -> /elsewhere`` would carry the write out of the source folder)."""
+    current = base
+    for part in rel.split("/"):
+        current = current / part
+        try:
+            mode = current.lstat().st_mode
+        except FileNotFoundError:
+            break  # missing from here down: _write_inside creates it without following a link
+        except NotADirectoryError:
+            raise PatchFailed(
+                f"[{patch_id}] the diff writes {rel}, but {current.parent.relative_to(base)} is a file,"
+                " not a folder (did the upstream layout change?)"
+            ) from None
+        if stat.S_ISLNK(mode):
+            raise PatchFailed(
+                f"[{patch_id}] the diff writes {rel} through a symbolic link"
+                f" ({current.relative_to(base)} -> {os.readlink(current)}): refused"
+            )
+    if not (base / rel).resolve().is_relative_to(base.resolve()):  # defence in depth: no link, no ..
+        raise PatchFailed(f"[{patch_id}] the diff writes {rel}, which resolves outside {base}: refused")
+
+
+def _write_inside(base: Path, rel: str, data: bytes) -> None:
+    """Write ``base/rel``, creating missing folders, through folder descriptors opened with O_NOFOLLOW:
+    a link swapped in after _check_no_link fails the write (ELOOP) instead of being followed."""
+    *folders, name = rel.split("/")
+    nofollow = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the spec names base: it may be a link
+    try:
+        for part in folders:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o777, dir_fd=fd)
+            below = os.open(part, nofollow, dir_fd=fd)
+            os.close(fd)
+            fd = below
+        out = os.open(
+            name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=fd
+        )
+    finally:
+        os.close(fd)
+    with os.fdopen(out, "wb") as fh:
+        fh.write(data)
+
+
+def _apply_file(patch_id: str, fdiff: _FileDiff, base: Path) -> bytes:
+    """The file's new bytes; nothing is written here."""
+    _check_no_link(patch_id, base, fdiff.new_path)
     path = base / fdiff.new_path
     creating = not fdiff.old_path
     if creating:
@@ -299,12 +363,12 @@ def _apply_file(patch_id: str, fdiff: _FileDiff, base: Path) -> tuple[Path, byte
         result.extend(hunk.new)
         cursor = pos + len(hunk.old)
     result.extend(current[cursor:])
-    return path, "".join(result).encode("utf-8")
+    return "".join(result).encode("utf-8")
 
 
 def apply_unified_diff(spec: dict, base: Path) -> Path:
     diff = spec["diff"]
-    raw = fetch_diff(diff["url"])
+    raw = fetch_diff(spec["id"], diff["url"])
     digest = hashlib.sha256(raw).hexdigest()
     if digest != diff["sha256"]:
         raise PatchFailed(
@@ -321,11 +385,16 @@ def apply_unified_diff(spec: dict, base: Path) -> Path:
     twice = sorted({name for name in seen if seen.count(name) > 1})
     if twice:
         raise PatchFailed(f"[{spec['id']}] the diff changes {', '.join(twice)} in more than one section")
-    # Every hunk of every file is checked before anything is written (git apply's all-or-nothing).
-    results = [_apply_file(spec["id"], fdiff, root) for fdiff in files]
-    for path, data in results:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+    nested = sorted({a for a in seen for b in seen if b.startswith(a + "/")})
+    if nested:  # caught here, not by the second write after the first
+        raise PatchFailed(
+            f"[{spec['id']}] the diff writes {', '.join(nested)} both as a file and as a folder"
+        )
+    # Every hunk and every path (no link) of every file is checked before anything is written (git apply's
+    # all-or-nothing).
+    results = [(fdiff.new_path, _apply_file(spec["id"], fdiff, root)) for fdiff in files]
+    for rel, data in results:
+        _write_inside(root, rel, data)
     return root
 
 

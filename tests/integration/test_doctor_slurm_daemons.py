@@ -4,18 +4,23 @@ state in a temporary directory), select/cons_tres and two GPUs as a gres whose g
 character devices made here. The injected fault is real: an open-file hard limit of 1024 in the hook's
 process, which `nofile-limit` fails (a slurmd unit with a low LimitNOFILE passes it to every hook). The node
 the doctor reads is an AMD one (a KFD topology and render nodes under --sysfs-root/--dev-root), so that
-`visibility-masks` judges the masks as it does on an MI300X node."""
+`visibility-masks` judges the masks as it does on an MI300X node, and `gpu-memory-free` reads its VRAM as the
+amdgpu driver and KFD show it (mem_info_vram_*, /sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id>): a job's
+process holds its GPU there as a vLLM engine at its default share would."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,8 +30,11 @@ from tests.fixtures.doctor.doctor_fakes import FakeNode
 
 pytestmark = pytest.mark.slow
 NODE = socket.gethostname().split(".")[0]
-CHECKS = "nofile-limit,visibility-masks"
+CHECKS = "nofile-limit,visibility-masks,gpu-memory-free"
 GPUS = 2
+# An MI300X's VRAM (tests/fixtures/doctor/memory/SOURCES.md); a job's engine takes vLLM's default 0.9 of it
+VRAM = 206141652992
+ENGINE = int(0.9 * VRAM)
 CHECKOUT = Path(__file__).resolve().parents[2]  # the rocmstack under test, whatever slurmd's directory
 
 
@@ -54,11 +62,12 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 GresTypes=gpu
 MpiDefault=none
+SlurmdParameters=config_overrides
 ReturnToService=2
 RebootProgram=/bin/true
 Prolog={tmp}/prolog.sh
 Epilog={tmp}/epilog.sh
-NodeName={NODE} NodeAddr=127.0.0.1 CPUs=1 Gres=gpu:{GPUS} State=UNKNOWN
+NodeName={NODE} NodeAddr=127.0.0.1 CPUs={GPUS * 2} Gres=gpu:{GPUS} State=UNKNOWN
 PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -92,7 +101,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
     (tmp / "gres.conf").write_text(
         f"NodeName={NODE} Name=gpu File={tmp}/gres/renderD[128-{128 + GPUS - 1}]\n"
     )
-    amd = FakeNode(tmp / "node", gpus=GPUS)  # where _hook finds it: beside slurm.conf
+    amd = FakeNode(tmp / "node", gpus=GPUS, vram_total=VRAM)  # where _hook finds it: beside slurm.conf
     fault = tmp / "fault"
     # slurmd gives a Prolog/Epilog a bare environment (plus the job's GPUs): the script names the
     # controller, the interpreter, the checkout and the fault (fault.prolog or fault.epilog present: that
@@ -129,7 +138,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
             time.sleep(0.5)
         else:
             pytest.fail(f"slurmd did not register: {(tmp / 'slurmctld.log').read_text()[-2000:]}")
-        yield env, tmp, fault
+        yield env, tmp, fault, amd
     finally:
         for proc in reversed(daemons):
             proc.terminate()
@@ -183,7 +192,7 @@ def _wait_state(env: dict, want_drain: bool) -> tuple[str, str]:
 
 
 def test_fault_drains_and_fix_resumes(slurm):
-    env, _, _ = slurm
+    env, *_ = slurm
     bad = _hook(env, "healthcheck", fault=True)
     assert bad.returncode == 0, bad.stderr  # slurmd does not read a HealthCheckProgram's exit code
     assert bad.stdout.splitlines()[0].startswith("rocmstack: nofile-limit: open-file limit"), bad.stdout
@@ -198,7 +207,7 @@ def test_fault_drains_and_fix_resumes(slurm):
 
 
 def test_admin_drain_is_never_resumed(slurm):
-    env, _, _ = slurm
+    env, *_ = slurm
     _scontrol(env, "update", f"nodename={NODE}", "state=drain", "reason=admin: replacing a cable")
     try:
         good = _hook(env, "healthcheck", fault=False)
@@ -215,7 +224,7 @@ def test_admin_drain_is_never_resumed(slurm):
 
 
 def test_prolog_failure_drains_and_holds_the_job_back(slurm):
-    env, tmp, fault = slurm
+    env, tmp, fault, _ = slurm
     _wait_state(env, want_drain=False)
     Path(f"{fault}.prolog").touch()
     try:
@@ -250,7 +259,7 @@ def _wait_idle(env: dict) -> None:
 
 
 def test_epilog_failure_drains_after_the_job_ran(slurm):
-    env, tmp, fault = slurm
+    env, tmp, fault, _ = slurm
     _wait_idle(env)
     Path(f"{fault}.epilog").touch()
     try:
@@ -272,7 +281,7 @@ def test_a_resume_another_hook_made_first_is_not_an_error(slurm, monkeypatch):
     # node before this one's resume, which the real slurmctld refuses ("Invalid node state specified").
     from rocmstack.doctor import slurm as hooks
 
-    env, _, _ = slurm
+    env, *_ = slurm
     _wait_state(env, want_drain=False)
     text = (
         Path(__file__).resolve().parents[1] / "fixtures/doctor/slurm/scontrol-show-node-drained-22.05.8.txt"
@@ -311,7 +320,7 @@ def _gpu_job(env: dict, *cmd: str) -> subprocess.CompletedProcess[str]:
 def test_a_gpu_jobs_prolog_judges_the_node_not_the_jobs_gpus(slurm):
     # slurmd puts the job's GPUs into the Prolog's environment (ROCR_VISIBLE_DEVICES without
     # HIP_VISIBLE_DEVICES, which visibility-masks fails on an AMD node): that is the job's allocation.
-    env, tmp, fault = slurm
+    env, tmp, fault, _ = slurm
     _wait_idle(env)
     job = _gpu_job(env, "sh", "-c", 'echo "$SLURM_JOB_ID $ROCR_VISIBLE_DEVICES"')
     assert job.returncode == 0, (job.stderr, _said(tmp, "prolog"), _node(env))
@@ -372,7 +381,7 @@ FOREIGN = {
 
 @pytest.mark.parametrize("case", sorted(FOREIGN))
 def test_a_state_someone_else_set_is_never_overwritten_nor_resumed(slurm, case):
-    env, _, _ = slurm
+    env, *_ = slurm
     _wait_idle(env)
     assert _settled(env)[0] == ("IDLE",), _node(env)
     command, word = FOREIGN[case]
@@ -401,7 +410,7 @@ def test_a_state_someone_else_set_is_never_overwritten_nor_resumed(slurm, case):
 
 
 def test_a_run_that_judged_nothing_neither_resumes_nor_drains(slurm):
-    env, _, _ = slurm
+    env, *_ = slurm
     _wait_idle(env)
     assert _hook(env, "healthcheck", fault=True).returncode == 0
     drained = _settled(env)
@@ -423,7 +432,7 @@ def test_a_run_that_judged_nothing_neither_resumes_nor_drains(slurm):
 
 
 def test_scontrol_never_outlives_the_budget(slurm, tmp_path):
-    env, _, _ = slurm
+    env, *_ = slurm
     _wait_idle(env)
     (tmp_path / "bin").mkdir()
     wrapper = tmp_path / "bin/scontrol"  # a slurmctld that answers after 30 s
@@ -437,3 +446,234 @@ def test_scontrol_never_outlives_the_budget(slurm, tmp_path):
     assert "scontrol show node did not answer in" in run.stderr, run.stderr
     assert took < 3 + 4, took  # the budget, and the interpreter's start before it is counted
     assert "DRAIN" not in _node(env)[0]
+
+
+# -- a busy node: a hook judges only the GPUs it may judge ---------------------------------------------
+
+
+@contextlib.contextmanager
+def _engine_job(env: dict, tmp: Path, amd: FakeNode) -> Iterator[tuple[str, int, int]]:
+    """A GPU job whose process holds its GPU as an engine at a 0.9 share: (job id, pid, GPU), while it runs."""
+    marker = tmp / f"engine-{time.monotonic_ns()}"
+    srun = subprocess.Popen(
+        [
+            "srun",
+            "-N1",
+            "--gres=gpu:1",
+            "--immediate=30",
+            "sh",
+            "-c",
+            f'echo "$SLURM_JOB_ID $$ $SLURM_STEP_GPUS" > {marker}.part && mv {marker}.part {marker} && exec sleep 300',
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    job = ""
+    pid = 0
+    try:
+        for _ in range(120):
+            if marker.exists() or srun.poll() is not None:
+                break
+            time.sleep(0.25)
+        assert marker.exists(), (
+            srun.poll(),
+            srun.stderr.read() if srun.poll() is not None else "",
+            _said(tmp, "prolog"),
+        )
+        job, pid_text, gpu_text = marker.read_text().split()
+        pid, gpu = int(pid_text), int(gpu_text)
+        amd.hold(pid, gpu, ENGINE)
+        yield job, pid, gpu
+    finally:
+        if pid:
+            amd.release(pid)
+        if job:
+            subprocess.run(["scancel", job], env=env, capture_output=True, timeout=20)
+        srun.terminate()
+        srun.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def _leftover(amd: FakeNode, gpu: int) -> Iterator[int]:
+    """A process of no job (a job's engine that outlived it) holding ``gpu`` at a 0.9 share."""
+    proc = subprocess.Popen(["sleep", "300"], env={"PATH": os.environ["PATH"]})
+    amd.hold(proc.pid, gpu, ENGINE)
+    try:
+        yield proc.pid
+    finally:
+        amd.release(proc.pid)
+        proc.kill()
+        proc.wait()
+
+
+def _report_of(run: subprocess.CompletedProcess[str]) -> dict:
+    return json.loads(run.stdout)
+
+
+def _row(report: dict, check: str) -> dict:
+    return next(c for c in report["checks"] if c["id"] == check)
+
+
+def test_a_health_check_during_a_job_at_a_09_share_leaves_the_node_up(slurm):
+    env, tmp, _, amd = slurm
+    _wait_idle(env)
+    with _engine_job(env, tmp, amd) as (job, _, gpu):
+        assert gpu == 0
+        run = _hook(env, "healthcheck", fault=False, checks=("--fast", "--only", CHECKS, "--json"))
+        assert run.returncode == 0, run.stderr
+        report = _report_of(run)
+        state = _settled(env)
+        assert "DRAIN" not in state[0] and "MIXED" in state[0], (state, report["slurm"])
+        memory = _row(report, "gpu-memory-free")
+        assert memory["status"] == "pass", memory
+        assert memory["summary"].endswith("(share 0.9); 1 not judged (see details)"), memory
+        assert any(
+            d.startswith(f"GPU 0: in use by job {job} (176932 MiB held): not judged")
+            for d in memory["details"]
+        )
+        assert report["slurm"]["gpus"]["in_use"] == {"0": [job]}
+        assert report["slurm"]["action"] == "none"
+        # the same memory held by a process of no job is a fault on a free GPU: the node is drained
+        with _leftover(amd, 1) as stray:
+            bad = _hook(env, "healthcheck", fault=False, checks=("--fast", "--only", CHECKS))
+            state, reason = _wait_state(env, want_drain=True)
+            assert reason.startswith("rocmstack: gpu-memory-free: 1 GPU(s) lack the memory"), (
+                state,
+                reason,
+                bad.stdout,
+            )
+            assert f"pid {stray}" in reason
+        good = _hook(env, "healthcheck", fault=False, checks=("--fast", "--only", CHECKS))
+        assert f"resumed node {NODE}" in good.stdout, good.stdout
+    _wait_idle(env)
+
+
+def test_a_health_check_with_every_gpu_in_use_runs_level_1_only(slurm):
+    env, tmp, _, amd = slurm
+    _wait_idle(env)
+    with _engine_job(env, tmp, amd) as (job_a, _, _), _engine_job(env, tmp, amd) as (job_b, _, gpu_b):
+        assert gpu_b == 1
+        checks = ("--level", "2", "--only", f"{CHECKS},gpu-gemm", "--json")
+        run = _hook(env, "healthcheck", fault=False, checks=checks)
+        assert run.returncode == 0, run.stderr
+        report = _report_of(run)
+        health = _row(report, "gpu-gemm")
+        assert health["status"] == "skip", health
+        assert health["summary"] == (
+            f"every GPU is in use by a job (GPU 0: job {job_a}; GPU 1: job {job_b}): level 2 runs on free GPUs "
+            "only, so level 1 only"
+        )
+        assert _row(report, "gpu-memory-free")["status"] == "skip"
+        assert _row(report, "nofile-limit")["status"] in ("pass", "warn")  # judged: level 1 ran
+        assert "DRAIN" not in _settled(env)[0]
+    _wait_idle(env)
+
+
+def test_on_a_shared_node_a_prolog_judges_its_own_gpu_only(slurm):
+    env, tmp, _, amd = slurm
+    _wait_idle(env)
+    with _engine_job(env, tmp, amd) as (job_a, _, gpu_a):
+        assert gpu_a == 0
+        # job B is given GPU 1: job A's memory on GPU 0 is not its business
+        job_b = _gpu_job(env, "sh", "-c", 'echo "$SLURM_JOB_ID $SLURM_STEP_GPUS"')
+        assert job_b.returncode == 0, (job_b.stderr, _said(tmp, "prolog"), _node(env))
+        b_id, b_gpu = job_b.stdout.split()
+        assert b_gpu == "1"
+        prolog = json.loads((tmp / f"prolog-{b_id}.json").read_text())
+        assert prolog["slurm"]["action"] == "none", prolog["slurm"]
+        assert prolog["slurm"]["gpus"]["judged"] == [1]
+        memory = _row(prolog, "gpu-memory-free")
+        assert memory["status"] == "pass", memory
+        assert any(d.startswith(f"GPU 0: in use by job {job_a} (176932 MiB held)") for d in memory["details"])
+        assert "DRAIN" not in _settled(env)[0]
+        # job C's own GPU (1) held by a leftover: C cannot have it; the job is held back and the node drained
+        with _leftover(amd, 1) as stray:
+            job_c = _gpu_job(env, "true")
+            assert job_c.returncode != 0, job_c.stdout
+            state, reason = _wait_state(env, want_drain=True)
+            assert reason.startswith("rocmstack: gpu-memory-free: "), (state, reason, _said(tmp, "prolog"))
+            assert f"pid {stray}" in reason, reason
+        good = _hook(env, "healthcheck", fault=False, checks=("--fast", "--only", CHECKS))
+        assert f"resumed node {NODE}" in good.stdout, good.stdout
+    _wait_idle(env)
+
+
+def test_an_epilog_names_what_the_job_left_on_its_gpu(slurm):
+    env, tmp, _, amd = slurm
+    _wait_idle(env)
+    marker, go = tmp / "left.marker", tmp / "left.go"
+    # the job starts a process in a session of its own (out of slurmstepd's process tree), then ends
+    script = (
+        "setsid sleep 300 </dev/null >/dev/null 2>&1 & "
+        f'echo "$SLURM_JOB_ID $! $SLURM_STEP_GPUS" > {marker}.part && mv {marker}.part {marker}; '
+        f"while [ ! -e {go} ]; do sleep 0.1; done"
+    )
+    srun = subprocess.Popen(
+        ["srun", "-N1", "--gres=gpu:1", "--immediate=30", "sh", "-c", script],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    pid = 0
+    try:
+        for _ in range(120):
+            if marker.exists():
+                break
+            time.sleep(0.25)
+        job, pid_text, gpu = marker.read_text().split()
+        pid = int(pid_text)
+        amd.hold(pid, int(gpu), ENGINE)
+        go.touch()
+        assert srun.wait(timeout=60) == 0  # the job itself ran
+        state, reason = _wait_state(env, want_drain=True)
+        report = json.loads((tmp / f"epilog-{job}.json").read_text())
+        memory = _row(report, "gpu-memory-free")
+        assert (
+            f"GPU {gpu}: pid {pid} (sleep 300), left by Slurm job {job}, which ended, holds 176932 MiB"
+            in (memory["details"])
+        ), memory
+        assert reason.startswith("rocmstack: gpu-memory-free: "), (state, reason)
+    finally:
+        if pid:
+            amd.release(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for path in (marker, go):
+            path.unlink(missing_ok=True)
+        if srun.poll() is None:
+            srun.kill()
+    good = _hook(env, "healthcheck", fault=False, checks=("--fast", "--only", CHECKS))
+    assert f"resumed node {NODE}" in good.stdout, good.stdout
+    _wait_idle(env)
+
+
+def test_an_admins_down_between_the_hooks_read_and_its_update_stays(slurm, monkeypatch):
+    from rocmstack.doctor import slurm as hooks
+
+    env, *_ = slurm
+    _wait_idle(env)
+    real = hooks.query
+    reads: list[hooks.NodeState] = []
+
+    def admin_acts_after_the_first_read(*args: object) -> hooks.NodeState:
+        node = real(*args)  # type: ignore[arg-type]
+        reads.append(node)
+        if len(reads) == 1:
+            _scontrol(env, "update", f"nodename={NODE}", "state=down", "reason=admin: PSU swap")
+        return node
+
+    monkeypatch.setattr(hooks, "query", admin_acts_after_the_first_read)
+    failing = {"checks": [{"id": "nofile-limit", "status": "fail", "summary": "soft=1024 hard=1024"}]}
+    lines: list[str] = []
+    try:
+        outcome = hooks.act(failing, "healthcheck", NODE, env, lines.append)
+        assert outcome.action == "left-as-is", lines
+        assert any(f"node {NODE} changed meanwhile (State=DOWN" in line for line in lines), lines
+        state, reason = _settled(env)
+        assert state[0] == "DOWN" and "DRAIN" not in state, state
+        assert reason == "admin: PSU swap"
+    finally:
+        _restore(env)
+        _wait_idle(env)

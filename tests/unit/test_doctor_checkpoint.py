@@ -332,3 +332,58 @@ def test_a_fifo_config_json_or_shard_does_not_hang_the_preflight(tmp_path):
     assert result.status == Status.FAIL
     assert "config.json: not read: not a regular file" in result.details
     assert "model.safetensors: not read: not a regular file" in result.details
+
+
+def _one_tensor_shard(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _raw_shard(path, {"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4)
+
+
+def test_a_shard_linked_outside_the_model_folder_is_not_read(tmp_path):
+    # the user's own file, so the owner check passes: only where it lies refuses it (as root, /etc/shadow)
+    target = _one_tensor_shard(tmp_path / "elsewhere" / "secret")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(QWEN3))
+    (folder / "model.safetensors").symlink_to(target)
+    shard = read_header(folder / "model.safetensors")
+    assert shard.tensors == {} and shard.error is not None, shard
+    assert f"a link to {target}, outside the model folder" in shard.error
+    result = shards(make_snapshot(), opts(folder))
+    assert (
+        result.status == Status.FAIL and f"model.safetensors: not read: a link to {target}" in result.summary
+    )
+
+
+def test_a_hugging_face_cache_snapshot_reads_its_own_blobs_and_no_other_repos(tmp_path):
+    repo = tmp_path / "hub" / "models--org--m"
+    _one_tensor_shard(repo / "blobs" / "0a1b")
+    (repo / "blobs" / "c2d3").write_text(json.dumps(QWEN3))
+    snapshot = repo / "snapshots" / "5e6f"
+    snapshot.mkdir(parents=True)
+    (snapshot / "model.safetensors").symlink_to("../../blobs/0a1b")  # as huggingface_hub links them
+    (snapshot / "config.json").symlink_to("../../blobs/c2d3")
+    result = shards(make_snapshot(), opts(snapshot))
+    assert result.status == Status.PASS and "1 shard(s), 1 tensor(s)" in result.summary, result
+    other = _one_tensor_shard(tmp_path / "hub" / "models--org--other" / "blobs" / "9f8e")
+    (snapshot / "other.safetensors").symlink_to(other)
+    error = read_header(snapshot / "other.safetensors").error or ""
+    assert f"a link to {other}, outside the model folder" in error
+
+
+def test_a_fifo_shard_is_refused_without_being_opened(tmp_path, monkeypatch):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    os.mkfifo(folder / "model.safetensors")
+    (folder / "linked.safetensors").symlink_to("model.safetensors")  # inside the folder, to the FIFO
+    opened: list[str] = []
+    real_open = os.open
+
+    def recording_open(path, *args, **kwargs):
+        opened.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    for name in ("model.safetensors", "linked.safetensors"):
+        assert read_header(folder / name).error == "not read: not a regular file"
+    assert opened == []

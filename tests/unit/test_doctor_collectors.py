@@ -78,3 +78,90 @@ def test_the_snapshot_request_starts_the_probes_and_tool_sets_wanted():
     assert req.tools == VENDOR_TOOLS | {"amd-smi-partition"}
     assert req.env == {"PATH": "/bin", "ROCMSTACK_PROBE_DEEP": "1"}
     assert snapshot_request(dataclasses.replace(opts, deep=False), PROBES).tools == frozenset()
+
+
+# -- level 2 under a Slurm hook: never on a GPU a job is using --------------------------------------------
+
+
+def _amd_node(tmp_path, held: dict[int, tuple[int, str]]):
+    """Two replayed MI300X GPUs (KFD sysfs); ``held[pid] = (gpu, SLURM_JOB_ID or "")`` at a 0.9 share."""
+    from tests.fixtures.doctor.doctor_fakes import make_snapshot
+    from tests.unit.test_doctor_memory import ENGINE_BYTES, busy_amd
+
+    _, sysfs, proc = busy_amd(tmp_path, {pid: (gpu, ENGINE_BYTES, job) for pid, (gpu, job) in held.items()})
+    return make_snapshot(kfd_archs=(90402, 90402), amd_render=2), sysfs, proc
+
+
+def _scoped_active(monkeypatch, snap, opts) -> tuple[dict, list]:
+    started: list = []
+
+    def run_active(opts, wanted, progress, gpus=None):
+        started.append(gpus)
+        return {"health": [{"ok": True}]}
+
+    monkeypatch.setattr(collectors, "run_active", run_active)
+    got = collectors._active(opts, frozenset({"gpu-health"}), snap, lambda _m: None)
+    return dict(got.active or {}), started
+
+
+def test_level_2_runs_on_the_free_gpus_only(monkeypatch, tmp_path):
+    from rocmstack.doctor.model import GpuScope
+
+    snap, sysfs, proc = _amd_node(tmp_path, {})
+    scope = GpuScope(hook="healthcheck", in_use={0: ("12",)}, running=frozenset({"12"}))
+    opts = DoctorOptions(sysfs_root=sysfs, proc_root=proc, scope=scope)
+    active, started = _scoped_active(monkeypatch, snap, opts)
+    assert started == [("amd", (1,))]
+    assert active["gpus"] == [1] and active["left_to_jobs"] == "GPU 0: job 12"
+
+
+def test_level_2_leaves_a_gpu_a_jobs_process_holds_though_slurm_did_not_give_it(monkeypatch, tmp_path):
+    from rocmstack.doctor.model import GpuScope
+
+    snap, sysfs, proc = _amd_node(tmp_path, {1168514: (1, "12")})
+    scope = GpuScope(hook="healthcheck", in_use={0: ("12",)}, running=frozenset({"12"}))
+    active, started = _scoped_active(
+        monkeypatch, snap, DoctorOptions(sysfs_root=sysfs, proc_root=proc, scope=scope)
+    )
+    assert started == []  # no Ray, no probe
+    assert active == {
+        "skipped": "every GPU is in use by a job (GPU 0: job 12; GPU 1: job 12): level 2 runs on free GPUs only, "
+        "so level 1 only"
+    }
+
+
+def test_a_prolog_probes_its_jobs_gpus_only(monkeypatch, tmp_path):
+    from rocmstack.doctor.model import GpuScope
+
+    snap, sysfs, proc = _amd_node(tmp_path, {})
+    scope = GpuScope(hook="prolog", job="15", judged=frozenset({1}))
+    _, started = _scoped_active(
+        monkeypatch, snap, DoctorOptions(sysfs_root=sysfs, proc_root=proc, scope=scope)
+    )
+    assert started == [("amd", (1,))]
+    none = GpuScope(hook="prolog", job="16", judged=frozenset())  # a job with no GPU
+    active, started = _scoped_active(
+        monkeypatch, snap, DoctorOptions(sysfs_root=sysfs, proc_root=proc, scope=none)
+    )
+    assert started == [] and active["skipped"].startswith("this hook has no GPU to probe")
+
+
+def test_outside_slurm_level_2_is_as_before(monkeypatch, tmp_path):
+    snap, sysfs, proc = _amd_node(tmp_path, {1168514: (1, "12")})
+    _, started = _scoped_active(monkeypatch, snap, DoctorOptions(sysfs_root=sysfs, proc_root=proc))
+    assert started == [None]
+
+
+def test_the_private_rays_mask_is_set_for_its_start_and_put_back(monkeypatch):
+    import os
+
+    from rocmstack.doctor.collect.active import _only_gpus
+
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "0,1,2,3")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with _only_gpus(("amd", (2, 5))):
+        assert os.environ["HIP_VISIBLE_DEVICES"] == "2,5"
+    assert os.environ["HIP_VISIBLE_DEVICES"] == "0,1,2,3"
+    with _only_gpus(("nvidia", (1,))):
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ

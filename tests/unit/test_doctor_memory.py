@@ -252,8 +252,180 @@ def test_cli_options():
         "--only",
         "gpu-memory-free",
         "--allow-pid",
-        "1",
+        str(os.getpid()),  # pytest's: no ancestor of the doctor's subprocess... but its parent
         "--memory-share",
         "0.85",
     )
+    assert ok.code == 2 and "is an ancestor of this doctor" in ok.err, ok  # the CLI runs under pytest
+    ok = run_cli("doctor", "--fast", "--json", "--only", "gpu-memory-free", "--allow-pid", "999999999")
     assert ok.code != 2 and json.loads(ok.out)["checks"][0]["id"] == "gpu-memory-free"
+
+
+@pytest.mark.parametrize(
+    ("pid", "said"),
+    [
+        ("0", "--allow-pid 0 is not a process id"),
+        ("-1", "--allow-pid -1 is not a process id"),
+        ("1", "--allow-pid 1 is init: every process descends from it"),
+    ],
+)
+def test_an_allow_pid_that_excuses_every_process_is_refused(pid, said):
+    from tests.conftest import run_cli
+
+    bad = run_cli("doctor", "--fast", "--only", "gpu-memory-free", f"--allow-pid={pid}")
+    assert bad.code == 2 and said in bad.err and "Traceback" not in bad.err, bad
+    assert len(bad.err.strip().splitlines()) <= 2, bad.err  # one line, and its fix
+
+
+def test_an_allow_pid_names_the_ancestor_it_excuses_through(tmp_path):
+    result = gpu_memory_free(*nvidia(H200_HELD, tmp_path, allow_pids=(444,)))
+    assert result.status is Status.PASS
+    assert any("pid 483" in d and "not counted: --allow-pid 444 (its ancestor)" in d for d in result.details)
+
+
+# -- under a Slurm hook: the GPUs it may judge ----------------------------------------------------------
+
+JOB = "4242"
+# AMD: two MI300X GPUs replayed as KFD sysfs (as test_amd_kfd_sysfs_names_the_holder), the job's engine on
+# GPU 0 at vLLM's default share, the process list from ROCm/ROC-smi#60's rocm-smi --showpids figure.
+MI300X_TOTAL = 206141652992
+ENGINE_BYTES = int(0.9 * MI300X_TOTAL)
+
+
+def busy_amd(tmp_path: Path, holders: dict[int, tuple[int, int, str]]) -> tuple:
+    """An AMD node whose GPU i holds ``holders[pid] = (gpu, bytes, SLURM_JOB_ID or "")``."""
+    sysfs, proc = tmp_path / "sys", tmp_path / "proc"
+    used = [400 << 20, 400 << 20]
+    for gpu, size, _ in holders.values():
+        used[gpu] += size
+    amd_tree(sysfs, 2, MI300X_TOTAL, tuple(used))
+    for pid, (gpu, size, job) in holders.items():
+        d = sysfs / f"class/kfd/kfd/proc/{pid}"
+        d.mkdir(parents=True)
+        (d / f"vram_{10000 + gpu}").write_text(f"{size}\n")
+        proc_entry(proc, pid, "pt_main_thread --worker")
+        if job:
+            (proc / str(pid) / "environ").write_bytes(f"HOME=/root\0SLURM_JOB_ID={job}\0".encode())
+    return make_snapshot(kfd_archs=(90402, 90402)), sysfs, proc
+
+
+def scoped(sysfs: Path, proc: Path, **scope) -> DoctorOptions:
+    from rocmstack.doctor.model import GpuScope
+
+    return DoctorOptions(sysfs_root=sysfs, proc_root=proc, scope=GpuScope(**scope))
+
+
+def test_healthcheck_leaves_a_running_jobs_gpu_to_it(tmp_path):
+    snap, sysfs, proc = busy_amd(tmp_path, {1168514: (0, ENGINE_BYTES, JOB)})
+    # outside Slurm the engine's memory is a holder like any other
+    outside = gpu_memory_free(snap, DoctorOptions(sysfs_root=sysfs, proc_root=proc))
+    assert outside.status is Status.FAIL
+    hook = scoped(sysfs, proc, hook="healthcheck", in_use={0: (JOB,)}, running=frozenset({JOB}))
+    result = gpu_memory_free(snap, hook)
+    assert result.status is Status.PASS, result
+    assert result.summary.startswith(
+        "1 GPU(s) have the memory the job will ask for (share 0.9); 1 not judged"
+    )
+    assert any(
+        d.startswith(f"GPU 0: in use by job {JOB} (176932 MiB held): not judged") for d in result.details
+    )
+
+
+def test_healthcheck_knows_a_jobs_process_by_slurmds_list_or_its_environment(tmp_path):
+    # Slurm's bookkeeping says nothing of GPU 0 (no gpu gres), yet the job's engine holds it
+    snap, sysfs, proc = busy_amd(tmp_path, {1168514: (0, ENGINE_BYTES, "")})
+    by_list = scoped(
+        sysfs, proc, hook="healthcheck", job_pids={1168514: JOB}, running=frozenset({JOB}), tracked=False
+    )
+    result = gpu_memory_free(snap, by_list)
+    assert result.status is Status.PASS, result
+    assert any(f"GPU 0: in use by job {JOB}" in d for d in result.details)
+    snap, sysfs, proc = busy_amd(tmp_path / "env", {1168514: (0, ENGINE_BYTES, JOB)})
+    by_env = scoped(sysfs, proc, hook="healthcheck", running=frozenset({JOB}), tracked=False)
+    assert gpu_memory_free(snap, by_env).status is Status.PASS
+
+
+def test_a_jobs_process_on_a_gpu_slurm_did_not_give_it_warns_never_fails(tmp_path):
+    snap, sysfs, proc = busy_amd(tmp_path, {1168514: (1, ENGINE_BYTES, JOB)})
+    hook = scoped(sysfs, proc, hook="healthcheck", in_use={0: (JOB,)}, running=frozenset({JOB}))
+    result = gpu_memory_free(snap, hook)
+    assert result.status is Status.WARN, result
+    assert (
+        f"pid 1168514 (pt_main_thread --worker) of Slurm job {JOB} holds 176932 MiB, though Slurm"
+        in result.summary
+    )
+
+
+def test_a_leftover_of_a_job_that_ended_still_fails_the_healthcheck(tmp_path):
+    snap, sysfs, proc = busy_amd(tmp_path, {1168514: (1, ENGINE_BYTES, "4000")})  # job 4000 no longer runs
+    hook = scoped(sysfs, proc, hook="healthcheck", in_use={0: (JOB,)}, running=frozenset({JOB}))
+    result = gpu_memory_free(snap, hook)
+    assert result.status is Status.FAIL
+    assert (
+        "GPU 1: pid 1168514 (pt_main_thread --worker), left by Slurm job 4000, which ended, holds 176932 MiB"
+        in (result.details)
+    )
+
+
+def test_every_gpu_in_use_judges_nothing(tmp_path):
+    snap, sysfs, proc = busy_amd(
+        tmp_path, {1168514: (0, ENGINE_BYTES, JOB), 1168515: (1, ENGINE_BYTES, "4243")}
+    )
+    hook = scoped(
+        sysfs, proc, hook="healthcheck", in_use={0: (JOB,), 1: ("4243",)}, running=frozenset({JOB, "4243"})
+    )
+    result = gpu_memory_free(snap, hook)
+    assert result.status is Status.SKIP  # never a pass that judged no GPU
+    assert result.summary == "no GPU here for this hook to judge (2 left to their jobs)"
+
+
+def test_prolog_judges_its_jobs_gpus_only(tmp_path):
+    # job A (4242) holds GPU 0 at 0.9; job B (4243) is given GPU 1
+    snap, sysfs, proc = busy_amd(tmp_path, {1168514: (0, ENGINE_BYTES, JOB)})
+    prolog = {
+        "hook": "prolog",
+        "job": "4243",
+        "judged": frozenset({1}),
+        "in_use": {0: (JOB,)},
+        "running": frozenset({JOB}),
+    }
+    result = gpu_memory_free(snap, scoped(sysfs, proc, **prolog))
+    assert result.status is Status.PASS, result
+    assert any(d.startswith("GPU 0: in use by job 4242") for d in result.details)
+    # B's own GPU held by a leftover (no job) or by job A's process: B cannot have it
+    for held_by in ("", JOB):
+        snap, sysfs, proc = busy_amd(tmp_path / f"b{held_by}", {1168600: (1, ENGINE_BYTES, held_by)})
+        result = gpu_memory_free(snap, scoped(sysfs, proc, **prolog))
+        assert result.status is Status.FAIL, result
+        assert result.summary.startswith("1 GPU(s) lack the memory the job will ask for: GPU 1:")
+
+
+def test_epilog_names_what_the_ended_job_left_behind(tmp_path):
+    snap, sysfs, proc = busy_amd(
+        tmp_path, {1168514: (0, ENGINE_BYTES, JOB), 1168515: (1, ENGINE_BYTES, "4243")}
+    )
+    epilog = scoped(
+        sysfs,
+        proc,
+        hook="epilog",
+        job=JOB,
+        judged=frozenset({0}),
+        in_use={1: ("4243",)},
+        running=frozenset({JOB, "4243"}),  # the job is COMPLETING while its Epilog runs
+    )
+    result = gpu_memory_free(snap, epilog)
+    assert result.status is Status.FAIL
+    assert (
+        f"GPU 0: pid 1168514 (pt_main_thread --worker), left by Slurm job {JOB}, which ended, holds 176932 MiB"
+        in (result.details)
+    )
+    assert "outlived it" in (result.fix or "")
+    assert any(d.startswith("GPU 1: in use by job 4243") for d in result.details)
+
+
+def test_outside_slurm_a_job_running_the_doctor_keeps_its_own_processes(tmp_path):
+    snap, sysfs, proc = busy_amd(tmp_path, {1168514: (0, ENGINE_BYTES, JOB)})
+    snap = replace(snap, env={"SLURM_JOB_ID": JOB})
+    result = gpu_memory_free(snap, DoctorOptions(sysfs_root=sysfs, proc_root=proc))
+    assert result.status is Status.PASS
+    assert any(f"not counted: Slurm job {JOB}'s own process" in d for d in result.details)

@@ -1,6 +1,6 @@
-"""The Slurm hook's pure parts: reading `scontrol show node -o` (verbatim from Debian's slurm-wlm 22.05.8,
-recorded by tests/integration/test_doctor_slurm_daemons.py's set-up), the reason lines, the node name, what
-a hook decides for each state, and scontrol's time limit."""
+"""The Slurm hook's pure parts: reading `scontrol show node -o`, `show job -d -o` and `listpids` (verbatim
+from Debian's slurm-wlm 22.05.8, recorded by tests/integration/test_doctor_slurm_daemons.py's set-up), the
+reason lines, the node name, what a hook decides for each state, and scontrol's time limit."""
 
 from __future__ import annotations
 
@@ -10,16 +10,25 @@ from pathlib import Path
 
 import pytest
 
+from rocmstack.doctor.model import GpuScope
 from rocmstack.doctor.slurm import (
     REASON_MAX,
+    Job,
     NodeState,
     act,
     decide,
+    expand_hostlist,
     failure_lines,
+    gres_tracks_gpus,
+    index_list,
     job_allocation,
     judged_nothing,
     node_name,
+    parse_jobs,
+    parse_listpids,
     parse_node,
+    scope_lines,
+    scope_report,
 )
 from rocmstack.errors import EngineError
 
@@ -254,3 +263,83 @@ def test_the_resume_line_says_rocmstack_once():
         "soft=1024)"
     )
     assert decision.message.count("rocmstack:") == 1
+
+
+# -- what a hook may judge: the jobs on this node and their GPUs ----------------------------------------
+
+
+def test_running_jobs_and_the_gpus_slurm_gave_them_on_this_node():
+    text = (FIXTURES / "scontrol-show-job-d-two-gpu-jobs-22.05.8.txt").read_text()
+    assert parse_jobs(text, "vm") == [Job("1", "RUNNING", (0,)), Job("2", "RUNNING", (1,))]
+    assert parse_jobs(text, "gpu07") == []  # not on this node
+
+
+def test_a_completed_job_holds_nothing():
+    text = (FIXTURES / "scontrol-show-job-d-completed-22.05.8.txt").read_text()
+    assert "JobState=COMPLETED" in text and "GRES= " in text  # what it says once the jobs ended
+    assert parse_jobs(text, "vm") == []
+
+
+def test_a_job_over_several_nodes_with_a_typed_gres():
+    # scontrol show job -d's group per node set; a typed GRES ("gpu:TYPE:N(IDX:...)") and a second GRES
+    line = (
+        "JobId=77 JobName=grpo UserId=lab(1000) JobState=RUNNING Reason=None NodeList=gpu[01-02,07] "
+        "Nodes=gpu[01-02] CPU_IDs=0-31 Mem=0 GRES=gpu:mi300x:2(IDX:0-1),nic:1(IDX:0) "
+        "Nodes=gpu07 CPU_IDs=0-15 Mem=0 GRES=gpu:mi300x:3(IDX:4,6-7) Features=(null)"
+    )
+    assert parse_jobs(line, "gpu02") == [Job("77", "RUNNING", (0, 1))]
+    assert parse_jobs(line, "gpu07") == [Job("77", "RUNNING", (4, 6, 7))]
+    assert parse_jobs(line.replace("RUNNING", "PENDING"), "gpu02") == []
+    assert parse_jobs(line.replace("RUNNING", "SUSPENDED"), "gpu02")[0].gpus == (0, 1)  # still holds them
+
+
+def test_a_cpu_job_runs_on_the_node_without_gpus():
+    line = "JobId=5 JobState=RUNNING Nodes=vm CPU_IDs=0 Mem=0 GRES= MinCPUsNode=1"
+    assert parse_jobs(line, "vm") == [Job("5", "RUNNING", ())]
+
+
+def test_slurms_host_lists():
+    assert expand_hostlist("gpu[01-03,07],login1") == ["gpu01", "gpu02", "gpu03", "gpu07", "login1"]
+    assert expand_hostlist("r[1-2]n[1-2]") == ["r1n1", "r1n2", "r2n1", "r2n2"]
+    assert expand_hostlist("vm") == ["vm"]
+    assert expand_hostlist("gpu[0-99999999]") == ["gpu[0-99999999]"]  # never expanded beyond any cluster
+
+
+def test_index_lists():
+    assert index_list("0-1,3") == (0, 1, 3)
+    assert index_list("3") == (3,)
+    assert index_list("") == ()
+    assert index_list("GPU-61ba3c7e") == ()  # not an index list (a UUID mask): nothing assumed
+
+
+def test_the_processes_slurmd_tracks():
+    text = (FIXTURES / "scontrol-listpids-two-jobs-22.05.8.txt").read_text()
+    assert parse_listpids(text) == {4221: "1", 4218: "2", 4219: "2"}
+    assert parse_listpids("No job steps exist on this node.") == {}
+
+
+def test_whether_slurm_gives_out_the_nodes_gpus():
+    assert gres_tracks_gpus((FIXTURES / "scontrol-show-node-mixed-gres-22.05.8.txt").read_text())
+    assert not gres_tracks_gpus(
+        (FIXTURES / "scontrol-show-node-idle-22.05.8.txt").read_text().replace("Gres=gpu:2", "Gres=(null)")
+    )
+
+
+def test_what_a_hook_says_it_leaves_out():
+    health = GpuScope(
+        hook="healthcheck", in_use={0: ("12",), 3: ("12", "14")}, running=frozenset({"12", "14"})
+    )
+    assert scope_lines(health) == [
+        "rocmstack: GPU 0 is in use by job 12: left out of the memory and active checks",
+        "rocmstack: GPU 3 is in use by job 12, job 14: left out of the memory and active checks",
+    ]
+    prolog = GpuScope(hook="prolog", job="15", judged=frozenset({1}), in_use={0: ("12",)})
+    assert scope_lines(prolog) == ["rocmstack: judging job 15's GPUs only: 1"]
+    assert scope_report(prolog) == {
+        "job": "15",
+        "judged": [1],
+        "in_use": {"0": ["12"]},
+        "running_jobs": [],
+        "gres_tracks_gpus": True,
+    }
+    assert scope_report(None) is None

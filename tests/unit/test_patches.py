@@ -6,16 +6,18 @@ Each test unpacks the real distribution at a version the patch targets and runs 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tarfile
+import threading
 from pathlib import Path
 
 import pytest
 
-from rocmstack.errors import RecipeError
+from rocmstack.errors import InputError, RecipeError
 from rocmstack.patches import Patch, applicability, load_patches, select
 from rocmstack.recipe.load import load_recipe
 from rocmstack.recipe.model import Component
@@ -353,15 +355,15 @@ def test_a_non_utf8_target_names_its_patch_id(tmp_path):
 # in-image script; a hunk whose context is not there must fail naming the hunk, and nothing is written.
 
 
-def _diff_spec(tmp_path: Path, pid: str, diff: str, strip: int = 1) -> dict:
+def _diff_spec(tmp_path: Path, pid: str, diff: str, strip: int = 1, module: str = "sglang") -> dict:
     import hashlib
 
     diff_file = tmp_path / f"{pid}.diff"
     diff_file.write_text(diff)
     return {
         "id": pid,
-        "component": "sglang",
-        "target": {"module": "sglang", "path": "."},
+        "component": module,
+        "target": {"module": module, "path": "."},
         "action": "unified-diff",
         "diff": {
             "url": diff_file.as_uri(),
@@ -445,6 +447,148 @@ def test_unified_diff_spec_is_validated(tmp_path):
         json.dumps({**base, "diff": {"url": "https://example.org/a.patch", "sha256": "a" * 64}})
     )
     assert ok.spec()["diff"]["strip"] == 1
+
+
+def _local_package(tmp_path: Path) -> tuple[Path, Path]:
+    pkg = tmp_path / "site" / "udpkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    return tmp_path / "site", pkg
+
+
+def _edit_diff(name: str, old: str, new: str) -> str:
+    import difflib
+
+    return "".join(difflib.unified_diff([old], [new], f"a/{name}", f"b/{name}"))
+
+
+def _new_file_diff(name: str) -> str:
+    return f"--- /dev/null\n+++ b/{name}\n@@ -0,0 +1 @@\n+created\n"
+
+
+def test_unified_diff_refuses_to_write_through_a_symbolic_link(tmp_path):
+    site, pkg = _local_package(tmp_path)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "setup.cfg").write_text("[metadata]\n")
+    (pkg / "setup.cfg").symlink_to(outside / "setup.cfg")
+    (pkg / "docs").symlink_to(outside)
+    (pkg / "NEWS").symlink_to(outside / "NEWS")  # dangling: creating NEWS would create elsewhere/NEWS
+    (pkg / "real.py").write_text("x = 1\n")
+    first = _edit_diff("real.py", "x = 1\n", "x = 2\n")  # applies: yet nothing may be written
+    cases = {
+        "ud-link-file": (_edit_diff("setup.cfg", "[metadata]\n", "[tool]\n"), "setup.cfg", "setup.cfg"),
+        "ud-link-dir": (_new_file_diff("docs/x"), "docs/x", "docs"),
+        "ud-link-dangling": (_new_file_diff("NEWS"), "NEWS", "NEWS"),
+    }
+    for pid, (diff, name, link) in cases.items():
+        proc = apply(_diff_spec(tmp_path, pid, first + diff, module="udpkg"), site, tmp_path / "state")
+        assert proc.returncode == 3, proc.stderr
+        target = os.readlink(pkg / link)
+        assert f"[{pid}] the diff writes {name} through a symbolic link ({link} -> {target}): refused" in (
+            proc.stderr
+        )
+    assert (pkg / "real.py").read_text() == "x = 1\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["setup.cfg"]
+    assert (outside / "setup.cfg").read_text() == "[metadata]\n"
+
+
+def test_unified_diff_writes_no_file_when_a_later_file_does_not_apply(tmp_path):
+    site, pkg = _local_package(tmp_path)
+    (pkg / "a.py").write_text("a = 1\n")
+    (pkg / "b.py").write_text("b = 1\n")
+    diff = _edit_diff("a.py", "a = 1\n", "a = 2\n") + _edit_diff("b.py", "b = 0\n", "b = 2\n")
+    proc = apply(_diff_spec(tmp_path, "ud-half", diff, module="udpkg"), site, tmp_path / "state")
+    assert proc.returncode == 3 and "[ud-half] hunk 1 of 1" in proc.stderr and "b.py" in proc.stderr
+    assert (pkg / "a.py").read_text() == "a = 1\n"
+    both = _edit_diff("a.py", "a = 1\n", "a = 2\n") + _new_file_diff("new") + _new_file_diff("new/x")
+    proc = apply(_diff_spec(tmp_path, "ud-nested", both, module="udpkg"), site, tmp_path / "state")
+    assert (
+        proc.returncode == 3
+        and "[ud-nested] the diff writes new both as a file and as a folder" in proc.stderr
+    )
+    assert (pkg / "a.py").read_text() == "a = 1\n" and not (pkg / "new").exists()
+
+
+def test_unified_diff_larger_than_the_cap_is_refused(tmp_path):
+    site, pkg = _local_package(tmp_path)
+    (pkg / "a.py").write_text("a = 1\n")
+    padding = ("# filler the parser skips\n" * ((17 << 20) // 26 + 1))[: 17 << 20]
+    diff = _edit_diff("a.py", "a = 1\n", "a = 2\n") + padding
+    proc = apply(_diff_spec(tmp_path, "ud-huge", diff, module="udpkg"), site, tmp_path / "state")
+    assert proc.returncode == 3 and "[ud-huge]" in proc.stderr and "is larger than 16 MiB" in proc.stderr
+    assert (pkg / "a.py").read_text() == "a = 1\n"
+
+
+def test_fetch_diff_reads_at_most_one_byte_past_the_cap(monkeypatch):
+    from rocmstack.incontext import apply_patches
+
+    monkeypatch.setattr(apply_patches, "MAX_DIFF_BYTES", 1000, raising=False)
+    asked: list[int] = []
+
+    class Endless:  # a response body that never ends
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def read(self, n=-1):
+            assert n is not None and n >= 0, "fetch_diff read the whole body"
+            asked.append(n)
+            return b"x" * n
+
+    monkeypatch.setattr(apply_patches.urllib.request, "urlopen", lambda url, timeout: Endless())
+    with pytest.raises(
+        apply_patches.PatchFailed, match=r"^\[big\] https://example.org/a.diff is larger than"
+    ):
+        apply_patches.fetch_diff("big", "https://example.org/a.diff")
+    assert sum(asked) <= 1001
+
+
+def _load_within(folder: Path, seconds: float = 10) -> object:
+    """load_patches(folder)'s result or exception; a load that waits (on a FIFO) fails the test, not hangs it."""
+    done: list[object] = []
+
+    def load() -> None:
+        try:
+            done.append(load_patches(folder))
+        except Exception as exc:
+            done.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        for fifo in (p for p in folder.glob("*.yaml") if p.is_fifo()):
+            with contextlib.suppress(OSError):  # a writer lets the waiting reader (a daemon thread) go
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail(f"loading the patches folder {folder} waited on a FIFO")
+    return done[0]
+
+
+def test_a_fifo_or_folder_named_yaml_in_a_patches_folder_is_refused_unread(tmp_path):
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    os.mkfifo(folder / "stuck.yaml")
+    err = _load_within(folder)
+    assert isinstance(err, InputError) and err.exit_code == 2, err
+    assert f"patches folder '{folder}': stuck.yaml is not a regular file (a FIFO)" in err.one_line()
+    assert "remove it" in err.one_line()
+    (folder / "stuck.yaml").unlink()
+    (folder / "dir.yaml").mkdir()
+    err = _load_within(folder)
+    assert isinstance(err, InputError) and "dir.yaml is not a regular file (a directory)" in err.one_line()
+    (folder / "dir.yaml").rmdir()
+    os.mkfifo(tmp_path / "fifo")
+    (folder / "linked.yaml").symlink_to(tmp_path / "fifo")  # a link is read through only to a regular file
+    err = _load_within(folder)
+    assert isinstance(err, InputError) and "linked.yaml is not a regular file (a FIFO)" in err.one_line()
+    (folder / "linked.yaml").unlink()
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "patches"
+    (folder / "tomli-marker.yaml").symlink_to(fixtures / "tomli-marker.yaml")
+    loaded = _load_within(folder)
+    assert isinstance(loaded, dict) and "tomli-marker" in loaded
 
 
 def test_slime_diff_patches_pin_a_commit_and_a_hash():

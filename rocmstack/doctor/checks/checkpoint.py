@@ -37,22 +37,40 @@ class Shard:
 
 
 class _Refused(Exception):
-    """A file the preflight will not read (a FIFO, a device, a link to a file its owner does not own)."""
+    """A file the preflight will not read (a FIFO, a device, a link out of the model folder)."""
 
 
-def _open_regular(path: Path) -> int:
-    """A read-only descriptor on ``path``, only when it is a regular file. O_NONBLOCK: a FIFO or device
-    opens without waiting for a writer, and is refused, instead of hanging the preflight. A link is read
-    through only when its target has the link's owner (a Hugging Face cache folder links every file to
-    its own blobs): doctor runs as root, and a link to another user's file would print bytes of it."""
+def _link_roots(folder: Path) -> tuple[Path, ...]:
+    """Where a link of the (resolved) model folder may lead: into the folder's own tree, and for a Hugging
+    Face cache snapshot (``models--x/snapshots/<rev>/``) into that cache repo's ``blobs/``, where its
+    files live."""
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        return folder, folder.parent.parent / "blobs"
+    return (folder,)
+
+
+def _open_regular(path: Path, folder: Path | None = None) -> int:
+    """A read-only descriptor on ``path``, only when it is a regular file, looked at before it is opened:
+    a FIFO or device is never opened (opening a FIFO waits for a writer). doctor runs as root, so a link
+    would print bytes of any file (/etc/shadow): one is read through only when its target has the link's
+    owner and lies in the model folder (``folder``, default ``path``'s) or its Hugging Face cache blobs."""
     link = path.lstat()
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _Refused("not a regular file")
-        if stat.S_ISLNK(link.st_mode) and st.st_uid != link.st_uid:
+    st = path.stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise _Refused("not a regular file")
+    real = path
+    if stat.S_ISLNK(link.st_mode):
+        if st.st_uid != link.st_uid:
             raise _Refused(f"a link to a file of another owner (uid {st.st_uid}, the link's {link.st_uid})")
+        real = path.resolve()
+        if not any(real.is_relative_to(root) for root in _link_roots(folder or path.parent.resolve())):
+            raise _Refused(f"a link to {real}, outside the model folder (and its cache blobs/)")
+    # O_NONBLOCK: a FIFO swapped in since the look opens without waiting; fstat then refuses it.
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+            raise _Refused("changed while it was checked")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -100,12 +118,13 @@ def _tensor_problem(name: str, entry: Any) -> str | None:
     return None
 
 
-def read_header(path: Path) -> Shard:
+def read_header(path: Path, folder: Path | None = None) -> Shard:
     """A safetensors file's header (8-byte little-endian length, then JSON), checked against the file size:
     a shard cut short by an interrupted download names itself here. A header whose entries are not
-    tensors (nested objects, offsets that are not integers) is a finding, never a crash."""
+    tensors (nested objects, offsets that are not integers) is a finding, never a crash. ``folder``: the
+    resolved model folder a link must stay in (default: the shard's own)."""
     try:
-        fd = _open_regular(path)
+        fd = _open_regular(path, folder)
         with os.fdopen(fd, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             raw = _read_bounded(fh, 8)
@@ -151,7 +170,7 @@ class Checkpoint:
 def _load_json(path: Path) -> tuple[Any, str | None]:
     """A small JSON file of the folder; a FIFO, a device or an oversized file is an error, not a wait."""
     try:
-        with os.fdopen(_open_regular(path), "rb") as fh:
+        with os.fdopen(_open_regular(path, path.parent), "rb") as fh:
             raw = _read_bounded(fh, MAX_JSON + 1)
         if len(raw) > MAX_JSON:
             return None, f"{path.name}: larger than {MAX_JSON >> 20} MiB"
@@ -182,7 +201,7 @@ def _read(folder: Path) -> Checkpoint:
         index = {str(k): str(v) for k, v in index_doc["weight_map"].items()}
     elif index_doc is not None:
         index_error = f"{INDEX}: no weight_map"
-    shards = tuple(read_header(p) for p in sorted(folder.glob("*.safetensors")))
+    shards = tuple(read_header(p, folder) for p in sorted(folder.glob("*.safetensors")))
     return Checkpoint(
         folder, config if isinstance(config, dict) else None, config_error, quant, shards, index, index_error
     )

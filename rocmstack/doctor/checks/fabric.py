@@ -36,6 +36,8 @@ def active_data(snap: Snapshot, key: str) -> tuple[Any, Result | None]:
     active = snap.active
     if not active:
         return None, skipped("active probes not run (rocmstack doctor --level 2)")
+    if "skipped" in active:  # none may run here (a Slurm hook on a node whose GPUs are all in use)
+        return None, skipped(active["skipped"])
     if "error" in active:
         return None, errored(
             f"level-2 probes could not run: {active['error']}", fix=active.get("fix") or "see the details"

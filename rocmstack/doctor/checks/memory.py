@@ -1,29 +1,26 @@
 """GPU memory held by someone else: per GPU, what is in use, who holds it, and whether the job still fits.
 
 A leftover process holding most of a GPU leaves every other check green, yet any engine at its default
-memory share (vLLM's gpu_memory_utilization 0.9) then fails to start. NVIDIA: NVML's memory info and compute
-process list (the nvml probe). AMD: the amdgpu driver's mem_info_vram_* and KFD's per-process
-/sys/class/kfd/kfd/proc/<pid>/vram_<gpu_id> (amdkfd kfd_process.c), the amdsmi probe where sysfs has none.
+memory share (vLLM's gpu_memory_utilization 0.9) then fails to start. Who holds what comes from
+rocmstack.doctor.holders. Under a Slurm hook a GPU is judged only where the hook may judge it: a GPU a
+running job was given (or one a running job's process holds) is that job's, and never held against the node.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-from pathlib import Path
-
+from rocmstack.doctor.holders import GpuMemory, Holder, gpu_memory
 from rocmstack.doctor.model import (
     Check,
     DoctorOptions,
+    GpuScope,
     Result,
     failed,
+    jobs_text,
     passed,
     probe_problem,
     skipped,
     warned,
 )
-from rocmstack.errors import printable
-from rocmstack.platform.probes._emit import ancestors
 from rocmstack.platform.snapshot import Snapshot
 
 MIB = 1 << 20
@@ -32,136 +29,64 @@ MIB = 1 << 20
 LEAK_FLOOR = 1 << 30
 
 
-@dataclass(frozen=True)
-class Holder:
-    pid: int
-    size: int | None  # bytes; None where the driver gives no per-process figure
-    command: str
-    not_counted: str | None = None  # why it is not held against the job (the doctor, --allow-pid, the job)
-
-
-@dataclass(frozen=True)
-class GpuMemory:
-    index: int
-    total: int
-    used: int
-    holders: tuple[Holder, ...]
-
-
 def _mib(size: int | float) -> int:
     return int(size // MIB)
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+def _size(h: Holder) -> str:
+    return "an amount the driver does not report" if h.size is None else f"{_mib(h.size)} MiB"
 
 
-def _command(proc_root: Path, pid: int, fallback: str = "") -> str:
-    raw = _read(proc_root / str(pid) / "cmdline")
-    text = " ".join(p for p in (raw or "").split("\0") if p) or fallback
-    if not text:
-        return "command not visible here (another PID namespace, or exited)"
-    text = printable(text)
-    return text if len(text) <= 160 else text[:159] + "…"
+def _who(h: Holder) -> str:
+    """A holder as a failure names it: its pid, command and, under a hook, the job behind it."""
+    if h.left_by:
+        return f"pid {h.pid} ({h.command}), left by Slurm job {h.left_by}, which ended,"
+    if h.job:
+        return f"pid {h.pid} ({h.command}) of Slurm job {h.job}"
+    return f"pid {h.pid} ({h.command})"
 
 
-def _why_not_counted(
-    pid: int, ancestry: list[int], own: set[int], opts: DoctorOptions, snap: Snapshot
-) -> str | None:
-    line = {pid, *ancestry}
-    if line & own:
-        return "the doctor's own process"
-    if line & set(opts.allow_pids):
-        return "--allow-pid"
-    job = snap.env.get("SLURM_JOB_ID")
-    if job:
-        cgroup = _read(opts.proc_root / str(pid) / "cgroup") or ""
-        if any(seg == f"job_{job}" for line_ in cgroup.splitlines() for seg in line_.split("/")):
-            return f"Slurm job {job}'s own process"
-    return None
+def _jobs_on(g: GpuMemory) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(h.job for h in g.holders if h.job and not h.not_counted))
 
 
-def _holder(
-    pid: int,
-    size: int | None,
-    snap: Snapshot,
-    opts: DoctorOptions,
-    own: set[int],
-    ancestry: list[int] | None = None,
-    name: str = "",
-) -> Holder:
-    chain = ancestry if ancestry else ancestors(pid, str(opts.proc_root))
-    return Holder(
-        pid, size, _command(opts.proc_root, pid, name), _why_not_counted(pid, chain, own, opts, snap)
+def _left_to_jobs(g: GpuMemory, scope: GpuScope | None) -> tuple[str | None, str | None]:
+    """(a note, a warning) when GPU ``g`` is not the hook's to judge; (None, None) when it is."""
+    if scope is None:
+        return None, None
+    held = sum(h.size or 0 for h in g.holders)
+    if not scope.judges(g.index):
+        return f"GPU {g.index}: {scope.why_not(g.index)} ({_mib(held)} MiB held): not judged", None
+    jobs = _jobs_on(g)
+    # A Prolog or Epilog judges its job's GPUs: another job's process on them is a fault. A health check
+    # leaves a running job's GPU to it, wherever Slurm's bookkeeping put the job.
+    if not jobs or (scope.hook != "healthcheck" and scope.tracked):
+        return None, None
+    note = f"GPU {g.index}: in use by {jobs_text(jobs)} ({_mib(held)} MiB held): not judged"
+    if not scope.tracked:
+        return note, None
+    strays = [h for h in g.holders if h.job and not h.not_counted]
+    return note, "; ".join(
+        f"GPU {g.index}: {_who(h)} holds {_size(h)}, though Slurm did not give job {h.job} this GPU: a "
+        "job placed on it may not fit"
+        for h in strays
     )
 
 
-def nvidia_memory(snap: Snapshot, opts: DoctorOptions, data: dict) -> list[GpuMemory] | str:
-    own = {os.getpid()} | ({int(data["doctor_pid"])} if data.get("doctor_pid") else set())
-    gpus = []
-    for entry in data.get("memory") or []:
-        if "error" in entry:
-            return f"GPU {entry.get('index')}: {entry['error']}"
-        holders = tuple(
-            _holder(p["pid"], p.get("bytes"), snap, opts, own, p.get("ancestors"))
-            for p in entry.get("processes") or []
-        )
-        gpus.append(GpuMemory(int(entry["index"]), int(entry["total"]), int(entry["used"]), holders))
-    return gpus
-
-
-def _kfd_gpus(sysfs_root: Path) -> list[tuple[str, str]]:
-    """(gpu_id, drm_render_minor) of every KFD GPU node, in node order (the HIP device order)."""
-    nodes = sysfs_root / "class/kfd/kfd/topology/nodes"
-    found: list[tuple[str, str]] = []
-    if not nodes.is_dir():
-        return found
-    for node in sorted((n for n in nodes.iterdir() if n.name.isdigit()), key=lambda n: int(n.name)):
-        gpu_id = (_read(node / "gpu_id") or "0").strip()
-        props = dict(
-            line.split(None, 1) for line in (_read(node / "properties") or "").splitlines() if " " in line
-        )
-        if gpu_id != "0" and props.get("simd_count", "0").strip() != "0":
-            found.append((gpu_id, props.get("drm_render_minor", "").strip()))
-    return found
-
-
-def amd_memory(snap: Snapshot, opts: DoctorOptions) -> list[GpuMemory] | str | None:
-    """None: neither sysfs nor amdsmi gives memory figures here."""
-    data = snap.probe("amdsmi") or {}
-    by_smi = {e.get("index"): e for e in data.get("memory") or [] if "error" not in e}
-    own = {os.getpid()} | ({int(data["doctor_pid"])} if data.get("doctor_pid") else set())
-    procs = opts.sysfs_root / "class/kfd/kfd/proc"
-    pids = sorted(int(p.name) for p in procs.iterdir() if p.name.isdigit()) if procs.is_dir() else []
-    gpus = []
-    for index, (gpu_id, minor) in enumerate(_kfd_gpus(opts.sysfs_root)):
-        device = opts.sysfs_root / f"class/drm/renderD{minor}/device"
-        total, used = _read(device / "mem_info_vram_total"), _read(device / "mem_info_vram_used")
-        smi = by_smi.get(index) or {}
-        if total is None or used is None:
-            if not smi:
-                continue
-            total, used = str(smi["total"]), str(smi["used"])
-        holders: dict[int, Holder] = {}
-        for pid in pids:
-            vram = _read(procs / str(pid) / f"vram_{gpu_id}")
-            if vram is not None and vram.strip().isdigit() and int(vram) > 0:
-                holders[pid] = _holder(pid, int(vram), snap, opts, own)
-        for p in smi.get("processes") or []:
-            if p["pid"] not in holders and p.get("bytes"):
-                holders[p["pid"]] = _holder(p["pid"], p["bytes"], snap, opts, own, name=p.get("name", ""))
-        gpus.append(GpuMemory(index, int(total), int(used), tuple(holders.values())))
-    return gpus or None
-
-
-def judge(gpus: list[GpuMemory], share: float) -> Result:
+def judge(gpus: list[GpuMemory], share: float, scope: GpuScope | None = None) -> Result:
     problems: list[str] = []
     notes: list[str] = []
     fixes: list[str] = []
+    cautions: list[str] = []
+    judged: list[GpuMemory] = []
     for g in gpus:
+        note, caution = _left_to_jobs(g, scope)
+        if note is not None:
+            notes.append(note)
+            if caution:
+                cautions.append(caution)
+            continue
+        judged.append(g)
         listed = sum(h.size or 0 for h in g.holders)
         not_counted = sum(h.size or 0 for h in g.holders if h.not_counted)
         available = g.total - g.used + not_counted
@@ -177,13 +102,18 @@ def judge(gpus: list[GpuMemory], share: float) -> Result:
         problems.append(line)
         others = [h for h in g.holders if not h.not_counted]
         for h in others:
-            size = "an amount the driver does not report" if h.size is None else f"{_mib(h.size)} MiB"
-            problems.append(f"GPU {g.index}: pid {h.pid} ({h.command}) holds {size}")
+            problems.append(f"GPU {g.index}: {_who(h)} holds {_size(h)}")
         if others:
             pids = " ".join(str(h.pid) for h in others)
-            fixes.append(
-                f"Stop pid(s) {pids} (kill {pids}), or pass --allow-pid PID if they belong to this job"
-            )
+            if any(h.left_by for h in others):
+                fixes.append(
+                    f"Stop pid(s) {pids} (kill {pids}): a job's processes outlived it (Slurm's "
+                    "proctrack/cgroup ends every process of a job)"
+                )
+            else:
+                fixes.append(
+                    f"Stop pid(s) {pids} (kill {pids}), or pass --allow-pid PID if they belong to this job"
+                )
         if unattributed >= LEAK_FLOOR:
             problems.append(
                 f"GPU {g.index}: {_mib(unattributed)} MiB in use with no live process listed: a leaked "
@@ -195,7 +125,7 @@ def judge(gpus: list[GpuMemory], share: float) -> Result:
             )
         if not others and unattributed < LEAK_FLOOR:
             fixes.append(f"Lower the engine's memory share to what GPU {g.index} has free (--memory-share)")
-    for g in gpus:
+    for g in judged:
         for h in g.holders:
             if h.not_counted:
                 size = "?" if h.size is None else str(_mib(h.size))
@@ -205,16 +135,30 @@ def judge(gpus: list[GpuMemory], share: float) -> Result:
     if problems:
         short = [p for p in problems if "the job needs" in p]
         held = [
-            f"pid {h.pid} ({_mib(h.size or 0)} MiB)" for g in gpus for h in g.holders if not h.not_counted
+            f"pid {h.pid} ({_mib(h.size or 0)} MiB)" for g in judged for h in g.holders if not h.not_counted
         ]
         return failed(
             f"{len(short)} GPU(s) lack the memory the job will ask for: {short[0]}"
             + (f"; held by {', '.join(held)}" if held else ""),
             *problems,
+            *cautions,
             *notes,
             fix="; ".join(dict.fromkeys(fixes)),
         )
-    return passed(f"{len(gpus)} GPU(s) have the memory the job will ask for (share {share:g})", *notes)
+    left = len(gpus) - len(judged)
+    if cautions:
+        return warned(
+            f"a running job's process holds a GPU Slurm did not give it: {cautions[0]}",
+            *cautions,
+            *notes,
+            fix="Check the job's GPU binding (gres.conf, ConstrainDevices=yes in cgroup.conf)",
+        )
+    if not judged:
+        return skipped(f"no GPU here for this hook to judge ({left} left to their jobs)", *notes)
+    aside = f"; {left} not judged (see details)" if left else ""
+    return passed(
+        f"{len(judged)} GPU(s) have the memory the job will ask for (share {share:g}){aside}", *notes
+    )
 
 
 def gpu_memory_free(snap: Snapshot, opts: DoctorOptions) -> Result:
@@ -229,18 +173,16 @@ def gpu_memory_free(snap: Snapshot, opts: DoctorOptions) -> Result:
                 f"cannot see GPU memory: NVML unavailable ({why})",
                 fix="Install nvidia-ml-py in the checked environment (pip install nvidia-ml-py)",
             )
-        gpus: list[GpuMemory] | str | None = nvidia_memory(snap, opts, data)
-    elif vendor == "amd":
-        gpus = amd_memory(snap, opts)
-        if gpus is None:
-            return skipped("no VRAM figures here (no mem_info_vram_* in sysfs, amdsmi gave none)")
-    else:
+    elif vendor != "amd":
         return skipped("no GPU on this node")
+    gpus = gpu_memory(snap, opts)
+    if gpus is None:
+        return skipped("no VRAM figures here (no mem_info_vram_* in sysfs, amdsmi gave none)")
     if isinstance(gpus, str):
         return warned(f"cannot read GPU memory: {gpus}", fix="Update the GPU driver and its SMI library")
     if not gpus:
         return skipped("no GPU memory figures")
-    return judge(gpus, opts.memory_share)
+    return judge(gpus, opts.memory_share, opts.scope)
 
 
 CHECKS = (

@@ -261,6 +261,28 @@ class SyncPeer:
                 dist.destroy_process_group()
 
 
+# The mask a private Ray reads at its start for the GPUs it may hand out (Ray's accelerator managers)
+RAY_MASK = {"nvidia": "CUDA_VISIBLE_DEVICES", "amd": "HIP_VISIBLE_DEVICES"}
+
+
+@contextmanager
+def _only_gpus(gpus: tuple[str, tuple[int, ...]] | None) -> Iterator[None]:
+    """Ray started inside sees only these GPUs; the environment is as it was afterwards."""
+    if gpus is None or gpus[0] not in RAY_MASK:
+        yield
+        return
+    var = RAY_MASK[gpus[0]]
+    saved = os.environ.get(var)
+    os.environ[var] = ",".join(str(i) for i in gpus[1])
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = saved
+
+
 @contextmanager
 def _ray_for(opts: DoctorOptions, progress: Callable[[str], None]) -> Iterator[None]:
     """Ray to run the probes on: the one this process already has, the cluster at --ray-address, or a
@@ -336,9 +358,13 @@ def group_sweep(opts: DoctorOptions, actors: list, infos: list[dict], gpu: bool,
 
 
 def run_active(
-    opts: DoctorOptions, wanted: frozenset[str], progress: Callable[[str], None] = lambda _m: None
+    opts: DoctorOptions,
+    wanted: frozenset[str],
+    progress: Callable[[str], None] = lambda _m: None,
+    gpus: tuple[str, tuple[int, ...]] | None = None,
 ) -> dict:
-    """Run the wanted probes; never raises for what it finds (an error lands in the result)."""
+    """Run the wanted probes; never raises for what it finds (an error lands in the result). ``gpus``
+    (vendor, physical indexes): the only GPUs a private Ray may hand the probes (a Slurm hook's free ones)."""
     try:
         import ray  # noqa: F401  (level 2 needs it: say so before anything starts)
     except ImportError as exc:
@@ -351,7 +377,7 @@ def run_active(
     t0 = time.monotonic()
     progress(_plan(opts, wanted))
     try:
-        with _ray_for(opts, progress):
+        with _only_gpus(gpus), _ray_for(opts, progress):
             out.update(_run(opts, wanted, bars, progress))
     except EngineError:
         raise  # no private Ray could start: one line, exit 4

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from rocmstack.doctor.budget import VENDOR_TOOLS
 from rocmstack.doctor.collect.active import ACTIVE_PROBES, run_active
 from rocmstack.doctor.collect.burnin import run_burnin
-from rocmstack.doctor.model import Check, DoctorOptions
+from rocmstack.doctor.holders import probe_gpus
+from rocmstack.doctor.model import Check, DoctorOptions, jobs_text
 from rocmstack.platform.snapshot import Snapshot, SnapshotRequest, take_snapshot
 from rocmstack.platform.tools import current_python
 
@@ -75,8 +76,18 @@ def _with_active(snap: Snapshot | None, found: Mapping[str, object]) -> Snapshot
 def _active(
     opts: DoctorOptions, wanted: frozenset[str], snap: Snapshot | None, progress: Progress
 ) -> Snapshot:
-
-    return _with_active(snap, run_active(opts, wanted, progress))
+    assert snap is not None, "the snapshot is collected first"
+    # under a Slurm hook, level 2 never touches a GPU a job is using (Slurm gave it, or a job's process holds it)
+    scoped = probe_gpus(snap, opts)
+    if scoped is None:
+        return _with_active(snap, run_active(opts, wanted, progress))
+    free, busy = scoped
+    left = "; ".join(f"GPU {gpu}: {jobs_text(jobs)}" for gpu, jobs in sorted(busy.items()))
+    if not free:
+        why = f"every GPU is in use by a job ({left})" if busy else "this hook has no GPU to probe"
+        return _with_active(snap, {"skipped": f"{why}: level 2 runs on free GPUs only, so level 1 only"})
+    found = run_active(opts, wanted, progress, gpus=(snap.vendor(), free))
+    return _with_active(snap, {**found, "gpus": list(free), "left_to_jobs": left})
 
 
 def _burnin(
