@@ -43,6 +43,7 @@ COMMAND_MODULES = (
     "rocmstack.smoke.commands",
     "rocmstack.validate.commands",
     "rocmstack.publish.commands",
+    "rocmstack.commands.preflight",
 )
 
 

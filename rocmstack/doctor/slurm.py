@@ -105,7 +105,8 @@ HOLDING = frozenset(
 _JOB_ID = re.compile(r"^JobId=(\d+)")
 _JOB_STATE = re.compile(r"(?:^|\s)JobState=(\S+)")
 # `scontrol show job -d -o`: one group per node set, e.g. "Nodes=gpu[01-02] CPU_IDs=0-3 Mem=0 GRES=gpu:1(IDX:0)"
-_JOB_NODES = re.compile(r"(?:^|\s)Nodes=(\S+) CPU_IDs=\S* Mem=\S*(?: GRES=(\S*))?")
+# (Slurm 21.08 on; before, "GRES_IDX=gpu(IDX:0)")
+_JOB_NODES = re.compile(r"(?:^|\s)Nodes=(\S+) CPU_IDs=\S* Mem=\S*(?: GRES(?:_IDX)?=(\S*))?")
 # one GRES of a group: name[:type][:count](IDX:0-1,3), the first item of a "gpu:mi300x:2(IDX:0-1),nic:1(IDX:0)"
 _GRES_IDX = re.compile(r"(?:^|,)([A-Za-z_][\w]*)(?::[^(,]*)*\(IDX:([0-9,\-]*)\)")
 MAX_RANGE = 1 << 16  # a host range longer than any cluster's is taken as written, not expanded

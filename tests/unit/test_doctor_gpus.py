@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "doctor"))
-from doctor_fakes import make_snapshot, probe
+from doctor_fakes import TOOLS, make_snapshot, probe, tool_run
 
 from rocmstack.doctor.checks.gpus import gpu_count, gpu_partition, ray_gpus
 from rocmstack.doctor.model import DoctorOptions
@@ -127,5 +127,46 @@ def test_partition_modes():
     spx = make_snapshot(kfd_archs=(90402,), partitions={"card0": "SPX"})
     assert gpu_partition(spx, OPTS).status == Status.PASS
     cpx = make_snapshot(kfd_archs=(90402,) * 8, partitions={"card0": "CPX"})
-    assert gpu_partition(cpx, OPTS).status == Status.WARN
+    assert gpu_partition(cpx, OPTS).status == Status.PASS  # partitioned on purpose: a note, no warning
     assert gpu_partition(cpx, DoctorOptions(expect_gpus=1)).status == Status.FAIL
+
+
+CPX_NODE = {  # 8 MI300X in CPX: 64 KFD nodes and render nodes, one current_compute_partition per card
+    "kfd_archs": (90402,) * 64,
+    "amd_render": 64,
+    "partitions": {f"card{i}": "CPX" for i in range(8)},
+}
+
+
+def test_partition_expected_count_is_as_intended():
+    result = gpu_partition(make_snapshot(**CPX_NODE), DoctorOptions(expect_gpus=64))
+    assert result.status == Status.PASS and "CPX" in result.summary, result
+    cards = gpu_partition(make_snapshot(**CPX_NODE), DoctorOptions(expect_gpus=8))
+    assert cards.status == Status.FAIL and "counts cards" in cards.summary, cards
+
+
+def test_partition_expected_count_after_masks():
+    snap = make_snapshot(env={"HIP_VISIBLE_DEVICES": "0,1"}, **CPX_NODE)
+    result = gpu_partition(snap, DoctorOptions(expect_gpus=2))
+    assert result.status == Status.PASS, result
+
+
+def test_partition_without_expect_passes_uniform_and_warns_mixed():
+    result = gpu_partition(make_snapshot(**CPX_NODE), OPTS)
+    assert result.status == Status.PASS and "CPX" in result.summary, result
+    assert "--expect-gpus 64" in " ".join(result.details), result
+    mixed = make_snapshot(kfd_archs=(90402,) * 9, amd_render=9, partitions={"card0": "CPX", "card1": "SPX"})
+    result = gpu_partition(mixed, OPTS)
+    assert result.status == Status.WARN and "card0=CPX" in result.summary and "card1=SPX" in result.summary
+    assert "compute-partition" in (result.fix or "")
+
+
+def test_partition_from_amd_smi_text():
+    text = (TOOLS / "amd-smi-partition-spx-4gpu.txt").read_text()
+    snap = make_snapshot(
+        kfd_archs=(90402,) * 4,
+        amd_render=4,
+        tools={"amd-smi-partition": tool_run(("amd-smi", "partition", "--json"), stdout=text)},
+    )
+    result = gpu_partition(snap, DoctorOptions(expect_gpus=4))
+    assert result.status == Status.PASS and "SPX" in result.summary, result

@@ -160,3 +160,43 @@ def test_vllm_probe_loads_the_extensions_the_package_ships(tmp_path):
     snap = make_snapshot(dists={"vllm": "0.24.0"}, probes={"vllm": probe("vllm", stable)})
     r = vllm_flavour(snap, DoctorOptions())
     assert r.status == Status.PASS and "vllm._C_stable_libtorch loads" in r.summary, r
+
+
+def _import_error(name: str) -> str:
+    """The exception line of a recorded `import torch` traceback, as the torch probe reports it."""
+    lines = (Path(__file__).resolve().parents[1] / "fixtures/doctor/torch" / name).read_text().splitlines()
+    line = next(x for x in lines if "ImportError: " in x)
+    return line[line.index("ImportError: ") :]
+
+
+def _broken_torch(error: str, **kw):
+    return make_snapshot(probes={"torch": probe("torch", {"import_error": error})}, **AMD, **kw)
+
+
+def test_torch_import_missing_rocm_library_names_it():
+    hip = torch_arch(_broken_torch(_import_error("import-torch-libamdhip64-therock-1119.txt")), OPTS)
+    assert hip.status == Status.FAIL and "libamdhip64.so.7" in hip.summary, hip
+    assert hip.fix is not None and "libamdhip64.so.7" in hip.fix and "HIP runtime" in hip.fix
+    assert "LD_LIBRARY_PATH" in hip.fix and "amdsmi" not in hip.fix
+    miopen = _broken_torch(
+        _import_error("import-torch-libMIOpen-comfyui-gfx1151-fa-1.txt"),
+        modules={"_rocm_sdk_core": "/venv/lib/python3.12/site-packages/_rocm_sdk_core"},
+    )
+    result = torch_arch(miopen, OPTS)
+    assert result.fix is not None and "libMIOpen.so.1" in result.fix and "MIOpen" in result.fix, result
+    assert "_rocm_sdk" in result.fix and "amdsmi" not in result.fix
+    # glibc's dlopen message for the HSA runtime and roctx (the fixtures above carry the same wording)
+    for lib, what in (("libhsa-runtime64.so.1", "HSA runtime"), ("libroctx64.so.4", "roctracer")):
+        result = torch_arch(_broken_torch(f"OSError: {lib}: cannot open shared object file: x"), OPTS)
+        assert result.fix is not None and lib in result.fix and what in result.fix, result
+
+
+def test_torch_import_missing_amd_smi_points_at_amdsmi():
+    # import torch -> import amdsmi without libamd_smi.so raises KeyError (pytorch/pytorch#188724's log)
+    for error in (
+        "KeyError: 'libamd_smi.so'",
+        "OSError: libamd_smi.so: cannot open shared object file: No such file or directory",
+    ):
+        result = torch_arch(_broken_torch(error), OPTS)
+        assert result.status == Status.FAIL and result.fix is not None, result
+        assert "amdsmi" in result.fix and "libamd_smi.so" in result.fix, result

@@ -89,8 +89,8 @@ def test_version_floors(tmp_path):
         version_floors(
             make_snapshot(dists={"vllm": "0.27.0"}, probes={"torch": torch}, **AMD), opts(tmp_path)
         ).status
-        == Status.WARN
-    )  # ROCm 7.0 < 7.1: non_blocking + fork
+        == Status.PASS
+    )  # ROCm 7.0 without a forking checkpoint writer: the 7.1 fix is a note
     new = probe("torch", {"hip": "7.14.0"})
     assert (
         version_floors(
@@ -111,3 +111,35 @@ def test_version_floors(tmp_path):
 def test_rocm_version_sources():
     assert rocm_version(make_snapshot(dists={"torch": "2.9.1+rocm7.0.2"})) == "7.0.2"
     assert rocm_version(make_snapshot(dists={"rocm-sdk-core": "7.14.0"})) == "7.14.0"
+
+
+ROCM_70 = probe("torch", {"hip": "7.0.51831"})  # the HIP version a ROCm 7.0 torch reports
+
+
+def test_version_floors_rocm70_alone_passes_with_the_caveat(tmp_path):
+    # Labs pin ROCm 7.0 on purpose (7.2 does not return memory after IPC export / VMM unmap): 7.0 with no
+    # checkpoint writer that forks after pinned non_blocking copies is no finding.
+    snap = make_snapshot(dists={"vllm": "0.27.0"}, probes={"torch": ROCM_70}, **AMD)
+    result = version_floors(snap, opts(tmp_path))
+    assert result.status == Status.PASS, result
+    note = " ".join(result.details)
+    assert "non_blocking=True" in note and "fork" in note and "rocm-systems PR #356" in note
+
+
+def test_version_floors_warns_on_megatron_without_slime_guard(tmp_path):
+    snap = make_snapshot(
+        dists={"vllm": "0.27.0", "megatron-core": "0.13.0"}, probes={"torch": ROCM_70}, **AMD
+    )
+    result = version_floors(snap, opts(tmp_path))
+    assert result.status == Status.WARN and "Megatron-Core 0.13.0" in result.summary, result
+    assert result.fix is not None and "patch" not in result.fix
+    assert "non_blocking=False" in result.fix and "ROCm >= 7.1" in result.fix and "async" in result.fix
+
+
+def test_version_floors_slime_guards_megatron(tmp_path):
+    dists = {"megatron-core": "0.13.0", "slime": "0.4.0"}
+    result = version_floors(make_snapshot(dists=dists, probes={"torch": ROCM_70}, **AMD), opts(tmp_path))
+    assert result.status == Status.PASS and "rocm_checkpoint_writer" in " ".join(result.details), result
+    fixed = probe("torch", {"hip": "7.1.25424"})
+    result = version_floors(make_snapshot(dists=dists, probes={"torch": fixed}, **AMD), opts(tmp_path))
+    assert result.status == Status.PASS and "PR #356" not in " ".join(result.details), result

@@ -293,6 +293,11 @@ def test_a_job_over_several_nodes_with_a_typed_gres():
     assert parse_jobs(line.replace("RUNNING", "SUSPENDED"), "gpu02")[0].gpus == (0, 1)  # still holds them
 
 
+def test_slurm_before_21_08_names_the_indexes_gres_idx():
+    line = "JobId=9 JobState=RUNNING NodeList=n4 Nodes=n4 CPU_IDs=0-3 Mem=0 GRES_IDX=gpu(IDX:2-3) Features=(null)"
+    assert parse_jobs(line, "n4") == [Job("9", "RUNNING", (2, 3))]
+
+
 def test_a_cpu_job_runs_on_the_node_without_gpus():
     line = "JobId=5 JobState=RUNNING Nodes=vm CPU_IDs=0 Mem=0 GRES= MinCPUsNode=1"
     assert parse_jobs(line, "vm") == [Job("5", "RUNNING", ())]

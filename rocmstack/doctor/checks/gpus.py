@@ -179,24 +179,39 @@ def gpu_partition(snap: Snapshot, opts: DoctorOptions) -> Result:
         return passed(f"every GPU in SPX mode ({summary})")
     factor = max(PARTITION_FACTORS[m] for m in split.values())
     n_physical = snap.physical_count()
-    cards = len(modes)
-    detail = (
-        f"{cards} card(s) in {', '.join(sorted(set(split.values())))} mode: each shows up as up to "
-        f"{factor} devices, {n_physical} in all"
-    )
-    if expect is not None and expect != n_physical and expect * factor == n_physical:
+    masks = snap.masks()
+    visible = masks.visible_count if masks.visible_count is not None else n_physical
+    kinds = ", ".join(sorted(set(split.values())))
+    # sysfs has one current_compute_partition per card (the partitions' own nodes have none); amd-smi lists
+    # one row per card, or per partition in newer versions, so only sysfs counts cards.
+    cards = len(snap.partitions_sysfs) or None
+    where = f"{cards} card(s)" if cards else "amd-smi"
+    detail = f"{kinds} mode ({where}): {n_physical} devices in all, {visible} visible"
+    if expect is not None and expect == visible:
+        return passed(f"{kinds} partitions as expected: {visible} devices ({summary})", detail)
+    if expect is not None and visible > expect and (expect == cards or expect * factor == visible):
         return failed(
-            f"partition mode multiplies the device count: {cards} cards -> {n_physical} devices, "
-            f"--expect-gpus {expect} counts cards",
+            f"partition mode multiplies the device count: {visible} devices, --expect-gpus {expect} "
+            "counts cards",
             detail,
-            fix=f"Expect {expect} x {factor} = {n_physical} devices, or switch to SPX "
+            fix=f"Expect {visible} devices (cards x partitions), or switch to SPX "
             "(amd-smi set --compute-partition SPX)",
         )
-    return warned(
-        f"compute partitioning is on ({summary}): device counts are per partition",
-        detail,
-        fix="Size Ray/vLLM for partitions (expected count x partitions), or set SPX for whole-GPU jobs",
+    # Labs partition on purpose, so a uniform mode is no finding without --expect-gpus (which pins the count,
+    # and gpu-count judges a wrong one). Cards in different modes are: a mode is set or reset per card, so
+    # one card left behind gives the node a device count its siblings do not have.
+    if len(set(modes.values())) > 1:
+        return warned(
+            f"cards in different compute partition modes ({summary}): they contribute unequal device counts",
+            detail,
+            fix="Set one mode on every card (amd-smi set --compute-partition <SPX|DPX|CPX>)",
+        )
+    hint = (
+        f"pass --expect-gpus {visible} to pin the count"
+        if expect is None
+        else f"--expect-gpus {expect} counts neither the cards nor the {visible} devices (see gpu-count)"
     )
+    return passed(f"{kinds} partitioning on: {n_physical} devices ({summary})", detail, hint)
 
 
 CHECKS = (

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+from rocmstack.doctor.checks.amdsmi import SDK_INSTALL
 from rocmstack.doctor.model import (
     Check,
     DoctorOptions,
@@ -17,6 +20,22 @@ from rocmstack.platform.snapshot import Snapshot
 
 VLLM_ROCM_PYTHON = "3.12"  # the ROCm wheels and images of vLLM are built for CPython 3.12 only
 HARMLESS_NVIDIA = frozenset({"nvidia-ml-py", "nvidia-ml-py3"})  # pure-Python NVML bindings
+# What provides each ROCm library a ROCm torch links (by soname stem): a fix names the missing one.
+ROCM_LIBS = {
+    "libamdhip64": "ROCm's HIP runtime",
+    "libhsa-runtime64": "ROCm's HSA runtime (ROCr)",
+    "libroctx64": "ROCm's roctracer (roctx markers)",
+    "libroctracer64": "ROCm's roctracer",
+    "libMIOpen": "ROCm's MIOpen",
+    "librocblas": "ROCm's rocBLAS",
+    "libhipblas": "ROCm's hipBLAS",
+    "libhipblaslt": "ROCm's hipBLASLt",
+    "librccl": "ROCm's RCCL",
+}
+ROCM_LIB_PREFIXES = ("libhip", "libroc", "libhsa", "libamd", "libMIOpen", "librccl")
+# glibc's dlopen error, and the KeyError amdsmi's bindings raise when libamd_smi.so is not found
+MISSING_LIB = re.compile(r"(lib[\w+-]+\.so(?:\.\d+)*)\s*:\s*cannot open shared object file")
+AMDSMI_KEYERROR = re.compile(r"KeyError: '(libamd_smi\.so[\d.]*)'")
 
 
 def vllm_python(snap: Snapshot, opts: DoctorOptions) -> Result:
@@ -91,6 +110,31 @@ def nvidia_packages(snap: Snapshot, opts: DoctorOptions) -> Result:
     return passed("no nvidia-* / cupy-cuda* packages")
 
 
+def _import_fix(snap: Snapshot, error: str) -> str:
+    """The fix for a failed ``import torch``: the missing library and what provides it, when one is named."""
+    m = MISSING_LIB.search(error) or AMDSMI_KEYERROR.search(error)
+    if m is None:
+        if "amdsmi" in error or "amd_smi" in error:
+            return "amdsmi breaks import torch: see amdsmi-import / amdsmi-duplicate"
+        return "Run `python -c 'import torch'` by hand to read the whole traceback"
+    lib = m.group(1)
+    if lib.startswith("libamd_smi"):
+        return f"torch imports amdsmi, which cannot load {lib}: install amdsmi from the SDK ({SDK_INSTALL})"
+    stem = lib.split(".so")[0]
+    what = ROCM_LIBS.get(stem) or ("a ROCm library" if stem.startswith(ROCM_LIB_PREFIXES) else None)
+    if what is None:
+        return f"{lib} is not on the loader path: install what ships it, or add its folder to LD_LIBRARY_PATH"
+    if snap.module("rocm_sdk") or snap.module("_rocm_sdk_core") or snap.dists.get("rocm-sdk-core"):
+        return (
+            f"{lib} ({what}) is not found: install the rocm-sdk wheels torch was built with (rocm[libraries]), "
+            "or add site-packages/_rocm_sdk_core/lib and _rocm_sdk_libraries_<gfx>/lib to LD_LIBRARY_PATH"
+        )
+    return (
+        f"{lib} ({what}) is not found: install that ROCm (or use the ROCm base image) and put its lib folder "
+        "(/opt/rocm/lib) on LD_LIBRARY_PATH"
+    )
+
+
 def torch_arch(snap: Snapshot, opts: DoctorOptions) -> Result:
     fix = "Run `python -c 'import torch; print(torch.cuda.device_count())'`"
     if problem := probe_problem(snap, "torch", "torch", fix=fix):
@@ -100,7 +144,7 @@ def torch_arch(snap: Snapshot, opts: DoctorOptions) -> Result:
         if data["import_error"].startswith("ModuleNotFoundError"):
             return skipped("torch is not installed")
         return failed(
-            f"import torch fails: {data['import_error']}", fix="See amdsmi-import / amdsmi-duplicate"
+            f"import torch fails: {data['import_error']}", fix=_import_fix(snap, data["import_error"])
         )
     arch_list = data.get("arch_list") or []
     if data.get("devices"):  # --deep: torch's own view of each device

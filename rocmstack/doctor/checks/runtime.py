@@ -114,12 +114,28 @@ def version_floors(snap: Snapshot, opts: DoctorOptions) -> Result:
             *notes,
             fix="Use vLLM > 0.11 on ROCm >= 7.0, or turn sleep mode off (slower colocated rollout)",
         )
-    if rv is not None and rv[:2] < (7, 1) and "rocm-nonblocking" not in applied_patch_ids(opts):
-        return warned(
-            f"ROCm {rocm} < 7.1: pinned-memory copies with non_blocking=True then fork can segfault "
-            "(checkpoint writers)",
-            *notes,
-            fix="Apply the rocm-nonblocking patch or use ROCm >= 7.1",
+    if rv is not None and rv[:2] < (7, 1):
+        # Before ROCm 7.1 a child forked after pinned host allocations segfaults on parts of them (fixed by
+        # rocm-systems PR #356). Only a writer that copies to pinned memory with non_blocking=True and then
+        # forks is exposed: Megatron-Core's async checkpoint save, unless slime swaps in its ROCm writer.
+        # Many labs stay on 7.0 on purpose (7.2's memory regressions), so the version alone is no finding.
+        megatron, slime = snap.dists.get("megatron-core"), snap.dists.get("slime")
+        if megatron and not slime:
+            return warned(
+                f"ROCm {rocm} < 7.1 with Megatron-Core {megatron} and no slime: async checkpoint saving "
+                "copies to pinned memory with non_blocking=True, then forks writers, which can segfault",
+                *notes,
+                fix="Turn async checkpoint saving off (no --async-save), or make the writer use "
+                "non_blocking=False on HIP (as slime/utils/rocm_checkpoint_writer.py does), or use ROCm >= 7.1",
+            )
+        guard = (
+            f"slime {slime} swaps in slime/utils/rocm_checkpoint_writer.py (non_blocking=False on HIP)"
+            if megatron
+            else "no Megatron-Core async checkpoint writer installed"
+        )
+        notes.append(
+            f"ROCm < 7.1 caveat: pinned-memory copies with non_blocking=True then fork can segfault "
+            f"(fixed in ROCm 7.1, rocm-systems PR #356); {guard}"
         )
     return passed("version floors met", *notes)
 

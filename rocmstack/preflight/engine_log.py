@@ -1,0 +1,120 @@
+"""What a run's own log says: every backend and kernel the engine selected, and, when it failed, which
+process failed and its last error lines.
+
+The categories and their patterns are data (engine_log.yaml), read against the engines' verbatim log
+lines; any other ``Using ...`` line an engine prints is kept too, so a selection nobody listed is still
+reported.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from rocmstack.errors import printable
+
+PATTERNS = Path(__file__).with_name("engine_log.yaml")
+MESSAGE_LINES = 4  # lines of an exception's message kept after its first
+# "(EngineCore pid=1872) INFO ..." (vLLM's engine core), "(TaskRunnerV1 pid=8235) ..." (a Ray actor), with
+# Ray's colour codes around the prefix
+_PROCESS = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?P<name>[A-Za-z_][\w.:-]*)(?: pid=(?P<pid>\d+))?[^)]*\)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_ERROR = re.compile(
+    r"^(?:Traceback \(most recent call last\)|(?:ERROR|CRITICAL)\b|Segmentation fault|Fatal Python error|"
+    r".*core dumped)"
+)
+# "ERROR 12-04 23:34:18 [multiproc_executor.py:953] ", "INFO 12-01 20:13:07 [cuda.py:480] "
+_LOG_PREFIX = re.compile(
+    r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\]\s?"
+)
+# an exception as Python prints its last line: "ValueError: ...", "torch.OutOfMemoryError: ..."
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b(?::|$)")
+_USING = re.compile(r"\bUsing\b\s+(?P<what>.{3,160})")
+
+
+@dataclass(frozen=True)
+class Selection:
+    category: str  # attention, moe, gemm, quantization, all-reduce, sampler, compile, other
+    text: str  # the engine's own words
+    process: str  # who said it: "EngineCore pid=1872", "main"
+
+
+@dataclass(frozen=True)
+class Failure:
+    process: str  # the process that broke first
+    lines: tuple[str, ...]  # its last error lines, verbatim (printable)
+    then: str | None = None  # the log's last error line, where another process said it
+
+
+@lru_cache(maxsize=1)
+def _categories() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    data = yaml.safe_load(PATTERNS.read_text(encoding="utf-8"))
+    return tuple((row["category"], re.compile(row["pattern"])) for row in data["selections"])
+
+
+def _process(line: str) -> tuple[str, str]:
+    """(who printed the line, the line without the prefix)."""
+    found = _PROCESS.match(line)
+    if not found:
+        return "main", _ANSI.sub("", line)
+    who = found.group("name") + (f" pid={found.group('pid')}" if found.group("pid") else "")
+    return who, _ANSI.sub("", line[found.end() :]).strip()
+
+
+def selections(text: str) -> list[Selection]:
+    """Every selection the log names, in order, each once per process."""
+    out: list[Selection] = []
+    seen: set[tuple[str, str]] = set()
+    for raw in text.splitlines():
+        who, line = _process(raw)
+        category = next((name for name, pattern in _categories() if pattern.search(line)), None)
+        if category is None and _USING.search(line) and re.search(r"\b(?:INFO|WARNING)\b", line):
+            category = "other"
+        if category is None or "with config:" in line:  # vLLM's whole-config dump names every knob
+            continue
+        said = printable(re.sub(r"^.*?\[[\w.]+:\d+\]\s*", "", line))[
+            :240
+        ]  # drop "INFO 12-01 20:13:07 [x.py:1]"
+        if (who.split(" pid=")[0], said) in seen:
+            continue
+        seen.add((who.split(" pid=")[0], said))
+        out.append(Selection(category, said, who))
+    return out
+
+
+def _bare(line: str) -> str:
+    """A line without a logger's "ERROR 12-04 23:34:18 [file.py:953] " prefix."""
+    return _LOG_PREFIX.sub("", line)
+
+
+def failure(text: str, keep: int = 12) -> Failure | None:
+    """Where the run first broke: the process of the log's first raised exception (a root cause comes before
+    the errors it sets off in the processes that waited on it), with its traceback's last lines, and the
+    log's last error line when another process said it. None when the log holds no error."""
+    parsed = [_process(line) for line in text.splitlines()]
+    raised = [i for i, (_, line) in enumerate(parsed) if _RAISED.match(_bare(line))]
+    errors = [i for i, (_, line) in enumerate(parsed) if _ERROR.search(line)]
+    if not raised and not errors:
+        return None
+    at = raised[0] if raised else errors[-1]
+    who = parsed[at][0]
+    mine = [(i, _bare(line)) for i, (p, line) in enumerate(parsed[: at + 1]) if p == who]
+    start = next(
+        (k for k in range(len(mine) - 1, -1, -1) if "Traceback" in mine[k][1]), max(len(mine) - keep, 0)
+    )
+    block = [printable(line)[:400] for _, line in mine[start:]]
+    # the exception's message may go on (pydantic's "1 validation error for X" names the field below it)
+    for who_next, line in parsed[at + 1 : at + 1 + MESSAGE_LINES]:
+        if who_next != who or not line.startswith(" ") or _LOG_PREFIX.match(line):
+            break
+        block.append(printable(line)[:400])
+    tail = tuple(block if len(block) <= keep else [block[0], "...", *block[-(keep - 2) :]])
+    last = raised[-1] if raised else errors[-1]
+    then = None
+    if parsed[last][0] != who:
+        then = f"{parsed[last][0]}: {printable(_bare(parsed[last][1]))[:300]}"
+    return Failure(who, tail, then)
