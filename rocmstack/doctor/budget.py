@@ -28,6 +28,7 @@ COSTS_FILE = Path(__file__).with_name("costs.yaml")
 DEFAULT_OWN_COST = 0.05
 # the module each guarded probe imports (rocmstack/platform/probes/*_probe.py)
 PROBE_MODULES = {"torch": "torch", "ray": "ray", "vllm": "vllm", "amdsmi": "amdsmi", "nvml": "pynvml"}
+PROBE_MODULES["loads"] = "vllm"  # its import is the sweep's cost; without vLLM it imports torch at most
 VENDOR_TOOLS = frozenset({"rocm-smi", "amd-smi", "rocminfo", "nvidia-smi"})  # the need "tools"
 # what decides where this Python finds its modules: the probes see the run's environment, not ours
 IMPORT_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSAFEPATH")

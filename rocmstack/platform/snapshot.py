@@ -18,7 +18,7 @@ from rocmstack.platform.masks import MaskView, mask_view
 from rocmstack.platform.tools import Pending, ProbeResult, ToolRun, finish_probe, start_probe, start_tool
 from rocmstack.signals import stops_deferred
 
-HEAVY_PROBES = ("torch", "ray", "vllm")  # --fast skips these: they import torch or ray
+HEAVY_PROBES = ("torch", "ray", "vllm", "loads")  # --fast skips these: they import torch, ray or vLLM
 TOOLS = {**rocm.TOOL_ARGV, "nvidia-smi": cuda.NVIDIA_SMI_ARGV, "amd-smi-partition": rocm.PARTITION_ARGV}
 
 

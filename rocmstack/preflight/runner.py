@@ -23,6 +23,8 @@ from typing import Any
 
 from rocmstack.errors import InputError, printable
 from rocmstack.gpu.weight_sync import free_port
+from rocmstack.gpu.worker_masks import job_env as masked_env
+from rocmstack.gpu.worker_masks import judge, read_records
 from rocmstack.platform.tools import run_tool
 from rocmstack.preflight.adapters import ADAPTERS, Adapter, Inputs, Step, choose
 from rocmstack.preflight.engine_log import failure, selections
@@ -192,6 +194,42 @@ def _framework(step: Step, env: Mapping[str, str], req: PreflightRequest, log: P
     }
 
 
+def node_gpus(sysfs: Path = Path("/sys"), proc: Path = Path("/proc")) -> tuple[str, int]:
+    """(vendor, physical GPUs) of this node, from the kernel's own lists: KFD's GPU nodes (AMD), the NVIDIA
+    driver's per-GPU folders; ("none", 0) on a node without either."""
+    nodes = sysfs / "class/kfd/kfd/topology/nodes"
+    amd = [n for n in nodes.glob("*/properties") if "simd_count 0" not in n.read_text(errors="replace")]
+    if nodes.is_dir() and amd:
+        return "amd", len(amd)
+    nvidia = list((proc / "driver/nvidia/gpus").glob("*"))
+    return ("nvidia", len(nvidia)) if nvidia else ("none", 0)
+
+
+def _workers(masks_dir: Path, step: Step, env: Mapping[str, str]) -> dict[str, Any]:
+    """Every Python process of the step, as it recorded itself, judged against what the job was given."""
+    found = read_records(masks_dir)
+    vendor, physical = node_gpus()
+    rows = [
+        {"pid": r.pid, "worker": r.name, "masks": {k: v for k, v in r.env.items() if k.endswith("VISIBLE_DEVICES")},
+         "torch": r.torch}
+        for r in found.records
+    ]  # fmt: skip
+    out: dict[str, Any] = {
+        "recorded": len(found.records),
+        "unreadable": list(found.unreadable),
+        "processes": rows,
+    }
+    if vendor == "none":
+        out.update(judged=0, mismatches=[], note="no GPU on this node: the masks are recorded, not judged")
+        return out
+    verdict = judge(
+        found.records, vendor=vendor, allocation=min(step.gpus, physical) or physical, physical=physical,
+        job_env=env,
+    )  # fmt: skip
+    out.update(judged=verdict.judged, mismatches=list(verdict.lines))
+    return out
+
+
 def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -> dict[str, Any]:
     """The report (a dict, schema rocmstack.preflight/1); raises InputError for bad input, before any work."""
     adapter = choose(req.argv, req.framework)
@@ -201,7 +239,12 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
     t0 = time.monotonic()
     inputs, shrunk = make_inputs(req, adapter, config)
     step = adapter.rewrite(req.argv, inputs)
-    env = {**os.environ, **req.env, **step.env}
+    masks_dir = req.work_dir / "masks"
+    if masks_dir.is_dir():  # a new run's records only
+        for old in masks_dir.iterdir():
+            old.unlink()
+    # every Python process of the step records its masks and devices (rocmstack.gpu.worker_masks)
+    env = masked_env(masks_dir, {**os.environ, **req.env, **step.env})
     secrets = secret_values(env)
     report: dict[str, Any] = {
         "schema": SCHEMA,
@@ -235,10 +278,17 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
     text = log.read_text(errors="replace") if log.is_file() else ""
     found = selections(text)
     broke = failure(text) if run["problem"] else None
-    passed = run["problem"] is None
+    workers = _workers(masks_dir, step, {**os.environ, **req.env})
+    problem = run["problem"] or (
+        f"{len(workers['mismatches'])} worker(s) with the wrong GPUs: {workers['mismatches'][0]}"
+        if workers["mismatches"]
+        else None
+    )
+    passed = problem is None
     report.update(
         passed=passed,
-        verdict="PASSED" if passed else f"FAILED: {run['problem']}",
+        verdict="PASSED" if passed else f"FAILED: {problem}",
+        workers=workers,
         run=run,
         log=str(log),
         selections=[asdict(s) for s in found],

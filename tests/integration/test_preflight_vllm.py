@@ -43,6 +43,10 @@ def test_the_jobs_own_server_serves_a_completion_on_the_shrunk_model(tmp_path):
     assert report["run"]["ready"] and report["run"]["answer"] is not None
     assert any(s["text"].startswith("Resolved architecture: Qwen3ForCausalLM") for s in report["selections"])
     assert report["failure"] is None
+    # each Python process the launcher started recorded itself: the server, its engine core, its worker
+    names = " ".join(p["worker"] for p in report["workers"]["processes"])
+    assert report["workers"]["recorded"] >= 3 and "vllm.entrypoints.openai.api_server" in names, names
+    assert any(p["torch"] is not None for p in report["workers"]["processes"])  # the engine imported torch
 
 
 def test_a_fault_in_the_jobs_engine_args_fails_naming_the_engines_reason(tmp_path):

@@ -115,7 +115,7 @@ def test_checks_after_a_spent_budget_are_skipped_not_overrun(monkeypatch):
 CPU_NODE = Node(
     amd_hw=False,
     nvidia_hw=False,
-    missing=frozenset({"vllm", "amdsmi"}),
+    missing=frozenset({"vllm", "amdsmi", "loads"}),
     on_path=frozenset({"rocm-smi", "rocminfo", "dmesg"}),
 )
 
@@ -191,14 +191,23 @@ def test_a_10s_budget_fits_level_1_on_the_h200_node_of_the_evidence():
     h200 = Node(
         amd_hw=False,
         nvidia_hw=True,
-        missing=frozenset({"amdsmi", "vllm"}),
+        missing=frozenset({"amdsmi", "vllm", "loads"}),
         on_path=frozenset({"nvidia-smi", "dmesg"}),
     )
     assert [c.id for c in plan(level_checks(2), 10.0, node=h200).run] == [c.id for c in level_checks(1)]
     # with vLLM installed its import (11-15 s there) cannot fit, and the checks that need it are named
     with_vllm = dataclasses.replace(h200, missing=frozenset({"amdsmi"}))
     over = [c.id for c, _, _ in plan(level_checks(1), 10.0, node=with_vllm).over]
-    assert over == ["vllm-flavour", "device-name", "fp8-type", "fast-path-kernels"]
+    assert over == [
+        "vllm-flavour",
+        "device-name",
+        "fp8-type",
+        "fast-path-kernels",
+        "native-extensions",
+        "engine-defaults",
+        "rocm-kernel-files",
+        "smi-init",
+    ]
 
 
 def test_communicator_churn_runs_as_many_inits_as_the_budget_holds():

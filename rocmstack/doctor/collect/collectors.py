@@ -23,7 +23,7 @@ from rocmstack.platform.tools import current_python
 
 Progress = Callable[[str], None]
 # the snapshot's guarded probes (rocmstack/platform/probes/*_probe.py) and its tool sets
-PROBES = frozenset({"torch", "ray", "vllm", "amdsmi", "nvml"})
+PROBES = frozenset({"torch", "ray", "vllm", "amdsmi", "nvml", "loads"})
 TOOL_SETS: Mapping[str, frozenset[str]] = {
     "tools": VENDOR_TOOLS,
     "partition": frozenset({"amd-smi-partition"}),
