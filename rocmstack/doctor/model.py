@@ -87,17 +87,15 @@ class GpuScope:
     job: str | None = None  # the Prolog's or Epilog's job
     # the GPUs (physical index) this run judges; None: every GPU but those in use (the health check)
     judged: frozenset[int] | None = None
-    in_use: Mapping[int, tuple[str, ...]] = dataclasses.field(
-        default_factory=dict
-    )  # GPU -> running jobs given it
-    job_pids: Mapping[int, str] = dataclasses.field(
-        default_factory=dict
-    )  # pid -> the running job it belongs to
+    # GPU -> the running jobs Slurm gave it; pid -> the running job it belongs to
+    in_use: Mapping[int, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    job_pids: Mapping[int, str] = dataclasses.field(default_factory=dict)
     running: frozenset[str] = frozenset()  # the jobs running (or completing) on this node
     tracked: bool = True  # Slurm gives out this node's GPUs (a gpu gres): a job's GPUs are known
 
     def judges(self, gpu: int) -> bool:
-        return (self.judged is None or gpu in self.judged) and gpu not in self.in_use
+        # a Prolog's or Epilog's job's own GPUs are judged whoever holds them; a health check leaves jobs theirs
+        return gpu in self.judged if self.judged is not None else gpu not in self.in_use
 
     def why_not(self, gpu: int) -> str:
         """Why GPU ``gpu`` is not judged (only when ``judges`` is False)."""

@@ -429,3 +429,22 @@ def test_outside_slurm_a_job_running_the_doctor_keeps_its_own_processes(tmp_path
     result = gpu_memory_free(snap, DoctorOptions(sysfs_root=sysfs, proc_root=proc))
     assert result.status is Status.PASS
     assert any(f"not counted: Slurm job {JOB}'s own process" in d for d in result.details)
+
+
+def test_a_prolog_judges_its_own_gpu_even_where_slurm_lists_another_job_on_it(tmp_path):
+    # a shared gres (or a job escaping its allocation) on job B's GPU: B still cannot have that memory
+    snap, sysfs, proc = busy_amd(tmp_path, {1168514: (1, ENGINE_BYTES, JOB)})
+    prolog = scoped(
+        sysfs,
+        proc,
+        hook="prolog",
+        job="4243",
+        judged=frozenset({1}),
+        in_use={1: (JOB,)},
+        running=frozenset({JOB}),
+    )
+    result = gpu_memory_free(snap, prolog)
+    assert result.status is Status.FAIL
+    assert (
+        f"GPU 1: pid 1168514 (pt_main_thread --worker) of Slurm job {JOB} holds 176932 MiB" in result.details
+    )
