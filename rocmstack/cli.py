@@ -44,6 +44,7 @@ COMMAND_MODULES = (
     "rocmstack.validate.commands",
     "rocmstack.publish.commands",
     "rocmstack.commands.preflight",
+    "rocmstack.commands.advisories",
 )
 
 

@@ -10,6 +10,12 @@ import typer
 
 from rocmstack.errors import InputError, quoted
 
+ADVISORIES_DIR_OPT = typer.Option(
+    [],
+    "--advisories-dir",
+    metavar="DIR",
+    help="Also match the advisories (*.yaml) in this folder, after the shipped ones (repeat)",
+)
 PATCHES_DIR_OPT = typer.Option(
     None,
     "--patches-dir",

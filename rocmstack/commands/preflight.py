@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from rocmstack.errors import InputError, printable
-from rocmstack.options import JSON_OPT, parse_duration
+from rocmstack.options import ADVISORIES_DIR_OPT, JSON_OPT, parse_duration
 
 
 def _env(pairs: list[str], env_file: Path | None) -> dict[str, str]:
@@ -79,6 +79,7 @@ def register(app: typer.Typer) -> None:
             "5m", "--timeout", metavar="TIME", help="Time limit of the step, e.g. 90s or 5m."
         ),
         layers: int = typer.Option(2, "--layers", metavar="N", help="Layers of the shrunk model."),
+        advisories_dir: list[Path] = ADVISORIES_DIR_OPT,
         dry_run: bool = typer.Option(
             False, "--dry-run", help="Write the inputs and print the step's command; run nothing."
         ),
@@ -113,8 +114,9 @@ def register(app: typer.Typer) -> None:
             work_dir = Path(tempfile.mkdtemp(prefix="rocmstack-preflight-"))
         err = stderr()
         req = PreflightRequest(
-            tuple(argv), work_dir.resolve(), framework, model_config, job_env, limit, layers, dry_run
-        )
+            tuple(argv), work_dir.resolve(), framework, model_config, job_env, limit, layers, dry_run,
+            tuple(advisories_dir),
+        )  # fmt: skip
         report = run_preflight(req, progress=lambda m: err.print(f"[dim]{m}[/dim]", highlight=False))
         if json_out:
             print_json(report)
@@ -161,4 +163,8 @@ def _print(report: dict) -> None:
             out.write(f"    {line}\n")
         if broke.get("then"):
             out.write(f"  then {broke['then']}\n")
+    for known in report.get("known_causes", []):
+        out.write(
+            f"  known cause {known['id']}: {known['title']}\n    fix: {known['fix']}\n    {known['source']}\n"
+        )
     out.write(f"  log: {report['log']}\n")

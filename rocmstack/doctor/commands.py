@@ -13,7 +13,14 @@ from typing import Any
 import typer
 
 from rocmstack.errors import InputError, quoted
-from rocmstack.options import BARE_SAVE_BASELINE, DOCTOR_SKIP_OPT, JSON_OPT, old_spelling, renamed
+from rocmstack.options import (
+    ADVISORIES_DIR_OPT,
+    BARE_SAVE_BASELINE,
+    DOCTOR_SKIP_OPT,
+    JSON_OPT,
+    old_spelling,
+    renamed,
+)
 
 
 def split_ids(values: list[str]) -> tuple[str, ...]:
@@ -121,6 +128,7 @@ def register(app: typer.Typer) -> None:
             help="Share of each GPU's memory the job's engine takes (vLLM gpu_memory_utilization, "
             "SGLang mem_fraction_static).",
         ),
+        advisories_dir: list[Path] = ADVISORIES_DIR_OPT,
         allow_pid: list[int] = typer.Option(
             [], "--allow-pid", metavar="PID", help="A process whose GPU memory is the job's own (repeat)."
         ),
@@ -283,6 +291,7 @@ def register(app: typer.Typer) -> None:
             tensor_parallel=tensor_parallel,
             memory_share=memory_share,
             allow_pids=tuple(allow_pid),
+            advisories_dirs=tuple(advisories_dir),
             probe_timeout=timeout,
             sysfs_root=sysfs_root,
             dev_root=dev_root,
@@ -449,6 +458,7 @@ def register(app: typer.Typer) -> None:
 HELP_PANELS: dict[str, tuple[str, ...]] = {
     "Level 1: this node's facts": (
         "--fast", "--deep", "--expect-gpus", "--tensor-parallel", "--memory-share", "--allow-pid", "--timeout",
+        "--advisories-dir",
         "--model", "--gpu-arch", "--kv-cache-dtype", "--models",
     ),
     "Level 2: active probes on this node": (

@@ -200,6 +200,7 @@ class DoctorOptions:
     budget_s: float | None = None  # --budget: only the checks whose cost fits (rocmstack.doctor.budget)
     history_dir: Path | None = None  # --history: this node's earlier runs (rocmstack.doctor.history)
     scope: GpuScope | None = None  # a Slurm hook's: the GPUs it may judge (None: every GPU, outside Slurm)
+    advisories_dirs: tuple[Path, ...] = ()  # a lab's own advisories, after the shipped ones
     active: ActiveOptions = ActiveOptions()
     cluster: ClusterOptions = ClusterOptions()
     burnin: BurninOptions = BurninOptions()

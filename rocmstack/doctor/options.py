@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rocmstack.advisories.load import load_all
 from rocmstack.doctor.bars import load_bars
 from rocmstack.doctor.budget import default_level
 from rocmstack.doctor.checks.checkpoint import data
@@ -57,6 +58,8 @@ def validated(
         )
     for pid in opts.allow_pids:
         _check_allow_pid(pid, opts.proc_root)
+    if opts.advisories_dirs:
+        load_all(opts.advisories_dirs)  # a bad advisory of the lab's is one line now, not a check's error
     if opts.fast and opts.deep:
         raise InputError("--fast and --deep both given", fix="--deep initialises torch's runtime; drop one")
     for op in opts.active.collectives:

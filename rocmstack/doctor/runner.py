@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack import __version__
+from rocmstack.advisories.match import known_causes
 from rocmstack.doctor.budget import node_of, plan
 from rocmstack.doctor.checks import ALL_CHECKS, BY_ID
 from rocmstack.doctor.collect.collectors import collect, needs_of, run_time_costs
@@ -95,6 +96,15 @@ def over_budget_row(check: Check, extra_s: float, probes: tuple[str, ...], budge
     }
 
 
+def name_known_causes(rows: list[dict], opts: DoctorOptions) -> None:
+    """A failing row whose text the field's error signatures know gets their advisories (id, fix, source)."""
+    for row in rows:
+        if row["status"] in ("fail", "error"):
+            known = known_causes("\n".join([row["summary"], *row["details"]]), opts.advisories_dirs)
+            if known:
+                row["advisories"] = known
+
+
 def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], None] | None = None) -> dict:
     opts = options or DoctorOptions()
     if opts.env is None:
@@ -162,6 +172,7 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
     for check, extra, probes in over:
         by_id[check.id] = over_budget_row(check, extra, probes, opts.budget_s or 0.0)
     results = [by_id[c.id] for c in selected]
+    name_known_causes(results, opts)
     try:
         platform = {
             "vendor": snap.vendor(),

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocmstack.advisories.match import known_causes
 from rocmstack.errors import InputError, printable
 from rocmstack.gpu.weight_sync import free_port
 from rocmstack.gpu.worker_masks import job_env as masked_env
@@ -51,6 +52,7 @@ class PreflightRequest:
     timeout_s: float = 300.0
     layers: int = LAYERS
     dry_run: bool = False  # make the inputs and the command, run nothing
+    advisories_dirs: tuple[Path, ...] = ()  # a lab's own advisories, matched after the shipped ones
 
 
 def _model_config(req: PreflightRequest, named: str | None) -> dict[str, Any]:
@@ -285,7 +287,9 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
         else None
     )
     passed = problem is None
+    # the field's error signatures over the whole log: a known cause and its fix, where one is known
     report.update(
+        known_causes=known_causes(text, req.advisories_dirs) if not passed else [],
         passed=passed,
         verdict="PASSED" if passed else f"FAILED: {problem}",
         workers=workers,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from rocmstack.options import (
+    ADVISORIES_DIR_OPT,
     ARCH_OPT,
     IGNORE_OPT,
     JSON_OPT,
@@ -92,9 +93,11 @@ def register(app: typer.Typer) -> None:
             False, "--offline", help="Check against the lock only; do not run the resolver (no network)"
         ),
         patches_dir: Path | None = PATCHES_DIR_OPT,
+        advisories_dir: list[Path] = ADVISORIES_DIR_OPT,
         json_out: bool = JSON_OPT,
     ) -> None:
-        """Evaluate every compatibility rule and the resolver against the resolved pins; exit 1 if any fails.
+        """Evaluate every compatibility rule, the known-bad versions and the resolver against the resolved pins;
+        exit 1 if any fails.
 
         The resolver (uv, cached) resolves every pip layer for the image's platform: an unsatisfiable set
         fails with the conflict in one line and uv's explanation below; a lock that no longer matches what it
@@ -102,19 +105,31 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
         from rich.table import Table
 
-        from rocmstack.errors import RuleFailure
+        from rocmstack.advisories.load import load_all
+        from rocmstack.errors import InputError, RuleFailure
         from rocmstack.output import console, print_json, print_table, quiet
         from rocmstack.patches import chosen_patches_dir, load_patches
+        from rocmstack.rules.advisory_rows import advisory_results
         from rocmstack.rules.engine import evaluate_rules, load_rules
         from rocmstack.rules.resolver_row import resolver_result
 
         rules = load_rules()
+        advisories = load_all(advisories_dir)
+        # --ignore-rule advisory:<id> leaves out a known-bad version the lab accepts
+        ignored_advisories = {i for i in ignore if i.startswith("advisory:")}
+        unknown = sorted(ignored_advisories - {f"advisory:{a.id}" for a in advisories})
+        if unknown:
+            raise InputError(
+                f"--ignore-rule {unknown[0]}: no such advisory", fix="see `rocmstack advisories`"
+            )
+        ignore = [i for i in ignore if i not in ignored_advisories]
         runs = []
         details: dict[str, str] = {}
         for r in _targets(recipe, gpu_arch, every, overrides):
             # Each recipe's own folder (--all may mix them); --patches-dir wins for all.
             patches = load_patches(chosen_patches_dir(r.recipe, r.source, patches_dir))
             results = evaluate_rules(r, ignore=ignore, rules=rules, patches=patches)
+            results += [x for x in advisory_results(r, advisories) if x.id not in ignored_advisories]
             row, detail = resolver_result(r, offline=offline)
             if detail:
                 details[f"{r.recipe.name} [{r.arch_list}]"] = detail

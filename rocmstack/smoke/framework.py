@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rocmstack.advisories.match import known_causes
 from rocmstack.contract import LOCK_PATH
 from rocmstack.errors import InputError, printable
 from rocmstack.output import dumps, print_table, stderr, stdout, warn
@@ -411,6 +412,8 @@ def run_framework_smoke(
         "failed": failed,
         "passed": not failed,
         "log_tail": [] if not failed else _tail(run.stdout),
+        # the field's error signatures over the framework's whole log: a known cause and its fix
+        "known_causes": known_causes(run.stdout) if failed else [],
     }
     (work_dir / "summary.json").write_text(dumps(json_safe(summary)))
     return summary
@@ -484,6 +487,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"run {summary['run_s']:.1f} s (inputs {summary['inputs_s']:.1f} s), log {summary['log']}"
     )
     print_table(criteria_table(summary), console)
+    for known in summary.get("known_causes", []):
+        console.print(f"known cause {known['id']}: {known['title']}; fix: {known['fix']}", markup=False)
     if not summary["passed"] and summary["log_tail"]:
         console.print("last lines of the log:", markup=False)
         for line in summary["log_tail"][-10:]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmstack import __version__
+from rocmstack.advisories.match import known_causes
 from rocmstack.bench.baseline import compare, load_baseline
 from rocmstack.bench.plot import plot_reports
 from rocmstack.bench.report import HEADLINE, check_rates
@@ -188,6 +189,7 @@ def _crash(name: str, exc: BaseException, t0: float) -> dict[str, Any]:
     # the cause; the whole text stays in the report.
     lines = [printable(ln.strip()) for ln in str(exc).splitlines() if ln.strip()]
     cause = lines[-1] if lines else ""
+    known = known_causes(f"{exc}\n{''.join(frames)}")
     return stage(
         name,
         ERROR,
@@ -195,6 +197,7 @@ def _crash(name: str, exc: BaseException, t0: float) -> dict[str, Any]:
         f"{type(exc).__name__}: {cause}"[:500],
         traceback="".join(frames),
         **({"error": printable(str(exc), keep="\n")[-8000:]} if len(lines) > 1 else {}),
+        **({"known_causes": known} if known else {}),
     )
 
 

@@ -129,10 +129,18 @@ def test_mask_naming_a_missing_device(node):
     assert "names device 1" in check(report, "visibility-masks")["summary"]
 
 
-def test_noset_hip_without_cuda(node):
-    node.env["RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"] = "1"
+def test_noset_cuda_without_hip_leaves_a_stale_cuda_mask(node):
+    node.env["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1"
+    node.env["CUDA_VISIBLE_DEVICES"] = node.env["HIP_VISIBLE_DEVICES"] = "0"
     report = run_doctor(node.options())
     assert failing(report) == {"ray-env"}
+
+
+def test_noset_hip_alone_is_healthy_on_amd(node):
+    # slime's AMD run script: Ray then sets no mask on AMD (it manages HIP_VISIBLE_DEVICES alone)
+    node.env["RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"] = "1"
+    report = run_doctor(node.options())
+    assert failing(report) == set()
 
 
 def test_override_on_zero_warns(node):

@@ -35,7 +35,12 @@ def test_ray_env():
         "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1",
     }
     assert ray_env(amd(both), OPTS).status == Status.PASS  # vime's image sets both
-    assert ray_env(amd({"RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES": "1"}), OPTS).status == Status.FAIL
+    # slime's AMD run script sets NOSET_HIP alone: on AMD Ray then sets no mask at all (amd_gpu.py)
+    assert ray_env(amd({"RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES": "1"}), OPTS).status == Status.PASS
+    cuda_only = {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
+    assert ray_env(amd(cuda_only), OPTS).status == Status.WARN  # no effect on AMD
+    stale = ray_env(amd({**cuda_only, "CUDA_VISIBLE_DEVICES": "0,1", "HIP_VISIBLE_DEVICES": "0,1"}), OPTS)
+    assert stale.status == Status.FAIL and "CUDA_VISIBLE_DEVICES=0,1 stays" in stale.summary
     assert ray_env(amd({"RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES": "1"}), OPTS).status == Status.WARN
     assert ray_env(amd({"RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "1"}), OPTS).status == Status.WARN
     assert ray_env(amd({"RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}), OPTS).status == Status.PASS

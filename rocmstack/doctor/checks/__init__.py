@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rocmstack.doctor.checks import (
+    advisories,
     amdsmi,
     burnin,
     caches,
@@ -38,6 +39,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *envlint.CHECKS,
     *packages.CHECKS,
     *runtime.CHECKS,
+    *advisories.CHECKS,
     *image.CHECKS,
     *caches.CHECKS,
     *checkpoint.CHECKS,

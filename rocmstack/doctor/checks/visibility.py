@@ -56,14 +56,22 @@ def ray_env(snap: Snapshot, opts: DoctorOptions) -> Result:
         "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES" in on,
         "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES" in on,
     )
-    if vendor == "amd" and hip != cud:
-        which = "HIP" if hip else "CUDA"
-        return failed(
-            f"only RAY_EXPERIMENTAL_NOSET_{which}_VISIBLE_DEVICES is set: Ray sets one mask per actor "
-            "and leaves the other stale, so HIP and CUDA masks disagree inside workers",
+    # On AMD Ray manages HIP_VISIBLE_DEVICES alone (ray/_private/accelerators/amd_gpu.py, 2.5x-2.60):
+    # NOSET_HIP leaves every mask to the job; NOSET_CUDA changes nothing, so a CUDA mask the job sets stays
+    # the same in every actor while Ray narrows HIP's, and the two disagree.
+    if vendor == "amd" and cud and not hip:
+        if "CUDA_VISIBLE_DEVICES" in env:
+            return failed(
+                "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES is set without _HIP_: on AMD Ray still sets "
+                f"HIP_VISIBLE_DEVICES per actor, and CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']} stays "
+                "as it is in every one, so HIP and CUDA masks disagree inside workers",
+                *notes,
+                fix="Set RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1 too, or unset CUDA_VISIBLE_DEVICES",
+            )
+        return warned(
+            "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES has no effect on AMD: Ray manages HIP_VISIBLE_DEVICES",
             *notes,
-            fix="Set both RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1 and "
-            "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES=1, or neither",
+            fix="Use RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1 to keep Ray's hands off the masks",
         )
     if override is not None and override.lower() in TRUTHY:
         return warned(
