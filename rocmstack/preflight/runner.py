@@ -28,7 +28,7 @@ from rocmstack.gpu.worker_masks import job_env as masked_env
 from rocmstack.gpu.worker_masks import judge, read_records
 from rocmstack.platform.tools import run_tool
 from rocmstack.preflight.adapters import ADAPTERS, Adapter, Inputs, Step, choose
-from rocmstack.preflight.engine_log import failure, selections
+from rocmstack.preflight.engine_log import Failure, failure, selections
 from rocmstack.preflight.shrink import LAYERS, read_config, write_shrunk_model
 from rocmstack.redact import scrub, secret_values
 from rocmstack.smoke.framework_inputs import REWARD_MODULE, REWARD_SOURCE, rows, write_parquet
@@ -280,6 +280,8 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
     text = log.read_text(errors="replace") if log.is_file() else ""
     found = selections(text)
     broke = failure(text) if run["problem"] else None
+    if run["problem"] and broke is None and text.strip():  # no traceback or error line: the log's own end
+        broke = Failure("main", tuple(printable(line)[:400] for line in text.strip().splitlines()[-8:]))
     workers = _workers(masks_dir, step, {**os.environ, **req.env})
     problem = run["problem"] or (
         f"{len(workers['mismatches'])} worker(s) with the wrong GPUs: {workers['mismatches'][0]}"

@@ -27,7 +27,9 @@ JOB = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "Qwen/Qw
 def _preflight(tmp_path: Path, *job: str) -> tuple[int, dict[str, Any]]:
     if not VLLM_PYTHON.is_file():
         pytest.skip(f"no vLLM venv at {VLLM_PYTHON} (make vllm-venv)")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PATH=f"{VLLM_PYTHON.parent}{os.pathsep}{os.environ['PATH']}")
+    # absolute, not resolved: the venv's python is a link to the base interpreter, and the step runs elsewhere
+    bindir = VLLM_PYTHON.absolute().parent
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
     cmd = [str(VLLM_PYTHON), "-m", "rocmstack", "preflight", "--json", "--model-config", str(CONFIG)]
     cmd += ["--work-dir", str(tmp_path / "work"), "--timeout", "4m", "--", *job]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=500, check=False)

@@ -1,0 +1,42 @@
+"""The preflight's run of a framework step, with a stand-in launcher that fails the way a real one can
+(no traceback, an exit code): the verdict, the log's end as the failure, and a dry run's report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rocmstack.preflight.runner import PreflightRequest, run_preflight
+
+TINY = {
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 640,
+    "torch_dtype": "bfloat16",
+}  # fmt: skip
+
+
+def _request(tmp_path: Path, argv: list[str], **kw) -> PreflightRequest:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(TINY))
+    return PreflightRequest(tuple(argv), tmp_path / "work", "verl", config, timeout_s=60, **kw)
+
+
+def test_a_launcher_that_exits_without_a_traceback_fails_with_its_last_lines(tmp_path):
+    report = run_preflight(_request(tmp_path, ["sh", "-c", "echo loading; echo 'no GPU found' >&2; exit 3"]))
+    assert report["passed"] is False and report["verdict"] == "FAILED: the command exited 3"
+    assert report["failure"]["process"] == "main" and report["failure"]["lines"][-1] == "no GPU found"
+    assert report["model"]["layers_before"] == 4 and (tmp_path / "work/model/model.safetensors").is_file()
+
+
+def test_a_step_that_exits_0_without_its_step_line_did_not_run(tmp_path):
+    report = run_preflight(_request(tmp_path, ["sh", "-c", "echo started"]))
+    assert report["verdict"] == "FAILED: the command exited 0 but its log shows no finished step"
+    ok = run_preflight(_request(tmp_path, ["sh", "-c", "echo 'step:1 - actor/pg_loss:0.1'"]))
+    assert ok["passed"] is True and ok["failure"] is None
+
+
+def test_a_dry_run_writes_the_inputs_and_runs_nothing(tmp_path):
+    report = run_preflight(_request(tmp_path, ["python3", "-m", "verl.trainer.main_ppo"], dry_run=True))
+    assert report["passed"] is None and report["verdict"] == "NOT RUN (--dry-run)"
+    assert "trainer.total_training_steps=1" in report["step_argv"]
+    assert (tmp_path / "work/data/train.parquet").is_file() and not (tmp_path / "work/step.log").exists()
