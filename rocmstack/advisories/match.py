@@ -33,24 +33,23 @@ class Match:
     why: str  # "rocm 7.2.1 in >=7.2.0,<7.3; gfx942"
 
 
-def _version(text: str) -> Version | None:
-    """A version as advisories compare it: a pre-release, dev, post or local build (0.27.0rc1, 2.9.0+rocm7.0,
-    7.2.1.70201-81) counts as the release it is of, whose bugs it carries."""
-    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", text)
+def _versions(text: str) -> tuple[Version, ...]:
+    """A version as advisories compare it: itself (its local build tag dropped: 2.9.0+rocm7.0 is 2.9.0) and,
+    for a pre-release, dev or post build, the release it is of (0.27.0rc1 carries 0.27.0's bugs)."""
+    m = re.match(r"\s*v?(\d+(?:\.\d+)*(?:(?:a|b|rc|\.?post|\.?dev)\d*)*)", text)
     try:
-        return Version(Version(m.group(1)).base_version) if m else None
+        public = Version(m.group(1)) if m else None
     except InvalidVersion:
-        return None
+        return ()
+    return () if public is None else tuple(dict.fromkeys((public, Version(public.base_version))))
 
 
 def _holds(advisory: Advisory, inv: Inventory) -> tuple[bool, list[str]]:
     why: list[str] = []
     for affected in advisory.affects:
         given = inv.versions.get(affected.component)
-        version = _version(given) if given else None
-        if version is None:
-            return False, []
-        if not SpecifierSet(affected.versions).contains(version, prereleases=True):
+        spec = SpecifierSet(affected.versions)
+        if not given or not any(spec.contains(v, prereleases=True) for v in _versions(given)):
             return False, []
         why.append(f"{affected.component} {given} in {affected.versions}")
     if advisory.arch:

@@ -201,7 +201,7 @@ def test_check_names_a_shipped_advisory_on_a_recipe_pinning_its_versions():
     rows = {r["id"]: r for run in json.loads(ran.out) for r in run["results"]}
     row = rows[f"advisory:{SHIPPED_ROCM_70}"]
     assert row["status"] == "warn" and row["source"] == "https://github.com/ROCm/TheRock/issues/7877"
-    assert "(rocm 7.0.2 in >=7.0.0)" in row["reason"] and row["fix"]
+    assert "(rocm 7.0.2 in >=7.0.0,<8)" in row["reason"] and row["fix"]
 
 
 def test_the_doctor_names_a_shipped_advisory_on_a_replayed_rocm_70_node(tmp_path):
@@ -214,3 +214,31 @@ def test_the_doctor_names_a_shipped_advisory_on_a_replayed_rocm_70_node(tmp_path
     assert any(d.startswith(f"{SHIPPED_ROCM_70} (warn)") and "https://github.com/ROCm/TheRock/issues/7877" in d
                for d in result.details), result  # fmt: skip
     assert SHIPPED_ROCM_70 in (result.fix or "")
+
+
+def test_the_nodes_cxx_runtime_level_is_read_from_its_file(tmp_path):
+    from rocmstack.doctor.checks.advisories import glibcxx_level
+
+    lib = tmp_path / "libstdc++.so.6"
+    lib.write_bytes(b"\x7fELF...GLIBCXX_3.4.29\x00GLIBCXX_3.4.30\x00GLIBCXX_3.4\x00CXXABI_1.3.13\x00")
+    assert glibcxx_level((tmp_path / "missing.so", lib)) == "3.4.30"
+    assert glibcxx_level((tmp_path / "missing.so",)) is None
+    # a wheel built for 3.4.31 on that image: the shipped advisory holds by the numbers alone
+    aiter = next(a for a in load_all() if a.id == "aiter-0.1.12.post1-wheel-needs-glibcxx-3.4.31")
+    node = Inventory("n", {"aiter": "0.1.12.post1", "libstdcxx": "3.4.30", "rocm": "7.0.2"}, env={})
+    newer = Inventory("n", {"aiter": "0.1.12.post1", "libstdcxx": "3.4.32", "rocm": "7.0.2"}, env={})
+    assert [m.advisory.id for m in match([aiter], node)] == [aiter.id] and match([aiter], newer) == []
+
+
+def test_the_rocm_release_is_the_installations_own_record_not_hips_build_number(tmp_path):
+    from rocmstack.doctor.checks.advisories import rocm_release
+    from tests.fixtures.doctor.doctor_fakes import make_snapshot, probe
+
+    (tmp_path / ".info").mkdir()
+    (tmp_path / ".info/version").write_text("7.2.1-81\n")
+    hip = {"torch": probe("torch", {"hip": "7.2.26015-ab12"})}
+    assert rocm_release(make_snapshot(env={"ROCM_PATH": str(tmp_path)}, probes=hip)) == "7.2.1"
+    nowhere = {"ROCM_PATH": str(tmp_path / "none")}
+    assert rocm_release(make_snapshot(env=nowhere, dists={"torch": "2.9.1+rocm7.0.2"})) == "7.0.2"
+    # HIP's third field is a build: 7.2 only, so "7.2.1 or later" is never claimed from it
+    assert rocm_release(make_snapshot(env=nowhere, probes=hip)) == "7.2"

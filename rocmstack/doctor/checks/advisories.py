@@ -4,6 +4,8 @@ A match names the advisory, its source and its fix; FAIL or WARN as the advisory
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -26,18 +28,69 @@ def _driver(sysfs: Path) -> str | None:
         return None
 
 
+# where a distribution keeps the C++ runtime every native extension of the image links against
+LIBSTDCXX = (
+    Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6"),
+    Path("/usr/lib64/libstdc++.so.6"),
+    Path("/usr/lib/aarch64-linux-gnu/libstdc++.so.6"),
+    Path("/usr/lib/libstdc++.so.6"),
+)
+_GLIBCXX = re.compile(rb"GLIBCXX_3\.4\.(\d+)\b")
+
+
+def glibcxx_level(candidates: tuple[Path, ...] = LIBSTDCXX) -> str | None:
+    """The highest GLIBCXX_3.4.N the first libstdc++ found provides, as "3.4.N" (its version tags are in the
+    file: what a wheel built for a newer one fails on)."""
+    for path in candidates:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        levels = [int(m.group(1)) for m in _GLIBCXX.finditer(data)]
+        if levels:
+            return f"3.4.{max(levels)}"
+    return None
+
+
+def rocm_release(snap: Snapshot) -> str | None:
+    """The ROCm release as advisories name it (7.0.2): the installation's own record
+    ($ROCM_PATH/.info/version), torch's +rocm tag, the ROCm SDK wheels; else HIP's version, whose third field
+    is a build number (7.0.51831), as major.minor only."""
+    root = Path(snap.env.get("ROCM_PATH") or "/opt/rocm")
+    try:
+        found = re.match(r"(\d+\.\d+(?:\.\d+)?)", (root / ".info/version").read_text(encoding="utf-8"))
+        if found:
+            return found.group(1)
+    except OSError:
+        pass
+    tag = re.search(r"\+rocm(\d+\.\d+(?:\.\d+)?)", snap.dists.get("torch", ""))
+    if tag:
+        return tag.group(1)
+    for name in ("rocm-sdk-core", "rocm"):
+        if snap.dists.get(name):
+            return snap.dists[name]
+    hip = rocm_version(snap)
+    found = re.match(r"(\d+\.\d+)", hip or "")
+    return found.group(1) if found else None
+
+
 def node_inventory(snap: Snapshot, opts: DoctorOptions) -> Inventory:
     versions: dict[str, str] = {}
     for dist, version in snap.dists.items():
         name = DIST_ALIASES.get(str(canonicalize_name(dist)), str(canonicalize_name(dist)))
         if name in COMPONENTS and version:
             versions[name] = version
-    if snap.rocm_env() and (rocm := rocm_version(snap)):
+    if snap.rocm_env() and (rocm := rocm_release(snap)):
         versions["rocm"] = rocm
     if driver := _driver(opts.sysfs_root):
         versions["amdgpu-driver"] = driver
     if snap.python_version:
         versions["python"] = snap.python_version
+    if level := glibcxx_level():
+        versions["libstdcxx"] = level
+    libc = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None  # "glibc 2.36"
+    if libc and libc.startswith("glibc "):
+        versions["glibc"] = libc.split()[1]
     archs = frozenset(n.arch for n in snap.kfd or [])
     return Inventory("this node", versions, archs, dict(snap.env))
 
