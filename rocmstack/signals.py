@@ -5,7 +5,9 @@ the private Ray instances of doctor and smoke use it)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 
@@ -64,3 +66,23 @@ def stops_deferred() -> Iterator[None]:
         yield
     if got:
         signal.raise_signal(got[0])
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """Stop a child's whole process group (started with ``start_new_session``): SIGINT, then SIGTERM, then
+    SIGKILL, until it is gone.
+
+    Idempotent and not abortable: a signal that arrives meanwhile (a second Ctrl-C, CI's SIGTERM) moves on to
+    the next, harder signal at once; the caller's own exception still propagates afterwards."""
+    for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+        try:
+            if proc.poll() is not None:
+                return
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                return
+            proc.wait(timeout=wait)
+            return
+        except (subprocess.TimeoutExpired, KeyboardInterrupt, Terminated):
+            continue

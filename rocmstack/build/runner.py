@@ -10,7 +10,6 @@ seconds later), and a signal that arrives while stopping hurries the stop along 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import threading
 import time
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocmstack.build.progress import Event, Step, StepTracker
-from rocmstack.signals import Terminated, stop_signals_interrupt
+from rocmstack.signals import stop_group, stop_signals_interrupt
 
 TAIL_LINES = 30
 STOP_GRACE_S = 20
@@ -43,26 +42,6 @@ class RunResult:
         return self.returncode == 0 and not self.timed_out
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop the child's whole process group: SIGINT, then SIGTERM, then SIGKILL, until it is gone.
-
-    Idempotent and not abortable: a signal that arrives meanwhile (a second Ctrl-C, CI's SIGTERM) moves
-    on to the next, harder signal at once; the caller's own exception still propagates afterwards.
-    """
-    for sig, wait in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        try:
-            if proc.poll() is not None:
-                return
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                return
-            proc.wait(timeout=wait)
-            return
-        except (subprocess.TimeoutExpired, KeyboardInterrupt, Terminated):
-            continue
-
-
 def stream_lines(
     argv: Sequence[str],
     *,
@@ -72,7 +51,7 @@ def stream_lines(
 ) -> tuple[int, bool]:
     """Run ``argv`` in its own process group, each output line to ``on_line``; return (exit code, timed out).
 
-    At the deadline, on Ctrl-C or on any error here, the whole group is stopped (see ``_stop``).
+    At the deadline, on Ctrl-C or on any error here, the whole group is stopped (``signals.stop_group``).
     FileNotFoundError (no such program) propagates for the caller to name.
     """
     timed_out = threading.Event()
@@ -90,7 +69,7 @@ def stream_lines(
 
     def _deadline() -> None:
         timed_out.set()
-        _stop(proc)
+        stop_group(proc, STOP_GRACE_S)
 
     watchdog = threading.Timer(timeout_s, _deadline)
     watchdog.daemon = True
@@ -103,7 +82,7 @@ def stream_lines(
                     on_line(line)
                 returncode = proc.wait()
             except BaseException:
-                _stop(proc)
+                stop_group(proc, STOP_GRACE_S)
                 raise
     finally:
         watchdog.cancel()

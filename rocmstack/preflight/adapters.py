@@ -186,6 +186,18 @@ def _is_megatron_rl(argv: Sequence[str]) -> bool:
     return any(Path(w).name == "train.py" for w in head) and any(f == "--hf-checkpoint" for f, _ in flags)
 
 
+def _put_flag(flags: list[tuple[str, list[str]]], changed: list[str], name: str, *values: str) -> None:
+    """Set ``name``'s values (in place where the command has the flag, else at the end) and say what changed."""
+    for i, (flag, old) in enumerate(flags):
+        if flag == name:
+            if old != list(values):
+                flags[i] = (flag, list(values))
+                changed.append(f"{name}: {' '.join(old) or '(flag)'} -> {' '.join(values)}")
+            return
+    flags.append((name, list(values)))
+    changed.append(f"{name}: (unset) -> {' '.join(values)}")
+
+
 def _is_vime(argv: Sequence[str]) -> bool:
     return _is_megatron_rl(argv) and any("vime" in Path(w).parts for w in _flags(argv)[0])
 
@@ -224,14 +236,7 @@ def _megatron(argv: Sequence[str], inputs: Inputs) -> Step:
     batch = max(gpus, 1)
 
     def put(name: str, *values: str) -> None:
-        for i, (f, old) in enumerate(kept):
-            if f == name:
-                if old != list(values):
-                    kept[i] = (f, list(values))
-                    changed.append(f"{name}: {' '.join(old) or '(flag)'} -> {' '.join(values)}")
-                return
-        kept.append((name, list(values)))
-        changed.append(f"{name}: (unset) -> {' '.join(values)}")
+        _put_flag(kept, changed, name, *values)
 
     put("--num-layers", "2")  # the Megatron architecture must match the shrunk config.json
     put("--hf-checkpoint", str(inputs.model_dir))
@@ -300,14 +305,7 @@ def _server(argv: Sequence[str], inputs: Inputs, *, model_flag: str, len_flag: s
     head, flags = _flags(argv)
 
     def put(name: str, *values: str) -> None:
-        for i, (f, old) in enumerate(flags):
-            if f == name:
-                if old != list(values):
-                    flags[i] = (f, list(values))
-                    changed.append(f"{name}: {' '.join(old) or '(flag)'} -> {' '.join(values)}")
-                return
-        flags.append((name, list(values)))
-        changed.append(f"{name}: (unset) -> {' '.join(values)}")
+        _put_flag(flags, changed, name, *values)
 
     if _flag(flags, model_flag) is not None or model_flag != "--model":
         put(model_flag, str(inputs.model_dir))

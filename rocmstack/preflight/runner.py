@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 import urllib.error
@@ -31,9 +30,11 @@ from rocmstack.preflight.adapters import ADAPTERS, Adapter, Inputs, Step, choose
 from rocmstack.preflight.engine_log import Failure, failure, selections
 from rocmstack.preflight.shrink import LAYERS, read_config, write_shrunk_model
 from rocmstack.redact import scrub, secret_values
+from rocmstack.signals import stop_group
 from rocmstack.smoke.framework_inputs import REWARD_MODULE, REWARD_SOURCE, rows, write_parquet
 
 SCHEMA = "rocmstack.preflight/1"
+SERVER_STOP_S = 30.0  # a server's grace after SIGINT to its process group (its engine workers shut down)
 LOG_NAME = "step.log"
 PROMPT = "copy the number 4711"
 # verl's default reward scores this data source by rule; slime/vime get the made reward module instead
@@ -121,21 +122,6 @@ def _ask(engine: str, port: int, timeout: float) -> str:
     return text
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGINT to the server's whole process group (its engine workers), then SIGKILL after 30 s."""
-    for sig, wait in ((signal.SIGINT, 30.0), (signal.SIGKILL, 10.0)):
-        if proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def _serve(
     step: Step, engine: str, port: int, env: Mapping[str, str], req: PreflightRequest, log: Path
 ) -> dict:
@@ -164,7 +150,7 @@ def _serve(
                 problem = f"the server was not ready within {req.timeout_s:g} s"
                 timed_out = True
         finally:
-            _stop(proc)
+            stop_group(proc, SERVER_STOP_S)
     return {
         "returncode": proc.returncode,
         "timed_out": timed_out,
