@@ -105,10 +105,6 @@ def recipe_inventory(
     return Inventory(where, versions, frozenset(archs), None)
 
 
-def as_text(matches: Iterable[Match]) -> list[str]:
-    return [f"{m.advisory.id}: {m.advisory.title} ({m.why})" for m in matches]
-
-
 def known_causes(text: str, extra_dirs: Iterable[Path] = ()) -> list[dict[str, str]]:
     """What a failure's text names, as a report carries it: each advisory whose signature matches, with its
     fix, source and the line it matched (empty when none does)."""

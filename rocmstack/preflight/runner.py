@@ -15,7 +15,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from rocmstack.gpu.weight_sync import free_port
 from rocmstack.gpu.worker_masks import job_env as masked_env
 from rocmstack.gpu.worker_masks import judge, read_records
 from rocmstack.platform.tools import run_tool
-from rocmstack.preflight.adapters import ADAPTERS, Adapter, Inputs, Step, choose
+from rocmstack.preflight.adapters import Adapter, Inputs, Step, choose
 from rocmstack.preflight.engine_log import Failure, failure, selections
 from rocmstack.preflight.shrink import LAYERS, read_config, write_shrunk_model
 from rocmstack.redact import scrub, secret_values
@@ -287,7 +287,3 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
         failure=None if broke is None else asdict(broke),
     )
     return dict(scrub(report, secrets))
-
-
-def known_frameworks() -> Sequence[str]:
-    return tuple(ADAPTERS)

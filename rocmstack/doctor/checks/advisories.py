@@ -18,7 +18,7 @@ from rocmstack.doctor.model import Check, DoctorOptions, Result, failed, passed,
 from rocmstack.platform.snapshot import Snapshot
 
 # distribution names that are a component under another name
-DIST_ALIASES = {"amd-aiter": "aiter", "sgl-kernel": "sgl-kernel", "pytorch-triton-rocm": "triton"}
+DIST_ALIASES = {"amd-aiter": "aiter", "pytorch-triton-rocm": "triton"}
 
 
 def _driver(sysfs: Path) -> str | None:

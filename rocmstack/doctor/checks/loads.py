@@ -19,6 +19,7 @@ from rocmstack.doctor.model import (
     skipped,
     warned,
 )
+from rocmstack.platform.probes._emit import LOADER_MISSING_LIB, LOADER_UNDEFINED, LOADER_VERSION_MISS
 from rocmstack.platform.snapshot import Snapshot
 
 PROBE = "loads"
@@ -67,11 +68,6 @@ RSMI_FIX = {
     "RSMI_STATUS_FILE_ERROR": "Mount the host's /sys (read-only) into the container",
 }
 
-_VERSION = re.compile(r"(\S+): version [`'\"](([A-Za-z][\w.]*?)_[0-9][\w.]*)['`\"] not found")
-_UNDEFINED = re.compile(r"undefined symbol: (\S+)")
-_MISSING = re.compile(r"(\S+): cannot open shared object file")
-_GFX = re.compile(r"gfx\d{2,3}[0-9a-f]")
-
 
 @dataclass(frozen=True)
 class LoadError:
@@ -83,11 +79,11 @@ class LoadError:
 
 
 def parse_load_error(message: str) -> LoadError:
-    if m := _VERSION.search(message):
+    if m := LOADER_VERSION_MISS.search(message):
         return LoadError("version", m.group(2), m.group(1))
-    if m := _UNDEFINED.search(message):
+    if m := LOADER_UNDEFINED.search(message):
         return LoadError("symbol", m.group(1))
-    if m := _MISSING.search(message):
+    if m := LOADER_MISSING_LIB.search(message):
         return LoadError("library", m.group(1))
     return LoadError("other", message.strip().splitlines()[0][:300] if message.strip() else "")
 

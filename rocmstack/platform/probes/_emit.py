@@ -1,7 +1,13 @@
 """Shared by the probe scripts (found on sys.path[0], the probes folder)."""
 
 import json
+import re
 import sys
+
+# The dynamic loader's words (glibc's dlerror), read by the loads probe on the node and by its check
+LOADER_VERSION_MISS = re.compile(r"(\S+): version [`'\"](([A-Za-z][\w.]*?)_[0-9][\w.]*)['`\"] not found")
+LOADER_UNDEFINED = re.compile(r"undefined symbol: (\S+)")
+LOADER_MISSING_LIB = re.compile(r"(\S+): cannot open shared object file")
 
 MARK = "ROCMSTACK-PROBE-JSON:"
 

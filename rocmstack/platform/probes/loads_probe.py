@@ -35,6 +35,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from _emit import LOADER_MISSING_LIB as MISSING_LIB
+from _emit import LOADER_UNDEFINED as UNDEFINED
+from _emit import LOADER_VERSION_MISS as VERSION_MISS
 from _emit import emit, error_text
 
 T0 = time.monotonic()
@@ -64,9 +67,6 @@ ROCM_LIBS: dict[str, dict[str, Any]] = {
     },
 }
 GFX = re.compile(r"gfx\d{2,3}[0-9a-f]")
-VERSION_MISS = re.compile(r"(\S+): version [`'\"](([A-Za-z][\w.]*?)_[0-9][\w.]*)['`\"] not found")
-UNDEFINED = re.compile(r"undefined symbol: (\S+)")
-MISSING_LIB = re.compile(r"(\S+): cannot open shared object file")
 
 
 # -- children ---------------------------------------------------------------------------------------------
