@@ -135,6 +135,9 @@ class ActiveOptions:
     gemm_n: int = 8192
     timeout: float = 300.0  # each Ray call of the probes
     allreduce_repeats: int = 20  # custom all-reduce numerics: repeats of every size
+    return_bytes: int = 256 << 20  # memory-return: what each cycle allocates
+    return_cycles: int = 5  # memory-return: cycles per loop (a colocated job OOMs after 8-10 leaky steps)
+    return_timeout: float = 120.0  # memory-return: each loop's process, start and cycles
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ those of rocmstack.doctor.collect.layouts (masks per actor, communicator churn, 
 - collectives: a size sweep of every collective (rocmstack.gpu.collectives), plus each bar's size; NCCL/RCCL
   write their INIT/NET log to a private directory, which says which transport they chose.
 - gpu-health: HBM copy bandwidth and bf16 GEMM rate on every GPU at once (rocmstack.gpu.health).
-- weight-sync: a trainer and a rollout actor per GPU (half a GPU each: colocated, Ray gives both the same
-  mask) exchange a CUDA/HIP IPC handle; a trainer and a rollout on two different GPUs (split) broadcast a
+- weight-sync: a trainer and a rollout actor per GPU (a fraction of the GPU each: colocated, Ray gives both
+  the same mask) exchange a CUDA/HIP IPC handle; a trainer and a rollout on two different GPUs (split) broadcast a
   bucket over a two-rank group; both check a checksum. Repeated ``sync_repeats`` times from fresh processes,
   since the start-up is where masks go wrong.
 
@@ -26,12 +26,13 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocmstack.doctor.bars import Bars, baseline_key, load_bars, load_baseline, save_baseline
+from rocmstack.doctor.collect import memory_return
 from rocmstack.doctor.collect.layouts import LAYOUT_PROBES, run_layouts
 from rocmstack.doctor.model import DoctorOptions
 from rocmstack.errors import EngineError
@@ -65,7 +66,10 @@ from rocmstack.platform.tools import current_python
 if TYPE_CHECKING:
     import torch
 
-ACTIVE_PROBES = frozenset({"collectives", "custom-allreduce", "gpu-health", "weight-sync"}) | LAYOUT_PROBES
+ACTIVE_PROBES = (
+    frozenset({"collectives", "custom-allreduce", "gpu-health", "weight-sync", memory_return.PROBE})
+    | LAYOUT_PROBES
+)
 MASK_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
@@ -376,14 +380,26 @@ def run_active(
     out: dict[str, Any] = {"wanted": sorted(wanted)}
     t0 = time.monotonic()
     progress(_plan(opts, wanted))
+    # the memory loops run in processes of their own while Ray starts; collected before any Ray probe
+    loops = memory_return.start(opts, gpus, progress) if memory_return.PROBE in wanted else None
     try:
-        with _only_gpus(gpus), _ray_for(opts, progress):
-            out.update(_run(opts, wanted, bars, progress))
+        rest = wanted - {memory_return.PROBE}
+        with _only_gpus(gpus), _ray_for(opts, progress) if rest else nullcontext():
+            out["ready_s"] = round(time.monotonic() - t0, 2)  # Ray's start, while the memory loops run
+            if loops is not None:
+                out["memory_return"] = memory_return.finish(loops, opts)
+                loops = None
+                out["memory_return_s"] = round(time.monotonic() - t0, 2)
+            if rest:
+                out.update(_run(opts, rest, bars, progress))
     except EngineError:
         raise  # no private Ray could start: one line, exit 4
     except Exception as exc:  # the probes' own failures are caught inside; this is Ray itself failing
         out["error"] = error_line(exc)
         out["traceback"] = traceback.format_exc()[-2000:]
+    finally:
+        if loops is not None:  # Ray never came up: the loops still answer
+            out["memory_return"] = memory_return.finish(loops, opts)
     out["seconds"] = round(time.monotonic() - t0, 2)
     return out
 
@@ -415,7 +431,7 @@ def _plan(opts: DoctorOptions, wanted: frozenset[str]) -> str:
 
 
 def _gpus_visible() -> bool:
-    return bool(glob.glob("/dev/nvidia[0-9]*")) or os.path.exists("/dev/kfd")
+    return memory_return.gpus_here()
 
 
 def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Callable[[str], None]) -> dict:
@@ -440,6 +456,14 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
         remove_placement_group(pg)
         raise
     out: dict[str, Any] = {"mode": "gpu" if gpu else "cpu", "ranks": ranks, "node_id": node_id}
+    phases: dict[str, float] = {}  # seconds per probe, as the report shows them
+
+    def timed(name: str, fn: Callable[[], Any]) -> Any:
+        t = time.monotonic()
+        try:
+            return fn()
+        finally:
+            phases[name] = round(time.monotonic() - t, 2)
 
     def where(i: int) -> PlacementGroupSchedulingStrategy:
         return PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)
@@ -447,6 +471,7 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
     log_dir = tempfile.mkdtemp(prefix="rocmstack-nccl-") if gpu else None
     try:
         if wanted & {"collectives", "gpu-health"}:
+            t_ranks = time.monotonic()
             rank_cls = ray.remote(RankWorker)
             actors = [
                 rank_cls.options(
@@ -480,11 +505,17 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
                         )
             finally:
                 stop_actors(actors)
+                phases["ranks"] = round(time.monotonic() - t_ranks, 2)  # their start, health, collectives
         if "weight-sync" in wanted:
-            out["weight_sync"] = guarded(lambda: _weight_sync(opts, ranks, gpu, where, progress))
+            out["weight_sync"] = timed(
+                "weight-sync", lambda: guarded(lambda: _weight_sync(opts, ranks, gpu, where, progress))
+            )
         if "custom-allreduce" in wanted:
-            out["custom_allreduce"] = guarded(lambda: _custom_allreduce(opts, ranks, gpu, progress))
-        out.update(run_layouts(opts, wanted, ranks, gpu, where, progress))
+            out["custom_allreduce"] = timed(
+                "custom-allreduce", lambda: guarded(lambda: _custom_allreduce(opts, ranks, gpu, progress))
+            )
+        out.update(timed("layouts", lambda: run_layouts(opts, wanted, ranks, gpu, where, progress)))
+        out["phases"] = phases
     finally:
         remove_placement_group(pg)
         if log_dir:
@@ -565,30 +596,54 @@ def _weight_sync(
     import ray
 
     peer = ray.remote(SyncPeer)
-    half = {"num_gpus": 0.5} if gpu else {}
+    repeats = opts.active.sync_repeats
+    # On GPUs every round's pair starts at once (a fraction of the GPU each, colocated, the same mask from Ray):
+    # the start-ups are what is tested, and they overlap instead of queueing. Without GPUs (CPU actors on a
+    # small machine) one round at a time.
+    share = {"num_gpus": 1.0 / (2 * repeats)} if gpu else {}
+
+    def start_pairs() -> list[tuple[int, Any, Any]]:
+        return [
+            (
+                i,
+                peer.options(num_cpus=0, max_restarts=0, scheduling_strategy=where(i), **share).remote(),
+                peer.options(num_cpus=0, max_restarts=0, scheduling_strategy=where(i), **share).remote(),
+            )
+            for i in range(ranks)
+        ]
+
+    started = [start_pairs() for _ in range(repeats)] if gpu else []
+    try:
+        return _sync_rounds(opts, ranks, gpu, started, start_pairs, progress)
+    finally:  # the rounds stop their own actors; these are any a failure left unstarted
+        stop_actors([a for pairs in started for _, t, ro in pairs for a in (t, ro)])
+
+
+def _sync_rounds(
+    opts: DoctorOptions,
+    ranks: int,
+    gpu: bool,
+    started: list[list[tuple[int, Any, Any]]],
+    start_pairs: Callable[[], list[tuple[int, Any, Any]]],
+    progress: Callable[[str], None],
+) -> dict:
+    import ray
+
+    repeats = opts.active.sync_repeats
     rounds = []
     t0 = time.monotonic()
-    for r in range(opts.active.sync_repeats):
+    for r in range(repeats):
         # The rounds are alike: the ones done say how long the rest will take.
-        left = (time.monotonic() - t0) / r * (opts.active.sync_repeats - r) if r else None
+        left = (time.monotonic() - t0) / r * (repeats - r) if r else None
         progress(
-            f"level 2: weight sync start-up {r + 1}/{opts.active.sync_repeats}"
+            f"level 2: weight sync start-up {r + 1}/{repeats}"
             + (f" (about {left:.0f} s left)" if left is not None else "")
         )
         round_: dict[str, Any] = {"colocated": [], "split": None}
-        made = []
+        pairs = started[r] if gpu else start_pairs()
+        made = [a for _, t, ro in pairs for a in (t, ro)]
         files = []  # CPU: the shared-memory files behind the exports, removed once their holders are gone
         try:
-            pairs = []
-            for i in range(ranks):
-                trainer = peer.options(
-                    num_cpus=0, max_restarts=0, scheduling_strategy=where(i), **half
-                ).remote()
-                rollout = peer.options(
-                    num_cpus=0, max_restarts=0, scheduling_strategy=where(i), **half
-                ).remote()
-                made += [trainer, rollout]
-                pairs.append((i, trainer, rollout))
             for i, trainer, rollout in pairs:
                 exp = ray.get(trainer.export.remote(opts.active.ipc_bytes), timeout=opts.active.timeout)
                 if exp.get("shm_file"):
@@ -640,7 +695,7 @@ def _weight_sync(
         rounds.append(round_)
     return {
         "rounds": rounds,
-        "repeats": opts.active.sync_repeats,
+        "repeats": repeats,
         "ipc_bytes": opts.active.ipc_bytes,
         "sync_bytes": opts.active.sync_bytes,
         "ranks": ranks,
