@@ -25,18 +25,21 @@ class Result:
     details: tuple[str, ...] = ()
     fix: str | None = None
     data: Mapping[str, Any] | None = None  # measured figures a machine reads (Prometheus, --history)
+    # whose problem a failure is, where the finding decides it: "node" (a repair of the node: reset, reboot)
+    # or "user" (what a job or its image left or set); None: the check's own class (problems.yaml)
+    problem: str | None = None
 
 
 def passed(summary: str, *details: str) -> Result:
     return Result(Status.PASS, summary, tuple(details))
 
 
-def warned(summary: str, *details: str, fix: str | None = None) -> Result:
-    return Result(Status.WARN, summary, tuple(details), fix)
+def warned(summary: str, *details: str, fix: str | None = None, problem: str | None = None) -> Result:
+    return Result(Status.WARN, summary, tuple(details), fix, problem=problem)
 
 
-def failed(summary: str, *details: str, fix: str | None = None) -> Result:
-    return Result(Status.FAIL, summary, tuple(details), fix)
+def failed(summary: str, *details: str, fix: str | None = None, problem: str | None = None) -> Result:
+    return Result(Status.FAIL, summary, tuple(details), fix, problem=problem)
 
 
 def skipped(summary: str, *details: str) -> Result:

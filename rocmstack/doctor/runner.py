@@ -19,6 +19,7 @@ from rocmstack.doctor.checks import ALL_CHECKS, BY_ID
 from rocmstack.doctor.collect.collectors import collect, needs_of, run_time_costs
 from rocmstack.doctor.history import append_run
 from rocmstack.doctor.model import SCHEMA, Check, DoctorOptions, errored
+from rocmstack.doctor.problems import load_classes, problem_of
 from rocmstack.errors import ExitCode, InputError, RocmstackError
 from rocmstack.output import warn
 from rocmstack.platform import rdma
@@ -77,6 +78,8 @@ def run_check(check: Check, data: object, opts: DoctorOptions) -> dict:
     }
     if result.data is not None:
         row["data"] = dict(result.data)
+    if result.status.value in ("fail", "error", "warn"):
+        row["problem"] = problem_of(check.id, result, load_classes())
     return row
 
 

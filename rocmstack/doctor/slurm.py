@@ -1,6 +1,7 @@
 """The doctor as a Slurm hook (``rocmstack doctor --slurm healthcheck|prolog|epilog``).
 
-On a failure the node is drained with a reason that names the check (``rocmstack: <id>: <one line>``). The
+On a failure the node is drained with a reason that names whose problem it is and the check
+(``[node_problem] rocmstack: <id>: <one line>``, or ``[user_problem]``: rocmstack.doctor.problems). The
 hook only ever acts on a node in service (IDLE, MIXED, ALLOCATED) or one it drained itself: a state or reason
 someone else set (DOWN, FAIL, a maintenance reservation, a reboot, another drain) is left exactly as it is. A
 node rocmstack drained is resumed only when the check named in its reason ran in this run and passed, and
@@ -66,6 +67,13 @@ JUDGED = ("pass", "warn", "fail", "error")
 # `scontrol show node -o` ends the reason with " [user@time]"
 _REASON_TAIL = re.compile(r"\s*\[[^\]@]*@[^\]]*\]\s*$")
 _REASON_CHECK = re.compile(r"^rocmstack: ([A-Za-z0-9][A-Za-z0-9_.-]*): ")
+# "[node_problem] " or "[user_problem] " before the prefix; reasons of earlier releases have none
+_REASON_TAG = re.compile(r"^\[(node|user)_problem\] ")
+
+
+def untagged(reason: str) -> str:
+    """A reason without its leading problem class."""
+    return _REASON_TAG.sub("", reason, count=1)
 
 
 @dataclass(frozen=True)
@@ -84,7 +92,13 @@ class NodeState:
 
     @property
     def drained_by_us(self) -> bool:
-        return self.drained and self.reason.startswith(REASON_PREFIX) and not self.foreign
+        return self.drained and untagged(self.reason).startswith(REASON_PREFIX) and not self.foreign
+
+    @property
+    def problem(self) -> str | None:
+        """ "node" or "user" from a reason rocmstack wrote; None for any other (or an untagged old one)."""
+        found = _REASON_TAG.match(self.reason) if self.drained_by_us else None
+        return found.group(1) if found else None
 
     @property
     def foreign(self) -> tuple[str, ...]:
@@ -94,7 +108,7 @@ class NodeState:
     @property
     def drained_for(self) -> str | None:
         """The check whose failure drained the node (``rocmstack: <id>: ...``); None when not ours."""
-        found = _REASON_CHECK.match(self.reason) if self.drained_by_us else None
+        found = _REASON_CHECK.match(untagged(self.reason)) if self.drained_by_us else None
         return found.group(1) if found else None
 
 
@@ -371,9 +385,11 @@ def scope_lines(scope: GpuScope) -> list[str]:
 
 
 def failure_lines(report: dict) -> list[str]:
-    """One line per failing check: ``rocmstack: <id>: <summary>``, printable and bounded."""
+    """One line per failing check: ``[node_problem] rocmstack: <id>: <summary>``, printable and bounded."""
     return [
-        printable(f"{REASON_PREFIX}{c['id']}: {c['summary']}")[:REASON_MAX]
+        printable(f"[{c.get('problem') or 'node'}_problem] {REASON_PREFIX}{c['id']}: {c['summary']}")[
+            :REASON_MAX
+        ]
         for c in report.get("checks", [])
         if c["status"] in ("fail", "error")
     ]
@@ -416,7 +432,7 @@ def decide(report: dict, node: NodeState) -> Decision:
                 f"{printable(node.reason)}",
             )
         if check is not None:  # the check that drained it stays the one named
-            lines = sorted(lines, key=lambda line: not line.startswith(f"{REASON_PREFIX}{check}: "))
+            lines = sorted(lines, key=lambda line: not untagged(line).startswith(f"{REASON_PREFIX}{check}: "))
         return Decision("drain", drain_reason(lines))
     if not node.drained_by_us:
         return Decision("none", "")
@@ -430,7 +446,7 @@ def decide(report: dict, node: NodeState) -> Decision:
         "resume",
         # The reason is ours, so it starts with the prefix this line already has: quoted once, not twice.
         f"rocmstack: resumed node {name} ({check} passes; it was drained for "
-        f"{printable(node.reason.removeprefix(REASON_PREFIX))})",
+        f"{printable(untagged(node.reason).removeprefix(REASON_PREFIX))})",
     )
 
 

@@ -195,10 +195,12 @@ def test_fault_drains_and_fix_resumes(slurm):
     env, *_ = slurm
     bad = _hook(env, "healthcheck", fault=True)
     assert bad.returncode == 0, bad.stderr  # slurmd does not read a HealthCheckProgram's exit code
-    assert bad.stdout.splitlines()[0].startswith("rocmstack: nofile-limit: open-file limit"), bad.stdout
+    assert bad.stdout.splitlines()[0].startswith("[node_problem] rocmstack: nofile-limit: open-file limit"), (
+        bad.stdout
+    )
     state, reason = _node(env)
     assert "DRAIN" in state
-    assert reason.startswith("rocmstack: nofile-limit: "), reason
+    assert reason.startswith("[node_problem] rocmstack: nofile-limit: "), reason
     good = _hook(env, "healthcheck", fault=False)
     assert good.returncode == 0, good.stderr
     assert f"resumed node {NODE}" in good.stdout
@@ -240,7 +242,7 @@ def test_prolog_failure_drains_and_holds_the_job_back(slurm):
     assert job.returncode != 0, job.stdout  # the prolog's exit 1 stops the job
     state, reason = _wait_state(env, want_drain=True)
     assert "DRAIN" in state, job.stderr
-    assert reason.startswith("rocmstack: nofile-limit: "), (reason, _said(tmp, "prolog"))
+    assert reason.startswith("[node_problem] rocmstack: nofile-limit: "), (reason, _said(tmp, "prolog"))
     # the next health check passes and resumes it; a job then runs
     assert _hook(env, "healthcheck", fault=False).returncode == 0
     for _ in range(60):  # resumed; the failed job's clean-up and the node's next ping take a few seconds
@@ -271,7 +273,7 @@ def test_epilog_failure_drains_after_the_job_ran(slurm):
         Path(f"{fault}.epilog").unlink()
     assert job.returncode == 0, job.stderr  # the job itself ran; the node is drained after it
     assert "DRAIN" in state
-    assert reason.startswith("rocmstack: nofile-limit: "), (reason, _said(tmp, "epilog"))
+    assert reason.startswith("[node_problem] rocmstack: nofile-limit: "), (reason, _said(tmp, "epilog"))
     assert _hook(env, "healthcheck", fault=False).returncode == 0
     assert "DRAIN" not in _wait_state(env, want_drain=False)[0]
 
@@ -347,7 +349,11 @@ def test_a_gpu_jobs_prolog_judges_the_node_not_the_jobs_gpus(slurm):
         Path(f"{fault}.prolog").unlink()
     assert bad.returncode != 0, bad.stdout
     state, reason = _wait_state(env, want_drain=True)
-    assert reason.startswith("rocmstack: nofile-limit: "), (state, reason, _said(tmp, "prolog"))
+    assert reason.startswith("[node_problem] rocmstack: nofile-limit: "), (
+        state,
+        reason,
+        _said(tmp, "prolog"),
+    )
     assert _hook(env, "healthcheck", fault=False).returncode == 0
     _wait_idle(env)
 
@@ -414,7 +420,9 @@ def test_a_run_that_judged_nothing_neither_resumes_nor_drains(slurm):
     _wait_idle(env)
     assert _hook(env, "healthcheck", fault=True).returncode == 0
     drained = _settled(env)
-    assert "DRAIN" in drained[0] and drained[1].startswith("rocmstack: nofile-limit: "), drained
+    assert "DRAIN" in drained[0] and drained[1].startswith("[node_problem] rocmstack: nofile-limit: "), (
+        drained
+    )
     try:
         # the fault is still there; a budget that fits no check skips every one
         empty = _hook(env, "healthcheck", fault=True, checks=("--budget", "0.1s"))
@@ -539,7 +547,7 @@ def test_a_health_check_during_a_job_at_a_09_share_leaves_the_node_up(slurm):
         with _leftover(amd, 1) as stray:
             bad = _hook(env, "healthcheck", fault=False, checks=("--fast", "--only", CHECKS))
             state, reason = _wait_state(env, want_drain=True)
-            assert reason.startswith("rocmstack: gpu-memory-free: 1 GPU(s) lack the memory"), (
+            assert reason.startswith("[user_problem] rocmstack: gpu-memory-free: 1 GPU(s) lack the memory"), (
                 state,
                 reason,
                 bad.stdout,
@@ -593,7 +601,11 @@ def test_on_a_shared_node_a_prolog_judges_its_own_gpu_only(slurm):
             job_c = _gpu_job(env, "true")
             assert job_c.returncode != 0, job_c.stdout
             state, reason = _wait_state(env, want_drain=True)
-            assert reason.startswith("rocmstack: gpu-memory-free: "), (state, reason, _said(tmp, "prolog"))
+            assert reason.startswith("[user_problem] rocmstack: gpu-memory-free: "), (
+                state,
+                reason,
+                _said(tmp, "prolog"),
+            )
             assert f"pid {stray}" in reason, reason
         good = _hook(env, "healthcheck", fault=False, checks=("--fast", "--only", CHECKS))
         assert f"resumed node {NODE}" in good.stdout, good.stdout
@@ -634,7 +646,7 @@ def test_an_epilog_names_what_the_job_left_on_its_gpu(slurm):
             f"GPU {gpu}: pid {pid} (sleep 300), left by Slurm job {job}, which ended, holds 176932 MiB"
             in (memory["details"])
         ), memory
-        assert reason.startswith("rocmstack: gpu-memory-free: "), (state, reason)
+        assert reason.startswith("[user_problem] rocmstack: gpu-memory-free: "), (state, reason)
     finally:
         if pid:
             amd.release(pid)

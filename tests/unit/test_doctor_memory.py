@@ -53,6 +53,7 @@ def test_h200_held_fails_naming_pid_command_and_mib(tmp_path):
     assert f"GPU 0: pid 483 ({HOLDER_CMD}) holds 102918 MiB" in result.details
     assert result.fix is not None and "kill 483" in result.fix and "--allow-pid" in result.fix
     assert not any("leaked" in d for d in result.details)  # 624 MiB unattributed: the driver's own
+    assert result.problem == "user"  # a process someone left: the node needs no repair
 
 
 def test_h200_holder_in_another_pid_namespace_still_counts(tmp_path):
@@ -114,6 +115,7 @@ def test_memory_with_no_live_owner_is_a_leaked_context(tmp_path):
     assert any("102400 MiB in use with no live process listed: a leaked context" in d for d in result.details)
     assert any("only a GPU reset or a reboot frees it" in d for d in result.details)
     assert result.fix is not None and "nvidia-smi --gpu-reset -i 0" in result.fix
+    assert result.problem == "node"  # only a reset or a reboot frees it
 
 
 def test_share_decides(tmp_path):

@@ -94,7 +94,10 @@ def test_no_figure_skipped_loop_and_crash():
         {"loop": "dmabuf", "crash": "the process died of SIGSEGV in cycle 1, allocate after export",
          "runtime": {"hip": "7.2.26015"}, "cycles": []}
     )  # fmt: skip
-    assert crashed.status == "fail" and "SIGSEGV in cycle 1, allocate after export (HIP 7.2.26015)" in crashed.line
+    assert (
+        crashed.status == "fail"
+        and "SIGSEGV in cycle 1, allocate after export (HIP 7.2.26015)" in crashed.line
+    )
 
 
 def _snap(data: dict) -> Snapshot:
@@ -108,7 +111,10 @@ def test_the_check_fails_on_any_loop_and_never_passes_on_skips_alone():
     result = memory_return(_snap({"gpu": "0", "loops": [good, bad]}), opts)
     assert result.status == Status.FAIL and "1 of 2 loop(s)" in result.summary
     assert "torch_memory_saver#83" in (result.fix or "")
-    skips = [{"loop": "cumem", "skipped": "vLLM is not installed"}, {"loop": "saver", "skipped": "not installed"}]
+    skips = [
+        {"loop": "cumem", "skipped": "vLLM is not installed"},
+        {"loop": "saver", "skipped": "not installed"},
+    ]
     result = memory_return(_snap({"gpu": "0", "loops": skips}), opts)
     assert result.status == Status.SKIP
     result = memory_return(_snap({"gpu": "0", "loops": [good]}), opts)

@@ -59,15 +59,33 @@ def test_our_own_drain_is_told_by_its_prefix():
 def test_one_bounded_printable_line_per_failure():
     report = {
         "checks": [
-            {"id": "gpu-ecc", "status": "fail", "summary": "3 uncorrectable\nECC error(s)"},
+            {
+                "id": "gpu-ecc",
+                "status": "fail",
+                "summary": "3 uncorrectable\nECC error(s)",
+                "problem": "node",
+            },
             {"id": "ray-env", "status": "pass", "summary": "fine"},
-            {"id": "dev-shm", "status": "error", "summary": "x" * 500},
+            {"id": "dev-shm", "status": "error", "summary": "x" * 500, "problem": "user"},
         ]
     }
     lines = failure_lines(report)
-    assert lines[0] == "rocmstack: gpu-ecc: 3 uncorrectable\\nECC error(s)"
-    assert lines[1].startswith("rocmstack: dev-shm: xxx") and len(lines[1]) == REASON_MAX
+    assert lines[0] == "[node_problem] rocmstack: gpu-ecc: 3 uncorrectable\\nECC error(s)"
+    assert lines[1].startswith("[user_problem] rocmstack: dev-shm: xxx") and len(lines[1]) == REASON_MAX
     assert len(lines) == 2
+
+
+def test_a_tagged_reason_and_an_untagged_one_of_an_earlier_release_are_both_ours():
+    tagged = NodeState("vm", "IDLE+DRAIN", "[user_problem] rocmstack: gpu-memory-free: 1 GPU(s) lack")
+    assert tagged.drained_by_us and tagged.drained_for == "gpu-memory-free" and tagged.problem == "user"
+    old = NodeState("vm", "IDLE+DRAIN", "rocmstack: nofile-limit: open-file limit soft=1024")
+    assert old.drained_by_us and old.drained_for == "nofile-limit" and old.problem is None
+    theirs = NodeState("vm", "IDLE+DRAIN", "[node_problem] admin: cable")
+    assert not theirs.drained_by_us and theirs.problem is None
+    resumed = decide(_report(gpu_memory_free="pass"), tagged)
+    assert (
+        resumed.action == "resume" and "it was drained for gpu-memory-free: 1 GPU(s) lack)" in resumed.message
+    )
 
 
 def test_node_name_prefers_the_option_then_slurmd():
@@ -208,7 +226,7 @@ def test_a_new_failure_keeps_the_check_that_drained_the_node_named():
     # it failed again after another one: it stays first in the reason
     again = decide(_report(dev_shm="fail", nofile_limit="fail"), node)
     assert again.action == "drain"
-    assert again.message == "rocmstack: nofile-limit: fail here (+1 more)"
+    assert again.message == "[node_problem] rocmstack: nofile-limit: fail here (+1 more)"
 
 
 def test_only_the_jobs_gpu_variables_are_the_allocation():

@@ -3,6 +3,7 @@ with real child processes (the loops themselves need a GPU: docs/evidence/prefli
 
 from __future__ import annotations
 
+import json
 import sys
 
 from rocmstack.doctor.checks.memory_return import judge_loop
@@ -23,12 +24,10 @@ def test_a_loop_without_a_gpu_says_so_and_is_judged_a_skip():
 
 
 def test_a_process_that_dies_is_named_with_its_signal_and_the_step_it_was_in():
-    body = (
-        "import json, os, signal\n"
-        f"print({PREFIX!r} + json.dumps({{'loop': 'dmabuf', 'runtime': {{'hip': '7.2.26015'}}}}), flush=True)\n"
-        f"print({PREFIX!r} + json.dumps({{'loop': 'dmabuf', 'cycle': 1, 'step': 'allocate after export'}}), flush=True)\n"
-        "os.kill(os.getpid(), signal.SIGSEGV)\n"
-    )
+    said = [{"loop": "dmabuf", "runtime": {"hip": "7.2.26015"}},
+            {"loop": "dmabuf", "cycle": 1, "step": "allocate after export"}]  # fmt: skip
+    body = "import os, signal\n" + "".join(f"print({PREFIX + json.dumps(r)!r}, flush=True)\n" for r in said)
+    body += "os.kill(os.getpid(), signal.SIGSEGV)\n"
     row = collect("dmabuf", 1 << 20, _child(body))
     assert row["crash"] == "the process died of SIGSEGV in cycle 1, allocate after export"
     verdict = judge_loop(row)
@@ -61,4 +60,6 @@ def test_cycles_are_kept_and_an_error_line_ends_the_loop():
 def test_only_the_vmm_loop_maps_through_expandable_segments():
     job = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "PATH": "/usr/bin"}
     assert loop_env("vmm", {})["PYTORCH_CUDA_ALLOC_CONF"] == VMM_ENV["PYTORCH_CUDA_ALLOC_CONF"]
-    assert "PYTORCH_CUDA_ALLOC_CONF" not in loop_env("ipc", job) and loop_env("ipc", job)["PATH"] == "/usr/bin"
+    assert (
+        "PYTORCH_CUDA_ALLOC_CONF" not in loop_env("ipc", job) and loop_env("ipc", job)["PATH"] == "/usr/bin"
+    )

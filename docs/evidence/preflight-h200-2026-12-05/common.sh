@@ -1,10 +1,11 @@
+#!/usr/bin/env bash
 # Sourced by run-*.sh: an output folder, the machine's facts, and `step NAME CMD...` that times a command and
 # keeps its stdout (NAME.json) and stderr (NAME.txt) with its exit status.
 set -uo pipefail
-out=${1:?output folder}
+export out=${1:?output folder}
 mkdir -p "$out"
 export RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export here; here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 {
   date -u +%FT%TZ
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

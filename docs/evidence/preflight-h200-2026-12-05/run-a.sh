@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # Level 1, the load sweep with one extension made unloadable, level 2 with the memory-return loops, and the
 # worker masks of a real vLLM server started by a launcher that sets one mask. Run from the checkout root:
 #   bash docs/evidence/preflight-h200-2026-12-05/run-a.sh OUT
+# shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
 rs() { python3 -m rocmstack "$@"; }
 # 1. a healthy node: level 1 (the load sweep included)

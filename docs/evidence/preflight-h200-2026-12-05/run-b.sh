@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # verl 0.9.1's own launcher, a lab's GRPO job on Qwen3-30B-A3B (MoE) with FP8 rollout on vLLM, TP 1, shrunk by
 # the preflight (`pass`); then the same job with a value the engine rejects at its start (`fault`). Run from the
 # checkout root: bash docs/evidence/preflight-h200-2026-12-05/run-b.sh OUT pass|fault
+# shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
 job=(python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo
   data.train_files=/data/gsm8k/train.parquet data.val_files=/data/gsm8k/test.parquet

@@ -137,6 +137,7 @@ def judge(gpus: list[GpuMemory], share: float, scope: GpuScope | None = None) ->
         held = [
             f"pid {h.pid} ({_mib(h.size or 0)} MiB)" for g in judged for h in g.holders if not h.not_counted
         ]
+        leaked = any("a leaked context" in p for p in problems)
         return failed(
             f"{len(short)} GPU(s) lack the memory the job will ask for: {short[0]}"
             + (f"; held by {', '.join(held)}" if held else ""),
@@ -144,6 +145,8 @@ def judge(gpus: list[GpuMemory], share: float, scope: GpuScope | None = None) ->
             *cautions,
             *notes,
             fix="; ".join(dict.fromkeys(fixes)),
+            # a leaked context needs a reset or a reboot; a process someone left is a job's to stop
+            problem="node" if leaked else "user",
         )
     left = len(gpus) - len(judged)
     if cautions:

@@ -333,7 +333,11 @@ def dev_shm(snap: Snapshot, opts: DoctorOptions) -> Result:
         "such process runs (with --ipc host, on the host too), or restart the container"
     )
     if free is not None and free < SHM_FAIL:
-        return failed(f"{text}: it is RAM, and NCCL/RCCL and Ray's object store need room in it", fix=clean)
+        return failed(
+            f"{text}: it is RAM, and NCCL/RCCL and Ray's object store need room in it",
+            fix=clean,
+            problem="user" if stale else "node",  # files a finished job left are its own
+        )
     if (free is not None and free < SHM_WARN) or held >= size * STALE_WARN:
         return warned(text, fix=clean if stale else "Free /dev/shm (it is RAM) before the job starts")
     return passed(text)
