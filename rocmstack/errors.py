@@ -36,6 +36,7 @@ class ExitCode(IntEnum):
     BUILD = 3  # the container build itself failed
     ENGINE = 4  # no usable container engine, or a registry/base image out of reach
     NOTHING_JUDGED = 5  # the doctor ran but judged no check (all skipped or over --budget): not a pass
+    BREAKER_OPEN = 6  # a Slurm hook would drain, but the fleet's circuit breaker holds it back
     INTERRUPTED = 130
 
 

@@ -229,6 +229,29 @@ def register(app: typer.Typer) -> None:
             "--allow-shared-dir",
             help="--prometheus/--history: accept a folder users other than root can write.",
         ),
+        breaker_share: float = typer.Option(
+            0.1,
+            "--breaker-share",
+            metavar="F",
+            help="--slurm: take no node out once this share of its partitions' nodes is out by rocmstack.",
+        ),
+        breaker_max: int | None = typer.Option(
+            None,
+            "--breaker-max",
+            metavar="N",
+            help="--slurm: nor once N nodes of them are (default: no count cap).",
+        ),
+        breaker_file: Path = typer.Option(
+            Path("/var/lib/rocmstack/breaker.json"),
+            "--breaker-file",
+            metavar="FILE",
+            help="--slurm: where a tripped circuit breaker is kept (a shared path holds the whole fleet).",
+        ),
+        breaker_reset: bool = typer.Option(
+            False,
+            "--breaker-reset",
+            help="Close the circuit breaker at --breaker-file, say what it held, exit.",
+        ),
         telemetry_replay: Path | None = typer.Option(None, "--telemetry-replay", hidden=True),
         sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
         dev_root: Path = typer.Option(Path("/dev"), "--dev-root", hidden=True),
@@ -238,6 +261,30 @@ def register(app: typer.Typer) -> None:
         """Check that this node (or every node of a Ray cluster) is ready for RL post-training."""
         from rocmstack.doctor import options as doctor_options
         from rocmstack.doctor.report import list_checks_table, render_junit
+        from rocmstack.doctor.slurm import Breaker
+
+        if not 0.0 < breaker_share <= 1.0:
+            raise InputError(
+                f"--breaker-share {breaker_share:g} is not a share", fix="give a number in (0, 1], e.g. 0.1"
+            )
+        if breaker_max is not None and breaker_max < 1:
+            raise InputError(f"--breaker-max {breaker_max} is below 1", fix="give a node count of 1 or more")
+        breaker = Breaker(max_share=breaker_share, max_nodes=breaker_max, file=breaker_file)
+        if breaker_reset:
+            from rocmstack.doctor.slurm import reset_breaker
+            from rocmstack.output import print_json
+
+            held = reset_breaker(breaker)
+            if json_out:
+                print_json({"breaker_file": str(breaker_file), "was_open": held is not None, "record": held})
+            elif held is None:
+                sys.stdout.write(f"rocmstack: the circuit breaker at {breaker_file} was not open\n")
+            else:
+                sys.stdout.write(
+                    f"rocmstack: circuit breaker at {breaker_file} reset; it held: {held.get('why', '?')} "
+                    f"(opened by {held.get('opened_by', '?')} at {held.get('at', '?')})\n"
+                )
+            return
         from rocmstack.doctor.runner import select_checks
         from rocmstack.output import print_json, stderr, stdout
 
@@ -407,7 +454,7 @@ def register(app: typer.Typer) -> None:
             else:
                 with _stdout_to_stderr():  # Ray and NCCL may print on stdout; keep it for the report
                     report = run_doctor(opts, progress=progress)
-        if prometheus is not None:
+        if prometheus is not None and slurm is None:  # a hook writes its file once it has acted
             from rocmstack.doctor.prometheus import write_textfile
 
             write_textfile(prometheus, report, allow_shared_dir)
@@ -433,14 +480,22 @@ def register(app: typer.Typer) -> None:
                 if not json_out:
                     sys.stdout.write(line + "\n")
 
-            outcome = act(report, slurm, node_name(node, env), env, log, hook_deadline)
+            outcome = act(report, slurm, node_name(node, env), env, log, hook_deadline, breaker)
+            from rocmstack.doctor.slurm import breaker_record
+
+            record = breaker_record(breaker)
             report["slurm"] = {
                 "hook": slurm,
                 "action": outcome.action,
                 "lines": list(outcome.lines),
                 "allocation": allocation,
                 "gpus": scope_report(scope),
+                "breaker": {"open": record is not None, "file": str(breaker_file), "record": record},
             }
+            if prometheus is not None:
+                from rocmstack.doctor.prometheus import write_textfile
+
+                write_textfile(prometheus, report, allow_shared_dir)
             if json_out:
                 print_json(report)
             sys.stdout.flush()
@@ -467,7 +522,10 @@ HELP_PANELS: dict[str, tuple[str, ...]] = {
     ),
     "Level 3: every node of a Ray cluster": ("--ray-address", "--cluster-timeout", "--culprit-budget"),
     "Level 4: burn-in": ("--burn-in", "--html"),
-    "Fleet hooks": ("--slurm", "--node", "--prometheus", "--history", "--allow-shared-dir"),
+    "Fleet hooks": (
+        "--slurm", "--node", "--prometheus", "--history", "--allow-shared-dir", "--breaker-share", "--breaker-max",
+        "--breaker-file", "--breaker-reset",
+    ),
 }  # fmt: skip
 
 

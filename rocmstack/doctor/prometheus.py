@@ -113,6 +113,17 @@ def figures(report: dict) -> list[Figure]:
             better=None,
         )
     )
+    breaker = (report.get("slurm") or {}).get("breaker")
+    if isinstance(breaker, dict):
+        out.append(
+            Figure(
+                "breaker_open",
+                "1 while the fleet's circuit breaker holds Slurm hooks back from draining (reset by a person).",
+                (),
+                1.0 if breaker.get("open") else 0.0,
+                better=None,
+            )
+        )
     # An alert on ok == 0 alone cannot tell a failing node from a run that judged nothing (exit 5).
     judged = report.get("judged")
     if isinstance(judged, int) and not isinstance(judged, bool):

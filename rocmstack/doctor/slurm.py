@@ -15,6 +15,8 @@ slurmctld.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import shutil
@@ -24,9 +26,10 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from rocmstack.doctor.model import GpuScope
-from rocmstack.errors import EngineError, printable, quoted
+from rocmstack.errors import EngineError, ExitCode, InputError, printable, quoted
 
 HOOKS = ("healthcheck", "prolog", "epilog")
 REASON_PREFIX = "rocmstack: "
@@ -142,9 +145,35 @@ class Decision:
 
 @dataclass(frozen=True)
 class Outcome:
-    action: str  # "drained", "resumed", "kept-drained", "left-as-is", "judged-nothing", "none"
+    action: str  # "drained", "resumed", "kept-drained", "left-as-is", "judged-nothing", "none", "held-back"
     lines: tuple[str, ...]  # one per failure, as written to syslog and stdout
     exit_code: int
+
+
+# Where a tripped breaker is kept: it stays open (no hook takes a node out) until a person resets it.
+BREAKER_FILE = Path("/var/lib/rocmstack/breaker.json")
+
+
+@dataclass(frozen=True)
+class Breaker:
+    """The fleet's circuit breaker: before a hook takes a node out, the nodes of its partitions that rocmstack
+    already has out are counted; past the cap it takes none out and the breaker opens (the file), until
+    ``--breaker-reset``. The cap is the smaller of ``max_share`` of the partitions' nodes (at least one node)
+    and ``max_nodes``."""
+
+    max_share: float = 0.1
+    max_nodes: int | None = None
+    file: Path = BREAKER_FILE
+
+    def cap(self, total: int) -> int:
+        by_share = max(1, math.floor(self.max_share * total + 1e-9))
+        return by_share if self.max_nodes is None else min(by_share, self.max_nodes)
+
+
+@dataclass(frozen=True)
+class FleetNode:
+    state: NodeState
+    partitions: tuple[str, ...]
 
 
 def node_name(given: str | None, env: Mapping[str, str]) -> str:
@@ -210,6 +239,81 @@ def parse_node(text: str, name: str) -> NodeState:
         name,
         state.group(1) if state else "UNKNOWN",
         _REASON_TAIL.sub("", reason.group(1)) if reason else "",
+    )
+
+
+def parse_fleet(text: str) -> list[FleetNode]:
+    """Every node of ``scontrol show node -o`` (one line each) with its partitions."""
+    out = []
+    for line in text.splitlines():
+        found = re.match(r"^NodeName=(\S+)", line.strip())
+        if not found:
+            continue
+        parts = re.search(r"(?:^|\s)Partitions=(\S+)", line)
+        out.append(
+            FleetNode(
+                parse_node(line, found.group(1)),
+                tuple(p for p in parts.group(1).split(",") if p) if parts else (),
+            )
+        )
+    return out
+
+
+def out_by_us(fleet: list[FleetNode], name: str) -> tuple[list[str], list[str], int]:
+    """(this node's partitions, the other nodes of them rocmstack has taken out, how many nodes they hold)."""
+    mine = next((n.partitions for n in fleet if n.state.name == name), ())
+    peers = [n for n in fleet if set(n.partitions) & set(mine)] if mine else fleet
+    # a node rocmstack drained stays out by rocmstack whatever else happened to it since (DOWN, a reboot)
+    out = [
+        n.state.name
+        for n in peers
+        if n.state.name != name and n.state.drained and untagged(n.state.reason).startswith(REASON_PREFIX)
+    ]
+    return list(mine), out, len(peers)
+
+
+def breaker_record(breaker: Breaker) -> dict | None:
+    """The open breaker's record, or None when it is closed (no file). An unreadable record counts as open."""
+    try:
+        text = breaker.file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return {"opened_by": "?", "why": f"{breaker.file}: {exc.strerror or exc}"}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {"opened_by": "?", "why": f"{breaker.file} is not a breaker record"}
+    return data if isinstance(data, dict) else {"opened_by": "?", "why": "not a breaker record"}
+
+
+def open_breaker(breaker: Breaker, record: dict) -> None:
+    breaker.file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = breaker.file.with_name(f".{breaker.file.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, breaker.file)  # a reader sees the whole record or none
+
+
+def reset_breaker(breaker: Breaker) -> dict | None:
+    """Close the breaker: the record it held, or None when it was not open."""
+    record = breaker_record(breaker)
+    try:
+        breaker.file.unlink()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(
+            f"--breaker-file {printable(str(breaker.file))}: {exc.strerror or exc}",
+            fix="run it as the user the hooks run as (root)",
+        ) from None
+    return record
+
+
+def _held_back(name: str, breaker: Breaker, record: dict, reason: str) -> str:
+    return (
+        f"rocmstack: circuit breaker open ({printable(str(record.get('why', '')))}): node {name} is NOT drained "
+        f"for {printable(reason)}; a person resets it with `rocmstack doctor --breaker-reset "
+        f"--breaker-file {breaker.file}`"
     )
 
 
@@ -450,6 +554,42 @@ def decide(report: dict, node: NodeState) -> Decision:
     )
 
 
+def check_breaker(
+    name: str,
+    reason: str,
+    breaker: Breaker,
+    env: dict[str, str],
+    deadline: float,
+    *,
+    counting_self: bool = False,
+) -> str | None:
+    """None when ``name`` may be taken out (or, ``counting_self``, stay out); else the line that says why not
+    (the breaker is then open)."""
+    record = breaker_record(breaker)
+    if record is None or counting_self:
+        run = _scontrol(["show", "node", "-o"], env, deadline)
+        if run.returncode != 0:
+            raise EngineError(
+                f"scontrol show node failed: {_said(run)}", fix="check that slurmctld is reachable"
+            )
+        parts, out, total = out_by_us(parse_fleet(run.stdout), name)
+        cap = breaker.cap(total)
+        if len(out) + 1 <= cap:
+            return None
+        if record is not None:  # opened meanwhile by another node: its record stands
+            return _held_back(name, breaker, record, reason)
+        where = f"partition {','.join(parts)}" if parts else "the cluster"
+        record = {
+            "opened_by": name,
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "why": f"{len(out)} of {total} node(s) of {where} already drained by rocmstack "
+            f"({', '.join(out[:8])}{' ...' if len(out) > 8 else ''}), the cap is {cap}",
+            "held_back": reason,
+        }
+        open_breaker(breaker, record)
+    return _held_back(name, breaker, record, reason)
+
+
 def act(
     report: dict,
     hook: str,
@@ -457,9 +597,11 @@ def act(
     env: dict[str, str],
     log: Callable[[str], None],
     deadline: float | None = None,
+    breaker: Breaker | None = None,
 ) -> Outcome:
     """Drain or resume ``name`` by the report's verdict; never touches a state someone else set. Every
-    scontrol call ends by ``deadline`` (time.monotonic()), by default HOOK_SCONTROL_S from now."""
+    scontrol call ends by ``deadline`` (time.monotonic()), by default HOOK_SCONTROL_S from now. With a
+    ``breaker``, a node in service is taken out only while the breaker is closed and the fleet under its cap."""
     deadline = time.monotonic() + HOOK_SCONTROL_S - SCOPE_SCONTROL_S if deadline is None else deadline
     lines = failure_lines(report)
     for line in lines:
@@ -483,8 +625,24 @@ def act(
                 f"{quoted(now.reason) if now.reason else 'none'}): left as it is"
             )
             return Outcome("left-as-is", tuple(lines), bad)
+    if decision.action == "drain" and breaker is not None and not node.drained:
+        held = check_breaker(name, decision.message, breaker, env, deadline)
+        if held is not None:
+            log(held)
+            # a Prolog/Epilog that exits non-zero makes slurmd drain the node itself: held back means 0 there
+            code = int(ExitCode.BREAKER_OPEN) if hook == "healthcheck" else 0
+            return Outcome("held-back", tuple(lines), code)
     if decision.action == "drain":
         _update(name, env, deadline, "state=drain", f"reason={decision.message}")
+        if breaker is not None and not node.drained:
+            # hooks on other nodes may have drained theirs since the count: counted again, with this one out,
+            # the fleet past the cap puts this node back and opens the breaker (the safe side of the race)
+            held = check_breaker(name, decision.message, breaker, env, deadline, counting_self=True)
+            if held is not None:
+                _update(name, env, deadline, "state=resume")
+                log(held)
+                code = int(ExitCode.BREAKER_OPEN) if hook == "healthcheck" else 0
+                return Outcome("held-back", tuple(lines), code)
         log(f"rocmstack: drained node {name}: {decision.message}")
         return Outcome("drained" if not node.drained else "kept-drained", tuple(lines), bad)
     if decision.action == "resume":

@@ -32,6 +32,10 @@ pytestmark = pytest.mark.slow
 NODE = socket.gethostname().split(".")[0]
 CHECKS = "nofile-limit,visibility-masks,gpu-memory-free"
 GPUS = 2
+# Nodes of the same partition with no slurmd of their own: what the circuit breaker counts (no slurmd keeps
+# them out of jobs: they never answer; a drain with a reason can still be set on them, as on any node rocmstack
+# took out)
+PEERS = tuple(f"peer{i}" for i in range(1, 10))
 # An MI300X's VRAM (tests/fixtures/doctor/memory/SOURCES.md); a job's engine takes vLLM's default 0.9 of it
 VRAM = 206141652992
 ENGINE = int(0.9 * VRAM)
@@ -68,7 +72,9 @@ RebootProgram=/bin/true
 Prolog={tmp}/prolog.sh
 Epilog={tmp}/epilog.sh
 NodeName={NODE} NodeAddr=127.0.0.1 CPUs={GPUS * 2} Gres=gpu:{GPUS} State=UNKNOWN
+NodeName={",".join(PEERS)} NodeAddr=127.0.0.2 CPUs=2 State=UNKNOWN
 PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
+PartitionName=fleet Nodes={NODE},{",".join(PEERS)} MaxTime=INFINITE State=UP
 """
 
 
@@ -113,6 +119,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
             f"export SLURM_CONF={tmp}/slurm.conf PATH={os.environ['PATH']} PYTHONPATH={CHECKOUT}\n"
             f"if [ -e {fault}.{hook} ]; then ulimit -n 1024; fi\n"
             f"exec {sys.executable} -m rocmstack doctor --slurm {hook} --json {' '.join(_node_args(amd.root))} "
+            f"--breaker-file {tmp}/breaker.json "
             f">{tmp}/{hook}-$SLURM_JOB_ID.json 2>>{tmp}/{hook}.err\n"
         )
         script.chmod(0o755)
@@ -161,11 +168,22 @@ def _node_args(root: Path, *checks: str) -> list[str]:
 
 
 def _hook(
-    env: dict, hook: str, *, fault: bool, checks: tuple[str, ...] = ()
+    env: dict, hook: str, *, fault: bool, checks: tuple[str, ...] = (), extra: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
-    root = Path(env["SLURM_CONF"]).parent / "node"
+    tmp = Path(env["SLURM_CONF"]).parent
+    breaker = ("--breaker-file", str(tmp / "breaker.json"))
     return subprocess.run(
-        [sys.executable, "-m", "rocmstack", "doctor", "--slurm", hook, *_node_args(root, *checks)],
+        [
+            sys.executable,
+            "-m",
+            "rocmstack",
+            "doctor",
+            "--slurm",
+            hook,
+            *_node_args(tmp / "node", *checks),
+            *breaker,
+            *extra,
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -689,3 +707,55 @@ def test_an_admins_down_between_the_hooks_read_and_its_update_stays(slurm, monke
     finally:
         _restore(env)
         _wait_idle(env)
+
+
+def test_the_circuit_breaker_holds_drains_past_the_cap_until_a_person_resets_it(slurm):
+    """Ten nodes in the partition, a cap of 10 %: with one node already drained by rocmstack, a failing
+    health check on this node takes it out no more; it says so loudly (exit 6, the log line, a gauge), and the
+    breaker stays open after that node is back, until --breaker-reset."""
+    env, tmp, *_ = slurm
+    prom = tmp / "metrics"
+    prom.mkdir(exist_ok=True)
+    breaker = tmp / "breaker.json"
+    gauges = ("--prometheus", str(prom / "doctor.prom"))
+    try:
+        _scontrol(env, "update", "nodename=peer1", "state=drain",
+                  "reason=[node_problem] rocmstack: gpu-ecc: 3 uncorrectable ECC error(s)")  # fmt: skip
+        held = _hook(env, "healthcheck", fault=True, extra=gauges)
+        assert held.returncode == 6, (held.stdout, held.stderr)
+        said = held.stdout
+        assert (
+            "circuit breaker open (1 of 10 node(s) of partition debug,fleet already drained by rocmstack (peer1)"
+            in said
+        )
+        assert f"node {NODE} is NOT drained for [node_problem] rocmstack: nofile-limit: " in said
+        assert "DRAIN" not in _node(env)[0]
+        assert "rocmstack_doctor_breaker_open 1" in (prom / "doctor.prom").read_text()
+        record = json.loads(breaker.read_text())
+        assert record["opened_by"] == NODE and record["held_back"].startswith(
+            "[node_problem] rocmstack: nofile-limit"
+        )
+        # peer1 back in service: the breaker stays open until a person resets it
+        _scontrol(env, "update", "nodename=peer1", "state=resume")
+        again = _hook(env, "healthcheck", fault=True)
+        assert again.returncode == 6 and "circuit breaker open" in again.stdout
+        assert "DRAIN" not in _node(env)[0]
+        reset = subprocess.run(
+            [sys.executable, "-m", "rocmstack", "doctor", "--breaker-reset", "--breaker-file", str(breaker)],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert reset.returncode == 0 and "reset; it held: 1 of 10 node(s)" in reset.stdout, reset
+        assert not breaker.exists()
+        drained = _hook(env, "healthcheck", fault=True, extra=gauges)
+        assert drained.returncode == 0, drained.stderr
+        state, reason = _wait_state(env, want_drain=True)
+        assert reason.startswith("[node_problem] rocmstack: nofile-limit: "), (state, reason)
+        assert "rocmstack_doctor_breaker_open 0" in (prom / "doctor.prom").read_text()
+        assert _hook(env, "healthcheck", fault=False).returncode == 0
+        assert "DRAIN" not in _wait_state(env, want_drain=False)[0]
+    finally:
+        breaker.unlink(missing_ok=True)
+        with contextlib.suppress(subprocess.CalledProcessError):
+            _scontrol(env, "update", "nodename=peer1", "state=resume")
+        if "DRAIN" in _node(env)[0]:
+            _scontrol(env, "update", f"nodename={NODE}", "state=resume")

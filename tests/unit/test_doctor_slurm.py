@@ -13,6 +13,7 @@ import pytest
 from rocmstack.doctor.model import GpuScope
 from rocmstack.doctor.slurm import (
     REASON_MAX,
+    Breaker,
     Job,
     NodeState,
     act,
@@ -24,9 +25,13 @@ from rocmstack.doctor.slurm import (
     job_allocation,
     judged_nothing,
     node_name,
+    open_breaker,
+    out_by_us,
+    parse_fleet,
     parse_jobs,
     parse_listpids,
     parse_node,
+    reset_breaker,
     scope_lines,
     scope_report,
 )
@@ -366,3 +371,45 @@ def test_what_a_hook_says_it_leaves_out():
         "gres_tracks_gpus": True,
     }
     assert scope_report(None) is None
+
+
+def _fleet_text(nodes: list[tuple[str, str, str, str]]) -> str:
+    """`scontrol show node -o` of several nodes: the recorded line of one, renamed, restated and repartitioned."""
+    line = (FIXTURES / "scontrol-show-node-drained-22.05.8.txt").read_text().strip()
+    out = []
+    for name, state, reason, parts in nodes:
+        one = line.replace("NodeName=vm ", f"NodeName={name} ").replace("State=IDLE+DRAIN", f"State={state}")
+        one = one.replace("Partitions=debug", f"Partitions={parts}")
+        out.append(one.replace("Reason=admin: replacing a cable", f"Reason={reason}" if reason else ""))
+    return "\n".join(out) + "\n"
+
+
+def test_the_breaker_counts_the_nodes_of_this_nodes_partitions_that_rocmstack_took_out():
+    text = _fleet_text(
+        [
+            ("gpu01", "IDLE", "", "gpu"),
+            ("gpu02", "IDLE+DRAIN", "[node_problem] rocmstack: gpu-ecc: 3 errors", "gpu"),
+            (
+                "gpu03",
+                "DOWN+DRAIN",
+                "rocmstack: nofile-limit: low",
+                "gpu,debug",
+            ),  # an earlier release's, down since
+            ("gpu04", "IDLE+DRAIN", "admin: replacing a cable", "gpu"),  # not ours
+            ("cpu01", "IDLE+DRAIN", "[user_problem] rocmstack: dev-shm: full", "cpu"),  # another partition
+        ]
+    )
+    fleet = parse_fleet(text)
+    assert [n.state.name for n in fleet] == ["gpu01", "gpu02", "gpu03", "gpu04", "cpu01"]
+    assert out_by_us(fleet, "gpu01") == (["gpu"], ["gpu02", "gpu03"], 4)
+    assert Breaker().cap(4) == 1 and Breaker().cap(10) == 1 and Breaker().cap(25) == 2
+    assert Breaker(max_share=0.5, max_nodes=3).cap(100) == 3
+
+
+def test_the_breaker_record_is_whole_or_absent_and_a_reset_returns_it(tmp_path):
+    breaker = Breaker(file=tmp_path / "state" / "breaker.json")
+    assert reset_breaker(breaker) is None
+    open_breaker(breaker, {"opened_by": "gpu01", "why": "2 of 4 node(s) ..."})
+    assert [p.name for p in breaker.file.parent.iterdir()] == ["breaker.json"]  # no temporary left
+    assert reset_breaker(breaker) == {"opened_by": "gpu01", "why": "2 of 4 node(s) ..."}
+    assert not breaker.file.exists()
