@@ -41,6 +41,7 @@ PREFIX = "ROCMSTACK-RETURN:"
 # CUmemRangeHandleType / hipMemRangeHandleType: CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, hipMemRangeHandleTypeDmaBufFd
 DMA_BUF_FD = 1
 CUDA_ERROR_NOT_SUPPORTED = 801
+CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 124
 HIP_ERROR_NOT_SUPPORTED = 801
 ALIGN = 2 << 20
 TAG = "rocmstack"
@@ -163,11 +164,13 @@ def _importer(conn: Any) -> None:
 def loop_ipc(nbytes: int, cycles: int, figures: Figures, emit: Emit) -> None:
     import multiprocessing
 
+    # the importer by its module's name, never __main__'s: this file also runs as `python -m`
+    from rocmstack.gpu import memory_return as by_name
     from rocmstack.gpu.weight_sync import checksum, share_tensor
 
     ctx = multiprocessing.get_context("spawn")
     mine, theirs = ctx.Pipe()
-    proc = ctx.Process(target=_importer, args=(theirs,), daemon=True)
+    proc = ctx.Process(target=by_name._importer, args=(theirs,), daemon=True)
     proc.start()
     try:
         if not mine.poll(120):
@@ -289,6 +292,14 @@ def _export_dma_buf(ptr: int, size: int, hip: bool) -> int:
         name = "hipMemGetHandleForAddressRange"
     else:
         lib = ctypes.CDLL("libcuda.so.1")
+        import torch
+
+        supported = ctypes.c_int(0)
+        lib.cuDeviceGetAttribute(
+            ctypes.byref(supported), CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, torch.cuda.current_device()
+        )
+        if supported.value != 1:
+            raise Skip("this GPU's driver exports no dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)")
         fn, unsupported, what = lib.cuMemGetHandleForAddressRange, CUDA_ERROR_NOT_SUPPORTED, "CUresult"
         fn.argtypes = [
             ctypes.POINTER(ctypes.c_int),
