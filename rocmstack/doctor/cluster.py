@@ -58,13 +58,32 @@ def _label(node: dict) -> str:
     return f"{node.get('NodeManagerAddress', '?')}:{node.get('NodeManagerPort', '?')}"
 
 
+# The limit a cluster run gets by default: what its nodes' checks cost by costs.yaml (GPU figures, or the far
+# larger CPU ones on a cluster without GPUs), twice over (several nodes may share a machine, a loaded node is
+# slower than the measurements), plus the cross-node part; never less than MIN_CLUSTER_S.
+MIN_CLUSTER_S = 180.0
+CLUSTER_MARGIN = 2.0
+CROSS_NODE_S = 60.0
+
+
+def default_limit(opts: DoctorOptions, gpus: bool) -> float:
+    """Seconds a cluster run of these options may take: it follows the probes the nodes will run."""
+    from rocmstack.doctor.budget import Node, plan
+
+    level = min(opts.level, 2)
+    checks = [c for c in select_checks(opts.only, opts.skip, level) if c.scope == "node"]
+    estimate = plan(checks, float("inf"), fast=opts.fast, node=Node(amd_hw=gpus, nvidia_hw=gpus)).estimate_s
+    return max(MIN_CLUSTER_S, round(CLUSTER_MARGIN * estimate + CROSS_NODE_S))
+
+
 def run_cluster(
     opts: DoctorOptions,
     address: str,
     *,
-    timeout: float = 180.0,
+    timeout: float | None = None,
     progress: Callable[[str], None] = lambda _msg: None,
 ) -> dict:
+    """``timeout``: the run's limit; None follows the probes chosen (``default_limit``)."""
     try:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -113,7 +132,13 @@ def run_cluster(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
             ).remote(sent)
             pending[ref] = node_id
-        progress(f"dispatched to {len(alive)} node(s)" + (": level 2 on each" if node_level > 1 else ""))
+        if timeout is None:
+            timeout = default_limit(opts, float(ray.cluster_resources().get("GPU", 0)) > 0)
+        progress(
+            f"dispatched to {len(alive)} node(s)"
+            + (": level 2 on each" if node_level > 1 else "")
+            + f"; the run's limit is {timeout:.0f} s"
+        )
         deadline = t0 + timeout
         last_poll = 0.0
         while pending and time.monotonic() < deadline:

@@ -173,8 +173,11 @@ def register(app: typer.Typer) -> None:
         ray_address: str | None = typer.Option(
             None, "--ray-address", metavar="ADDR", help="Run on every alive node of this Ray cluster."
         ),
-        cluster_timeout: float = typer.Option(
-            180.0, "--cluster-timeout", metavar="S", help="Time limit of a cluster run (s)."
+        cluster_timeout: float | None = typer.Option(
+            None,
+            "--cluster-timeout",
+            metavar="S",
+            help="Time limit of a cluster run (s); default: what the chosen probes cost, twice over.",
         ),
         culprit_budget: float = typer.Option(
             120.0, "--culprit-budget", metavar="S", help="Level 3: seconds the culprit search may take."
@@ -291,7 +294,7 @@ def register(app: typer.Typer) -> None:
         if json_out and markdown:
             raise InputError("--json and --markdown both given", fix="choose one output format")
         minutes = renamed(None, minutes, "--minutes", "--burn-in")  # N minutes, the old unit
-        if cluster_timeout <= 0:
+        if cluster_timeout is not None and cluster_timeout <= 0:
             raise InputError(
                 f"--cluster-timeout {cluster_timeout} must be positive", fix="e.g. --cluster-timeout 30"
             )

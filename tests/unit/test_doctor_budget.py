@@ -247,3 +247,15 @@ def test_the_run_says_how_many_inits_the_budget_gave(monkeypatch):
     budget = costs.start + costs.parallel["ray"] + costs.sequential["communicator-churn"] / 2 + 0.5
     report = run_doctor(DoctorOptions(only=("communicator-churn",), level=2, budget_s=budget, expect_gpus=0))
     assert report["budget"]["comm_inits"] == seen["inits"] and 5 <= seen["inits"] < 20
+
+
+def test_a_cluster_runs_limit_follows_the_probes_it_sends():
+    from rocmstack.doctor.cluster import MIN_CLUSTER_S, default_limit
+
+    level3 = DoctorOptions(level=3)
+    costs = load_costs()
+    # without GPUs the level-2 stand-ins cost far more than 180 s (weight-sync alone: 270 s measured)
+    assert default_limit(level3, gpus=False) > 2 * costs.sequential_no_gpu["weight-sync"]
+    assert MIN_CLUSTER_S < default_limit(level3, gpus=True) < default_limit(level3, gpus=False)
+    # a level-1 run across the cluster keeps the floor
+    assert default_limit(DoctorOptions(level=1), gpus=True) == MIN_CLUSTER_S
