@@ -45,6 +45,7 @@ COMMAND_MODULES = (
     "rocmstack.publish.commands",
     "rocmstack.commands.preflight",
     "rocmstack.commands.advisories",
+    "rocmstack.commands.soak",
 )
 
 

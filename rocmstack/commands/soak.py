@@ -1,0 +1,62 @@
+"""``rocmstack soak -- DOCTOR ARGS``: the doctor run N times on a node known to be healthy; every failure is a
+false one, counted per check and per day."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from rocmstack.errors import InputError, quoted
+from rocmstack.options import JSON_OPT, parse_duration
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("soak", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def soak_cmd(
+        ctx: typer.Context,
+        runs: int = typer.Option(50, "--runs", metavar="N", help="Doctor runs, each a fresh process."),
+        interval: str = typer.Option(
+            "5m", "--interval", metavar="TIME", help="The health check's interval the per-day figure assumes."
+        ),
+        timeout: str = typer.Option("10m", "--timeout", metavar="TIME", help="Time limit of one doctor run."),
+        json_out: bool = JSON_OPT,
+    ) -> None:
+        """Run `rocmstack doctor ARGS` (after `--`) N times on a healthy node and count its false failures.
+
+        Exit 0 when no run failed, 1 when some did (each named with its checks)."""
+        from rocmstack.doctor.soak import soak
+        from rocmstack.output import print_json
+
+        if runs < 1:
+            raise InputError(f"--runs {runs} is below 1", fix="give a number of runs, e.g. 50")
+        args = list(ctx.args)
+        if "--json" in args:
+            raise InputError(f"{quoted('--json')} after `--` is the soak's own", fix="put --json before `--`")
+        result = soak(
+            args,
+            runs,
+            timeout=parse_duration(timeout, "--timeout"),
+            interval_s=parse_duration(interval, "--interval"),
+            progress=_say,
+        )
+        data = result.as_dict()
+        if json_out:
+            print_json(data)
+        else:
+            rate = (
+                "n/a" if data["per_day"] is None else f"{data['per_day']:g} a day at one run every {interval}"
+            )
+            sys.stdout.write(
+                f"soak: {data['false_failing_runs']} of {data['runs']} run(s) failed on a healthy node ({rate})\n"
+            )
+            for check, n in data["by_check"].items():
+                sys.stdout.write(f"  {check}: {n} run(s)\n")
+            for f in data["failures"][:10]:
+                named = "; ".join(f"{c['id']}: {c['summary']}" for c in f["checks"]) or f["problem"]
+                sys.stdout.write(f"  run {f['run']}: {named}\n")
+        raise typer.Exit(1 if data["false_failing_runs"] else 0)
