@@ -45,6 +45,7 @@ CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 124
 HIP_ERROR_NOT_SUPPORTED = 801
 ALIGN = 2 << 20
 TAG = "rocmstack"
+WARMUP = 1  # leading cycles that set a process up, not judged
 # The allocator settings of the vmm loop's process: torch maps and unmaps through the VMM API.
 VMM_ENV = {
     "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
@@ -92,13 +93,23 @@ class Figures:
 
     def read(self) -> dict[str, Any]:
         seen = process_device_memory("cuda", hip=self.hip, pids=self.pids)
-        device = None
-        if self._device is not None:
-            try:
-                device = self._device()
-            except Exception:  # one failed read is a missing figure, not a crash of the loop
-                device = None
-        return {"process": seen.nbytes, "device": device, "source": seen.source}
+        if seen.nbytes is None and " lists none of processes " in seen.source:
+            # the driver lists only processes that hold device memory: none listed holds none (where it never
+            # lists them, e.g. another PID namespace, the judge sees a figure that does not follow the loop)
+            return {
+                "process": 0,
+                "device": self._device_used(),
+                "source": f"{seen.source.split()[0]} (none listed)",
+            }
+        return {"process": seen.nbytes, "device": self._device_used(), "source": seen.source}
+
+    def _device_used(self) -> int | None:
+        if self._device is None:
+            return None
+        try:
+            return self._device()
+        except Exception:  # one failed read is a missing figure, not a crash of the loop
+            return None
 
 
 def _sync_free() -> None:
@@ -128,7 +139,9 @@ def _cycles(
     give: Callable[[int], None],
     after_give: Callable[[int], None] = lambda _k: None,
 ) -> None:
-    for k in range(1, cycles + 1):
+    # cycle 1 is the warm-up: the process's context, the allocator's pools and the IPC machinery come into
+    # being there and stay; the judge starts from cycle 2 (WARMUP)
+    for k in range(1, cycles + WARMUP + 1):
         before = figures.read()
         emit({"loop": loop, "cycle": k, "step": "take"})
         take(k)
@@ -364,8 +377,11 @@ def run_loop(loop: str, nbytes: int, cycles: int, emit: Emit = _emit) -> int:
         emit({"loop": loop, "runtime": runtime(), "pid": os.getpid()})
         figures = Figures(hip)
         RUNNERS[loop](nbytes, cycles, figures, emit)
-        emit({"loop": loop, "done": True})
-        return 0
+        emit({"loop": loop, "done": True, "warmup": WARMUP})
+        # what is judged is done: the process ends here, before any library's exit-time frees (a memory
+        # saver's teardown of a paused region is no part of what the loop asks); the driver frees the rest
+        sys.stdout.flush()
+        os._exit(0)
     except Skip as exc:
         emit({"loop": loop, "skipped": str(exc)})
         return 0
@@ -445,7 +461,7 @@ def collect(loop: str, nbytes: int, run: Any) -> dict[str, Any]:
         elif "before" in r:
             out["cycles"].append({k: r[k] for k in ("cycle", "before", "held", "after")})
             last_step = None
-        for key in ("skipped", "error", "done"):
+        for key in ("skipped", "error", "done", "warmup"):
             if key in r:
                 out[key] = r[key]
     if run.timed_out:

@@ -22,11 +22,14 @@ the broken ones); launchers and agents that never import torch are not, their ch
     (1 for num_gpus=1 or a fraction); a process that runs with the job's own masks is a whole-node process and
     sees the job's allocation on this node; any other process sees what its masks select
     (rocmstack.platform.masks.mask_view). A CPU build of torch counts 0, recorded and judged as such.
-(c) sharing: two processes on one physical GPU are a mismatch unless one started the other (the nearest
+(c) sharing: two GPU workers on one physical GPU are a mismatch unless one started the other (the nearest
     ancestor that holds a GPU: a trainer and the engine worker it launched), Ray put both there (the same
     Ray GPU ids: fractional num_gpus, as colocated trainer and rollout actors are placed), or both carry the
-    same ROCMSTACK_COLOCATE_GROUP (a launcher's mark, inherited by their children). ``share`` raises the
-    number of such independent users per GPU for a colocated job that marks nothing.
+    same ROCMSTACK_COLOCATE_GROUP (a launcher's mark, inherited by their children). A GPU worker is one Ray
+    gave GPUs or a launcher gave a rank (RANK), or a process either started. Others that touch a GPU (the
+    driver, verl's TaskRunner and its vLLM server actor, which Ray gives no GPU: verl 0.9.1 on an H200) are
+    recorded and not counted: where they run is their framework's design. ``share`` raises the number of
+    independent workers per GPU for a colocated job that marks nothing.
 (d) remapping: ROCR_VISIBLE_DEVICES filters before HIP_VISIBLE_DEVICES indexes what it left, so a mask applied
     again on top of another names devices that are not there or more than are left (mask_view's problems, in
     the doctor's words); and a Ray-masked actor whose runtime started with a mask other than the one Ray set
@@ -353,7 +356,7 @@ def _share_lines(workers: list[WorkerRecord], share: int) -> list[Mismatch]:
     def parent(r: WorkerRecord) -> WorkerRecord | None:
         return next((holders[(r.node, p)] for p in r.ancestors if (r.node, p) in holders), None)
 
-    def key(r: WorkerRecord) -> tuple[str, ...]:
+    def key(r: WorkerRecord) -> tuple[str, ...] | None:
         if r.colocate:
             return ("mark", r.colocate)
         root, seen = r, {r.pid}
@@ -363,11 +366,18 @@ def _share_lines(workers: list[WorkerRecord], share: int) -> list[Mismatch]:
             return ("mark", root.colocate)
         if root.gpu_ids:
             return ("ray", *root.gpu_ids)
-        return ("process", str(root.pid))
+        if root.rank is not None:
+            return ("rank", str(root.pid))
+        # given no GPU by Ray nor a rank by a launcher (a driver or a helper that touched the GPU, a server a
+        # framework starts beside its trainer, as verl its vLLM rollout): where it runs is its framework's
+        # design, recorded but not counted as a second user
+        return None
 
     by_gpu: dict[tuple[str, str], dict[tuple[str, ...], WorkerRecord]] = defaultdict(dict)
     for r in holders.values():
-        by_gpu[(r.node, str(r.gpu))].setdefault(key(r), r)
+        k = key(r)
+        if k is not None:
+            by_gpu[(r.node, str(r.gpu))].setdefault(k, r)
     out = []
     for (node, gpu), users in by_gpu.items():
         if len(users) <= max(1, share):

@@ -42,6 +42,9 @@ class Step:
     changed: tuple[str, ...]  # "data.train_files: /data/x -> work/data/train.parquet", one per replacement
     kind: str  # "framework": runs one step and exits; "server": serves, answers one request, is stopped
     env: Mapping[str, str] = field(default_factory=dict)  # set for the step (loggers off)
+    # set for the step unless the job's environment sets them (the engine's own log level, warm-ups that only
+    # shorten later steps)
+    defaults: Mapping[str, str] = field(default_factory=dict)
     done: str | None = None  # a regex of the log line that proves the step ran (framework kind)
     gpus: int = 1  # GPUs per node the job asks for
     parallel: Mapping[str, int] = field(default_factory=dict)
@@ -56,6 +59,11 @@ class Adapter:
     weights: bool  # the step loads the model's weights (a trainer): the shrunk folder gets random ones
     data: bool = True  # the step reads a data set (a trainer); a server reads none
 
+
+# vLLM logs every backend and kernel it selects at INFO (verl sets WARN for its workers unless the launching
+# environment names a level); DeepGEMM's warm-up compiles every batch shape up front (111 s of a 7-minute
+# FP8 MoE step on an H200): one step compiles the shapes it uses as it meets them
+VLLM_DEFAULTS = {"VLLM_LOGGING_LEVEL": "INFO", "VLLM_DEEP_GEMM_WARMUP": "skip"}
 
 # -- verl: Hydra overrides ---------------------------------------------------------------------------------
 
@@ -154,6 +162,7 @@ def _verl(argv: Sequence[str], inputs: Inputs) -> Step:
         tuple(changed),
         "framework",
         env={"WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "1"},
+        defaults=VLLM_DEFAULTS,
         done=r"(?:^|\s)step:1(?:\s|$)",  # verl's console logger: "step:1 - key:value - ..."
         gpus=gpus,
         parallel=parallel,
@@ -321,7 +330,8 @@ def _server(argv: Sequence[str], inputs: Inputs, *, model_flag: str, len_flag: s
         out += [name, *values]
     tp_flag = "--tensor-parallel-size" if model_flag == "--model" else "--tp-size"
     tp = _int((_flag(flags, tp_flag) or _flag(flags, "-tp") or ["1"])[0], 1)
-    return Step(tuple(out), tuple(changed), "server", gpus=tp, parallel={"tp": tp})
+    defaults = VLLM_DEFAULTS if model_flag == "--model" else {}
+    return Step(tuple(out), tuple(changed), "server", defaults=defaults, gpus=tp, parallel={"tp": tp})
 
 
 def _vllm(argv: Sequence[str], inputs: Inputs) -> Step:

@@ -34,6 +34,9 @@ _LOG_PREFIX = re.compile(
 # an exception as Python prints its last line: "ValueError: ...", "torch.OutOfMemoryError: ..."
 _RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b(?::|$)")
 _USING = re.compile(r"\bUsing\b\s+(?P<what>.{3,160})")
+# Ray prints a remote task's traceback inside the caller's exception: "ray.exceptions.RayTaskError:
+# ray::vLLMHttpServer.launch_server() (pid=12072, ...)", the failing actor's traceback, its exception last
+_RAY_TASK = re.compile(r"RayTaskError\b.*?ray::(?P<name>[A-Za-z_]\w*)(?:\.\w+)*\(\)\s*\(pid=(?P<pid>\d+)")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,14 @@ class Failure:
     process: str  # the process that broke first
     lines: tuple[str, ...]  # its last error lines, verbatim (printable)
     then: str | None = None  # the log's last error line, where another process said it
+
+    @property
+    def cause(self) -> str | None:
+        """The exception's own line (``ValueError: ...``) and its message, or None when none was raised."""
+        for k in range(len(self.lines) - 1, -1, -1):
+            if _RAISED.match(self.lines[k]):
+                return " ".join(line.strip() for line in self.lines[k:])[:300]
+        return None
 
 
 @lru_cache(maxsize=1)
@@ -65,12 +76,21 @@ def _process(line: str) -> tuple[str, str]:
     return who, _ANSI.sub("", line[found.end() :]).strip()
 
 
+# a progress bar's moving part: "DeepGEMM warmup:  54%|#####     | 272/503 [00:46<00:15, 15.13it/s]"
+_PROGRESS = re.compile(r":?\s*\d{1,3}%\|.*$")
+# a printed config (verl prints its whole Hydra config as a Python dict: "'sampler': {...},")
+_DUMP = re.compile(r"""^\s*(?:['"{\[]|\w+=\w+\()""")
+
+
 def selections(text: str) -> list[Selection]:
-    """Every selection the log names, in order, each once per process."""
+    """Every selection the log names, in order, each once per process (a progress bar once, as its label)."""
     out: list[Selection] = []
     seen: set[tuple[str, str]] = set()
-    for raw in text.splitlines():
+    for raw in text.replace("\r", "\n").splitlines():
         who, line = _process(raw)
+        if _DUMP.match(line):
+            continue
+        line = _PROGRESS.sub("", line)
         category = next((name for name, pattern in _categories() if pattern.search(line)), None)
         if category is None and _USING.search(line) and re.search(r"\b(?:INFO|WARNING)\b", line):
             category = "other"
@@ -107,14 +127,32 @@ def failure(text: str, keep: int = 12) -> Failure | None:
         (k for k in range(len(mine) - 1, -1, -1) if "Traceback" in mine[k][1]), max(len(mine) - keep, 0)
     )
     block = [printable(line)[:400] for _, line in mine[start:]]
+    if _RAY_TASK.search(parsed[at][1]):
+        # a Ray task's error carries its cause's traceback: the failing actor is the chain's last task, and
+        # its own exception is the chain's last one
+        chain = [at]
+        for i in range(at + 1, len(parsed)):
+            if parsed[i][0] != who or _LOG_PREFIX.match(parsed[i][1]) or parsed[i][1].startswith("Traceback"):
+                break
+            chain.append(i)
+        tasks = [i for i in chain if _RAY_TASK.search(parsed[i][1])]
+        found = _RAY_TASK.search(parsed[tasks[-1]][1])
+        assert found is not None
+        who = f"{found.group('name')} pid={found.group('pid')}"
+        inner = [i for i in chain if i > tasks[-1] and _RAISED.match(_bare(parsed[i][1]))]
+        at = inner[-1] if inner else tasks[-1]
+        block = [printable(_bare(parsed[i][1]))[:400] for i in range(tasks[-1], at + 1)]
+        raised = []  # the chain is the log's last error: no other process said a later one
     # the exception's message may go on (pydantic's "1 validation error for X" names the field below it)
     for who_next, line in parsed[at + 1 : at + 1 + MESSAGE_LINES]:
-        if who_next != who or not line.startswith(" ") or _LOG_PREFIX.match(line):
+        if who_next != parsed[at][0] or not line.strip() or _LOG_PREFIX.match(line) or _RAISED.match(line):
+            break
+        if line.startswith("Traceback"):
             break
         block.append(printable(line)[:400])
     tail = tuple(block if len(block) <= keep else [block[0], "...", *block[-(keep - 2) :]])
-    last = raised[-1] if raised else errors[-1]
+    last = raised[-1] if raised else at
     then = None
-    if parsed[last][0] != who:
+    if parsed[last][0] != who and last != at:
         then = f"{parsed[last][0]}: {printable(_bare(parsed[last][1]))[:300]}"
     return Failure(who, tail, then)

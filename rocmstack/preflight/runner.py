@@ -232,7 +232,9 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
         for old in masks_dir.iterdir():
             old.unlink()
     # every Python process of the step records its masks and devices (rocmstack.gpu.worker_masks)
-    env = masked_env(masks_dir, {**os.environ, **req.env, **step.env})
+    base = {**os.environ, **req.env}
+    applied = {k: v for k, v in step.defaults.items() if k not in base}
+    env = masked_env(masks_dir, {**applied, **base, **step.env})
     secrets = secret_values(env)
     report: dict[str, Any] = {
         "schema": SCHEMA,
@@ -240,7 +242,7 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
         "work_dir": str(req.work_dir),
         "argv": list(req.argv),
         "step_argv": list(step.argv),
-        "changed": list(step.changed),
+        "changed": [*step.changed, *(f"{k}: (unset) -> {v}" for k, v in applied.items())],
         "gpus_per_node": step.gpus,
         "parallel": dict(step.parallel),
         "env_given": sorted(req.env),
@@ -275,6 +277,8 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
         else None
     )
     passed = problem is None
+    if run["problem"] and broke is not None and broke.cause:
+        problem = f"{problem}; {broke.process}: {broke.cause}"
     # the field's error signatures over the whole log: a known cause and its fix, where one is known
     report.update(
         known_causes=known_causes(text, req.advisories_dirs) if not passed else [],

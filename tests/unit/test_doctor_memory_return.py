@@ -4,6 +4,7 @@ the loops' own result shapes."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import sys
 from pathlib import Path
@@ -121,3 +122,19 @@ def test_the_check_fails_on_any_loop_and_never_passes_on_skips_alone():
     assert result.status == Status.PASS
     result = memory_return(_snap({"skipped": "no GPU on this node"}), opts)
     assert result.status == Status.SKIP
+
+
+def test_a_healthy_h200_gives_memory_back_in_every_loop():
+    """The loops' own figures from a real level-2 run on one H200 (five cycles of 256 MiB each). That run
+    predates the warm-up field: its first cycle is the one that created each process's context (NVML listed no
+    process figure before it), which the loops now run as their warm-up."""
+    data = json.loads((FIXTURES / "h200-2026-12-05.json").read_text())
+    verdicts = {row["loop"]: judge_loop({**row, "warmup": 1}) for row in data["loops"]}
+    for loop in ("ipc", "vmm", "cumem", "dmabuf"):
+        assert verdicts[loop].status == "pass", verdicts[loop]
+        assert "4 cycles of 256 MiB" in verdicts[loop].line and "0 MiB left after the last" in verdicts[loop].line
+    # torch_memory_saver gave its 278 MiB back at every pause, then its teardown of the paused region aborted
+    # the process at exit (exit 1): the loop now ends its process once the cycles are done
+    saver = verdicts["saver"]
+    assert saver.status == "fail" and "only support interesting region" in saver.line
+    assert [c["held"]["process"] - c["after"]["process"] for c in data["loops"][3]["cycles"][1:]] == [291504128] * 4

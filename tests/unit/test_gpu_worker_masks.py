@@ -588,3 +588,31 @@ def test_the_records_are_json_a_reader_can_parse(tmp_path):
     (path,) = tmp_path.glob("*.json")
     data = json.loads(path.read_text())
     assert data["env"]["HIP_VISIBLE_DEVICES"] == '0"\\\n'
+
+
+def _recorded(tmp_path: Path, name: str) -> list:
+    """Records the maskhook wrote on one H200 (docs/evidence/preflight-h200-2026-12-05), unpacked."""
+    import tarfile
+
+    with tarfile.open(Path(__file__).resolve().parents[1] / f"fixtures/preflight/{name}/records.tgz") as tar:
+        tar.extractall(tmp_path / name, filter="data")
+    return list(read_records(tmp_path / name).records)
+
+
+def test_verls_colocated_job_on_one_gpu_is_no_mismatch(tmp_path):
+    """verl 0.9.1's GRPO step on one H200: the driver, TaskRunnerV1 and the vLLM server actor touch GPU 0
+    beside the WorkerDict Ray gave it; Ray gave none of the others a GPU, so none is a second worker."""
+    records = _recorded(tmp_path, "verl-0.9.1-h200-masks")
+    verdict = judge(records, vendor="nvidia", allocation=1, physical=1, job_env={})
+    assert verdict.judged == 46 and verdict.ok, verdict.lines
+
+
+def test_a_launcher_that_sets_one_mask_of_two_is_named_per_worker(tmp_path):
+    """A launcher that exports CUDA_VISIBLE_DEVICES=0 alone and starts `vllm serve` (vLLM 0.24, one H200):
+    right on NVIDIA; the same processes under AMD's rules are one mask of two, each named."""
+    records = _recorded(tmp_path, "vllm-0.24-h200-one-mask")
+    assert judge(records, vendor="nvidia", allocation=1, physical=1, job_env={}).ok
+    amd = judge(records, vendor="amd", allocation=1, physical=1, job_env={})
+    assert amd.judged == 3 and [m.pid for m in amd.mismatches] == [8518, 8577, 8641]
+    assert amd.lines[0].startswith("`python /root/site/bin/vllm serve /tmp/pf-mask/model")
+    assert all("CUDA_VISIBLE_DEVICES=0 is set without HIP_VISIBLE_DEVICES" in line for line in amd.lines)

@@ -42,3 +42,29 @@ def test_a_clean_log_has_no_failure():
         failure("WARNING 12-04 23:33:43 [x.py:1] can cause fd limit errors like `OSError: [Errno 24]`")
         is None
     )
+
+
+def test_a_ray_task_chain_names_the_failing_actor_and_its_own_exception():
+    """verl 0.9.1's GRPO launcher on one H200, its vLLM rollout given gpu_memory_utilization=1.5: vLLM refuses
+    it in the vLLMHttpServer actor, and the driver prints that inside TaskRunnerV1's RayTaskError
+    (docs/evidence/preflight-h200-2026-12-05)."""
+    text = (ROOT / "tests/fixtures/preflight/verl-0.9.1-h200-gpu-memory-utilization-1.5.log").read_text()
+    found = failure(text)
+    assert found is not None and found.process == "vLLMHttpServer pid=12072" and found.then is None
+    assert found.lines[0].startswith("ray.exceptions.RayTaskError: ray::vLLMHttpServer.launch_server()")
+    assert found.cause is not None
+    assert found.cause.startswith(
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for CacheConfig"
+    )
+    assert "gpu_memory_utilization Input should be less than or equal to 1" in found.cause
+    assert "input_value=1.5" in found.cause
+
+
+def test_progress_bars_count_once_and_a_printed_config_is_no_selection():
+    """verl 0.9.1 prints its whole config as a Python dict and vLLM's DeepGEMM warm-up draws a progress bar
+    (one H200, Qwen3-30B-A3B shrunk, FP8 rollout): neither floods the selections."""
+    text = (ROOT / "tests/fixtures/preflight/verl-0.9.1-h200-qwen3-30b-a3b-fp8.log").read_text()
+    found = [(s.category, s.text) for s in selections(text)]
+    assert ("gemm", "DeepGEMM warmup") in found and sum(1 for c, _ in found if c == "gemm") == 1
+    assert ("all-reduce", "NCCL version 2.28.9+cuda13.0") in found
+    assert not any(t.startswith("'") for _, t in found), found

@@ -40,3 +40,27 @@ def test_a_dry_run_writes_the_inputs_and_runs_nothing(tmp_path):
     assert report["passed"] is None and report["verdict"] == "NOT RUN (--dry-run)"
     assert "trainer.total_training_steps=1" in report["step_argv"]
     assert (tmp_path / "work/data/train.parquet").is_file() and not (tmp_path / "work/step.log").exists()
+
+
+def test_the_engines_log_level_and_warm_up_are_set_unless_the_job_sets_them(tmp_path, monkeypatch):
+    monkeypatch.delenv("VLLM_LOGGING_LEVEL", raising=False)
+    monkeypatch.delenv("VLLM_DEEP_GEMM_WARMUP", raising=False)
+    said = 'echo "$VLLM_LOGGING_LEVEL $VLLM_DEEP_GEMM_WARMUP"; echo "step:1 - x:1"'
+    report = run_preflight(_request(tmp_path, ["sh", "-c", said]))
+    assert report["passed"] is True and "INFO skip" in Path(report["log"]).read_text()
+    assert "VLLM_DEEP_GEMM_WARMUP: (unset) -> skip" in report["changed"]
+    kept = run_preflight(_request(tmp_path, ["sh", "-c", said], env={"VLLM_DEEP_GEMM_WARMUP": "full"}))
+    assert "INFO full" in Path(kept["log"]).read_text()
+    assert not any(c.startswith("VLLM_DEEP_GEMM_WARMUP") for c in kept["changed"])
+
+
+def test_a_failed_step_names_the_failing_process_and_its_exception_in_the_verdict(tmp_path):
+    log = (
+        Path(__file__).resolve().parents[1]
+        / "fixtures/preflight/verl-0.9.1-h200-gpu-memory-utilization-1.5.log"
+    )
+    report = run_preflight(_request(tmp_path, ["sh", "-c", f"cat {log}; exit 1"]))
+    assert report["verdict"].startswith(
+        "FAILED: the command exited 1; vLLMHttpServer pid=12072: pydantic_core._pydantic_core.ValidationError: "
+        "1 validation error for CacheConfig gpu_memory_utilization Input should be less than or equal to 1"
+    )

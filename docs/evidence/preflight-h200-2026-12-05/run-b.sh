@@ -27,7 +27,7 @@ pf() { python3 -m rocmstack preflight --model-config tests/fixtures/preflight/qw
   --env VLLM_USE_FLASHINFER_SAMPLER=0 --json "$@"; }
 if [ "${2:-pass}" = pass ]; then
   # 1. the lab's job as it is
-  step verl-fp8 pf --work-dir /tmp/pf-verl --timeout 8m -- "${job[@]}"
+  step verl-fp8 pf --work-dir /tmp/pf-verl --timeout 7m -- "${job[@]}"
   cp /tmp/pf-verl/step.log "$out/verl-fp8.log"
   tar czf "$out/verl-fp8-masks.tgz" -C /tmp pf-verl/masks
 else

@@ -78,7 +78,8 @@ def judge_loop(row: Mapping[str, Any]) -> LoopVerdict:
         return LoopVerdict(loop, "skip", f"{what}: not run: {row['skipped']}")
     if "error" in row:
         return LoopVerdict(loop, "fail", f"{what}: {row['error']} ({_runtime(row)})")
-    cycles: Sequence[Mapping[str, Any]] = row.get("cycles") or []
+    # the leading cycles that set the process up (its context, the allocator's pools) are not judged
+    cycles: Sequence[Mapping[str, Any]] = (row.get("cycles") or [])[int(row.get("warmup") or 0) :]
     nbytes = int(row.get("nbytes") or 0)
     on = str(row.get("judged_on") or "process")
     if not cycles or nbytes <= 0:
