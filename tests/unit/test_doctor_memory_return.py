@@ -132,9 +132,14 @@ def test_a_healthy_h200_gives_memory_back_in_every_loop():
     verdicts = {row["loop"]: judge_loop({**row, "warmup": 1}) for row in data["loops"]}
     for loop in ("ipc", "vmm", "cumem", "dmabuf"):
         assert verdicts[loop].status == "pass", verdicts[loop]
-        assert "4 cycles of 256 MiB" in verdicts[loop].line and "0 MiB left after the last" in verdicts[loop].line
+        assert (
+            "4 cycles of 256 MiB" in verdicts[loop].line
+            and "0 MiB left after the last" in verdicts[loop].line
+        )
     # torch_memory_saver gave its 278 MiB back at every pause, then its teardown of the paused region aborted
     # the process at exit (exit 1): the loop now ends its process once the cycles are done
     saver = verdicts["saver"]
     assert saver.status == "fail" and "only support interesting region" in saver.line
-    assert [c["held"]["process"] - c["after"]["process"] for c in data["loops"][3]["cycles"][1:]] == [291504128] * 4
+    assert [c["held"]["process"] - c["after"]["process"] for c in data["loops"][3]["cycles"][1:]] == [
+        291504128
+    ] * 4

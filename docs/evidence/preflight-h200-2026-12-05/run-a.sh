@@ -10,11 +10,14 @@ rs() { python3 -m rocmstack "$@"; }
 # 1. a healthy node: level 2 with the memory-return loops, as a health check runs it (level 1 included)
 step level2 rs doctor --level 2 --deep --expect-gpus 1 --json
 # 2. the load sweep on a copy of the real vLLM whose _C asks for a library nobody ships
+# (as run on 2026-12-05 this named _C.abi3.so, which vLLM 0.24's CUDA wheel does not ship: the file it has is
+# _C_stable_libtorch.abi3.so; README.md gives the call that ran with it)
 real=$(python3 -c 'import importlib.util as u; print(u.find_spec("vllm").submodule_search_locations[0])')
+lib=$(find "$real" -maxdepth 1 -name "_C*.so" -printf "%f\n" | sort | head -1)
 copy=/tmp/vllm-copy/vllm; rm -rf /tmp/vllm-copy; mkdir -p "$copy"
-for e in "$real"/*; do [ "$(basename "$e")" = _C.abi3.so ] || ln -s "$e" "$copy/"; done
-cp "$real/_C.abi3.so" "$copy/_C.abi3.so"
-patchelf --add-needed libdoesnotexist.so.1 "$copy/_C.abi3.so"
+for e in "$real"/*; do [ "$(basename "$e")" = "$lib" ] || ln -s "$e" "$copy/"; done
+cp "$real/$lib" "$copy/$lib"
+patchelf --add-needed libdoesnotexist.so.1 "$copy/$lib"
 PYTHONPATH=/tmp/vllm-copy:$PYTHONPATH step loads-broken rs doctor --only native-extensions --expect-gpus 1 --json
 # 3. a real vLLM server started by a launcher that sets CUDA_VISIBLE_DEVICES only (right on NVIDIA)
 pf() { rs preflight --framework vllm --model-config tests/fixtures/preflight/qwen3-0.6b.config.json \
