@@ -709,6 +709,12 @@ def test_an_admins_down_between_the_hooks_read_and_its_update_stays(slurm, monke
         _wait_idle(env)
 
 
+def _gauge(path: Path, name: str) -> str | None:
+    """The value of a series in a node-exporter textfile (whatever its labels)."""
+    line = next((x for x in path.read_text().splitlines() if x.startswith((f"{name} ", f"{name}{{"))), None)
+    return None if line is None else line.rsplit(" ", 1)[1]
+
+
 def test_the_circuit_breaker_holds_drains_past_the_cap_until_a_person_resets_it(slurm):
     """Ten nodes in the partition, a cap of 10 %: with one node already drained by rocmstack, a failing
     health check on this node takes it out no more; it says so loudly (exit 6, the log line, a gauge), and the
@@ -730,13 +736,14 @@ def test_the_circuit_breaker_holds_drains_past_the_cap_until_a_person_resets_it(
         )
         assert f"node {NODE} is NOT drained for [node_problem] rocmstack: nofile-limit: " in said
         assert "DRAIN" not in _node(env)[0]
-        assert "rocmstack_doctor_breaker_open 1" in (prom / "doctor.prom").read_text()
+        assert _gauge(prom / "doctor.prom", "rocmstack_doctor_breaker_open") == "1"
         record = json.loads(breaker.read_text())
         assert record["opened_by"] == NODE and record["held_back"].startswith(
             "[node_problem] rocmstack: nofile-limit"
         )
-        # peer1 back in service: the breaker stays open until a person resets it
-        _scontrol(env, "update", "nodename=peer1", "state=resume")
+        # peer1 no longer out by rocmstack (an admin's drain now: a node with no slurmd cannot be resumed here):
+        # the breaker stays open until a person resets it
+        _scontrol(env, "update", "nodename=peer1", "reason=admin: replacing a cable")
         again = _hook(env, "healthcheck", fault=True)
         assert again.returncode == 6 and "circuit breaker open" in again.stdout
         assert "DRAIN" not in _node(env)[0]
@@ -750,12 +757,12 @@ def test_the_circuit_breaker_holds_drains_past_the_cap_until_a_person_resets_it(
         assert drained.returncode == 0, drained.stderr
         state, reason = _wait_state(env, want_drain=True)
         assert reason.startswith("[node_problem] rocmstack: nofile-limit: "), (state, reason)
-        assert "rocmstack_doctor_breaker_open 0" in (prom / "doctor.prom").read_text()
+        assert _gauge(prom / "doctor.prom", "rocmstack_doctor_breaker_open") == "0"
         assert _hook(env, "healthcheck", fault=False).returncode == 0
         assert "DRAIN" not in _wait_state(env, want_drain=False)[0]
     finally:
         breaker.unlink(missing_ok=True)
         with contextlib.suppress(subprocess.CalledProcessError):
-            _scontrol(env, "update", "nodename=peer1", "state=resume")
+            _scontrol(env, "update", "nodename=peer1", "reason=admin: replacing a cable")
         if "DRAIN" in _node(env)[0]:
             _scontrol(env, "update", f"nodename={NODE}", "state=resume")
