@@ -99,7 +99,7 @@ class NodeState:
 
     @property
     def problem(self) -> str | None:
-        """ "node" or "user" from a reason rocmstack wrote; None for any other (or an untagged old one)."""
+        """The class of a reason rocmstack wrote ("node" or "user"); None for any other, or an untagged old one."""
         found = _REASON_TAG.match(self.reason) if self.drained_by_us else None
         return found.group(1) if found else None
 
@@ -586,7 +586,10 @@ def check_breaker(
             f"({', '.join(out[:8])}{' ...' if len(out) > 8 else ''}), the cap is {cap}",
             "held_back": reason,
         }
-        open_breaker(breaker, record)
+        try:
+            open_breaker(breaker, record)
+        except OSError as exc:  # held back all the same; the next hook counts again
+            record["why"] += f"; not kept in {breaker.file}: {exc.strerror or exc}"
     return _held_back(name, breaker, record, reason)
 
 
