@@ -49,6 +49,7 @@ class SoakResult:
         return self.false_runs / len(self.runs) * 86400.0 / self.interval_s
 
     def as_dict(self) -> dict[str, Any]:
+        per_day = self.per_day()
         return {
             "schema": SCHEMA,
             "args": list(self.args),
@@ -56,7 +57,7 @@ class SoakResult:
             "false_failing_runs": self.false_runs,
             "rate": round(self.false_runs / len(self.runs), 4) if self.runs else None,
             "interval_s": self.interval_s,
-            "per_day": None if self.per_day() is None else round(self.per_day() or 0.0, 3),
+            "per_day": None if per_day is None else round(per_day, 3),
             "by_check": dict(self.by_check),
             "judged_nothing": sum(1 for r in self.runs if r.judged == 0 and not r.problem),
             "seconds": [r.seconds for r in self.runs],

@@ -234,29 +234,48 @@ def loop_vmm(nbytes: int, cycles: int, figures: Figures, emit: Emit) -> None:
     _cycles("vmm", cycles, figures, emit, take, give)
 
 
+def _pause_loop(
+    loop: str,
+    nbytes: int,
+    cycles: int,
+    figures: Figures,
+    emit: Emit,
+    region: Callable[[], Any],
+    pause: Callable[[], None],
+    resume: Callable[[], None],
+) -> None:
+    """A memory saver's cycle: allocate once inside its region, then pause (give) and resume (take)."""
+    import torch
+
+    held: dict[str, Any] = {}
+
+    def take(k: int) -> None:
+        if k == 1:
+            with region():
+                held["t"] = _fill(nbytes)
+        else:
+            resume()
+        torch.cuda.synchronize()
+
+    def give(_k: int) -> None:
+        pause()
+        _sync_free()
+
+    _cycles(loop, cycles, figures, emit, take, give)
+
+
 def loop_cumem(nbytes: int, cycles: int, figures: Figures, emit: Emit) -> None:
     try:
         from vllm.device_allocator.cumem import CuMemAllocator
     except ImportError as exc:
         raise Skip(f"vLLM's sleep allocator is not installed here ({exc})") from None
     allocator = CuMemAllocator.get_instance()
-    held: dict[str, Any] = {}
-
-    def take(k: int) -> None:
-        if k == 1:
-            with allocator.use_memory_pool(tag=TAG):
-                held["t"] = _fill(nbytes)
-        else:
-            allocator.wake_up()
-        import torch
-
-        torch.cuda.synchronize()
-
-    def give(_k: int) -> None:
-        allocator.sleep(offload_tags=())
-        _sync_free()
-
-    _cycles("cumem", cycles, figures, emit, take, give)
+    _pause_loop(
+        "cumem", nbytes, cycles, figures, emit,
+        region=lambda: allocator.use_memory_pool(tag=TAG),
+        pause=lambda: allocator.sleep(offload_tags=()),
+        resume=allocator.wake_up,
+    )  # fmt: skip
 
 
 def loop_saver(nbytes: int, cycles: int, figures: Figures, emit: Emit) -> None:
@@ -267,23 +286,12 @@ def loop_saver(nbytes: int, cycles: int, figures: Figures, emit: Emit) -> None:
     saver = torch_memory_saver.torch_memory_saver
     if "torch_memory_saver" not in os.environ.get("LD_PRELOAD", ""):
         saver.hook_mode = "torch"  # no preload library in this process: torch's pluggable-allocator hook
-    held: dict[str, Any] = {}
-
-    def take(k: int) -> None:
-        if k == 1:
-            with saver.region(tag=TAG):
-                held["t"] = _fill(nbytes)
-        else:
-            saver.resume(TAG)
-        import torch
-
-        torch.cuda.synchronize()
-
-    def give(_k: int) -> None:
-        saver.pause(TAG)
-        _sync_free()
-
-    _cycles("saver", cycles, figures, emit, take, give)
+    _pause_loop(
+        "saver", nbytes, cycles, figures, emit,
+        region=lambda: saver.region(tag=TAG),
+        pause=lambda: saver.pause(TAG),
+        resume=lambda: saver.resume(TAG),
+    )  # fmt: skip
 
 
 def _export_dma_buf(ptr: int, size: int, hip: bool) -> int:

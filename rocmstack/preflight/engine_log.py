@@ -137,8 +137,7 @@ def failure(text: str, keep: int = 12) -> Failure | None:
             chain.append(i)
         tasks = [i for i in chain if _RAY_TASK.search(parsed[i][1])]
         found = _RAY_TASK.search(parsed[tasks[-1]][1])
-        assert found is not None
-        who = f"{found.group('name')} pid={found.group('pid')}"
+        who = f"{found.group('name')} pid={found.group('pid')}" if found else who
         inner = [i for i in chain if i > tasks[-1] and _RAISED.match(_bare(parsed[i][1]))]
         at = inner[-1] if inner else tasks[-1]
         block = [printable(_bare(parsed[i][1]))[:400] for i in range(tasks[-1], at + 1)]
