@@ -286,3 +286,54 @@ def test_the_h200_run_with_noset_in_the_environment_passes():
     r = layouts.actor_masks(s, OPTS)
     assert r.status == Status.PASS and "the environment sets RAY_EXPERIMENTAL_NOSET_*" in r.summary
     assert layouts.weight_sync_masks(s, OPTS).status == Status.PASS
+
+
+def test_on_gpus_the_layout_probes_run_at_once_each_with_its_share(monkeypatch):
+    """Apart, the three probes spent 31 s of a 1-GPU H200's level 2 starting actors one probe after the other."""
+    import threading
+
+    from rocmstack.doctor.collect import layouts as collect
+
+    met = threading.Barrier(3, timeout=10)  # passes only when all three are running at the same time
+    shares: dict[str, float] = {}
+
+    def probe(name):
+        def run(opts, ranks, gpu, where, progress, share):
+            shares[name] = share
+            met.wait()
+            return {"probe": name}
+
+        return run
+
+    for name in ("actor_masks", "communicator_churn", "ipc_many_handles"):
+        monkeypatch.setattr(collect, name, probe(name))
+    out = collect.run_layouts(
+        DoctorOptions(), collect.LAYOUT_PROBES, 1, True, lambda i: None, lambda line: None, gpu_share=0.5
+    )
+    assert out == {k: {"probe": k} for k in ("actor_masks", "communicator_churn", "ipc_many_handles")}
+    assert shares == dict.fromkeys(out, 0.5 / 6)  # two kinds of actor per probe: half a GPU in all
+    # without GPUs (CPU actors on a small machine) one after the other, each with half of nothing to share
+    met = threading.Barrier(2, timeout=0.2)
+    out = collect.run_layouts(
+        DoctorOptions(),
+        frozenset({"actor-masks", "ipc-many-handles"}),
+        1,
+        False,
+        lambda i: None,
+        lambda line: None,
+    )
+    assert all("error" in v for v in out.values())  # apart, neither meets the other
+
+
+def test_the_h200_run_with_the_probes_at_once_passes_what_it_passed_apart():
+    """docs/evidence/preflight-h200-2026-12-05-pass: level 2 in 51.8 s, the weight sync beside the layout probes."""
+    from rocmstack.doctor.checks import fabric, memory_return
+
+    run = Path(__file__).resolve().parents[2] / "docs/evidence/preflight-h200-2026-12-05-pass/level2.json"
+    data = json.loads(run.read_text())["active"]
+    assert data["phases"]["layouts"] < 31.31  # apart they took 31.31 s on this machine
+    s = snap(data)
+    judged = {c.id: c.run(s, OPTS).status for c in (*layouts.CHECKS, *fabric.CHECKS, *memory_return.CHECKS)}
+    wanted = ("actor-masks", "communicator-churn", "ipc-many-handles", "weight-sync-ipc", "memory-return")
+    assert {k: judged[k] for k in wanted} == dict.fromkeys(wanted, Status.PASS)
+    assert Status.FAIL not in judged.values() and Status.ERROR not in judged.values()

@@ -82,6 +82,8 @@ def test_verl_keeps_the_jobs_parallelism_and_engine_and_replaces_model_data_and_
         "trainer.save_freq=-1",
         "trainer.test_freq=-1",
         "trainer.val_before_train=False",
+        # 8 prompts x n 4 (the job's 5, at most 4): graphs for the batch sizes one step decodes, not 86
+        "actor_rollout_ref.rollout.cudagraph_capture_sizes=[1,2,4,8,16,32]",
     ):
         assert made in out, made
     assert not any("wandb" in a for a in out)
@@ -102,6 +104,9 @@ def test_verl_keeps_a_plus_prefix_and_points_every_copy_of_the_model_at_the_shru
     out = ADAPTERS["verl"].rewrite(argv, _inputs(tmp_path)).argv
     assert f"critic.model.path={tmp_path / 'model'}" in out
     assert "+data.gen_batch_size=2" in out
+    assert "actor_rollout_ref.rollout.cudagraph_capture_sizes=[1,2]" in out  # n unset: one per prompt
+    eager = [*argv, "actor_rollout_ref.rollout.enforce_eager=True"]  # no graphs at all: none asked for
+    assert not any("cudagraph" in a for a in ADAPTERS["verl"].rewrite(eager, _inputs(tmp_path)).argv)
 
 
 def test_slime_keeps_megatron_parallelism_and_shrinks_layers_rollout_and_checkpoints(tmp_path):

@@ -92,3 +92,53 @@ def test_random_weights_load_as_the_shrunk_architecture(tmp_path):
     engine = write_shrunk_model(fp8, tmp_path / "e", weights=False)  # an engine reads no weights: kept
     assert engine.config["quantization_config"]["quant_method"] == "fp8"
     assert not list((tmp_path / "e").glob("*.safetensors"))
+
+
+def test_random_weights_are_drawn_like_transformers_and_keep_tied_embeddings(tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    tiny = dict(_config("qwen3-0.6b"), hidden_size=64, intermediate_size=96, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, vocab_size=640)  # fmt: skip
+    write_shrunk_model(tiny, tmp_path / "m", weights=True)
+    loaded = AutoModelForCausalLM.from_pretrained(str(tmp_path / "m"))
+    q = loaded.model.layers[0].self_attn.q_proj.weight.float()
+    assert abs(q.std().item() - 0.02) < 0.002 and q.abs().sum() > 0  # drawn, not zero, not uninitialised
+    assert torch.equal(loaded.model.norm.weight.float(), torch.ones(64))  # norms start at 1
+    assert loaded.lm_head.weight.data_ptr() == loaded.model.embed_tokens.weight.data_ptr()  # still tied
+    logits = loaded(torch.tensor([[1, 2, 3]])).logits
+    assert torch.isfinite(logits).all()
+    # two layers differ: each parameter starts at its own place in the random block
+    k0, k1 = (loaded.model.layers[i].self_attn.k_proj.weight for i in (0, 1))
+    assert not torch.equal(k0, k1)
+
+
+def test_a_model_whose_checkpoint_keeps_a_buffer_is_built_for_real(tmp_path):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
+
+    class BufConfig(PretrainedConfig):
+        model_type = "rocmstack-test-buffer"
+
+        def __init__(self, num_hidden_layers: int = 2, vocab_size: int = 640, **kw):
+            self.num_hidden_layers, self.vocab_size = num_hidden_layers, vocab_size
+            super().__init__(**kw)
+
+    class BufModel(PreTrainedModel):
+        config_class = BufConfig
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.embed = torch.nn.Embedding(config.vocab_size, 8)
+            self.register_buffer("scale", torch.full((8,), 3.0), persistent=True)
+            self.post_init()
+
+    AutoConfig.register("rocmstack-test-buffer", BufConfig, exist_ok=True)
+    AutoModelForCausalLM.register(BufConfig, BufModel, exist_ok=True)
+    write_shrunk_model(
+        {"model_type": "rocmstack-test-buffer", "num_hidden_layers": 4}, tmp_path / "b", weights=True
+    )
+    from safetensors.torch import load_file
+
+    saved = load_file(str(tmp_path / "b" / "model.safetensors"))
+    assert torch.equal(saved["scale"], torch.full((8,), 3.0, dtype=saved["scale"].dtype))

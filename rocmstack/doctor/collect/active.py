@@ -26,6 +26,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -506,15 +507,30 @@ def _run(opts: DoctorOptions, wanted: frozenset[str], bars: Bars, progress: Call
             finally:
                 stop_actors(actors)
                 phases["ranks"] = round(time.monotonic() - t_ranks, 2)  # their start, health, collectives
-        if "weight-sync" in wanted:
-            out["weight_sync"] = timed(
-                "weight-sync", lambda: guarded(lambda: _weight_sync(opts, ranks, gpu, where, progress))
+        # On GPUs the weight sync and the layout probes run at once, half of each GPU each: both judge
+        # correctness, not speed, and most of their time is actors starting (a 1-GPU H200 spent 12 s and
+        # 31 s on them one after the other).
+        both = gpu and "weight-sync" in wanted and bool(wanted & LAYOUT_PROBES)
+        share = 0.5 if both else 1.0
+
+        def sync() -> Any:
+            return timed(
+                "weight-sync", lambda: guarded(lambda: _weight_sync(opts, ranks, gpu, where, progress, share))
             )
-        if "custom-allreduce" in wanted:
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocmstack-weight-sync") as pool:
+            pending = pool.submit(sync) if both else None
+            if "weight-sync" in wanted and pending is None:
+                out["weight_sync"] = sync()
+            out.update(
+                timed("layouts", lambda: run_layouts(opts, wanted, ranks, gpu, where, progress, share))
+            )
+            if pending is not None:
+                out["weight_sync"] = pending.result()
+        if "custom-allreduce" in wanted:  # processes of its own, outside Ray, on whole GPUs
             out["custom_allreduce"] = timed(
                 "custom-allreduce", lambda: guarded(lambda: _custom_allreduce(opts, ranks, gpu, progress))
             )
-        out.update(timed("layouts", lambda: run_layouts(opts, wanted, ranks, gpu, where, progress)))
         out["phases"] = phases
     finally:
         remove_placement_group(pg)
@@ -591,7 +607,12 @@ def _collectives(
 
 
 def _weight_sync(
-    opts: DoctorOptions, ranks: int, gpu: bool, where: Callable[[int], Any], progress: Callable[[str], None]
+    opts: DoctorOptions,
+    ranks: int,
+    gpu: bool,
+    where: Callable[[int], Any],
+    progress: Callable[[str], None],
+    gpu_share: float = 1.0,
 ) -> dict:
     import ray
 
@@ -600,7 +621,7 @@ def _weight_sync(
     # On GPUs every round's pair starts at once (a fraction of the GPU each, colocated, the same mask from Ray):
     # the start-ups are what is tested, and they overlap instead of queueing. Without GPUs (CPU actors on a
     # small machine) one round at a time.
-    share = {"num_gpus": 1.0 / (2 * repeats)} if gpu else {}
+    share = {"num_gpus": gpu_share / (2 * repeats)} if gpu else {}
 
     def start_pairs() -> list[tuple[int, Any, Any]]:
         return [

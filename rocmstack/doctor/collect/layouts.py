@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from rocmstack.doctor.model import DoctorOptions
@@ -227,16 +228,34 @@ def run_layouts(
     gpu: bool,
     where: Callable[[int], Any],
     progress: Callable[[str], None],
+    gpu_share: float = 1.0,
 ) -> dict:
-    """The wanted layout probes over ``ranks`` placement-group bundles (one GPU each, or CPU)."""
-    out: dict[str, Any] = {}
-    if "actor-masks" in wanted:
-        out["actor_masks"] = guarded(lambda: actor_masks(opts, ranks, gpu, where, progress))
-    if "communicator-churn" in wanted:
-        out["communicator_churn"] = guarded(lambda: communicator_churn(opts, ranks, gpu, where, progress))
-    if "ipc-many-handles" in wanted:
-        out["ipc_many_handles"] = guarded(lambda: ipc_many_handles(opts, ranks, gpu, where, progress))
-    return out
+    """The wanted layout probes over ``ranks`` placement-group bundles (one GPU each, or CPU).
+
+    On GPUs the probes run at once, ``gpu_share`` of each bundle's GPU split between their actors (six per
+    GPU at most): they judge what each process sees and whether handles and communicators work, not speed,
+    and apart they spent most of their time starting actors one probe after the other. Without GPUs (CPU
+    actors on a small machine) one after the other.
+    """
+    probes = [
+        (key, fn)
+        for probe, key, fn in (
+            ("actor-masks", "actor_masks", actor_masks),
+            ("communicator-churn", "communicator_churn", communicator_churn),
+            ("ipc-many-handles", "ipc_many_handles", ipc_many_handles),
+        )
+        if probe in wanted
+    ]
+    share = gpu_share / (2 * len(probes)) if probes else gpu_share
+
+    def one(fn: Callable[..., dict]) -> Any:
+        return guarded(lambda: fn(opts, ranks, gpu, where, progress, share))
+
+    if not gpu or len(probes) < 2:
+        return {key: one(fn) for key, fn in probes}
+    with ThreadPoolExecutor(max_workers=len(probes), thread_name_prefix="rocmstack-layouts") as pool:
+        running = {key: pool.submit(one, fn) for key, fn in probes}
+        return {key: f.result() for key, f in running.items()}
 
 
 def _peers(
@@ -255,15 +274,20 @@ def _peers(
 
 
 def actor_masks(
-    opts: DoctorOptions, ranks: int, gpu: bool, where: Callable[[int], Any], progress: Callable[[str], None]
+    opts: DoctorOptions,
+    ranks: int,
+    gpu: bool,
+    where: Callable[[int], Any],
+    progress: Callable[[str], None],
+    share: float = 0.5,
 ) -> dict:
     import ray
 
     if not gpu:
         return {"skipped": "no GPU on this node: Ray sets no device masks"}
     progress(f"level 2: masks in Ray actors and their engine workers, IPC across masks on {ranks} GPU(s)")
-    masked = _peers(ranks, gpu, where, 0.5)
-    whole = _peers(ranks, gpu, where, 0.5, NOSET)
+    masked = _peers(ranks, gpu, where, share)
+    whole = _peers(ranks, gpu, where, share, NOSET)
     zero = (
         ray.remote(LayoutPeer)
         .options(num_cpus=0, num_gpus=0, max_restarts=0, scheduling_strategy=where(0))
@@ -314,13 +338,18 @@ def actor_masks(
 
 
 def communicator_churn(
-    opts: DoctorOptions, ranks: int, gpu: bool, where: Callable[[int], Any], progress: Callable[[str], None]
+    opts: DoctorOptions,
+    ranks: int,
+    gpu: bool,
+    where: Callable[[int], Any],
+    progress: Callable[[str], None],
+    share: float = 0.5,
 ) -> dict:
     import ray
 
     sub = max(1, ranks // 2)  # the rollout's communicator: the first half of the GPUs (one of one)
-    trainers = _peers(ranks, gpu, where, 0.5)
-    rollouts = _peers(sub, gpu, where, 0.5)
+    trainers = _peers(ranks, gpu, where, share)
+    rollouts = _peers(sub, gpu, where, share)
     t_round = min(opts.active.timeout, ROUND_TIMEOUT_S)
     rounds: list[dict] = []
     t0 = time.monotonic()
@@ -383,14 +412,19 @@ def communicator_churn(
 
 
 def ipc_many_handles(
-    opts: DoctorOptions, ranks: int, gpu: bool, where: Callable[[int], Any], progress: Callable[[str], None]
+    opts: DoctorOptions,
+    ranks: int,
+    gpu: bool,
+    where: Callable[[int], Any],
+    progress: Callable[[str], None],
+    share: float = 0.5,
 ) -> dict:
     import ray
 
     count, nbytes, rounds = opts.active.ipc_handles, opts.active.ipc_handle_bytes, opts.active.ipc_rounds
     progress(f"level 2: {count} IPC handles per GPU held open across processes, {rounds} rewrite(s) each")
-    exporters = _peers(ranks, gpu, where, 0.5)
-    importers = _peers(ranks, gpu, where, 0.5)
+    exporters = _peers(ranks, gpu, where, share)
+    importers = _peers(ranks, gpu, where, share)
     t = opts.active.timeout
     files: list[str] = []
     out: dict[str, Any] = {"ranks": ranks, "handles": count, "nbytes": nbytes, "rounds": rounds, "gpus": []}
