@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -255,6 +256,25 @@ def register(app: typer.Typer) -> None:
             "--breaker-reset",
             help="Close the circuit breaker at --breaker-file, say what it held, exit.",
         ),
+        remediate: bool = typer.Option(
+            False,
+            "--remediate",
+            help="--slurm: repair a node problem through Slurm (a GPU reset with --gpu-reset-cmd, else "
+            "`scontrol reboot ASAP`), then judge it again; a user problem is only drained.",
+        ),
+        remediate_tries: int = typer.Option(
+            2,
+            "--remediate-tries",
+            metavar="N",
+            help="--remediate: after N repairs that did not help, the node stays drained.",
+        ),
+        gpu_reset_cmd: str | None = typer.Option(
+            None,
+            "--gpu-reset-cmd",
+            metavar="CMD",
+            help="--remediate: the site's GPU reset command (e.g. 'amd-smi reset -G'), tried before a reboot "
+            "when no job is on the node.",
+        ),
         telemetry_replay: Path | None = typer.Option(None, "--telemetry-replay", hidden=True),
         sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
         dev_root: Path = typer.Option(Path("/dev"), "--dev-root", hidden=True),
@@ -264,7 +284,7 @@ def register(app: typer.Typer) -> None:
         """Check that this node (or every node of a Ray cluster) is ready for RL post-training."""
         from rocmstack.doctor import options as doctor_options
         from rocmstack.doctor.report import list_checks_table, render_junit
-        from rocmstack.doctor.slurm import Breaker
+        from rocmstack.doctor.slurm import Breaker, Remedy
 
         if not 0.0 < breaker_share <= 1.0:
             raise InputError(
@@ -273,6 +293,17 @@ def register(app: typer.Typer) -> None:
         if breaker_max is not None and breaker_max < 1:
             raise InputError(f"--breaker-max {breaker_max} is below 1", fix="give a node count of 1 or more")
         breaker = Breaker(max_share=breaker_share, max_nodes=breaker_max, file=breaker_file)
+        if remediate_tries < 1:
+            raise InputError(f"--remediate-tries {remediate_tries} is below 1", fix="give 1 or more, e.g. 2")
+        try:
+            reset_argv = tuple(shlex.split(gpu_reset_cmd)) if gpu_reset_cmd is not None else ()
+        except ValueError as exc:
+            raise InputError(
+                f"--gpu-reset-cmd {quoted(gpu_reset_cmd or '')}: {exc}", fix="quote it as a shell would"
+            ) from None
+        if gpu_reset_cmd is not None and not reset_argv:
+            raise InputError("--gpu-reset-cmd is empty", fix="give the command, e.g. 'amd-smi reset -G'")
+        remedy = Remedy(tries=remediate_tries, gpu_reset=reset_argv) if remediate else None
         if breaker_reset:
             from rocmstack.doctor.slurm import reset_breaker
             from rocmstack.output import print_json
@@ -483,7 +514,9 @@ def register(app: typer.Typer) -> None:
                 if not json_out:
                     sys.stdout.write(line + "\n")
 
-            outcome = act(report, slurm, node_name(node, env), env, log, hook_deadline, breaker)
+            # a job on the node (or jobs Slurm does not track there): no GPU reset, only Slurm's reboot after it
+            busy = scope is None or not scope.tracked or bool(scope.running)
+            outcome = act(report, slurm, node_name(node, env), env, log, hook_deadline, breaker, remedy, busy)
             from rocmstack.doctor.slurm import breaker_record
 
             record = breaker_record(breaker)
@@ -527,7 +560,7 @@ HELP_PANELS: dict[str, tuple[str, ...]] = {
     "Level 4: burn-in": ("--burn-in", "--html"),
     "Fleet hooks": (
         "--slurm", "--node", "--prometheus", "--history", "--allow-shared-dir", "--breaker-share", "--breaker-max",
-        "--breaker-file", "--breaker-reset",
+        "--breaker-file", "--breaker-reset", "--remediate", "--remediate-tries", "--gpu-reset-cmd",
     ),
 }  # fmt: skip
 

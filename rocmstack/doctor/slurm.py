@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from rocmstack.doctor.model import GpuScope
 from rocmstack.errors import EngineError, ExitCode, InputError, printable, quoted
+from rocmstack.platform.tools import run_tool
 
 HOOKS = ("healthcheck", "prolog", "epilog")
 REASON_PREFIX = "rocmstack: "
@@ -72,6 +74,11 @@ _REASON_TAIL = re.compile(r"\s*\[[^\]@]*@[^\]]*\]\s*$")
 _REASON_CHECK = re.compile(r"^rocmstack: ([A-Za-z0-9][A-Za-z0-9_.-]*): ")
 # "[node_problem] " or "[user_problem] " before the prefix; reasons of earlier releases have none
 _REASON_TAG = re.compile(r"^\[(node|user)_problem\] ")
+# What a remediation adds to the reason it drains or reboots with; Slurm's own words (" : reboot issued :
+# reboot complete") follow it after a reboot. The reason carries the count across the reboot: nothing on the node.
+_REMEDY = re.compile(r" \(remediation (\d+) of (\d+): (reboot|GPU reset)\)")
+GAVE_UP = " - remediation did not help"
+REBOOTING = frozenset({"REBOOT_REQUESTED", "REBOOT_ISSUED"})
 
 
 def untagged(reason: str) -> str:
@@ -98,6 +105,38 @@ class NodeState:
         return self.drained and untagged(self.reason).startswith(REASON_PREFIX) and not self.foreign
 
     @property
+    def remediation(self) -> tuple[int, int, str] | None:
+        """(try, of, "reboot" or "GPU reset") of the remediation rocmstack's reason names; None when none."""
+        if not untagged(self.reason).startswith(REASON_PREFIX):
+            return None
+        found = _REMEDY.search(self.reason)
+        return (int(found.group(1)), int(found.group(2)), found.group(3)) if found else None
+
+    @property
+    def rebooting_by_us(self) -> bool:
+        """Slurm is rebooting the node for a remediation of rocmstack's (``scontrol reboot`` by a hook)."""
+        rem = self.remediation
+        return bool(set(self.words) & REBOOTING) and rem is not None and rem[2] == "reboot"
+
+    @property
+    def down_after_our_reboot(self) -> bool:
+        """Back from rocmstack's reboot and held DOWN (``nextstate=DOWN``) until a check judges it again."""
+        rem = self.remediation
+        return (
+            "DOWN" in self.words
+            and not set(self.words) & REBOOTING
+            and rem is not None
+            and rem[2] == "reboot"
+            and set(self.words) <= IN_SERVICE | {"DOWN"}
+        )
+
+    @property
+    def out_by_us(self) -> bool:
+        """Out of service by rocmstack: drained, rebooting or back down from a reboot, by its reason."""
+        ours = untagged(self.reason).startswith(REASON_PREFIX)
+        return (self.drained and ours) or self.rebooting_by_us or self.down_after_our_reboot
+
+    @property
     def problem(self) -> str | None:
         """The class of a reason rocmstack wrote ("node" or "user"); None for any other, or an untagged old one."""
         found = _REASON_TAG.match(self.reason) if self.drained_by_us else None
@@ -111,7 +150,8 @@ class NodeState:
     @property
     def drained_for(self) -> str | None:
         """The check whose failure drained the node (``rocmstack: <id>: ...``); None when not ours."""
-        found = _REASON_CHECK.match(untagged(self.reason)) if self.drained_by_us else None
+        ours = self.drained_by_us or self.down_after_our_reboot
+        found = _REASON_CHECK.match(untagged(self.reason)) if ours else None
         return found.group(1) if found else None
 
 
@@ -168,6 +208,19 @@ class Breaker:
     def cap(self, total: int) -> int:
         by_share = max(1, math.floor(self.max_share * total + 1e-9))
         return by_share if self.max_nodes is None else min(by_share, self.max_nodes)
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """``--remediate``: a node problem is repaired through Slurm, at most ``tries`` times in a row. With the
+    site's ``gpu_reset`` command and no job on the node, a GPU reset first; else ``scontrol reboot ASAP
+    nextstate=DOWN`` (slurm.conf's RebootProgram): back from it, the node stays DOWN until the next health check
+    finds the check that drained it passing (``nextstate=RESUME`` would put it back in service at slurmd's
+    registration, whatever that check says: Slurm 22.05 clears a drain set by slurmd's start-up health check)."""
+
+    tries: int = 2
+    gpu_reset: tuple[str, ...] = ()
+    timeout: float = 300.0  # the GPU reset command's limit
 
 
 @dataclass(frozen=True)
@@ -264,11 +317,7 @@ def out_by_us(fleet: list[FleetNode], name: str) -> tuple[list[str], list[str], 
     mine = next((n.partitions for n in fleet if n.state.name == name), ())
     peers = [n for n in fleet if set(n.partitions) & set(mine)] if mine else fleet
     # a node rocmstack drained stays out by rocmstack whatever else happened to it since (DOWN, a reboot)
-    out = [
-        n.state.name
-        for n in peers
-        if n.state.name != name and n.state.drained and untagged(n.state.reason).startswith(REASON_PREFIX)
-    ]
+    out = [n.state.name for n in peers if n.state.name != name and n.state.out_by_us]
     return list(mine), out, len(peers)
 
 
@@ -511,14 +560,28 @@ def _nothing_judged(report: dict, name: str) -> str:
     )
 
 
-def decide(report: dict, node: NodeState) -> Decision:
-    """What a hook does to ``node`` after this run (pure: the tests read every branch)."""
+def _marked(lines: list[str], marker: str) -> str:
+    """The drain reason of ``lines`` with ``marker`` at its end, never cut off by REASON_MAX."""
+    base = drain_reason(lines)
+    return base[: REASON_MAX - len(marker)] + marker
+
+
+def decide(report: dict, node: NodeState, remedy: Remedy | None = None, busy: bool = True) -> Decision:
+    """What a hook does to ``node`` after this run (pure: the tests read every branch). With ``remedy``, a node
+    problem is repaired (a GPU reset when the site gave one and the node is not ``busy``, else a reboot)."""
     name = node.name
     checks = report.get("checks", [])
     if judged_nothing(report):
         return Decision("judged-nothing", _nothing_judged(report, name))
     lines = failure_lines(report)
-    if node.foreign or (node.drained and not node.drained_by_us):
+    if node.rebooting_by_us:
+        return Decision(
+            "left-as-is",
+            f"rocmstack: node {name} is rebooting for rocmstack ({printable(node.reason)}): the health check "
+            "after it judges it",
+        )
+    after = node.down_after_our_reboot
+    if not after and (node.foreign or (node.drained and not node.drained_by_us)):
         said = f"reason {quoted(node.reason)}" if node.reason else "no reason"
         return Decision(
             "left-as-is",
@@ -532,24 +595,48 @@ def decide(report: dict, node: NodeState) -> Decision:
             # its fault may still be there: a new reason would lose the one check that can clear it
             return Decision(
                 "kept-drained",
-                f"rocmstack: node {name} stays drained for {check} (not run in this run): "
-                f"{printable(node.reason)}",
+                f"rocmstack: node {name} stays {'down' if after else 'drained'} for {check} (not run in this "
+                f"run): {printable(node.reason)}",
             )
         if check is not None:  # the check that drained it stays the one named
             lines = sorted(lines, key=lambda line: not untagged(line).startswith(f"{REASON_PREFIX}{check}: "))
+        ours = node.drained_by_us or after
+        rem = node.remediation if ours else None
+        if ours and GAVE_UP in node.reason:
+            return Decision("kept-drained", f"rocmstack: node {name} stays out: {printable(node.reason)}")
+        if remedy is not None and lines[0].startswith("[node_problem] "):
+            done = rem[0] if rem is not None else 0
+            if done >= remedy.tries:
+                # the last try's mark stays: back from a reboot the node is DOWN, and the mark says it is ours
+                kind = rem[2] if rem is not None else "reboot"
+                return Decision(
+                    "drain",
+                    _marked(lines, f" (remediation {done} of {done}: {kind}){GAVE_UP} ({done} tries)"),
+                )
+            # a GPU reset first where the site gave one and no job is on the node; a reboot after it, or instead
+            reset = remedy.gpu_reset and not busy and not after and (rem is None or rem[2] != "GPU reset")
+            kind = "GPU reset" if reset else "reboot"
+            return Decision(
+                "remediate", _marked(lines, f" (remediation {done + 1} of {remedy.tries}: {kind})")
+            )
+        if after:  # a user problem now, or no --remediate: it stays down for the check its reason names
+            return Decision(
+                "kept-drained", f"rocmstack: node {name} stays down for {check}: {printable(node.reason)}"
+            )
         return Decision("drain", drain_reason(lines))
-    if not node.drained_by_us:
+    if not (node.drained_by_us or after):
         return Decision("none", "")
     if check is None or status not in ("pass", "warn"):
         return Decision(
             "kept-drained",
-            f"rocmstack: node {name} stays drained: {check or 'the check its reason names'}, which drained "
-            "it, did not run in this run",
+            f"rocmstack: node {name} stays {'down' if after else 'drained'}: "
+            f"{check or 'the check its reason names'}, which drained it, did not run in this run",
         )
     return Decision(
         "resume",
         # The reason is ours, so it starts with the prefix this line already has: quoted once, not twice.
-        f"rocmstack: resumed node {name} ({check} passes; it was drained for "
+        f"rocmstack: resumed node {name} ({check} passes; it was "
+        f"{'rebooted' if after else 'drained'} for "
         f"{printable(untagged(node.reason).removeprefix(REASON_PREFIX))})",
     )
 
@@ -601,10 +688,13 @@ def act(
     log: Callable[[str], None],
     deadline: float | None = None,
     breaker: Breaker | None = None,
+    remedy: Remedy | None = None,
+    busy: bool = True,
 ) -> Outcome:
     """Drain or resume ``name`` by the report's verdict; never touches a state someone else set. Every
     scontrol call ends by ``deadline`` (time.monotonic()), by default HOOK_SCONTROL_S from now. With a
-    ``breaker``, a node in service is taken out only while the breaker is closed and the fleet under its cap."""
+    ``breaker``, a node in service is taken out only while the breaker is closed and the fleet under its cap.
+    With a ``remedy``, a node problem is drained and repaired (Remedy); ``busy``: a job is on the node."""
     deadline = time.monotonic() + HOOK_SCONTROL_S - SCOPE_SCONTROL_S if deadline is None else deadline
     lines = failure_lines(report)
     for line in lines:
@@ -614,30 +704,31 @@ def act(
         log(_nothing_judged(report, name))  # no scontrol call: nothing to act on
         return Outcome("judged-nothing", (), 0)
     node = query(name, env, deadline)
-    decision = decide(report, node)
-    if decision.action in ("drain", "resume"):
+    decision = decide(report, node, remedy, busy)
+    if decision.action in ("drain", "resume", "remediate"):
         # An admin (or another tool) may have set a state or reason since that read: read it again right
         # before the update, and act only when the same decision still holds on what is there now.
         now = query(name, env, deadline)
-        if decision.action == "resume" and not now.drained:
+        if decision.action == "resume" and not now.out_by_us:
             log(f"rocmstack: node {name} was resumed meanwhile (checks pass)")
             return Outcome("none", (), 0)
-        if now != node and decide(report, now) != decision:
+        if now != node and decide(report, now, remedy, busy) != decision:
             log(
                 f"rocmstack: node {name} changed meanwhile (State={printable(now.state)}, reason "
                 f"{quoted(now.reason) if now.reason else 'none'}): left as it is"
             )
             return Outcome("left-as-is", tuple(lines), bad)
-    if decision.action == "drain" and breaker is not None and not node.drained:
+    taking_out = decision.action in ("drain", "remediate") and not node.out_by_us
+    if taking_out and breaker is not None and not node.drained:
         held = check_breaker(name, decision.message, breaker, env, deadline)
         if held is not None:
             log(held)
             # a Prolog/Epilog that exits non-zero makes slurmd drain the node itself: held back means 0 there
             code = int(ExitCode.BREAKER_OPEN) if hook == "healthcheck" else 0
             return Outcome("held-back", tuple(lines), code)
-    if decision.action == "drain":
+    if decision.action in ("drain", "remediate"):
         _update(name, env, deadline, "state=drain", f"reason={decision.message}")
-        if breaker is not None and not node.drained:
+        if breaker is not None and taking_out and not node.drained:
             # hooks on other nodes may have drained theirs since the count: counted again, with this one out,
             # the fleet past the cap puts this node back and opens the breaker (the safe side of the race)
             held = check_breaker(name, decision.message, breaker, env, deadline, counting_self=True)
@@ -646,15 +737,17 @@ def act(
                 log(held)
                 code = int(ExitCode.BREAKER_OPEN) if hook == "healthcheck" else 0
                 return Outcome("held-back", tuple(lines), code)
+        if decision.action == "remediate" and remedy is not None:
+            return _remediate(name, decision.message, remedy, env, deadline, log, lines, bad)
         log(f"rocmstack: drained node {name}: {decision.message}")
-        return Outcome("drained" if not node.drained else "kept-drained", tuple(lines), bad)
+        return Outcome("drained" if not node.out_by_us else "kept-drained", tuple(lines), bad)
     if decision.action == "resume":
         try:
             _update(name, env, deadline, "state=resume")
         except EngineError:
             # Another hook on this node (the Epilog after a failed Prolog, a health check) may have resumed
             # it between the query and the update: Slurm then refuses with "Invalid node state specified".
-            if query(name, env, deadline).drained:
+            if query(name, env, deadline).out_by_us:
                 raise
             log(f"rocmstack: node {name} was resumed meanwhile (checks pass)")
             return Outcome("none", (), 0)
@@ -663,6 +756,42 @@ def act(
     if decision.message:
         log(decision.message)
     return Outcome(decision.action, tuple(lines), bad)
+
+
+def _remediate(
+    name: str,
+    reason: str,
+    remedy: Remedy,
+    env: dict[str, str],
+    deadline: float,
+    log: Callable[[str], None],
+    lines: list[str],
+    bad: int,
+) -> Outcome:
+    """The node is drained with ``reason``, which names the remediation: a GPU reset (the site's command, the
+    node judged again by the next health check) or, when there is none or it fails, Slurm's reboot."""
+    if "GPU reset)" in reason:
+        reset = run_tool(list(remedy.gpu_reset), timeout=remedy.timeout)
+        if reset.ok:
+            log(
+                f"rocmstack: drained node {name} and reset its GPUs ({printable(shlex.join(remedy.gpu_reset))}): "
+                f"{reason}; the next health check resumes it if the check passes"
+            )
+            return Outcome("gpu-reset", tuple(lines), bad)
+        log(
+            f"rocmstack: GPU reset of node {name} failed ({printable(shlex.join(remedy.gpu_reset))}: "
+            f"{printable(reset.reason())}): rebooting instead"
+        )
+        reason = reason.replace(": GPU reset)", ": reboot)")
+    # ASAP: Slurm drains it, lets its jobs end, then runs RebootProgram; nextstate=DOWN (Remedy says why)
+    run = _scontrol(["reboot", "ASAP", "nextstate=DOWN", f"reason={reason}", name], env, deadline)
+    if run.returncode != 0:
+        raise EngineError(
+            f"scontrol reboot {name} failed: {_said(run)}",
+            fix="check RebootProgram in slurm.conf and that the hook runs as root (SlurmdUser)",
+        )
+    log(f"rocmstack: drained node {name} and asked Slurm to reboot it: {reason}")
+    return Outcome("rebooting", tuple(lines), bad)
 
 
 def syslog_writer(hook: str) -> Callable[[str], None]:

@@ -68,7 +68,7 @@ GresTypes=gpu
 MpiDefault=none
 SlurmdParameters=config_overrides
 ReturnToService=2
-RebootProgram=/bin/true
+RebootProgram={tmp}/reboot.sh
 Prolog={tmp}/prolog.sh
 Epilog={tmp}/epilog.sh
 NodeName={NODE} NodeAddr=127.0.0.1 CPUs={GPUS * 2} Gres=gpu:{GPUS} State=UNKNOWN
@@ -123,6 +123,21 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
             f">{tmp}/{hook}-$SLURM_JOB_ID.json 2>>{tmp}/{hook}.err\n"
         )
         script.chmod(0o755)
+    # RebootProgram: records the call, then restarts slurmd as a node that has just booted (its uptime a second,
+    # in a time namespace of its own: slurmctld takes a reboot as done only when the boot time moved past the
+    # request). slurmd runs it as root and does not wait for it.
+    reboot = tmp / "reboot.sh"
+    reboot.write_text(
+        "#!/bin/sh\n"
+        f'echo "$(date +%s) $*" >> {tmp}/reboot-calls\n'
+        "setsid sh -c '"
+        f"sleep 1; kill $(cat {tmp}/slurmd.pid); sleep 1; "
+        'off=$(awk "\\$1==\\"boottime\\"{print \\$2}" /proc/self/timens_offsets); '
+        "up=$(cut -d. -f1 /proc/uptime); "
+        f"SLURM_CONF={tmp}/slurm.conf exec unshare --time --boottime -$((up - off)) slurmd -D"
+        f"' >>{tmp}/reboot.log 2>&1 </dev/null &\n"
+    )
+    reboot.chmod(0o755)
     (tmp / "slurm.conf").write_text(_conf(tmp))
     env = {**os.environ, "SLURM_CONF": str(tmp / "slurm.conf")}
     daemons = [
@@ -154,6 +169,9 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        # a slurmd a reboot started is no child of this process
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int((tmp / "slurmd.pid").read_text()), signal.SIGTERM)
 
 
 def _node_args(root: Path, *checks: str) -> list[str]:
@@ -766,3 +784,104 @@ def test_the_circuit_breaker_holds_drains_past_the_cap_until_a_person_resets_it(
             _scontrol(env, "update", "nodename=peer1", "reason=admin: replacing a cable")
         if "DRAIN" in _node(env)[0]:
             _scontrol(env, "update", f"nodename={NODE}", "state=resume")
+
+
+def _reboots(tmp: Path) -> int:
+    calls = tmp / "reboot-calls"
+    return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+
+def _back_down(env: dict) -> tuple[str, str]:
+    """The node's state once Slurm's reboot is done (RebootProgram ran, slurmd registered again)."""
+    for _ in range(120):
+        state, reason = _node(env)
+        if "REBOOT" not in state and "DOWN" in state:
+            return state, reason
+        time.sleep(0.25)
+    return _node(env)
+
+
+def test_a_node_problem_is_rebooted_by_slurm_and_back_in_service_only_once_its_check_passes(slurm):
+    """--remediate: drained `[node_problem]`, `scontrol reboot ASAP nextstate=DOWN` (RebootProgram records the
+    call and restarts slurmd), judged again; after the second reboot that did not help, it stays drained with
+    "remediation did not help (2 tries)"; once the check passes, it is back in service."""
+    env, tmp, *_ = slurm
+    _wait_idle(env)
+    fix = ("--remediate",)
+    before = _reboots(tmp)
+    try:
+        for n in (1, 2):
+            run = _hook(env, "healthcheck", fault=True, extra=fix)
+            assert run.returncode == 0, run.stderr
+            assert (
+                f"drained node {NODE} and asked Slurm to reboot it: [node_problem] rocmstack: nofile-limit: "
+                in (run.stdout)
+            )
+            state, reason = _back_down(env)
+            assert _reboots(tmp) == before + n  # slurmd ran RebootProgram
+            assert state == "DOWN", (state, reason)  # back, and out of service until a check passes
+            assert f"(remediation {n} of 2: reboot) : reboot issued : reboot complete" in reason, reason
+        gave_up = _hook(env, "healthcheck", fault=True, extra=fix)
+        assert gave_up.returncode == 0, gave_up.stderr
+        state, reason = _node(env)
+        assert state == "DOWN+DRAIN" and reason.endswith("remediation did not help (2 tries)"), (
+            state,
+            reason,
+        )
+        assert _reboots(tmp) == before + 2  # no third reboot
+        assert _hook(env, "healthcheck", fault=True, extra=fix).returncode == 0
+        assert _reboots(tmp) == before + 2 and _node(env) == (state, reason)  # nor later
+        fixed = _hook(env, "healthcheck", fault=False, extra=fix)
+        assert f"resumed node {NODE} (nofile-limit passes; it was rebooted for" in fixed.stdout, fixed.stdout
+        _wait_idle(env)
+    finally:
+        if _node(env)[0] != "IDLE":
+            _restore(env)
+            _wait_idle(env)
+
+
+def test_a_user_problem_is_never_rebooted_and_the_sites_gpu_reset_comes_first(slurm):
+    """A process holding a GPU (the user's) drains with --remediate but never reboots; a node problem on a node
+    with no job runs the site's GPU reset command, and the next health check resumes the node once it passes;
+    a reset command that fails is followed by Slurm's reboot."""
+    env, tmp, _, amd = slurm
+    _wait_idle(env)
+    before = _reboots(tmp)
+    resets = tmp / "reset-calls"
+    fix = ("--remediate", "--gpu-reset-cmd", f"sh -c 'echo reset >> {resets}'")
+    holder = subprocess.Popen(["sleep", "300"])
+    try:
+        amd.hold(holder.pid, 0, ENGINE)
+        user = _hook(env, "healthcheck", fault=False, extra=fix)
+        assert user.returncode == 0, user.stderr
+        state, reason = _wait_state(env, want_drain=True)
+        assert reason.startswith("[user_problem] rocmstack: gpu-memory-free: "), (state, reason)
+        assert "remediation" not in reason and not resets.exists() and _reboots(tmp) == before
+        amd.release(holder.pid)
+        assert f"resumed node {NODE}" in _hook(env, "healthcheck", fault=False, extra=fix).stdout
+        _wait_idle(env)
+        node = _hook(env, "healthcheck", fault=True, extra=fix)
+        assert f"drained node {NODE} and reset its GPUs (sh -c " in node.stdout, node.stdout
+        state, reason = _node(env)
+        assert "DRAIN" in state and reason.endswith("(remediation 1 of 2: GPU reset)"), (state, reason)
+        assert resets.read_text() == "reset\n" and _reboots(tmp) == before
+        back = _hook(env, "healthcheck", fault=False, extra=fix)
+        assert f"resumed node {NODE} (nofile-limit passes; it was drained for" in back.stdout, back.stdout
+        _wait_idle(env)
+        # a reset that fails: Slurm's reboot at once
+        failing = _hook(env, "healthcheck", fault=True, extra=("--remediate", "--gpu-reset-cmd", "false"))
+        assert (
+            "GPU reset of node" in failing.stdout and "false exited 1): rebooting instead" in failing.stdout
+        )
+        state, reason = _back_down(env)
+        assert state == "DOWN" and "(remediation 1 of 2: reboot) : reboot issued" in reason, (state, reason)
+        assert _reboots(tmp) == before + 1
+        assert f"resumed node {NODE}" in _hook(env, "healthcheck", fault=False, extra=fix).stdout
+        _wait_idle(env)
+    finally:
+        amd.release(holder.pid)
+        holder.kill()
+        holder.wait()
+        if _node(env)[0] != "IDLE":
+            _restore(env)
+            _wait_idle(env)

@@ -16,6 +16,7 @@ from rocmstack.doctor.slurm import (
     Breaker,
     Job,
     NodeState,
+    Remedy,
     act,
     decide,
     expand_hostlist,
@@ -413,3 +414,99 @@ def test_the_breaker_record_is_whole_or_absent_and_a_reset_returns_it(tmp_path):
     assert [p.name for p in breaker.file.parent.iterdir()] == ["breaker.json"]  # no temporary left
     assert reset_breaker(breaker) == {"opened_by": "gpu01", "why": "2 of 4 node(s) ..."}
     assert not breaker.file.exists()
+
+
+# -- remediation: states read from Slurm 22.05.8 around `scontrol reboot ASAP nextstate=DOWN` (recorded by
+# tests/integration/test_doctor_slurm_daemons.py's set-up: RebootProgram restarts slurmd as a booted node)
+REMEDY = Remedy(tries=2)
+
+
+def _shown(name: str) -> NodeState:
+    return parse_node((FIXTURES / f"scontrol-show-node-{name}-22.05.8.txt").read_text(), "vm")
+
+
+def _node_fault(**extra: str) -> dict:
+    return _report(nofile_limit="fail", **extra)
+
+
+def test_a_node_problem_in_service_is_drained_and_rebooted_a_user_problem_only_drained():
+    node = NodeState("vm", "IDLE", "")
+    first = decide(_node_fault(), node, REMEDY)
+    assert first.action == "remediate"
+    assert first.message.startswith("[node_problem] rocmstack: nofile-limit: fail here")
+    assert first.message.endswith(" (remediation 1 of 2: reboot)")
+    user = {"checks": [{"id": "dev-shm", "status": "fail", "summary": "stale files", "problem": "user"}]}
+    assert decide(user, node, REMEDY).action == "drain"  # the next job's Prolog judges it again
+    assert decide(_node_fault(), node).action == "drain"  # no --remediate: as before
+
+
+def test_a_gpu_reset_comes_first_where_the_site_gave_one_and_no_job_is_on_the_node():
+    remedy = Remedy(tries=2, gpu_reset=("amd-smi", "reset", "-G"))
+    node = NodeState("vm", "IDLE", "")
+    assert decide(_node_fault(), node, remedy, busy=False).message.endswith("(remediation 1 of 2: GPU reset)")
+    assert decide(_node_fault(), node, remedy, busy=True).message.endswith("(remediation 1 of 2: reboot)")
+    # the GPU reset did not help: the next try is a reboot
+    reset = NodeState(
+        "vm", "IDLE+DRAIN", "[node_problem] rocmstack: nofile-limit: low (remediation 1 of 2: GPU reset)"
+    )
+    assert decide(_node_fault(), reset, remedy, busy=False).message.endswith("(remediation 2 of 2: reboot)")
+
+
+def test_while_slurm_reboots_the_node_no_hook_touches_it():
+    node = _shown("rebooting")
+    assert node.state == "DOWN+DRAIN+REBOOT_ISSUED" and node.rebooting_by_us and node.out_by_us
+    assert node.remediation == (1, 2, "reboot")
+    for report in (_node_fault(), _report(nofile_limit="pass")):
+        decision = decide(report, node, REMEDY)
+        assert decision.action == "left-as-is" and "is rebooting for rocmstack" in decision.message
+
+
+def test_back_from_the_reboot_it_is_resumed_only_when_the_check_that_drained_it_passes():
+    node = _shown("down-after-reboot")
+    assert node.state == "DOWN" and node.reason.endswith(
+        "(remediation 1 of 2: reboot) : reboot issued : reboot complete"
+    )
+    assert node.down_after_our_reboot and node.drained_for == "nofile-limit" and node.out_by_us
+    passed = decide(_report(nofile_limit="pass"), node, REMEDY)
+    assert passed.action == "resume" and "nofile-limit passes; it was rebooted for" in passed.message
+    assert (
+        decide(_report(nofile_limit="pass"), node).action == "resume"
+    )  # --remediate since dropped: the same
+    assert decide(_report(nofile_limit="skip", dev_shm="pass"), node, REMEDY).action == "kept-drained"
+    again = decide(_node_fault(), node, REMEDY)
+    assert again.action == "remediate" and again.message.endswith("(remediation 2 of 2: reboot)")
+    assert decide(_node_fault(), node).action == "kept-drained"  # no --remediate now: it stays down
+
+
+def test_after_the_last_try_the_node_stays_drained_saying_remediation_did_not_help():
+    last = NodeState("vm", "DOWN", _shown("down-after-reboot").reason.replace("1 of 2", "2 of 2"))
+    gave_up = decide(_node_fault(), last, REMEDY)
+    assert gave_up.action == "drain"
+    assert gave_up.message.endswith("(remediation 2 of 2: reboot) - remediation did not help (2 tries)")
+    assert len(gave_up.message) <= REASON_MAX
+    node = _shown("gave-up-after-reboot")  # DOWN+DRAIN, as Slurm shows a drain set on a DOWN node
+    assert node.state == "DOWN+DRAIN" and node.out_by_us
+    assert decide(_node_fault(), node, REMEDY).action == "kept-drained"  # never a third try
+    assert decide(_report(nofile_limit="pass"), node, REMEDY).action == "resume"  # fixed by hand: back
+
+
+def test_an_admins_down_of_a_node_rocmstack_drained_without_a_reboot_stays_theirs():
+    node = NodeState(
+        "vm", "DOWN+DRAIN", "[node_problem] rocmstack: nofile-limit: low (remediation 1 of 2: GPU reset)"
+    )
+    assert not node.down_after_our_reboot
+    assert decide(_report(nofile_limit="pass"), node, REMEDY).action == "left-as-is"
+
+
+def test_the_breaker_counts_nodes_rebooting_or_down_after_a_reboot_of_ours():
+    rebooting, down = _shown("rebooting"), _shown("down-after-reboot")
+    line = "NodeName={} Arch=x86_64 State={} Partitions=gpu Reason={} [root@2026-12-05T06:08:56]"
+    text = "\n".join(
+        [
+            line.format("gpu01", "IDLE", ""),
+            line.format("gpu02", rebooting.state, rebooting.reason),
+            line.format("gpu03", down.state, down.reason),
+            line.format("gpu04", "DOWN", "admin: PSU"),
+        ]
+    )
+    assert out_by_us(parse_fleet(text), "gpu01") == (["gpu"], ["gpu02", "gpu03"], 4)
