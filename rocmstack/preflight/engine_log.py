@@ -155,3 +155,28 @@ def failure(text: str, keep: int = 12) -> Failure | None:
     if parsed[last][0] != who and last != at:
         then = f"{parsed[last][0]}: {printable(_bare(parsed[last][1]))[:300]}"
     return Failure(who, tail, then)
+
+
+def log_end(text: str, keep: int = 8) -> Failure | None:
+    """What the step was doing when it stopped without an error (a time limit): the log's last lines, each
+    redraw of a progress bar (``\r``) on its own and said by the process whose prefix began its line (Ray's
+    coloured ``(vLLMHttpServer pid=N)``, an engine's ``(Worker pid=N)`` inside it); the process is the last
+    line's. None for an empty log."""
+    said: list[tuple[str, str]] = []
+    for line in text.split("\n"):
+        who = "main"
+        for k, part in enumerate(line.split("\r")):
+            if k == 0 or _PROCESS.match(part):
+                who, part = _process(part)
+                if _PROCESS.match(part):  # a worker of that process printed it
+                    who, part = _process(part)
+            else:
+                part = _ANSI.sub("", part)
+            if part.strip():
+                said.append((who, part.strip()))
+    if not said:
+        return None
+    tail = said[-keep:]
+    return Failure(
+        tail[-1][0], tuple(printable(f"{w}: {line}" if w != "main" else line)[:400] for w, line in tail)
+    )

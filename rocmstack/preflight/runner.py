@@ -27,7 +27,7 @@ from rocmstack.gpu.worker_masks import job_env as masked_env
 from rocmstack.gpu.worker_masks import judge, read_records
 from rocmstack.platform.tools import run_tool
 from rocmstack.preflight.adapters import Adapter, Inputs, Step, choose
-from rocmstack.preflight.engine_log import Failure, failure, selections
+from rocmstack.preflight.engine_log import failure, log_end, selections
 from rocmstack.preflight.shrink import LAYERS, read_config, write_shrunk_model
 from rocmstack.redact import scrub, secret_values
 from rocmstack.signals import stop_group
@@ -265,11 +265,11 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
         if step.kind == "server"
         else _framework(step, env, req, log)
     )
-    text = log.read_text(errors="replace") if log.is_file() else ""
+    text = log.read_bytes().decode(errors="replace") if log.is_file() else ""  # a progress bar's \r kept
     found = selections(text)
     broke = failure(text) if run["problem"] else None
-    if run["problem"] and broke is None and text.strip():  # no traceback or error line: the log's own end
-        broke = Failure("main", tuple(printable(line)[:400] for line in text.strip().splitlines()[-8:]))
+    if run["problem"] and broke is None:  # no traceback or error line: what the step was doing at its end
+        broke = log_end(text)
     workers = _workers(masks_dir, step, {**os.environ, **req.env})
     problem = run["problem"] or (
         f"{len(workers['mismatches'])} worker(s) with the wrong GPUs: {workers['mismatches'][0]}"
@@ -279,6 +279,8 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
     passed = problem is None
     if run["problem"] and broke is not None and broke.cause:
         problem = f"{problem}; {broke.process}: {broke.cause}"
+    elif run["timed_out"] and broke is not None and broke.lines:
+        problem = f"{problem}; last: {broke.lines[-1][:200]}"
     # the field's error signatures over the whole log: a known cause and its fix, where one is known
     report.update(
         known_causes=known_causes(text, req.advisories_dirs) if not passed else [],

@@ -18,7 +18,7 @@ TINY = {
 def _request(tmp_path: Path, argv: list[str], **kw) -> PreflightRequest:
     config = tmp_path / "config.json"
     config.write_text(json.dumps(TINY))
-    return PreflightRequest(tuple(argv), tmp_path / "work", "verl", config, timeout_s=60, **kw)
+    return PreflightRequest(tuple(argv), tmp_path / "work", "verl", config, **{"timeout_s": 60, **kw})
 
 
 def test_a_launcher_that_exits_without_a_traceback_fails_with_its_last_lines(tmp_path):
@@ -64,3 +64,21 @@ def test_a_failed_step_names_the_failing_process_and_its_exception_in_the_verdic
         "FAILED: the command exited 1; vLLMHttpServer pid=12072: pydantic_core._pydantic_core.ValidationError: "
         "1 validation error for CacheConfig gpu_memory_utilization Input should be less than or equal to 1"
     )
+
+
+def test_a_step_cut_at_its_limit_says_what_it_was_doing_and_in_which_process(tmp_path):
+    """docs/evidence/preflight-h200-2026-12-05-pass: verl's step cut at 5 minutes inside vLLM's graph capture.
+    The log's end said so in raw progress-bar redraws under Ray's coloured prefix; the verdict said nothing."""
+    log = Path(__file__).resolve().parents[2] / "docs/evidence/preflight-h200-2026-12-05-pass/verl-fp8.log.gz"
+    replay = f"gzip -dc {log}; sleep 30"
+    report = run_preflight(_request(tmp_path, ["sh", "-c", replay], timeout_s=3))
+    assert report["verdict"].startswith(
+        "FAILED: the step did not finish within 3 s; last: vLLMHttpServer pid=4009: Capturing CUDA graphs "
+        "(mixed prefill-decode, PIECEWISE):  25%"
+    ), report["verdict"]
+    failure = report["failure"]
+    assert failure["process"] == "vLLMHttpServer pid=4009"
+    assert "Worker pid=4342: Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):   0%" in " ".join(
+        failure["lines"]
+    )
+    assert not any("\\x1b" in line for line in failure["lines"])  # Ray's colours read, not printed escaped
