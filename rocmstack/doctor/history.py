@@ -22,6 +22,7 @@ from pathlib import Path
 
 from rocmstack.doctor.figures import Figure, from_report
 from rocmstack.doctor.prometheus import check_private_dir
+from rocmstack.doctor.ras import RAS_CHECK
 from rocmstack.errors import InputError, printable
 
 SCHEMA = "rocmstack.doctor-history/1"
@@ -263,7 +264,14 @@ def record(report: dict) -> dict:
         "figures": {f.key: f.value for f in figs},
         "better": {f.key: f.better for f in figs if f.better},
         "checks": {c["id"]: c["status"] for c in report.get("checks", [])},
+        # the GPU error counters this run read: the first run of a boot is what later runs compare with
+        **({"ras": ras} if (ras := _ras_data(report)) else {}),
     }
+
+
+def _ras_data(report: dict) -> dict | None:
+    row = next((c for c in report.get("checks", []) if c.get("id") == RAS_CHECK), None)
+    return (row or {}).get("data") or None
 
 
 def append_run(directory: Path, report: dict) -> Path:

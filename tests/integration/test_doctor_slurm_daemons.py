@@ -130,6 +130,9 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
     reboot.write_text(
         "#!/bin/sh\n"
         f'echo "$(date +%s) $*" >> {tmp}/reboot-calls\n'
+        # a new boot of the AMD node the hooks read (--proc-root): its kernel's boot id changes
+        f"mkdir -p {tmp}/node/proc/sys/kernel/random && cat /proc/sys/kernel/random/uuid "
+        f"> {tmp}/node/proc/sys/kernel/random/boot_id\n"
         "setsid sh -c '"
         f"sleep 1; kill $(cat {tmp}/slurmd.pid); sleep 1; "
         'off=$(awk "\\$1==\\"boottime\\"{print \\$2}" /proc/self/timens_offsets); '
@@ -882,6 +885,47 @@ def test_a_user_problem_is_never_rebooted_and_the_sites_gpu_reset_comes_first(sl
         amd.release(holder.pid)
         holder.kill()
         holder.wait()
+        if _node(env)[0] != "IDLE":
+            _restore(env)
+            _wait_idle(env)
+
+
+def test_a_new_uncorrectable_gpu_error_between_jobs_drains_the_node_and_a_reboot_clears_it(slurm):
+    """gpu-ras-events: the driver's counters against this boot's first run (--history). Two uncorrectable
+    errors between jobs drain the node with the counter's own line; --remediate reboots it; the first run of the
+    new boot passes and resumes it."""
+    env, tmp, _, amd = slurm
+    _wait_idle(env)
+    ras = amd.sys / "class/drm/renderD128/device/ras"
+    ras.mkdir(parents=True, exist_ok=True)
+    (ras.parent / "uevent").write_text("DRIVER=amdgpu\nPCI_SLOT_NAME=0000:0c:00.0\n")
+    (ras / "umc_err_count").write_text(
+        "ue: 0\nce: 4\n"
+    )  # the driver's format (tests/unit/test_doctor_ras.py)
+    boot = amd.proc / "sys/kernel/random/boot_id"
+    boot.parent.mkdir(parents=True, exist_ok=True)
+    boot.write_text("7d6c0b0e-boot-1\n")
+    history = tmp / "history"
+    history.mkdir(mode=0o700, exist_ok=True)
+    only = ("--fast", "--only", "gpu-ras-events")
+    extra = ("--history", str(history), "--proc-root", str(amd.proc), "--remediate")
+    try:
+        first = _hook(env, "healthcheck", fault=False, checks=only, extra=extra)
+        assert first.returncode == 0 and _node(env)[0] == "IDLE", (first.stdout, first.stderr)
+        (ras / "umc_err_count").write_text("ue: 2\nce: 4\n")
+        event = _hook(env, "healthcheck", fault=False, checks=only, extra=extra)
+        assert "asked Slurm to reboot it" in event.stdout, (event.stdout, event.stderr)
+        state, reason = _back_down(env)
+        assert reason.startswith(
+            "[node_problem] rocmstack: gpu-ras-events: 0000:0c:00.0 umc: 2 new uncorrectable error(s) (ue 0 -> 2), "
+            "new since this boot's first run (remediation 1 of 2: reboot)"
+        ), (state, reason)
+        assert boot.read_text().strip() != "7d6c0b0e-boot-1"  # RebootProgram booted the node anew
+        back = _hook(env, "healthcheck", fault=False, checks=only, extra=extra)
+        assert f"resumed node {NODE} (gpu-ras-events passes; it was rebooted for" in back.stdout, back.stdout
+        _wait_idle(env)
+    finally:
+        (ras / "umc_err_count").unlink(missing_ok=True)
         if _node(env)[0] != "IDLE":
             _restore(env)
             _wait_idle(env)

@@ -22,6 +22,7 @@ from rocmstack.doctor.checks import (
     memory_return,
     network,
     packages,
+    ras,
     runtime,
     system,
     tuned,
@@ -53,6 +54,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *burnin.CHECKS,
     *cluster.CHECKS,
     *history.CHECKS,
+    *ras.CHECKS,
 )
 BY_ID = {c.id: c for c in ALL_CHECKS}
 assert len(BY_ID) == len(ALL_CHECKS), "duplicate check id"
