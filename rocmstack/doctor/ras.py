@@ -103,20 +103,29 @@ def new_events(baseline: Mapping[str, Mapping[str, int]], now: Counters) -> list
     return lines
 
 
-def recorded(run: Mapping[str, object]) -> tuple[str, Counters] | None:
-    """(boot id, counters) a history record kept, or None when it kept none or they are not well formed (a
-    damaged or hand-edited line judges nothing)."""
-    ras = run.get("ras")
-    if not isinstance(ras, dict) or not isinstance(ras.get("boot_id"), str):
-        return None
-    counters = ras.get("counters")
-    if not isinstance(counters, dict):
+def _counters(obj: object) -> Counters | None:
+    if not isinstance(obj, dict):
         return None
     out: Counters = {}
-    for key, counts in counters.items():
+    for key, counts in obj.items():
         if not isinstance(key, str) or not isinstance(counts, dict):
             return None
         if not all(isinstance(k, str) and type(v) is int and v >= 0 for k, v in counts.items()):
             return None
         out[key] = dict(counts)
-    return ras["boot_id"], out
+    return out
+
+
+def recorded(run: Mapping[str, object]) -> tuple[str, Counters, str | None] | None:
+    """(boot id, the boot's first counters, when they were read) a history record kept; None when it kept
+    none or they are not well formed (a damaged or hand-edited line judges nothing). Each run carries its
+    boot's first counters on, so the last run of the boot is enough: the file keeps only its last 4 MiB."""
+    ras = run.get("ras")
+    if not isinstance(ras, dict) or not isinstance(ras.get("boot_id"), str):
+        return None
+    counters = _counters(ras.get("counters"))
+    baseline = _counters(ras.get("baseline")) if "baseline" in ras else counters
+    if counters is None or baseline is None:
+        return None
+    since = ras.get("since") if isinstance(ras.get("since"), str) else run.get("started_at")
+    return ras["boot_id"], baseline, since if isinstance(since, str) else None

@@ -93,6 +93,8 @@ def test_a_new_uncorrectable_event_fails_until_the_next_boot(tmp_path):
     assert _run(node, history)["summary"].startswith("first run of this boot")
     kept = load_runs(history, socket.gethostname())
     assert [recorded(r)[0] for r in kept] == ["2b1f7f4e-0001"] * 4 + ["2b1f7f4e-0002"]
+    # every run of the boot carries its first counters on: the first run itself may leave the file's tail
+    assert [recorded(r)[1] for r in kept[:4]] == [{"0000:0c:00.0 umc": {"ue": 1, "ce": 7}}] * 4
 
 
 def test_without_history_or_a_boot_id_nothing_is_told_new(tmp_path):
@@ -107,9 +109,19 @@ def test_without_history_or_a_boot_id_nothing_is_told_new(tmp_path):
 
 
 def test_a_hand_edited_record_judges_nothing():
-    good = {"ras": {"boot_id": "b", "counters": {"g umc": {"ue": 1, "ce": 0}}}}
-    assert recorded(good) == ("b", {"g umc": {"ue": 1, "ce": 0}})
+    good = {"ras": {"boot_id": "b", "counters": {"g umc": {"ue": 1, "ce": 0}}}, "started_at": "t0"}
+    assert recorded(good) == ("b", {"g umc": {"ue": 1, "ce": 0}}, "t0")
+    later = {
+        "ras": {
+            "boot_id": "b",
+            "counters": {"g umc": {"ue": 3}},
+            "baseline": {"g umc": {"ue": 1}},
+            "since": "t0",
+        }
+    }
+    assert recorded(later) == ("b", {"g umc": {"ue": 1}}, "t0")
     for bad in ({"ras": {"boot_id": "b", "counters": {"g umc": {"ue": -1}}}},
                 {"ras": {"boot_id": "b", "counters": {"g umc": {"ue": True}}}},
+                {"ras": {"boot_id": "b", "counters": {}, "baseline": [1]}},
                 {"ras": {"boot_id": 3, "counters": {}}}, {"ras": "x"}, {}):  # fmt: skip
         assert recorded(json.loads(json.dumps(bad))) is None

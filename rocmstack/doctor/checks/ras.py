@@ -35,13 +35,15 @@ def _counters(snap: Snapshot, opts: DoctorOptions) -> Counters | Result:
 
 
 def _first_of_boot(opts: DoctorOptions, boot: str) -> tuple[Counters, str] | None:
-    """This boot's first recorded counters and when they were read; None before the first run of this boot."""
+    """This boot's first counters and when they were read (carried by every run of the boot, the last one
+    read); None before the first run of this boot."""
     assert opts.history_dir is not None
+    found = None
     for run in read_history(opts.history_dir, socket.gethostname()).runs:
         kept = recorded(run)
         if kept is not None and kept[0] == boot:
-            return kept[1], printable(run.get("started_at"))[:40]
-    return None
+            found = kept[1], printable(kept[2] or "an earlier run")[:40]
+    return found
 
 
 def gpu_ras_events(snap: Snapshot, opts: DoctorOptions) -> Result:
@@ -49,7 +51,7 @@ def gpu_ras_events(snap: Snapshot, opts: DoctorOptions) -> Result:
     if isinstance(now, Result):
         return now
     boot = boot_id(opts.proc_root)
-    data = {"boot_id": boot, "counters": now}
+    data: dict[str, object] = {"boot_id": boot, "counters": now}
     if opts.history_dir is None or boot is None:
         why = "no --history DIR" if opts.history_dir is None else "the kernel gives no boot id"
         return dataclasses.replace(
@@ -64,6 +66,7 @@ def gpu_ras_events(snap: Snapshot, opts: DoctorOptions) -> Result:
             passed(f"first run of this boot: {len(now)} error counter(s) remembered"), data=data
         )
     baseline, when = first
+    data.update(baseline=baseline, since=when)
     lines = new_events(baseline, now)
     if lines:
         return dataclasses.replace(
