@@ -162,26 +162,35 @@ def judge_ecc(vendor: str, text: str) -> Result:
     return dataclasses.replace(result, data={"ecc": counters})
 
 
-def gpu_ecc(snap: Snapshot, opts: DoctorOptions) -> Result:
-    vendor = snap.vendor()
-    path = opts.environ().get("PATH")
-    if vendor == "amd":
-        argv = ["amd-smi", "metric", "-k"]
-    elif vendor == "nvidia":
-        argv = [
-            "nvidia-smi",
-            "--query-gpu=index,ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total",
-            "--format=csv,noheader,nounits",
-        ]
-    else:
+# The ECC counters each vendor's tool prints (amd-smi's "metric -k" block; nvidia-smi's volatile totals per GPU)
+ECC_ARGV = {
+    "amd": ("amd-smi", "metric", "-k"),
+    "nvidia": (
+        "nvidia-smi",
+        "--query-gpu=index,ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total",
+        "--format=csv,noheader,nounits",
+    ),
+}
+
+
+def ecc_output(vendor: str, opts: DoctorOptions) -> str | Result:
+    """The vendor tool's ECC output, or the skip that says why there is none."""
+    argv = ECC_ARGV.get(vendor)
+    if argv is None:
         return skipped("no GPU: no ECC counters")
-    exe = shutil.which(argv[0], path=path)
+    exe = shutil.which(argv[0], path=opts.environ().get("PATH"))
     if exe is None:
         return skipped(f"{argv[0]} is not installed")
     run = run_tool([exe, *argv[1:]], timeout=opts.tool_timeout, env=opts.environ())
     if run.returncode != 0:
         return skipped(f"{argv[0]} failed: {(run.stderr or run.stdout).strip()[:200]}")
-    return judge_ecc(vendor, run.stdout)
+    return run.stdout
+
+
+def gpu_ecc(snap: Snapshot, opts: DoctorOptions) -> Result:
+    vendor = snap.vendor()
+    out = ecc_output(vendor, opts)
+    return out if isinstance(out, Result) else judge_ecc(vendor, out)
 
 
 def find_faults(text: str) -> list[str]:

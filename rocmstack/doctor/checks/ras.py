@@ -4,18 +4,14 @@ node's first run of this boot (``--history DIR``; rocmstack.doctor.ras reads the
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import socket
 
-from rocmstack.doctor.checks.host import parse_nvidia_ecc
+from rocmstack.doctor.checks.host import ecc_output, parse_nvidia_ecc
 from rocmstack.doctor.history import read_history
 from rocmstack.doctor.model import Check, DoctorOptions, Result, failed, passed, skipped
 from rocmstack.doctor.ras import RAS_CHECK, Counters, boot_id, from_nvidia, new_events, read_amd, recorded
 from rocmstack.errors import printable
 from rocmstack.platform.snapshot import Snapshot
-from rocmstack.platform.tools import run_tool
-
-NVIDIA_QUERY = "--query-gpu=index,ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total"
 
 
 def _counters(snap: Snapshot, opts: DoctorOptions) -> Counters | Result:
@@ -23,15 +19,10 @@ def _counters(snap: Snapshot, opts: DoctorOptions) -> Counters | Result:
     if vendor == "amd":
         found = read_amd(opts.sysfs_root)
         return found or skipped("the amdgpu driver shows no RAS counters here (no ras/ folder of any GPU)")
-    if vendor != "nvidia":
-        return skipped("no GPU: no error counters")
-    exe = shutil.which("nvidia-smi", path=opts.environ().get("PATH"))
-    if exe is None:
-        return skipped("nvidia-smi is not installed")
-    run = run_tool([exe, NVIDIA_QUERY, "--format=csv,noheader,nounits"], timeout=opts.tool_timeout)
-    if run.returncode != 0:
-        return skipped(f"nvidia-smi failed: {printable((run.stderr or run.stdout).strip())[:200]}")
-    return from_nvidia(parse_nvidia_ecc(run.stdout)) or skipped("nvidia-smi gives no ECC counter (ECC off)")
+    out = ecc_output(vendor, opts)  # NVIDIA: nvidia-smi's volatile ECC totals per GPU, as gpu-ecc reads them
+    if isinstance(out, Result):
+        return out
+    return from_nvidia(parse_nvidia_ecc(out)) or skipped("nvidia-smi gives no ECC counter (ECC off)")
 
 
 def _first_of_boot(opts: DoctorOptions, boot: str) -> tuple[Counters, str] | None:
