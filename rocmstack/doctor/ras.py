@@ -116,6 +116,21 @@ def _counters(obj: object) -> Counters | None:
     return out
 
 
+def recorded_kernel(run: Mapping[str, object]) -> tuple[int, list[str]] | None:
+    """(the last kernel log record read, the GPU error events of this boot seen so far) a history record
+    kept; None when it kept none or they are not well formed."""
+    ras = run.get("ras")
+    kernel = ras.get("kernel") if isinstance(ras, dict) else None
+    if not isinstance(kernel, dict):
+        return None
+    seq, events = kernel.get("seq"), kernel.get("events")
+    if type(seq) is not int or seq < 0 or not isinstance(events, list):
+        return None
+    if not all(isinstance(e, str) for e in events):
+        return None
+    return seq, list(events)
+
+
 def recorded(run: Mapping[str, object]) -> tuple[str, Counters, str | None] | None:
     """(boot id, the boot's first counters, when they were read) a history record kept; None when it kept
     none or they are not well formed (a damaged or hand-edited line judges nothing). Each run carries its

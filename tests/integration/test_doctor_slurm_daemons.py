@@ -27,6 +27,7 @@ import pytest
 
 from tests.conftest import free_port, low_nofile
 from tests.fixtures.doctor.doctor_fakes import FakeNode
+from tests.fixtures.doctor.slurm_hooks import install_hook
 
 pytestmark = pytest.mark.slow
 NODE = socket.gethostname().split(".")[0]
@@ -109,20 +110,27 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
     )
     amd = FakeNode(tmp / "node", gpus=GPUS, vram_total=VRAM)  # where _hook finds it: beside slurm.conf
     fault = tmp / "fault"
-    # slurmd gives a Prolog/Epilog a bare environment (plus the job's GPUs): the script names the
-    # controller, the interpreter, the checkout and the fault (fault.prolog or fault.epilog present: that
-    # hook runs with the low open-file limit); each job's report is kept as JSON
-    for hook in ("prolog", "epilog"):
-        script = tmp / f"{hook}.sh"
-        script.write_text(
-            "#!/bin/sh\n"
-            f"export SLURM_CONF={tmp}/slurm.conf PATH={os.environ['PATH']} PYTHONPATH={CHECKOUT}\n"
-            f"if [ -e {fault}.{hook} ]; then ulimit -n 1024; fi\n"
-            f"exec {sys.executable} -m rocmstack doctor --slurm {hook} --json {' '.join(_node_args(amd.root))} "
-            f"--breaker-file {tmp}/breaker.json "
-            f">{tmp}/{hook}-$SLURM_JOB_ID.json 2>>{tmp}/{hook}.err\n"
-        )
-        script.chmod(0o755)
+    # The hooks are rocmstack's own scripts (rocmstack/doctor/hooks/, which docs/doctor-fleet.md shows) with
+    # their site settings filled in. Their ROCMSTACK is a wrapper: slurmd gives a Prolog/Epilog a bare
+    # environment (plus the job's GPUs), so it names the controller, the interpreter and the checkout; for
+    # a hook slurmd ran it adds the PATH, the test node, the fault (fault.prolog or fault.epilog present: that hook
+    # runs with the low open-file limit) and keeps each job's report as JSON
+    wrapper = tmp / "rocmstack"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"export SLURM_CONF={tmp}/slurm.conf PYTHONPATH={CHECKOUT}\n"
+        'case "$3" in prolog|epilog)\n'
+        f"  export PATH={os.environ['PATH']}\n"
+        f'  if [ -e {fault}."$3" ]; then ulimit -n 1024; fi\n'
+        f'  exec {sys.executable} -m rocmstack "$@" --json {" ".join(_node_args(amd.root))} '
+        f'>{tmp}/"$3"-"$SLURM_JOB_ID".json 2>>{tmp}/"$3".err ;;\n'
+        "esac\n"
+        f'exec {sys.executable} -m rocmstack "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    install_hook("rocmstack-prolog", tmp / "prolog.sh", _site(tmp))
+    install_hook("rocmstack-epilog", tmp / "epilog.sh", _site(tmp))
+    install_hook("rocmstack-health", tmp / "health.sh", _site(tmp, HISTORY=str(tmp / "health-history")))
     # RebootProgram: records the call, then restarts slurmd as a node that has just booted (its uptime a second,
     # in a time namespace of its own: slurmctld takes a reboot as done only when the boot time moved past the
     # request). slurmd runs it as root and does not wait for it.
@@ -188,23 +196,31 @@ def _node_args(root: Path, *checks: str) -> list[str]:
     ]
 
 
+def _site(tmp: Path, **more: str) -> dict[str, str]:
+    """The hook scripts' site settings here: the wrapper as ROCMSTACK, the node's GPUs, the breaker's file."""
+    return {
+        "ROCMSTACK": str(tmp / "rocmstack"),
+        "GPUS": str(GPUS),
+        "BREAKER": str(tmp / "breaker.json"),
+        **more,
+    }
+
+
 def _hook(
-    env: dict, hook: str, *, fault: bool, checks: tuple[str, ...] = (), extra: tuple[str, ...] = ()
+    env: dict,
+    hook: str,
+    *,
+    fault: bool,
+    checks: tuple[str, ...] = (),
+    extra: tuple[str, ...] = (),
+    script: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    """A hook run as slurmd would, through its installed script (the health check's: ``health.sh``, or
+    ``script``), with the test node's checks and ``extra`` after the script's own options (the last wins)."""
     tmp = Path(env["SLURM_CONF"]).parent
-    breaker = ("--breaker-file", str(tmp / "breaker.json"))
+    script = script or tmp / ("health.sh" if hook == "healthcheck" else f"{hook}.sh")
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rocmstack",
-            "doctor",
-            "--slurm",
-            hook,
-            *_node_args(tmp / "node", *checks),
-            *breaker,
-            *extra,
-        ],
+        [str(script), *_node_args(tmp / "node", *checks), *extra],
         env=env,
         capture_output=True,
         text=True,
@@ -851,35 +867,45 @@ def test_a_user_problem_is_never_rebooted_and_the_sites_gpu_reset_comes_first(sl
     _wait_idle(env)
     before = _reboots(tmp)
     resets = tmp / "reset-calls"
-    fix = ("--remediate", "--gpu-reset-cmd", f"sh -c 'echo reset >> {resets}'")
+    # the shipped health check with the site's remediation settings
+    site = install_hook(
+        "rocmstack-health",
+        tmp / "health-remediate.sh",
+        _site(
+            tmp,
+            HISTORY=str(tmp / "health-history"),
+            REMEDIATE="yes",
+            GPU_RESET=f"sh -c 'echo reset >> {resets}'",
+        ),
+    )
     holder = subprocess.Popen(["sleep", "300"])
     try:
         amd.hold(holder.pid, 0, ENGINE)
-        user = _hook(env, "healthcheck", fault=False, extra=fix)
+        user = _hook(env, "healthcheck", fault=False, script=site)
         assert user.returncode == 0, user.stderr
         state, reason = _wait_state(env, want_drain=True)
         assert reason.startswith("[user_problem] rocmstack: gpu-memory-free: "), (state, reason)
         assert "remediation" not in reason and not resets.exists() and _reboots(tmp) == before
         amd.release(holder.pid)
-        assert f"resumed node {NODE}" in _hook(env, "healthcheck", fault=False, extra=fix).stdout
+        assert f"resumed node {NODE}" in _hook(env, "healthcheck", fault=False, script=site).stdout
         _wait_idle(env)
-        node = _hook(env, "healthcheck", fault=True, extra=fix)
+        node = _hook(env, "healthcheck", fault=True, script=site)
         assert f"drained node {NODE} and reset its GPUs (sh -c " in node.stdout, node.stdout
         state, reason = _node(env)
         assert "DRAIN" in state and reason.endswith("(remediation 1 of 2: GPU reset)"), (state, reason)
         assert resets.read_text() == "reset\n" and _reboots(tmp) == before
-        back = _hook(env, "healthcheck", fault=False, extra=fix)
+        back = _hook(env, "healthcheck", fault=False, script=site)
         assert f"resumed node {NODE} (nofile-limit passes; it was drained for" in back.stdout, back.stdout
         _wait_idle(env)
         # a reset that fails: Slurm's reboot at once
-        failing = _hook(env, "healthcheck", fault=True, extra=("--remediate", "--gpu-reset-cmd", "false"))
+        failing = _hook(env, "healthcheck", fault=True, script=site, extra=("--gpu-reset-cmd", "false"))
         assert (
             "GPU reset of node" in failing.stdout and "false exited 1): rebooting instead" in failing.stdout
         )
         state, reason = _back_down(env)
         assert state == "DOWN" and "(remediation 1 of 2: reboot) : reboot issued" in reason, (state, reason)
         assert _reboots(tmp) == before + 1
-        assert f"resumed node {NODE}" in _hook(env, "healthcheck", fault=False, extra=fix).stdout
+        assert f"resumed node {NODE}" in _hook(env, "healthcheck", fault=False, script=site).stdout
         _wait_idle(env)
     finally:
         amd.release(holder.pid)

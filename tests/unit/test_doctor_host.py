@@ -128,5 +128,17 @@ def test_kernel_log_xid():
     )
 
 
+def test_kernel_log_an_applications_own_xid_is_no_node_fault():
+    # Xid 45 (a process's channel cleaned up, https://github.com/leptonai/gpud/pull/117): NVIDIA's catalog
+    # has the application restarted; the node stays in service
+    log = (
+        "[Sat Oct 12 18:35:32 2024] NVRM: Xid (PCI:0000:61:00): 45, pid=1496200, name=distprovers-gpu, "
+        "Ch 0000000a\n"
+    )
+    assert host.judge_kernel_log(log).status == Status.PASS
+    both = log + (FIX / "kernel/dmesg-nvidia-1151-xid79.txt").read_text()
+    assert [d.split(":")[0] for d in host.judge_kernel_log(both).details] == ["NVIDIA Xid 79"]
+
+
 def test_kernel_log_clean():
     assert host.judge_kernel_log("[    0.000000] Linux version 6.1.0\n").status == Status.PASS

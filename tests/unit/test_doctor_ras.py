@@ -64,9 +64,21 @@ def test_only_growth_of_an_uncorrectable_kind_is_an_event_and_a_reset_counts_fro
     assert from_nvidia([("0", 0, 2), ("1", None, None)]) == {"GPU 0 ecc": {"ue": 2, "ce": 0}}  # 1: ECC off
 
 
-def _run(node: FakeNode, history: Path) -> dict:
+def _run(node: FakeNode, history: Path | None) -> dict:
     report = run_doctor(node.options(fast=True, only=("gpu-ras-events",), history_dir=history))
     return next(c for c in report["checks"] if c["id"] == "gpu-ras-events")
+
+
+KMSG = Path(__file__).resolve().parents[1] / "fixtures" / "doctor" / "kmsg"
+
+
+def _log(node: FakeNode, *names: str, keep_from: int = 0) -> None:
+    """The node's kernel log: the fixtures' records one after another (numbered anew, as one boot's kernel
+    numbers them), the oldest ``keep_from`` of them already overwritten."""
+    node.dev.mkdir(parents=True, exist_ok=True)
+    lines = [ln.split(",", 2) for n in names for ln in (KMSG / n).read_text().splitlines()]
+    records = [f"{prio},{1000 + i},{rest}\n" for i, (prio, _, rest) in enumerate(lines)]
+    (node.dev / "kmsg").write_text("".join(records[keep_from:]))
 
 
 def test_a_new_uncorrectable_event_fails_until_the_next_boot(tmp_path):
@@ -79,7 +91,11 @@ def test_a_new_uncorrectable_event_fails_until_the_next_boot(tmp_path):
     first = _run(node, history)
     assert (
         first["status"] == "pass"
-        and first["summary"] == "first run of this boot: 1 error counter(s) remembered"
+        and first["summary"]
+        == "no GPU error event in this boot: first run of this boot: 1 error counter(s) "
+        "remembered; the kernel log ("
+        + str(node.dev / "kmsg")
+        + ") is not readable here: No such file or directory"
     )
     assert _run(node, history)["status"] == "pass"
     _ras(node, 0, {"umc_err_count": "ue: 3\nce: 7\n"})  # two uncorrectable errors between jobs
@@ -90,7 +106,7 @@ def test_a_new_uncorrectable_event_fails_until_the_next_boot(tmp_path):
     )
     assert _run(node, history)["status"] == "fail"  # still new against the boot's first run: stays drained
     _boot(node, "2b1f7f4e-0002")  # rebooted (--remediate, or a person)
-    assert _run(node, history)["summary"].startswith("first run of this boot")
+    assert "first run of this boot" in _run(node, history)["summary"]
     kept = load_runs(history, socket.gethostname())
     assert [recorded(r)[0] for r in kept] == ["2b1f7f4e-0001"] * 4 + ["2b1f7f4e-0002"]
     # every run of the boot carries its first counters on: the first run itself may leave the file's tail
@@ -102,10 +118,11 @@ def test_without_history_or_a_boot_id_nothing_is_told_new(tmp_path):
     _ras(node, 0, {"umc_err_count": "ue: 9\nce: 0\n"})
     report = run_doctor(node.options(fast=True, only=("gpu-ras-events",)))
     row = next(c for c in report["checks"] if c["id"] == "gpu-ras-events")
-    assert row["status"] == "skip" and row["summary"].startswith("no --history DIR: ")
+    assert row["status"] == "skip" and row["summary"].startswith("no --history DIR: "), row
+    assert "kmsg) is not readable here" in row["summary"]
     history = tmp_path / "h"
     history.mkdir(mode=0o700)
-    assert _run(node, history)["summary"].startswith("the kernel gives no boot id: ")
+    assert "the kernel gives no boot id: " in _run(node, history)["summary"]
 
 
 def test_a_hand_edited_record_judges_nothing():
@@ -125,3 +142,39 @@ def test_a_hand_edited_record_judges_nothing():
                 {"ras": {"boot_id": "b", "counters": {}, "baseline": [1]}},
                 {"ras": {"boot_id": 3, "counters": {}}}, {"ras": "x"}, {}):  # fmt: skip
         assert recorded(json.loads(json.dumps(bad))) is None
+
+
+def test_a_gpu_error_in_the_kernel_log_drains_with_its_line_and_is_remembered_until_the_next_boot(tmp_path):
+    node = FakeNode(tmp_path / "node", gpus=1)
+    history = tmp_path / "history"
+    history.mkdir(mode=0o700)
+    _boot(node, "2b1f7f4e-0001")
+    _ras(node, 0, {"umc_err_count": "ue: 0\nce: 0\n"})
+    _log(node, "nvidia-xid-45.kmsg")  # the application's own Xid: no event
+    assert _run(node, history)["status"] == "pass"
+    _log(node, "nvidia-xid-45.kmsg", "amdgpu-mi300x-4021.kmsg")  # between jobs: the MI300X's lines
+    event = _run(node, history)
+    assert event["status"] == "fail", event
+    assert event["summary"] == (
+        "0000:1c:00.0: amdgpu uncorrectable error: amdgpu 0000:1c:00.0: {1}uncorrectable hardware "
+        "error(ERREVENT_ATHUB_INTERRUPT) detected! (+1 more)"
+    )
+    # the kernel's ring moved on and its records were overwritten: the node stays out all the same
+    _log(node, "nvidia-xid-45.kmsg", "amdgpu-mi300x-4021.kmsg", keep_from=8)
+    again = _run(node, history)
+    assert again["status"] == "fail" and again["summary"] == event["summary"], again
+    _boot(node, "2b1f7f4e-0002")  # rebooted: a new log
+    _log(node, "nvidia-xid-45.kmsg")
+    assert _run(node, history)["status"] == "pass"
+
+
+def test_the_first_run_of_a_boot_judges_the_whole_log_and_without_history_the_log_is_still_judged(tmp_path):
+    node = FakeNode(tmp_path / "node", gpus=1)
+    history = tmp_path / "history"
+    history.mkdir(mode=0o700)
+    _boot(node, "2b1f7f4e-0001")
+    _ras(node, 0, {"umc_err_count": "ue: 0\nce: 0\n"})
+    _log(node, "nvidia-xid-79.kmsg")  # fell off the bus before this boot's first health check
+    assert _run(node, history)["summary"].startswith("0000:2b:00: Xid 79 (GPU has fallen off the bus)")
+    no_history = _run(node, None)
+    assert no_history["status"] == "fail" and "Xid 79" in no_history["summary"], no_history

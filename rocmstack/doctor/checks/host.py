@@ -8,6 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
+from rocmstack.doctor.kmsg import xid_catalog
 from rocmstack.doctor.model import Check, DoctorOptions, Result, failed, passed, skipped, warned
 from rocmstack.platform.snapshot import Snapshot
 from rocmstack.platform.tools import run_tool
@@ -198,9 +199,12 @@ def find_faults(text: str) -> list[str]:
     for line in text.splitlines():
         for pattern, label in KERNEL_FAULTS:
             if m := pattern.search(line):
-                hits.append(
-                    f"{label}{' ' + m.group(1) if label == 'NVIDIA Xid' else ''}: {line.strip()[:200]}"
-                )
+                if label == "NVIDIA Xid":
+                    # an application's own Xid (13, 31, 43, 94, ...: NVIDIA's catalog) leaves the node sound
+                    if xid_catalog().get(int(m.group(1)), ("", "node"))[1] == "job":
+                        break
+                    label = f"{label} {m.group(1)}"
+                hits.append(f"{label}: {line.strip()[:200]}")
                 break
     return hits
 
