@@ -3,7 +3,7 @@
 # verl 0.9.1's own launcher, a lab's GRPO job on Qwen3-30B-A3B (MoE) with FP8 rollout on vLLM, TP 1, shrunk by
 # the preflight with a 7-minute limit so that the step's own time is seen against the issue's 5 (`pass`); or the
 # same job with a value the engine rejects at its start (`fault`). From the checkout root:
-#   bash docs/evidence/preflight-gpu-2026-12-06/run.sh OUT pass|fault
+#   bash docs/evidence/preflight-h100-2026-12-06/run.sh OUT pass|fault
 # shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
 job=(python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo
