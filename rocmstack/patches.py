@@ -6,16 +6,26 @@ turns each YAML into the JSON spec that script reads, and answers "does this pat
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from rocmstack.errors import InputError, RecipeError, printable, quoted
 from rocmstack.recipe.load import YAML_LOADER, _read_yaml, parent_file
@@ -60,10 +70,39 @@ class PipInstallDir(_Strict):
     verify_module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
 
 
+# The two places a diff can come from, named by every error about either
+DIFF_CHOICES = (
+    "give `url: https://...` (the build downloads it; pin it to a commit) or `file: PATH` (a diff kept in "
+    "your repository, relative to this spec's folder, copied into the build context)"
+)
+MAX_DIFF_BYTES = 16 << 20  # the in-image applier's cap too: a source patch's diff is kilobytes
+
+
+def _https_diff_url(value: str) -> str:
+    try:
+        return TypeAdapter(Url).validate_python(value)
+    except ValidationError as exc:
+        raise ValueError(f"{exc.errors()[0]['msg'].removeprefix('Value error, ')}: {DIFF_CHOICES}") from None
+
+
 class UnifiedDiff(_Strict):
-    url: Url = Field(description="where the build downloads the diff: a URL pinned to a commit")
+    url: Annotated[str, AfterValidator(_https_diff_url)] | None = Field(
+        default=None, description="where the build downloads the diff: a URL pinned to a commit"
+    )
+    file: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.-][A-Za-z0-9_./-]{0,199}$",
+        description="a diff in the lab's repository, relative to the spec's folder: its bytes go into the "
+        "build context (and so into the render hash)",
+    )
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="sha256 of the diff's bytes")
     strip: int = Field(default=1, ge=0, le=8, description="leading folders dropped from its paths (patch -p)")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> UnifiedDiff:
+        if (self.url is None) == (self.file is None):
+            raise ValueError(f"a diff needs exactly one of url and file: {DIFF_CHOICES}")
+        return self
 
 
 class Applies(_Strict):
@@ -92,6 +131,7 @@ class Patch(_Strict):
     symlink: Symlink | None = None
     install: PipInstallDir | None = None
     tested_with: str | None = Field(default=None, description="PyPI requirement the test suite applies it to")
+    _diff_bytes: bytes | None = PrivateAttr(default=None)  # a `diff.file`'s bytes, read (and checked) on load
 
     @model_validator(mode="after")
     def _action_fields(self) -> Patch:
@@ -108,9 +148,22 @@ class Patch(_Strict):
             )
         return self
 
+    @property
+    def diff_bytes(self) -> bytes | None:
+        """A local diff's bytes (``diff.file``), for the build context; None for a downloaded one."""
+        return self._diff_bytes
+
+    def context_diff(self) -> str:
+        """Where a local diff lies beside this spec's JSON in the build context (and so in the image)."""
+        return f"diffs/{self.id}.diff"
+
     def spec(self) -> dict:
-        """The JSON the in-image applier reads."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """The JSON the in-image applier reads. A local diff is named where the context holds it, not where
+        the lab keeps it: only its bytes (sha256) count."""
+        out = self.model_dump(mode="json", exclude_none=True)
+        if self.diff is not None and self.diff.file is not None:
+            out["diff"]["file"] = self.context_diff()
+        return out
 
 
 def _not_regular(mode: int) -> str | None:
@@ -163,7 +216,34 @@ def load_patch(path: Path) -> Patch:
         raise RecipeError(f"{path}: {count}{listed}") from None
     if patch.id != path.stem:
         raise RecipeError(f"{path}: id {patch.id!r} must match the file name")
+    if patch.diff is not None and patch.diff.file is not None:
+        patch._diff_bytes = _local_diff(path, patch.diff)
     return patch
+
+
+def _local_diff(spec: Path, diff: UnifiedDiff) -> bytes:
+    """A ``diff.file``'s bytes, found beside the spec and matching its sha256: a wrong or moved diff fails
+    here, before anything is rendered or built."""
+    assert diff.file is not None
+    where = spec.parent / diff.file
+    try:
+        data = _read_regular(where)
+    except FileNotFoundError:
+        raise RecipeError(
+            f"{spec}: diff.file {quoted(diff.file)}: no such file ({where})",
+            fix="give the diff's path relative to this spec's folder",
+        ) from None
+    except OSError as exc:
+        raise RecipeError(f"{spec}: diff.file {quoted(diff.file)}: {exc.strerror}") from None
+    if len(data) > MAX_DIFF_BYTES:
+        raise RecipeError(f"{spec}: diff.file {quoted(diff.file)} is larger than {MAX_DIFF_BYTES >> 20} MiB")
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != diff.sha256:
+        raise RecipeError(
+            f"{spec}: diff.file {quoted(diff.file)} has sha256 {digest}, the spec pins {diff.sha256}",
+            fix="check the diff, then write its sha256 into the spec (sha256sum)",
+        )
+    return data
 
 
 def load_patches(directory: Path | None = None) -> dict[str, Patch]:

@@ -366,14 +366,28 @@ def _apply_file(patch_id: str, fdiff: _FileDiff, base: Path) -> bytes:
     return "".join(result).encode("utf-8")
 
 
-def apply_unified_diff(spec: dict, base: Path) -> Path:
+def read_diff(spec: dict, spec_dir: Path | None) -> tuple[str, bytes]:
+    """Where the diff comes from and its bytes: the file beside the spec (a lab's own diff, copied into the
+    build context), else its URL."""
     diff = spec["diff"]
-    raw = fetch_diff(spec["id"], diff["url"])
+    if "file" not in diff:
+        return diff["url"], fetch_diff(spec["id"], diff["url"])
+    path = (spec_dir or Path.cwd()) / diff["file"]
+    with path.open("rb") as fh:
+        raw = fh.read(MAX_DIFF_BYTES + 1)
+    if len(raw) > MAX_DIFF_BYTES:
+        raise PatchFailed(f"[{spec['id']}] {path} is larger than {MAX_DIFF_BYTES / (1 << 20):g} MiB: refused")
+    return str(path), raw
+
+
+def apply_unified_diff(spec: dict, base: Path, spec_dir: Path | None = None) -> Path:
+    diff = spec["diff"]
+    where, raw = read_diff(spec, spec_dir)
     digest = hashlib.sha256(raw).hexdigest()
     if digest != diff["sha256"]:
         raise PatchFailed(
-            f"[{spec['id']}] {diff['url']} has sha256 {digest}, the spec pins {diff['sha256']}"
-            " (the diff changed upstream: re-check it and update the spec)"
+            f"[{spec['id']}] {where} has sha256 {digest}, the spec pins {diff['sha256']}"
+            " (the diff changed: re-check it and update the spec)"
         )
     try:
         text = raw.decode("utf-8")
@@ -406,8 +420,13 @@ ACTIONS = {
 }
 
 
-def apply(spec: dict, source_root: Path | None = None) -> Path:
-    done = ACTIONS[spec["action"]](spec, target_dir(spec, source_root))
+def apply(spec: dict, source_root: Path | None = None, spec_dir: Path | None = None) -> Path:
+    """Apply one spec; ``spec_dir`` is the folder its JSON was read from (a local diff lies beside it)."""
+    target = target_dir(spec, source_root)
+    if spec["action"] == "unified-diff":
+        done = apply_unified_diff(spec, target, spec_dir)
+    else:
+        done = ACTIONS[spec["action"]](spec, target)
     marker_dir = state_root() / "patches" / "applied"
     marker_dir.mkdir(parents=True, exist_ok=True)
     marker = {"id": spec["id"], "component": spec["component"], "target": str(done)}
@@ -429,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rocmstack patch FAILED: cannot read patch spec {spec_path}: {exc}", file=sys.stderr)
             return EXIT_FAILED
         try:
-            done = apply(spec, args.source_root)
+            done = apply(spec, args.source_root, spec_path.parent)
         except PatchFailed as exc:
             print(f"rocmstack patch FAILED: {exc}", file=sys.stderr)
             return EXIT_FAILED

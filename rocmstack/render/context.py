@@ -337,6 +337,8 @@ def _context_files(
         files[f"rocmstack/requirements/{layer}.txt"] = text.encode()
     for p in patches:
         files[f"rocmstack/patches/{p.id}.json"] = _canonical(p.spec()) + b"\n"
+        if p.diff_bytes is not None:  # a lab's own diff: in the context beside its spec, so in the hash
+            files[f"rocmstack/patches/{p.context_diff()}"] = p.diff_bytes
     lock = resolved.lock(render_hash=digest, revision=revision)
     files[LOCK_FILE] = json.dumps(lock, indent=2, sort_keys=True).encode() + b"\n"
     files[SBOM_FILE] = _sbom(resolved, patches)

@@ -611,3 +611,80 @@ def test_an_own_patch_folder_adds_to_the_shipped_specs_and_an_own_spec_replaces_
     own.write_text(spec)
     assert load_patches(tmp_path)["rtld-local"].component == load_patches(fixtures)["tomli-marker"].component
     assert load_patches(tmp_path)["rtld-local"] != shipped["rtld-local"]
+
+
+# A lab's own diff kept in its repository (`diff.file`): read and checked when the spec loads, carried into the
+# build context beside the spec's JSON (so into the render hash), applied from there by the in-image script.
+
+
+def _lab_spec(folder: Path, pid: str, diff: str, *, sha: str | None = None) -> Path:
+    import hashlib
+
+    (folder / "patches").mkdir(parents=True, exist_ok=True)
+    (folder / "diffs").mkdir(exist_ok=True)
+    (folder / "diffs" / f"{pid}.patch").write_text(diff)
+    spec = folder / "patches" / f"{pid}.yaml"
+    spec.write_text(
+        f"id: {pid}\ncomponent: sglang\nsummary: s\nwhy: w\nupstream: [https://example.org/a]\n"
+        "drop_when: d\napplies_to: {}\ntarget: {module: sglang, path: .}\naction: unified-diff\n"
+        f"diff: {{file: ../diffs/{pid}.patch, sha256: '{sha or hashlib.sha256(diff.encode()).hexdigest()}'}}\n"
+    )
+    return spec
+
+
+def test_a_labs_own_diff_file_goes_into_the_context_and_applies_to_the_real_upstream_file(tmp_path):
+    from rocmstack.patches import load_patch
+
+    site = unpack_wheel("sglang==0.5.6", tmp_path / "site")
+    diff, target, want = _real_diff(site)
+    patch = load_patch(_lab_spec(tmp_path / "lab", "lab-fp8", diff))
+    assert patch.diff_bytes == diff.encode()
+    spec = patch.spec()
+    assert spec["diff"]["file"] == "diffs/lab-fp8.diff"  # where the context holds it, not the lab's path
+    # the context's layout: rocmstack/patches/<id>.json and rocmstack/patches/diffs/<id>.diff
+    context = tmp_path / "context" / "rocmstack" / "patches"
+    (context / "diffs").mkdir(parents=True)
+    (context / "diffs" / "lab-fp8.diff").write_bytes(patch.diff_bytes)
+    spec_file = context / "lab-fp8.json"
+    spec_file.write_text(json.dumps(spec))
+    proc = subprocess.run(
+        [sys.executable, str(APPLY), str(spec_file)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(site), "ROCMSTACK_ROOT": str(tmp_path / "state")},
+        timeout=600,
+        cwd=tmp_path,  # not the spec's folder: the diff is found beside the spec, wherever the build runs
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert target.read_text() == want
+
+
+def test_a_labs_diff_file_that_is_missing_or_changed_fails_when_the_spec_loads(tmp_path):
+    from rocmstack.patches import load_patch
+
+    spec = _lab_spec(tmp_path, "lab-moved", "--- a/x\n+++ b/x\n", sha="0" * 64)
+    with pytest.raises(RecipeError, match=r"diff.file '../diffs/lab-moved.patch' has sha256 [0-9a-f]{64}, "):
+        load_patch(spec)
+    (tmp_path / "diffs" / "lab-moved.patch").unlink()
+    with pytest.raises(RecipeError, match="no such file"):
+        load_patch(spec)
+
+
+def test_a_diff_url_that_is_not_https_names_both_choices(tmp_path):
+    spec = _lab_spec(tmp_path, "lab-url", "x")
+    spec.write_text(
+        spec.read_text().replace("{file: ../diffs/lab-url.patch,", "{url: ../diffs/lab-url.patch,")
+    )
+    from rocmstack.patches import load_patch
+
+    with pytest.raises(RecipeError) as err:
+        load_patch(spec)
+    assert "'../diffs/lab-url.patch' is not a valid https URL: give `url: https://...`" in str(err.value)
+    assert "or `file: PATH`" in str(err.value)
+
+
+def test_the_diff_cap_is_the_in_image_appliers():
+    from rocmstack import patches
+    from rocmstack.incontext import apply_patches
+
+    assert patches.MAX_DIFF_BYTES == apply_patches.MAX_DIFF_BYTES

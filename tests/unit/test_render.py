@@ -529,3 +529,39 @@ def test_submodules_are_checked_out_after_the_commit_and_before_the_build(tmp_pa
     plain = _git_component_recipe(tmp_path, "    no_deps: true\n")
     recipe, _ = load_recipe(str(plain))
     assert "submodule" not in render(resolve(recipe, plain, None), revision=FIXED_REVISION).dockerfile
+
+
+def test_a_labs_own_diff_file_is_in_the_context_and_its_bytes_move_the_render_hash(tmp_path):
+    """tiny-pip's patch as a lab's unified diff kept in its repository (`diff: {file: ...}`): the context
+    holds the diff beside the spec's JSON, the spec names it there, and another diff is another image."""
+    import hashlib
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    recipe = tmp_path / "tiny-pip.yaml"
+    shutil.copy(fixtures / "recipes" / "tiny-pip.yaml", recipe)
+    spec = (fixtures / "patches" / "tomli-marker.yaml").read_text()
+    spec = (
+        spec.split("action: edit")[0]
+        + "action: unified-diff\ndiff: {file: ../diffs/marker.diff, sha256: 'SHA'}\n"
+    )
+
+    def rendered_with(diff: str):
+        (tmp_path / "diffs").mkdir(exist_ok=True)
+        (tmp_path / "diffs" / "marker.diff").write_text(diff)
+        (tmp_path / "patches").mkdir(exist_ok=True)
+        sha = hashlib.sha256(diff.encode()).hexdigest()
+        (tmp_path / "patches" / "tomli-marker.yaml").write_text(spec.replace("SHA", sha))
+        recipe_, source = load_recipe(str(recipe))
+        return render(
+            resolve(recipe_, source, "gfx942"), revision=FIXED_REVISION, patches_dir=tmp_path / "patches"
+        )
+
+    one = "--- a/__init__.py\n+++ b/__init__.py\n@@ -1 +1,2 @@\n x\n+y\n"
+    a = rendered_with(one)
+    assert a.files["rocmstack/patches/diffs/tomli-marker.diff"] == one.encode()
+    assert (
+        json.loads(a.files["rocmstack/patches/tomli-marker.json"])["diff"]["file"]
+        == "diffs/tomli-marker.diff"
+    )
+    b = rendered_with(one.replace("+y", "+z"))
+    assert b.render_hash != a.render_hash
