@@ -41,22 +41,39 @@ def register(app: typer.Typer) -> None:
 
         from rocmstack.errors import RecipeError
         from rocmstack.output import print_json, print_table, table
-        from rocmstack.recipe.load import broken_recipes, load_recipe, problem_lines, recipes_on_path
+        from rocmstack.recipe.load import (
+            broken_recipes,
+            load_recipe,
+            problem_lines,
+            recipes_on_path,
+            shadowed,
+        )
+        from rocmstack.resources import recipes_dir
 
         rows: list[dict[str, Any]] = []
         broken: dict[str, RecipeError] = {}
+        shipped_dir = recipes_dir().resolve()
+        hidden = shadowed()
         for name, file in recipes_on_path().items():
+            # where each came from: a lab's folder, or rocmstack's own; a lab's of a shipped name shadows it
+            origin = {
+                "origin": "shipped" if file.resolve().parent == shipped_dir else str(file.parent),
+                **({"shadows": str(hidden[name])} if name in hidden else {}),
+            }
             try:
                 model, _ = load_recipe(str(file))
             except RecipeError as exc:
                 # One broken file never hides the others: it is a row of its own, with its one-line error.
                 broken[name] = exc
-                rows.append({"name": name, "path": str(file), "error": "; ".join(problem_lines(exc))})
+                rows.append(
+                    {"name": name, "path": str(file), **origin, "error": "; ".join(problem_lines(exc))}
+                )
                 continue
             rows.append(
                 {
                     "name": name,
                     "path": str(file),
+                    **origin,
                     "description": model.description,
                     "base": f"{model.base.image}:{model.base.tag}",
                     "gpu_archs": list(model.gpu_archs),
@@ -69,6 +86,7 @@ def register(app: typer.Typer) -> None:
         else:
             tab = table(
                 "recipe",
+                "from",
                 "base",
                 "archs (default)",
                 "description",
@@ -77,11 +95,22 @@ def register(app: typer.Typer) -> None:
             )
             for row in rows:
                 if "error" in row:
-                    tab.add_row(escape(row["name"]), "[red]broken[/red]", "", escape(row["error"]), "")
+                    tab.add_row(
+                        escape(row["name"]),
+                        escape(row["origin"]),
+                        "[red]broken[/red]",
+                        "",
+                        escape(row["error"]),
+                        "",
+                    )
                     continue
                 # The default set is what a build without --gpu-arch gets; it need not be every supported arch.
+                origin_cell = escape(row["origin"]) + (
+                    " [yellow](shadows the shipped one)[/yellow]" if "shadows" in row else ""
+                )
                 tab.add_row(
                     escape(row["name"]),
+                    origin_cell,
                     row["base"],
                     f"{';'.join(row['gpu_archs'])} ({';'.join(row['default_gpu_archs'])})",
                     escape(row["description"]),

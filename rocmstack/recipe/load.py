@@ -5,6 +5,7 @@ Every failure is one RecipeError line naming the file, the field and the value.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rocmstack.errors import RecipeError, printable, quoted
+from rocmstack.output import warn
 from rocmstack.recipe.model import PROBLEM_SEPARATOR, Component, Recipe, consistency_problems, hide_userinfo
 from rocmstack.resources import RECIPES_PATH_ENV, recipes_dir, recipes_path
 
@@ -144,7 +146,11 @@ def find_recipe(name_or_path: str, directory: Path | None = None) -> Path:
         raise RecipeError(f"recipe file {quoted(name_or_path)} {why}", fix=fix)
     files = recipes_on_path(directory)
     if name_or_path in files:
-        return files[name_or_path]
+        found = files[name_or_path]
+        shipped = recipes_dir() / found.name
+        if shipped.is_file() and found.resolve() != shipped.resolve():
+            _say_shadowed(name_or_path, found)
+        return found
     known = ", ".join(files) or "none"
     where = ", ".join(printable(p) for p in search_path(directory))
     raise RecipeError(
@@ -152,6 +158,37 @@ def find_recipe(name_or_path: str, directory: Path | None = None) -> Path:
         fix=f"known recipes: {known} (searched {where}; add folders with --recipes-dir or "
         f"${RECIPES_PATH_ENV}); or pass a path to a .yaml file",
     )
+
+
+@functools.cache  # once a process: a command looks a name up more than once
+def _say_shadowed(name: str, path: Path) -> None:
+    warn(
+        f"recipe {name} is {_shown_path(path)}, which shadows the shipped recipe of that name (and every "
+        "recipe that extends it gets this one); rename it to keep both"
+    )
+
+
+def shadowed(first: Path | None = None) -> dict[str, Path]:
+    """Name -> the shipped file each recipe of an earlier folder on the search path shadows."""
+    shipped = recipe_files(recipes_dir())
+    return {
+        name: shipped[name]
+        for name, path in recipes_on_path(first).items()
+        if name in shipped and path.resolve() != shipped[name].resolve()
+    }
+
+
+def _extends_target(parent: str, recipe: Path) -> str:
+    """``extends:`` names a recipe; a path there is refused in one line (it would be read against whatever
+    folder the command runs in, and the lock records the name)."""
+    if Path(parent).suffix in (".yaml", ".yml") or "/" in parent or os.sep in parent:
+        raise RecipeError(
+            f"{printable(recipe)}: extends: {quoted(parent)} is a path; extends takes a recipe name",
+            fix=f"write `extends: {Path(parent).stem}` and put its folder on the search path (--recipes-dir "
+            f"{printable(recipe.parent / Path(parent).parent)}, or ${RECIPES_PATH_ENV}), or keep it beside "
+            f"{printable(recipe.name)}",
+        )
+    return parent
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -191,7 +228,7 @@ def parent_file(path: Path, directory: Path | None = None) -> Path | None:
     parent = _read_yaml(path).get("extends")
     if not isinstance(parent, str):
         return None
-    return find_recipe(parent, directory or path.parent)
+    return find_recipe(_extends_target(parent, path), directory or path.parent)
 
 
 def _merge(parent: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str, Any]:
@@ -225,8 +262,9 @@ def _raw_with_parents(path: Path, directory: Path | None) -> dict[str, Any]:
             break
         if not isinstance(parent, str):
             raise RecipeError(f"{printable(current)}: extends: expected a recipe name, got {parent!r}")
+        target = _extends_target(parent, current)
         try:
-            current = find_recipe(parent, directory or current.parent)
+            current = find_recipe(target, directory or current.parent)
         except RecipeError as exc:
             raise RecipeError(f"{printable(current)}: extends: {exc.message}", fix=exc.fix) from None
     merged: dict[str, Any] = {}

@@ -91,3 +91,24 @@ def test_show_says_when_a_listed_patch_is_in_no_folder(capsys, tmp_path):
         capsys, "show", "verl-0.9.0-rocm10", "--set", "patches=[nope]", "--patches-dir", str(tmp_path)
     )
     assert f"patch nope is in neither {tmp_path} nor the shipped patches/" in err
+
+
+def test_a_lab_recipe_of_a_shipped_name_says_it_shadows_it(capsys, tmp_path):
+    import json
+
+    from rocmstack.recipe import load
+
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    shipped = recipe_files()["verl-0.9.0-rocm10"]
+    (lab / "verl-0.9.0-rocm10.yaml").write_text(shipped.read_text())
+    load._say_shadowed.cache_clear()
+    code, out, err = run(capsys, "--recipes-dir", str(lab), "recipes", "--json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert code == 0
+    assert rows["verl-0.9.0-rocm10"]["origin"] == str(lab.resolve())
+    assert rows["verl-0.9.0-rocm10"]["shadows"] == str(shipped)
+    assert rows["slime-rocm"]["origin"] == "shipped" and "shadows" not in rows["slime-rocm"]
+    code, out, err = run(capsys, "--recipes-dir", str(lab), "show", "verl-0.9.0-rocm10")
+    assert code == 0
+    assert err.count("shadows the shipped recipe of that name") == 1, err

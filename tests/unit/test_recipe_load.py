@@ -705,3 +705,22 @@ def test_the_recipes_path_error_is_the_one_the_doc_quotes(tmp_path):
     said = result.err.strip().replace(str(missing), "/path/to/missing")
     doc = " ".join((ROOT / "docs" / "recipes.md").read_text().split())
     assert f"`{said}`" in doc, said
+
+
+def test_extends_takes_a_name_and_a_path_there_says_so_in_one_line(tmp_path, monkeypatch):
+    (tmp_path / "base").mkdir()
+    (tmp_path / "lab").mkdir()
+    parent = {**BASE, "name": "acme-base", "publish": {**BASE["publish"], "tag": "acme-base", "aliases": []}}
+    (tmp_path / "base" / "acme-base.yaml").write_text(yaml.safe_dump(parent))
+    kid = {"name": "kid", "extends": "../base/acme-base.yaml", "publish": {"tag": "kid", "aliases": []}}
+    (tmp_path / "lab" / "kid.yaml").write_text(yaml.safe_dump(kid))
+    monkeypatch.chdir(tmp_path / "lab")  # where the path would have resolved: refused all the same
+    with pytest.raises(RecipeError) as err:
+        load_recipe(str(tmp_path / "lab" / "kid.yaml"))
+    assert err.value.message.endswith(
+        "extends: '../base/acme-base.yaml' is a path; extends takes a recipe name"
+    )
+    assert err.value.fix.startswith("write `extends: acme-base` and put its folder on the search path")
+    (tmp_path / "lab" / "kid.yaml").write_text(yaml.safe_dump({**kid, "extends": "acme-base"}))
+    monkeypatch.setenv("ROCMSTACK_RECIPES_PATH", str(tmp_path / "base"))  # what the fix says
+    assert load_recipe(str(tmp_path / "lab" / "kid.yaml"))[0].description == BASE["description"]
