@@ -18,7 +18,7 @@ from pathlib import Path
 from rocmstack.build.tags import tag_set
 from rocmstack.errors import InputError
 from rocmstack.prepare import gate
-from rocmstack.recipe.load import load_recipe, recipes_on_path
+from rocmstack.recipe.load import load_recipe, recipes_for_all
 
 DEFAULT_BUILD_RUNNER = ("self-hosted", "linux", "x64", "rocmstack-build")
 DEFAULT_GPU_RUNNER = ("self-hosted", "linux", "rocm")
@@ -152,7 +152,7 @@ def expand(
             fix="the GPUs each GPU runner has, e.g. 8",
         )
     # By path: the very file `recipes` lists under each name (--recipes-dir, $ROCMSTACK_RECIPES_PATH, shipped).
-    names = list(recipes) or [str(p) for p in recipes_on_path().values()]
+    names = list(recipes) or [str(p) for p in recipes_for_all().values()]
     if not names:
         raise InputError("matrix: no recipes given and none on the search path")
     entries = []

@@ -127,6 +127,19 @@ def recipes_on_path(first: Path | None = None) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
+def recipes_for_all() -> dict[str, Path]:
+    """What ``--all`` (check, lock, render, matrix) takes: the recipes of the folders the user gave
+    (--recipes-dir, $ROCMSTACK_RECIPES_PATH) when there are any, else the shipped ones. A lab's repository
+    never checks, plans or relocks rocmstack's own recipes; naming the shipped folder there takes them too."""
+    folders = recipes_path()
+    if not folders:
+        return recipe_files(recipes_dir())
+    found: dict[str, Path] = {}
+    for folder in reversed(folders):
+        found.update(recipe_files(folder))
+    return dict(sorted(found.items()))
+
+
 def find_recipe(name_or_path: str, directory: Path | None = None) -> Path:
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") or "/" in name_or_path or os.sep in name_or_path:

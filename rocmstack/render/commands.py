@@ -123,11 +123,11 @@ def _render_all(output: Path, ignore: list[str], json_out: bool, patches_dir: Pa
     from rocmstack.lock.file import arch_key, default_arch_sets
     from rocmstack.output import print_json, stdout
     from rocmstack.prepare import prepare
-    from rocmstack.recipe.load import load_every, recipes_on_path
+    from rocmstack.recipe.load import load_every, recipes_for_all
 
     done = []
     # Every broken recipe is named at once, before any is gated.
-    for model, file in load_every(str(f) for f in recipes_on_path().values()):
+    for model, file in load_every(str(f) for f in recipes_for_all().values()):
         for archs in default_arch_sets(model):
             checked, rendered, _, _ = prepare(
                 str(file), arch_key(archs), [], ignore=ignore, relock=False, patches_dir=patches_dir

@@ -25,7 +25,10 @@ if TYPE_CHECKING:
     from rocmstack.recipe.resolve import Resolved
 
 ALL_OPT = typer.Option(
-    False, "--all", help="Every recipe `rocmstack recipes` lists (--recipes-dir too) x its default arch sets"
+    False,
+    "--all",
+    help="Every recipe of --recipes-dir (and $ROCMSTACK_RECIPES_PATH) when given, else every shipped one, "
+    "x its default arch sets",
 )
 
 _STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "magenta"}
@@ -46,7 +49,7 @@ def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: l
     lists: --recipes-dir, $ROCMSTACK_RECIPES_PATH and the shipped ones) x its default arch sets."""
     from rocmstack.errors import InputError
     from rocmstack.lock.file import arch_key, default_arch_sets
-    from rocmstack.recipe.load import load_every, load_recipe, recipes_on_path
+    from rocmstack.recipe.load import load_every, load_recipe, recipes_for_all
     from rocmstack.recipe.resolve import resolve
 
     _one_or_all(recipe, every, "check")
@@ -57,7 +60,7 @@ def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: l
     out = []
     # By path: the very file `recipes` lists under that name, never another one a name would find; every
     # broken one is named at once.
-    files = [str(p) for p in recipes_on_path().values()] if every else [str(recipe)]
+    files = [str(p) for p in recipes_for_all().values()] if every else [str(recipe)]
     for model, path in load_every(files, overrides) if every else [load_recipe(files[0], overrides)]:
         sets = [gpu_arch] if gpu_arch or not every else [arch_key(s) for s in default_arch_sets(model)]
         out += [resolve(model, path, s, tuple(overrides)) for s in sets]
@@ -240,7 +243,7 @@ def register(app: typer.Typer) -> None:
         from rocmstack.lock.file import arch_key, default_arch_sets, left_unlocked, lock_path, write_lock
         from rocmstack.output import print_json, print_table, stderr, table, warn
         from rocmstack.prepare import lock_resolved, previous_entry
-        from rocmstack.recipe.load import load_every, load_recipe, recipes_on_path
+        from rocmstack.recipe.load import load_every, load_recipe, recipes_for_all
         from rocmstack.recipe.resolve import recipe_arg, resolve
         from rocmstack.resolver.closure import closure
 
@@ -255,7 +258,7 @@ def register(app: typer.Typer) -> None:
             # What `rocmstack recipes` lists; the installed package's own recipes (their locks ship with
             # it, not the user's to rewrite) only with --out-dir.
             targets = []
-            for listed in recipes_on_path().values():
+            for listed in recipes_for_all().values():
                 if not out_dir and _in_installed_package(listed):
                     skipped.append(listed.stem)
                 else:

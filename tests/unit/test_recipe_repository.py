@@ -10,7 +10,8 @@ import pytest
 
 from rocmstack.build import matrix as M
 from rocmstack.build.diff import diff, load_side
-from rocmstack.recipe.load import find_recipe
+from rocmstack.recipe.load import find_recipe, recipe_files
+from rocmstack.resources import recipes_dir
 
 NAME = "verl-0.9.0-rocm10"
 pytestmark = pytest.mark.timeout(300)
@@ -58,25 +59,33 @@ def lab(tmp_path) -> Path:
     return folder
 
 
-def test_check_all_checks_the_recipes_dir_too(cli, lab):
+def _labs(cli, lab) -> set[str]:
+    """The recipes `recipes` lists from the lab's own folder (it lists the shipped ones too)."""
+    rows = json.loads(cli("--recipes-dir", str(lab), "recipes", "--json").out)
+    return {r["name"] for r in rows if r["origin"] != "shipped"}
+
+
+def test_check_all_in_a_lab_checks_the_labs_recipes_only(cli, lab):
     (lab / "lab-old-vllm.yaml").write_text(FAILING)
     res = cli("--recipes-dir", str(lab), "check", "--all", "--offline", "--json")
     assert res.code == 1, res.err
     runs = {(r["recipe"], ";".join(r["gpu_archs"])): r["ok"] for r in json.loads(res.out)}
     assert runs[("lab-old-vllm", "gfx942;gfx950")] is False
     assert runs[("lab-verl", "gfx950")] is True
-    assert runs[("verl-0.9.0-rocm10", "gfx942;gfx950")] is True  # the shipped ones stay in
-    listed = {r["name"] for r in json.loads(cli("--recipes-dir", str(lab), "recipes", "--json").out)}
-    assert {name for name, _ in runs} == listed
+    assert {name for name, _ in runs} == _labs(cli, lab)  # rocmstack's own recipes are not the lab's CI
+    shipped = {r["recipe"] for r in json.loads(cli("check", "--all", "--offline", "--json").out)}
+    assert shipped == set(recipe_files())  # without --recipes-dir: the shipped ones
 
 
-def test_lock_all_locks_what_recipes_lists(cli, lab, tmp_path):
-    out = tmp_path / "locks"
-    res = cli("--recipes-dir", str(lab), "lock", "--all", "--pins-only", "--out-dir", str(out), "--json")
+def test_lock_all_in_a_lab_locks_the_labs_recipes_and_never_a_shipped_lock(cli, lab, tmp_path):
+    shipped = {p: p.read_bytes() for p in recipes_dir().glob("*.lock.json")}
+    res = cli("--recipes-dir", str(lab), "lock", "--all", "--pins-only", "--json")
     assert res.code == 0, res.err
-    listed = {r["name"] for r in json.loads(cli("--recipes-dir", str(lab), "recipes", "--json").out)}
-    assert {row["recipe"] for row in json.loads(res.out)} == listed
-    assert sorted(p.name for p in out.iterdir()) == sorted(f"{n}.lock.json" for n in listed)
+    assert {row["recipe"] for row in json.loads(res.out)} == _labs(cli, lab)
+    assert sorted(p.name for p in lab.glob("*.lock.json")) == sorted(
+        f"{n}.lock.json" for n in _labs(cli, lab)
+    )
+    assert {p: p.read_bytes() for p in recipes_dir().glob("*.lock.json")} == shipped
 
 
 def test_render_all_renders_what_recipes_lists(cli, lab, tmp_path):
@@ -84,19 +93,17 @@ def test_render_all_renders_what_recipes_lists(cli, lab, tmp_path):
     res = cli("--recipes-dir", str(lab), "render", "--all", "-o", str(out), "--json", "-q")
     assert res.code == 0, res.err
     rows = json.loads(res.out)
-    listed = {r["name"] for r in json.loads(cli("--recipes-dir", str(lab), "recipes", "--json").out)}
-    assert {r["recipe"] for r in rows} == listed
+    assert {r["recipe"] for r in rows} == _labs(cli, lab)
     assert (out / "lab-verl-gfx950" / "Dockerfile").is_file()
     assert all((Path(r["output"]) / "Dockerfile").is_file() for r in rows)
     res = cli("render", "--all", "--set", "ray.version=2.60.0", "-o", str(tmp_path / "x"))
     assert res.code == 2 and "--all renders every listed recipe as written" in res.err
 
 
-def test_matrix_default_is_what_recipes_lists(lab, monkeypatch):
+def test_matrix_in_a_lab_plans_the_labs_images_only(lab, monkeypatch):
     monkeypatch.setenv("ROCMSTACK_RECIPES_PATH", str(lab))
     entries = M.expand([], [])
-    assert "lab-verl" in {e.recipe for e in entries}
-    assert {e.recipe for e in entries if e.gpu_arch == "gfx950"} >= {"lab-verl"}
+    assert {e.recipe for e in entries} == {p.stem for p in lab.glob("*.yaml")}  # no shipped image
 
 
 def test_a_broken_file_does_not_hide_the_others_from_recipes(cli, lab):
