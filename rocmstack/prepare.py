@@ -88,6 +88,14 @@ def render_hash_of(resolved: Resolved, ignored: tuple[str, ...], patches_dir: Pa
     return Drafts(load_patches(folder)).hash_of(resolved, ignored)
 
 
+def rehashed(resolved: Resolved, entry: Mapping[str, Any], patches_dir: Path | None = None) -> dict[str, Any]:
+    """``entry`` with the render hash its locked inputs give now (templates, patches or rocmstack moved):
+    nothing resolved again, no network. The same hash ``verify`` compares with."""
+    locked = dataclasses.replace(resolved, locked=closure_of(entry))
+    digest = render_hash_of(locked, tuple(entry.get("ignored_rules", ())), patches_dir)
+    return {**entry, "render_hash": digest}
+
+
 def make_entry(
     resolved: Resolved,
     results: list[Result],

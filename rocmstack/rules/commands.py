@@ -67,6 +67,19 @@ def _targets(recipe: str | None, gpu_arch: str | None, every: bool, overrides: l
     return out
 
 
+def _lock_row(name: str, archs: str, entry: dict, dest: Path) -> dict:
+    return {
+        "recipe": name,
+        "gpu_archs": archs,
+        "render_hash": entry["render_hash"],
+        "lock": str(dest),
+        "packages": len(entry.get("packages", ())),
+        "git": {k: v["commit"] for k, v in entry.get("git", {}).items()},
+        "unresolved": entry.get("unresolved", []),
+        "rules": {s: sum(1 for r in entry["rules"] if r["status"] == s) for s in _STYLE},
+    }
+
+
 def _in_installed_package(path: Path) -> bool:
     resolved = path.resolve()
     return "_data" in resolved.parts and "site-packages" in str(resolved)
@@ -222,6 +235,12 @@ def register(app: typer.Typer) -> None:
         pins_only: bool = typer.Option(
             False, "--pins-only", help="Record the recipe's pins and rules only; no resolver, no network"
         ),
+        hash_only: bool = typer.Option(
+            False,
+            "--hash-only",
+            help="Refresh only the render hash of each locked entry (templates, patches or rocmstack changed); "
+            "nothing resolved, no network",
+        ),
         allow_unreachable_git: bool = typer.Option(
             False,
             "--allow-unreachable-git",
@@ -240,9 +259,16 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
 
         from rocmstack.errors import InputError, NetworkError
-        from rocmstack.lock.file import arch_key, default_arch_sets, left_unlocked, lock_path, write_lock
+        from rocmstack.lock.file import (
+            arch_key,
+            default_arch_sets,
+            entry_of,
+            left_unlocked,
+            lock_path,
+            write_lock,
+        )
         from rocmstack.output import print_json, print_table, stderr, table, warn
-        from rocmstack.prepare import lock_resolved, previous_entry
+        from rocmstack.prepare import lock_resolved, previous_entry, rehashed
         from rocmstack.recipe.load import load_every, load_recipe, recipes_for_all
         from rocmstack.recipe.resolve import recipe_arg, resolve
         from rocmstack.resolver.closure import closure
@@ -285,6 +311,17 @@ def register(app: typer.Typer) -> None:
             entries = {}
             for arch in sets:
                 resolved = resolve(model, path, arch)
+                if hash_only:
+                    locked_entry = entry_of(dest, resolved.arch_list)
+                    if locked_entry is None:
+                        raise InputError(
+                            f"--hash-only: {model.name} [{resolved.arch_list}] has no entry in {dest.name}",
+                            fix=f"lock it first: rocmstack lock {recipe_arg(resolved)}",
+                        )
+                    entry = rehashed(resolved, locked_entry, patches_dir)
+                    entries[resolved.arch_list] = entry
+                    rows.append(_lock_row(model.name, resolved.arch_list, entry, dest))
+                    continue
                 # A child without a lock of its own starts from its parent's: it moves only what it changes.
                 previous, started = previous_entry(resolved, dest)
                 found = None
@@ -325,18 +362,7 @@ def register(app: typer.Typer) -> None:
                         warn(f"{model.name}: not locked: {note}")
                 entry = lock_resolved(resolved, ignore=ignore, closure=found, patches_dir=patches_dir)
                 entries[resolved.arch_list] = entry
-                rows.append(
-                    {
-                        "recipe": model.name,
-                        "gpu_archs": resolved.arch_list,
-                        "render_hash": entry["render_hash"],
-                        "lock": str(dest),
-                        "packages": len(entry.get("packages", ())),
-                        "git": {k: v["commit"] for k, v in entry.get("git", {}).items()},
-                        "unresolved": entry.get("unresolved", []),
-                        "rules": {s: sum(1 for r in entry["rules"] if r["status"] == s) for s in _STYLE},
-                    }
-                )
+                rows.append(_lock_row(model.name, resolved.arch_list, entry, dest))
             writes.append((dest, model.name, entries))
         # Written only once every recipe resolved: a failure (or Ctrl-C) above leaves every lock as it was.
         for dest, name, entries in writes:

@@ -215,6 +215,26 @@ def test_lock_of_a_recipe_elsewhere_writes_where_out_dir_says(cli, tmp_path):
     ).exists()
 
 
+def test_lock_hash_only_refreshes_the_render_hash_and_nothing_else(cli, tmp_path):
+    shutil.copy(FIXTURE, tmp_path / "tiny-pip.yaml")
+    common = ["--patches-dir", str(ROOT / "tests" / "fixtures" / "patches"), "--gpu-arch", "gfx942"]
+    recipe = str(tmp_path / "tiny-pip.yaml")
+    missing = cli("lock", recipe, "--hash-only", *common)
+    assert (
+        missing.code == 2
+        and "--hash-only: tiny-pip [gfx942] has no entry in tiny-pip.lock.json" in missing.err
+    )
+    assert cli("lock", recipe, "--pins-only", *common).code == 0
+    lock = tmp_path / "tiny-pip.lock.json"
+    fresh = json.loads(lock.read_text())
+    stale = json.loads(lock.read_text())
+    stale["entries"]["gfx942"]["render_hash"] = "0" * 64  # as after a template or rocmstack change
+    lock.write_text(json.dumps(stale))
+    res = cli("lock", recipe, "--hash-only", *common, "--json")
+    assert res.code == 0, res.err
+    assert json.loads(lock.read_text()) == fresh  # the hash back, every other field as it was
+
+
 def test_malformed_provides_is_exit_2_naming_file_and_field(cli, tmp_path):
     bad = (
         _recipe(tmp_path)
