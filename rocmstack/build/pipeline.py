@@ -24,10 +24,11 @@ from rocmstack.build.runner import RunResult, run_logged
 from rocmstack.build.tags import TagSet
 from rocmstack.container import engine as engines
 from rocmstack.container.engine import Engine
-from rocmstack.contract import RENDER_HASH_LABEL, SOURCE_LABEL
+from rocmstack.contract import RECIPE_REVISION_LABEL, RECIPE_SOURCE_LABEL, RENDER_HASH_LABEL, SOURCE_LABEL
 from rocmstack.errors import BuildError, EngineError
 from rocmstack.host import host_info
 from rocmstack.output import dumps
+from rocmstack.render.context import source_revision
 
 if TYPE_CHECKING:
     from rocmstack.recipe.resolve import Resolved
@@ -102,12 +103,13 @@ class Options:
     push: str | None = None
 
 
-def source_url(explicit: str | None = None, repo: Path | None = None) -> str | None:
-    """Where the source lives: --source-url, the GitHub Actions repository, or git's origin remote (as https)."""
+def source_url(explicit: str | None = None, repo: Path | None = None, *, ci_env: bool = True) -> str | None:
+    """Where the source lives: --source-url, the GitHub Actions repository (unless ``ci_env`` is off), or
+    git's origin remote (as https)."""
     if explicit:
         return explicit
     server, repository = os.environ.get("GITHUB_SERVER_URL"), os.environ.get("GITHUB_REPOSITORY")
-    if server and repository:
+    if ci_env and server and repository:
         return f"{server.rstrip('/')}/{repository}"
     root = repo or Path(__file__).resolve().parents[2]
     try:
@@ -124,6 +126,36 @@ def source_url(explicit: str | None = None, repo: Path | None = None) -> str | N
     if m := re.fullmatch(r"(https://[^\s@]+?)(?:\.git)?", url):
         return m[1]
     return None  # a local path or credentials-bearing URL: never put it in a label
+
+
+def _git_toplevel(folder: Path) -> Path | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(out.stdout.strip()).resolve() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def recipe_provenance(recipe_file: Path) -> dict[str, str]:
+    """The labels that trace an image to a lab's recipe change: the commit (``-dirty`` with uncommitted
+    changes) and the https URL of the git repository that holds the recipe, when that is not rocmstack's
+    own. Build-time labels, outside the render hash: a lab's commit that changes nothing in the image
+    keeps its content tag."""
+    repo = _git_toplevel(recipe_file.resolve().parent)
+    if repo is None or repo == _git_toplevel(Path(__file__).resolve().parent):
+        return {}
+    sha, _ = source_revision(repo)
+    labels = {RECIPE_REVISION_LABEL: sha} if sha != "unknown" else {}
+    # the repository's own origin, not the CI's: GITHUB_REPOSITORY may name rocmstack's checkout
+    url = source_url(None, repo, ci_env=False)
+    if url:
+        labels[RECIPE_SOURCE_LABEL] = url
+    return labels
 
 
 def count_instructions(dockerfile: str) -> int:
@@ -158,6 +190,7 @@ def make_plan(
     warnings = []
     url = source_url(options.source_url)
     labels = {SOURCE_LABEL: url} if url else {}
+    labels.update(recipe_provenance(resolved.source))
     if not url:
         warnings.append(
             f"no source URL known (no --source-url, no GitHub Actions env, no https origin remote): "

@@ -56,6 +56,40 @@ def test_source_url_from_git_remote(tmp_path, monkeypatch):
         assert P.source_url(repo=tmp_path) == want, url
 
 
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "lab", "GIT_AUTHOR_EMAIL": "lab@example.org",
+           "GIT_COMMITTER_NAME": "lab", "GIT_COMMITTER_EMAIL": "lab@example.org"}  # fmt: skip
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, timeout=30, env=env
+    ).stdout.strip()
+
+
+def test_a_labs_recipe_in_its_own_repository_labels_the_image_with_its_commit_and_url(tmp_path, monkeypatch):
+    # in the lab's CI, GITHUB_REPOSITORY may name another checkout: the recipe's own repository counts
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "someone/else")
+    lab = tmp_path / "lab"
+    (lab / "recipes").mkdir(parents=True)
+    _git(lab, "init", "-q")
+    _git(lab, "remote", "add", "origin", "git@github.com:acme/rl-images.git")
+    recipe = lab / "recipes" / "acme-verl.yaml"
+    recipe.write_text("name: acme-verl\nextends: verl-0.9.0-rocm10\n")
+    _git(lab, "add", "-A")
+    _git(lab, "commit", "-qm", "acme-verl")
+    sha = _git(lab, "rev-parse", "HEAD")
+    assert P.recipe_provenance(recipe) == {
+        "dev.rocmstack.recipe.revision": sha,
+        "dev.rocmstack.recipe.source": "https://github.com/acme/rl-images",
+    }
+    recipe.write_text("name: acme-verl\nextends: verl-0.9.0-rocm10\ndescription: x\n")
+    assert P.recipe_provenance(recipe)["dev.rocmstack.recipe.revision"] == f"{sha}-dirty"
+    assert P.recipe_provenance(ROOT / "recipes" / "slime-rocm.yaml") == {}  # rocmstack's own: the OCI labels
+    outside = tmp_path / "loose" / "r.yaml"
+    outside.parent.mkdir()
+    outside.write_text("name: r\n")
+    assert P.recipe_provenance(outside) == {}  # in no repository: nothing to trace
+
+
 def _result(tail, steps, returncode=1, timed_out=False):
     return RunResult(
         returncode=returncode,
