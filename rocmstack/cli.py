@@ -46,6 +46,7 @@ COMMAND_MODULES = (
     "rocmstack.commands.preflight",
     "rocmstack.commands.advisories",
     "rocmstack.commands.soak",
+    "rocmstack.commands.patch",
 )
 
 
@@ -89,11 +90,30 @@ def make_app(modules: tuple[str, ...] = COMMAND_MODULES) -> typer.Typer:
         if quiet:
             os.environ[QUIET_ENV] = "1"
             warnings.simplefilter("ignore")  # library warnings too (torch, ray); main() restores the filters
+        if os.environ.get(RECIPES_PATH_ENV):
+            _say_shadowed()
 
     for name in modules:
         importlib.import_module(name).register(app)
     _reflow_help(app)
     return app
+
+
+def _say_shadowed() -> None:
+    """Once a run: each recipe of the user's folders that shadows a shipped one (its children get it too)."""
+    from rocmstack.output import warn
+    from rocmstack.recipe.load import recipes_on_path, shadowed, shown_path
+
+    try:
+        hidden = shadowed()
+    except InputError:
+        return  # a folder that is not one: the command that reads recipes says so, in one line
+    found = recipes_on_path()
+    for name in hidden:
+        warn(
+            f"recipe {name} is {shown_path(found[name])}, which shadows the shipped recipe of that name (and "
+            "every recipe that extends it gets this one); rename it to keep both"
+        )
 
 
 def reflow(text: str) -> str:

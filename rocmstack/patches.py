@@ -338,3 +338,66 @@ def applicability(patch: Patch, component: Component) -> tuple[str, str]:
             return "ok", f"{patch.component} {version} is in {patch.applies_to.versions}"
         return "mismatch", f"{patch.component} {version} is outside {patch.applies_to.versions}"
     return "ok", "applies to any version"
+
+
+def new_spec(
+    *,
+    patch_id: str,
+    component: str,
+    diff: bytes,
+    summary: str,
+    upstream: tuple[str, ...],
+    why: str | None,
+    drop_when: str | None,
+    refs: tuple[str, ...],
+    versions: str | None,
+    module: str | None,
+    path: str,
+    strip: int,
+) -> tuple[Patch, str]:
+    """A unified-diff spec for ``diff`` (``git diff`` output), kept beside it as ``diffs/<id>.diff``: the
+    validated model and its YAML. Refused in one line: a diff the build's applier would refuse, or a field
+    the spec format refuses."""
+    from rocmstack.incontext.apply_patches import PatchFailed, parse_unified_diff
+
+    if len(diff) > MAX_DIFF_BYTES:
+        raise InputError(
+            f"the diff is larger than {MAX_DIFF_BYTES >> 20} MiB", fix="a patch's diff is kilobytes"
+        )
+    try:
+        parse_unified_diff(patch_id, diff.decode("utf-8"), strip)
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"the diff is not UTF-8 text (byte {exc.start})", fix="pass `git diff` output"
+        ) from None
+    except PatchFailed as exc:
+        raise InputError(str(exc), fix="pass the output of `git diff` (edits and new files only)") from None
+    data: dict = {
+        "id": patch_id,
+        "component": component,
+        "summary": summary,
+        "why": why or summary,
+        "upstream": list(upstream),
+        "drop_when": drop_when or f"the {component} the recipe pins contains this change",
+        "applies_to": {
+            **({"refs": list(refs)} if refs else {}),
+            **({"versions": versions} if versions else {}),
+        },
+        "target": {"module": module, "path": path} if module else {"source": True, "path": path},
+        "action": "unified-diff",
+        "diff": {
+            "file": f"diffs/{patch_id}.diff",
+            "sha256": hashlib.sha256(diff).hexdigest(),
+            "strip": strip,
+        },
+    }
+    try:
+        patch = Patch.model_validate_json(json.dumps(data))
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(
+            f"patch {quoted(patch_id)}: {where}: {first['msg']}", fix="see docs/recipes.md#patches"
+        ) from None
+    patch._diff_bytes = diff
+    return patch, yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True)

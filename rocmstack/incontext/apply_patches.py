@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import glob
 import hashlib
 import importlib.util
@@ -64,46 +65,81 @@ def _first_line(text: str) -> str:
     return line if len(line) <= 80 else line[:77] + "..."
 
 
-def apply_edits(spec: dict, base: Path) -> Path:
-    path = base / spec["target"]["path"]
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """One edit or hunk of a patch against its target: where, whether it applies, and why (``patch test``)."""
+
+    what: str
+    ok: bool
+    detail: str
+
+
+def _edit_text(spec: dict, path: Path) -> str:
     if not path.is_file():
         raise PatchFailed(
             f"[{spec['id']}] target file {path} does not exist (did the upstream layout change?)"
         )
     try:
         # Bytes, not read_text: universal newlines would rewrite a CRLF file to LF.
-        text = path.read_bytes().decode("utf-8")
+        return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PatchFailed(
             f"[{spec['id']}] target file {path} is not UTF-8 text (byte {exc.start}): "
             "re-check the patch against the pinned version"
         ) from None
+
+
+def _edit_outcomes(spec: dict, path: Path, text: str) -> tuple[list[Outcome], str]:
+    """Each edit's outcome, in order, and the text with every edit that matched made."""
     crlf = "\r\n" in text
 
     def lines(s: str) -> str:
         # A spec's edits are written with \n; in a CRLF file they mean \r\n.
         return s.replace("\n", "\r\n") if crlf and "\r" not in s else s
 
+    outcomes = []
+    total = len(spec["edits"])
     for number, edit in enumerate(spec["edits"], start=1):
         want = int(edit.get("count", 1))
         find, replace = lines(edit["find"]), lines(edit["replace"])
         found = text.count(find)
+        what = f"edit {number} of {total} ({_first_line(edit['find'])!r})"
         if found != want:
             hint = (
                 " (its replacement is already there: the fix is upstream, drop the patch)"
                 if (found == 0 and replace in text)
                 else " (upstream text moved: re-check the patch against the pinned version)"
             )
-            raise PatchFailed(
-                f"[{spec['id']}] edit {number} of {len(spec['edits'])} expected {want} match(es) of "
-                f"{_first_line(edit['find'])!r} in {path}, found {found}{hint}"
+            outcomes.append(
+                Outcome(
+                    what,
+                    False,
+                    f"[{spec['id']}] edit {number} of {total} expected {want} match(es) of "
+                    f"{_first_line(edit['find'])!r} in {path}, found {found}{hint}",
+                )
             )
+            continue
         text = text.replace(find, replace)
+        outcomes.append(Outcome(what, True, f"{found} match(es) in {path}"))
+    return outcomes, text
+
+
+def check_edits(spec: dict, base: Path, _spec_dir: Path | None = None) -> list[Outcome]:
+    path = base / spec["target"]["path"]
+    return _edit_outcomes(spec, path, _edit_text(spec, path))[0]
+
+
+def apply_edits(spec: dict, base: Path, _spec_dir: Path | None = None) -> Path:
+    path = base / spec["target"]["path"]
+    outcomes, text = _edit_outcomes(spec, path, _edit_text(spec, path))
+    for outcome in outcomes:
+        if not outcome.ok:
+            raise PatchFailed(outcome.detail)
     path.write_bytes(text.encode("utf-8"))
     return Path(path)
 
 
-def apply_symlink(spec: dict, base: Path) -> Path:
+def apply_symlink(spec: dict, base: Path, _spec_dir: Path | None = None) -> Path:
     link = spec["symlink"]
     pattern = base / spec["target"]["path"] / link["glob"]
     matches = sorted(glob.glob(str(pattern)))
@@ -129,7 +165,7 @@ def apply_symlink(spec: dict, base: Path) -> Path:
     return dest
 
 
-def apply_pip_install_dir(spec: dict, base: Path) -> Path:
+def apply_pip_install_dir(spec: dict, base: Path, _spec_dir: Path | None = None) -> Path:
     install = spec["install"]
     src = base / spec["target"]["path"]
     if not ((src / "pyproject.toml").is_file() or (src / "setup.py").is_file()):
@@ -320,31 +356,32 @@ def _write_inside(base: Path, rel: str, data: bytes) -> None:
         fh.write(data)
 
 
-def _apply_file(patch_id: str, fdiff: _FileDiff, base: Path) -> bytes:
-    """The file's new bytes; nothing is written here."""
+def _file_text(patch_id: str, fdiff: _FileDiff, base: Path) -> str:
     _check_no_link(patch_id, base, fdiff.new_path)
     path = base / fdiff.new_path
-    creating = not fdiff.old_path
-    if creating:
+    if not fdiff.old_path:
         if path.exists():
             raise PatchFailed(f"[{patch_id}] the diff creates {path}, which already exists (drop the patch?)")
-        text = ""
-    else:
-        if not path.is_file():
-            raise PatchFailed(
-                f"[{patch_id}] target file {path} does not exist (did the upstream layout change?)"
-            )
-        try:
-            text = path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise PatchFailed(
-                f"[{patch_id}] target file {path} is not UTF-8 text (byte {exc.start})"
-            ) from None
-    current = text.splitlines(keepends=True)
+        return ""
+    if not path.is_file():
+        raise PatchFailed(f"[{patch_id}] target file {path} does not exist (did the upstream layout change?)")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PatchFailed(f"[{patch_id}] target file {path} is not UTF-8 text (byte {exc.start})") from None
+
+
+def _hunk_outcomes(patch_id: str, fdiff: _FileDiff, base: Path) -> tuple[list[Outcome], bytes]:
+    """Each hunk's outcome, in order, and the file's new bytes with every hunk that matched; nothing is
+    written here."""
+    path = base / fdiff.new_path
+    current = _file_text(patch_id, fdiff, base).splitlines(keepends=True)
     result: list[str] = []
+    outcomes = []
     cursor = 0
     total = len(fdiff.hunks)
     for number, hunk in enumerate(fdiff.hunks, start=1):
+        what = f"{fdiff.new_path}: hunk {number} of {total} ({hunk.header})"
         near = max(hunk.old_start - 1, 0) if hunk.old else hunk.old_start
         pos = _find(current, hunk.old, near, cursor)
         if pos < 0:
@@ -355,15 +392,33 @@ def _apply_file(patch_id: str, fdiff: _FileDiff, base: Path) -> bytes:
                 else "upstream text moved: re-check the patch against the pinned version"
             )
             first = next((ln.strip() for ln in hunk.old if ln.strip()), "")
-            raise PatchFailed(
-                f"[{patch_id}] hunk {number} of {total} ({hunk.header}) does not apply to {path}:"
-                f" its {len(hunk.old)} old line(s) starting {first[:60]!r} are not there ({hint})"
+            outcomes.append(
+                Outcome(
+                    what,
+                    False,
+                    f"[{patch_id}] hunk {number} of {total} ({hunk.header}) does not apply to {path}:"
+                    f" its {len(hunk.old)} old line(s) starting {first[:60]!r} are not there ({hint})",
+                )
             )
+            continue
+        offset = pos - near if hunk.old else 0
+        outcomes.append(
+            Outcome(what, True, f"at line {pos + 1}" + (f" (offset {offset:+d})" if offset else ""))
+        )
         result.extend(current[cursor:pos])
         result.extend(hunk.new)
         cursor = pos + len(hunk.old)
     result.extend(current[cursor:])
-    return "".join(result).encode("utf-8")
+    return outcomes, "".join(result).encode("utf-8")
+
+
+def _apply_file(patch_id: str, fdiff: _FileDiff, base: Path) -> bytes:
+    """The file's new bytes; nothing is written here."""
+    outcomes, data = _hunk_outcomes(patch_id, fdiff, base)
+    for outcome in outcomes:
+        if not outcome.ok:
+            raise PatchFailed(outcome.detail)
+    return data
 
 
 def read_diff(spec: dict, spec_dir: Path | None) -> tuple[str, bytes]:
@@ -380,7 +435,7 @@ def read_diff(spec: dict, spec_dir: Path | None) -> tuple[str, bytes]:
     return str(path), raw
 
 
-def apply_unified_diff(spec: dict, base: Path, spec_dir: Path | None = None) -> Path:
+def _diff_files(spec: dict, spec_dir: Path | None) -> list[_FileDiff]:
     diff = spec["diff"]
     where, raw = read_diff(spec, spec_dir)
     digest = hashlib.sha256(raw).hexdigest()
@@ -393,7 +448,6 @@ def apply_unified_diff(spec: dict, base: Path, spec_dir: Path | None = None) -> 
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PatchFailed(f"[{spec['id']}] the diff is not UTF-8 text (byte {exc.start})") from None
-    root = base / str(spec["target"]["path"])
     files = parse_unified_diff(spec["id"], text, int(diff.get("strip", 1)))
     seen = [f.new_path for f in files]
     twice = sorted({name for name in seen if seen.count(name) > 1})
@@ -404,6 +458,23 @@ def apply_unified_diff(spec: dict, base: Path, spec_dir: Path | None = None) -> 
         raise PatchFailed(
             f"[{spec['id']}] the diff writes {', '.join(nested)} both as a file and as a folder"
         )
+    return files
+
+
+def check_unified_diff(spec: dict, base: Path, spec_dir: Path | None = None) -> list[Outcome]:
+    root = base / str(spec["target"]["path"])
+    outcomes = []
+    for fdiff in _diff_files(spec, spec_dir):
+        try:
+            outcomes += _hunk_outcomes(spec["id"], fdiff, root)[0]
+        except PatchFailed as exc:  # the file itself (missing, a link, not text): one outcome for it
+            outcomes.append(Outcome(fdiff.new_path, False, str(exc)))
+    return outcomes
+
+
+def apply_unified_diff(spec: dict, base: Path, spec_dir: Path | None = None) -> Path:
+    root = base / str(spec["target"]["path"])
+    files = _diff_files(spec, spec_dir)
     # Every hunk and every path (no link) of every file is checked before anything is written (git apply's
     # all-or-nothing).
     results = [(fdiff.new_path, _apply_file(spec["id"], fdiff, root)) for fdiff in files]
@@ -418,15 +489,13 @@ ACTIONS = {
     "pip-install-dir": apply_pip_install_dir,
     "unified-diff": apply_unified_diff,
 }
+# What ``patch test`` reports edit by edit and hunk by hunk; the other actions act on the base image's files.
+CHECKS = {"edit": check_edits, "unified-diff": check_unified_diff}
 
 
 def apply(spec: dict, source_root: Path | None = None, spec_dir: Path | None = None) -> Path:
     """Apply one spec; ``spec_dir`` is the folder its JSON was read from (a local diff lies beside it)."""
-    target = target_dir(spec, source_root)
-    if spec["action"] == "unified-diff":
-        done = apply_unified_diff(spec, target, spec_dir)
-    else:
-        done = ACTIONS[spec["action"]](spec, target)
+    done = ACTIONS[spec["action"]](spec, target_dir(spec, source_root), spec_dir)
     marker_dir = state_root() / "patches" / "applied"
     marker_dir.mkdir(parents=True, exist_ok=True)
     marker = {"id": spec["id"], "component": spec["component"], "target": str(done)}

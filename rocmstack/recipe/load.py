@@ -5,7 +5,6 @@ Every failure is one RecipeError line naming the file, the field and the value.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -20,7 +19,6 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rocmstack.errors import RecipeError, printable, quoted
-from rocmstack.output import warn
 from rocmstack.recipe.model import PROBLEM_SEPARATOR, Component, Recipe, consistency_problems, hide_userinfo
 from rocmstack.resources import RECIPES_PATH_ENV, recipes_dir, recipes_path
 
@@ -118,26 +116,25 @@ def search_path(first: Path | None = None) -> tuple[Path, ...]:
     return tuple(out)
 
 
-def recipes_on_path(first: Path | None = None) -> dict[str, Path]:
-    """Recipe name -> file over the search path; an earlier folder shadows a later one."""
+def _first_wins(folders: Iterable[Path]) -> dict[str, Path]:
+    """Recipe name -> file over ``folders`` in order: an earlier folder shadows a later one."""
     found: dict[str, Path] = {}
-    for folder in reversed(search_path(first)):
+    for folder in reversed(tuple(folders)):
         if folder.is_dir():
             found.update(recipe_files(folder))
     return dict(sorted(found.items()))
+
+
+def recipes_on_path(first: Path | None = None) -> dict[str, Path]:
+    """Recipe name -> file over the search path."""
+    return _first_wins(search_path(first))
 
 
 def recipes_for_all() -> dict[str, Path]:
     """What ``--all`` (check, lock, render, matrix) takes: the recipes of the folders the user gave
     (--recipes-dir, $ROCMSTACK_RECIPES_PATH) when there are any, else the shipped ones. A lab's repository
     never checks, plans or relocks rocmstack's own recipes; naming the shipped folder there takes them too."""
-    folders = recipes_path()
-    if not folders:
-        return recipe_files(recipes_dir())
-    found: dict[str, Path] = {}
-    for folder in reversed(folders):
-        found.update(recipe_files(folder))
-    return dict(sorted(found.items()))
+    return _first_wins(recipes_path() or (recipes_dir(),))
 
 
 def find_recipe(name_or_path: str, directory: Path | None = None) -> Path:
@@ -159,11 +156,7 @@ def find_recipe(name_or_path: str, directory: Path | None = None) -> Path:
         raise RecipeError(f"recipe file {quoted(name_or_path)} {why}", fix=fix)
     files = recipes_on_path(directory)
     if name_or_path in files:
-        found = files[name_or_path]
-        shipped = recipes_dir() / found.name
-        if shipped.is_file() and found.resolve() != shipped.resolve():
-            _say_shadowed(name_or_path, found)
-        return found
+        return files[name_or_path]
     known = ", ".join(files) or "none"
     where = ", ".join(printable(p) for p in search_path(directory))
     raise RecipeError(
@@ -173,16 +166,9 @@ def find_recipe(name_or_path: str, directory: Path | None = None) -> Path:
     )
 
 
-@functools.cache  # once a process: a command looks a name up more than once
-def _say_shadowed(name: str, path: Path) -> None:
-    warn(
-        f"recipe {name} is {_shown_path(path)}, which shadows the shipped recipe of that name (and every "
-        "recipe that extends it gets this one); rename it to keep both"
-    )
-
-
 def shadowed(first: Path | None = None) -> dict[str, Path]:
-    """Name -> the shipped file each recipe of an earlier folder on the search path shadows."""
+    """Name -> the shipped file each recipe of an earlier folder on the search path shadows (the command
+    line warns of each once a run)."""
     shipped = recipe_files(recipes_dir())
     return {
         name: shipped[name]
@@ -575,7 +561,8 @@ def load_every(files: Iterable[str], overrides: Iterable[str] = ()) -> list[tupl
     return loaded
 
 
-def _shown_path(path: Path) -> str:
+def shown_path(path: Path) -> str:
+    """A path as a command line would name it: relative to the current folder when inside it, quoted."""
     try:
         shown = str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
@@ -593,5 +580,5 @@ def recipe_arg_for(name: str, source: Path) -> str:
     except RecipeError:
         found = False
     if found:
-        return f"{name} --recipes-dir {_shown_path(target.parent)}"
+        return f"{name} --recipes-dir {shown_path(target.parent)}"
     return shlex.quote(str(source))  # as it was given: from where it was given

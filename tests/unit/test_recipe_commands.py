@@ -96,13 +96,10 @@ def test_show_says_when_a_listed_patch_is_in_no_folder(capsys, tmp_path):
 def test_a_lab_recipe_of_a_shipped_name_says_it_shadows_it(capsys, tmp_path):
     import json
 
-    from rocmstack.recipe import load
-
     lab = tmp_path / "lab"
     lab.mkdir()
     shipped = recipe_files()["verl-0.9.0-rocm10"]
     (lab / "verl-0.9.0-rocm10.yaml").write_text(shipped.read_text())
-    load._say_shadowed.cache_clear()
     code, out, err = run(capsys, "--recipes-dir", str(lab), "recipes", "--json")
     rows = {r["name"]: r for r in json.loads(out)}
     assert code == 0
