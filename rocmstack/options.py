@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from typing import Any
@@ -44,13 +45,19 @@ def old_spelling(old: str, metavar: str | None = None, *, repeatable: bool = Fal
     return typer.Option([] if repeatable else None, old, hidden=True, metavar=metavar)
 
 
+# Set by `validate` on its in-image run, whose arguments it writes in the previous release's spellings (which
+# images it built understand): the deprecation notes are for what a user typed, so that run prints none.
+HOST_ARGV_ENV = "ROCMSTACK_ARGV_FROM_HOST"
+
+
 def renamed(new_value: Any, old_value: Any, old: str, new: str) -> Any:
     """The option's value from its new spelling or its old one; the old one prints a one-line note.
 
     Repeatable options (lists) take the values of both spellings."""
     if old_value is None or old_value is False or old_value == []:
         return new_value
-    sys.stderr.write(f"note: {old} is deprecated; use {new}\n")
+    if os.environ.get(HOST_ARGV_ENV) != "1":  # the user typed it, not validate's host side
+        sys.stderr.write(f"note: {old} is deprecated; use {new}\n")
     if isinstance(old_value, list):
         return [*(new_value or []), *old_value]
     return old_value

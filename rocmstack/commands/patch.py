@@ -88,7 +88,9 @@ def register(app: typer.Typer) -> None:
         ),
         path: str = typer.Option(".", "--path", help="The diff's root below the checkout or package."),
         strip: int = typer.Option(1, "--strip", help="Leading folders dropped from the diff's paths (-p)."),
-        out_dir: Path = typer.Option(Path("patches"), "--patches-dir", help="Where ID.yaml and diffs/ go."),
+        out_dir: Path = typer.Option(
+            Path("patches"), "--output", "-o", metavar="DIR", help="The patch folder ID.yaml and diffs/ go into."
+        ),
         json_out: bool = JSON_OPT,
     ) -> None:
         """Make a patch spec from a unified diff: writes ID.yaml (action unified-diff, the diff's sha256) and
@@ -127,7 +129,7 @@ def register(app: typer.Typer) -> None:
         )  # fmt: skip
         if not out_dir.is_dir():
             raise InputError(
-                f"--patches-dir {quoted(str(out_dir))} is not a folder", fix="create it, or give another"
+                f"--output {quoted(str(out_dir))} is not a folder", fix="create it, or give another"
             )
         # Both files complete or neither: written aside, read back as any spec is, then moved in.
         with tempfile.TemporaryDirectory(dir=out_dir, prefix=".new-") as tmp:

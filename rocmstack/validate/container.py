@@ -40,6 +40,7 @@ from rocmstack.container.engine import (
 from rocmstack.contract import RENDER_HASH_LABEL, SBOM_PATH
 from rocmstack.errors import EngineError, InputError, printable
 from rocmstack.host import host_info
+from rocmstack.options import HOST_ARGV_ENV
 from rocmstack.platform.rocm import kfd_gpu_nodes
 from rocmstack.validate import schema
 from rocmstack.validate.report import load, write_all
@@ -244,7 +245,7 @@ def plan(
     report_dir = report_dir.resolve()
     name = container or f"rocmstack-validate-{secrets.token_hex(4)}"
     stage = stage_dir(report_dir, name)
-    mounts = ["--volume", f"{stage}:{REPORT_MOUNT}"]
+    mounts = ["--volume", f"{stage}:{REPORT_MOUNT}", "--env", f"{HOST_ARGV_ENV}=1"]
     if baseline is not None:
         if not args.baseline:
             args = dataclasses.replace(args, baseline=True)

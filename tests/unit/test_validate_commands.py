@@ -129,6 +129,31 @@ def test_validate_old_spellings_still_work_with_a_note(cli, tmp_path, old, new, 
     assert ("unknown check id 'no-such-check'" if value != "0" else "--steps 0 must be >= 1") in r.err
 
 
+def test_the_in_image_run_prints_no_note_for_spellings_the_host_wrote(cli, tmp_path):
+    """A user who typed --skip never reads that --doctor-skip is deprecated: the host writes the old
+    spelling for the image (its previous release's rocmstack knows only that one) and says so in the env."""
+    from rocmstack.validate.container import InImageArgs, plan
+
+    dry = cli(
+        "validate", "localhost/x:1", "--dry-run", "--report", str(tmp_path / "r"), "--skip", "x", "--json"
+    )
+    assert dry.code == 2 and "deprecated" not in dry.err  # the typed spelling: no note (x is unknown: exit 2)
+    run = plan(
+        engine="podman",
+        host="cpu",
+        image="i",
+        report_dir=tmp_path / "p",
+        args=InImageArgs(doctor_skip=("x",)),
+    )
+    env = dict(run.run[i + 1].split("=", 1) for i, a in enumerate(run.run) if a == "--env")
+    argv = list(run.run[run.run.index("i") + 1 :])
+    assert argv[argv.index("--doctor-skip") + 1] == "x"
+    inside = cli(*argv, env=env)  # what the image runs, with what the plan gives it
+    assert inside.code == 2 and "unknown check id 'x'" in inside.err
+    assert "deprecated" not in inside.err
+    assert "deprecated" in cli(*argv).err  # typed by a person, the old spelling still gets its note
+
+
 def test_seccomp_unconfined_is_the_hosts_flag(cli, tmp_path):
     args = ["validate", "localhost/x:1", "--engine", "docker", "--report", str(tmp_path / "r"), "--dry-run"]
     plain = cli(*args, "--json")
