@@ -97,24 +97,30 @@ def xid_catalog() -> Mapping[int, tuple[str, str]]:
     return {int(code): (entry["name"], entry["class"]) for code, entry in data["xid"].items()}
 
 
-def _xid_event(record: Record, m: re.Match[str]) -> Event | None:
+def node_xid(text: str) -> tuple[str, str] | None:
+    """(PCI address, "Xid N (name)") when ``text`` is an Xid line NVIDIA's catalog says the node must be
+    repaired for (a code not in the catalog counts as one); None for any other line, an application's own
+    Xid, and an Xid 154 whose new recovery action is none. The one reading of Xid lines: ``gpu-ras-events``
+    (here) and ``kernel-faults`` (dmesg) use it both."""
+    m = _XID.search(text)
+    if m is None:
+        return None
     code = int(m.group(2))
     if code == 154:
-        action = _XID_154.search(record.text)
+        action = _XID_154.search(text)
         if action is None or action.group(1).strip().lower() == "none":
             return None
-        return Event(record.seq, m.group(1), f"Xid 154 (recovery action: {action.group(1)})", record.text)
+        return m.group(1), f"Xid 154 (recovery action: {action.group(1)})"
     name, kind = xid_catalog().get(code, ("not in NVIDIA's catalog: judged as a node fault", "node"))
-    return Event(record.seq, m.group(1), f"Xid {code} ({name})", record.text) if kind == "node" else None
+    return (m.group(1), f"Xid {code} ({name})") if kind == "node" else None
 
 
 def gpu_events(records: Iterable[Record]) -> list[Event]:
     """The records that are a GPU error the node must be repaired for."""
     out = []
     for record in records:
-        if m := _XID.search(record.text):
-            if event := _xid_event(record, m):
-                out.append(event)
+        if xid := node_xid(record.text):
+            out.append(Event(record.seq, xid[0], xid[1], record.text))
             continue
         for pattern in _AMD:
             if m := pattern.search(record.text):

@@ -124,7 +124,7 @@ def test_kernel_log_amdgpu_ring_timeout():
 def test_kernel_log_xid():
     result = host.judge_kernel_log((FIX / "kernel/dmesg-nvidia-1151-xid79.txt").read_text())
     assert result.status == Status.FAIL and result.details == (
-        "NVIDIA Xid 79: NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.",
+        "NVIDIA Xid 79 (GPU has fallen off the bus): NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.",
     )
 
 
@@ -137,7 +137,28 @@ def test_kernel_log_an_applications_own_xid_is_no_node_fault():
     )
     assert host.judge_kernel_log(log).status == Status.PASS
     both = log + (FIX / "kernel/dmesg-nvidia-1151-xid79.txt").read_text()
-    assert [d.split(":")[0] for d in host.judge_kernel_log(both).details] == ["NVIDIA Xid 79"]
+    assert [d.split(":")[0] for d in host.judge_kernel_log(both).details] == [
+        "NVIDIA Xid 79 (GPU has fallen off the bus)"
+    ]
+
+
+def test_kernel_log_and_the_ras_events_read_xid_lines_alike():
+    """kernel-faults (dmesg) and gpu-ras-events (/dev/kmsg) judge each Xid line of the verbatim kmsg fixtures
+    the same way: one reading of NVIDIA's catalog, recovery actions included (an Xid 154 whose new action is
+    none names no fault; the dmesg check took any 154 for one)."""
+    from rocmstack.doctor.kmsg import gpu_events, read_kmsg
+
+    kmsg = FIX / "kmsg"
+    for fixture in sorted(kmsg.glob("*.kmsg")):
+        records = read_kmsg(fixture)
+        xid_lines = [r.text for r in records if "NVRM: Xid" in r.text]
+        from_dmesg = [
+            d.split(": NVRM: ")[0].removeprefix("NVIDIA ") for d in host.find_faults("\n".join(xid_lines))
+        ]
+        assert from_dmesg == [e.what for e in gpu_events(records) if e.what.startswith("Xid")], fixture.name
+    # the format of nvidia-xid-62-154.kmsg's verbatim line, with the action going back to none
+    none = "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)"
+    assert host.judge_kernel_log(none).status == Status.PASS
 
 
 def test_kernel_log_clean():

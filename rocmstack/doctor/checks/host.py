@@ -8,7 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
-from rocmstack.doctor.kmsg import xid_catalog
+from rocmstack.doctor.kmsg import node_xid
 from rocmstack.doctor.model import Check, DoctorOptions, Result, failed, passed, skipped, warned
 from rocmstack.platform.snapshot import Snapshot
 from rocmstack.platform.tools import run_tool
@@ -20,8 +20,7 @@ KERNEL_FAULTS = (
     (re.compile(r"amdgpu.*\bring \S+ timeout"), "amdgpu ring timeout"),
     (re.compile(r"amdgpu.*GPU reset begin"), "amdgpu GPU reset"),
     (re.compile(r"amdgpu.*(uncorrectable|poison)", re.IGNORECASE), "amdgpu RAS uncorrectable/poison"),
-    (re.compile(r"NVRM: Xid \(PCI:[0-9a-fA-F:.]+\): (\d+)"), "NVIDIA Xid"),
-)
+)  # NVIDIA's Xid lines: kmsg.node_xid
 
 
 def _read(path: Path) -> str | None:
@@ -197,13 +196,13 @@ def gpu_ecc(snap: Snapshot, opts: DoctorOptions) -> Result:
 def find_faults(text: str) -> list[str]:
     hits = []
     for line in text.splitlines():
+        if "NVRM: Xid" in line:
+            # an application's own Xid (13, 31, 43, 94, ...: NVIDIA's catalog) leaves the node sound
+            if xid := node_xid(line):
+                hits.append(f"NVIDIA {xid[1]}: {line.strip()[:200]}")
+            continue
         for pattern, label in KERNEL_FAULTS:
-            if m := pattern.search(line):
-                if label == "NVIDIA Xid":
-                    # an application's own Xid (13, 31, 43, 94, ...: NVIDIA's catalog) leaves the node sound
-                    if xid_catalog().get(int(m.group(1)), ("", "node"))[1] == "job":
-                        break
-                    label = f"{label} {m.group(1)}"
+            if pattern.search(line):
                 hits.append(f"{label}: {line.strip()[:200]}")
                 break
     return hits
