@@ -6,6 +6,8 @@ what was wrong and how to fix it.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from enum import IntEnum
 
 
@@ -92,3 +94,9 @@ class CheckFailed(RocmstackError):
 
 class NetworkError(EngineError):
     """A package index or git remote cannot be reached (exit 4); nothing was written."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``"did you mean 'x'? "`` for the closest of CHOICES to a misspelt WORD, else ``""`` (a prefix for a fix)."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {quoted(close[0])}? " if close else ""

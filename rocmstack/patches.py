@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from rocmstack.errors import InputError, RecipeError, printable, quoted
+from rocmstack.errors import InputError, RecipeError, did_you_mean, printable, quoted
 from rocmstack.recipe.load import YAML_LOADER, _read_yaml, parent_file
 from rocmstack.recipe.model import Component, Name, Recipe, RelPath, Url
 from rocmstack.resources import patches_dir
@@ -291,7 +291,8 @@ def select(
         if pid not in available:
             raise RecipeError(
                 f"{origin}: patches: unknown patch {pid!r}",
-                fix=f"known: {', '.join(available) or 'none'}; for a patch of your own, name the folder "
+                fix=f"{did_you_mean(pid, available)}known: {', '.join(available) or 'none'}; for a patch of your "
+                "own, name the folder "
                 f"holding {pid}.yaml with the recipe's patches_dir field or --patches-dir",
             )
         patch = available[pid]

@@ -89,7 +89,11 @@ def register(app: typer.Typer) -> None:
         path: str = typer.Option(".", "--path", help="The diff's root below the checkout or package."),
         strip: int = typer.Option(1, "--strip", help="Leading folders dropped from the diff's paths (-p)."),
         out_dir: Path = typer.Option(
-            Path("patches"), "--output", "-o", metavar="DIR", help="The patch folder ID.yaml and diffs/ go into."
+            Path("patches"),
+            "--output",
+            "-o",
+            metavar="DIR",
+            help="The patch folder ID.yaml and diffs/ go into.",
         ),
         json_out: bool = JSON_OPT,
     ) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rocmstack.errors import RecipeError, printable, quoted
+from rocmstack.errors import RecipeError, did_you_mean, printable, quoted
 from rocmstack.recipe.model import PROBLEM_SEPARATOR, Component, Recipe, consistency_problems, hide_userinfo
 from rocmstack.resources import RECIPES_PATH_ENV, recipes_dir, recipes_path
 
@@ -161,8 +161,8 @@ def find_recipe(name_or_path: str, directory: Path | None = None) -> Path:
     where = ", ".join(printable(p) for p in search_path(directory))
     raise RecipeError(
         f"unknown recipe {quoted(name_or_path)}",
-        fix=f"known recipes: {known} (searched {where}; add folders with --recipes-dir or "
-        f"${RECIPES_PATH_ENV}); or pass a path to a .yaml file",
+        fix=f"{did_you_mean(name_or_path, files)}known recipes: {known} (searched {where}; add folders with "
+        f"--recipes-dir or ${RECIPES_PATH_ENV}); or pass a path to a .yaml file",
     )
 
 
@@ -330,7 +330,10 @@ def _override_target(raw: Mapping[str, Any], path: tuple[str, ...]) -> tuple[str
         # Only what --set can change: the file-identity keys are refused above.
         settable = [a for a in aliases if a not in _FILE_IDENTITY]
         valid = sorted(settable + [f"{c}.<field>" for c in raw.get("components", {})])
-        raise RecipeError(f"{_flag(path)}: unknown key {head!r}", fix=f"valid keys: {', '.join(valid)}")
+        raise RecipeError(
+            f"{_flag(path)}: unknown key {head!r}",
+            fix=f"{did_you_mean(head, valid)}valid keys: {', '.join(valid)}",
+        )
     if head in _OPEN_MAPS:
         if len(path) != 2:
             raise RecipeError(f"{_flag(path)}: expected {head}.NAME=value")
@@ -340,11 +343,15 @@ def _override_target(raw: Mapping[str, Any], path: tuple[str, ...]) -> tuple[str
             raise RecipeError(f"{_flag(path)}: expected <component>.<field>=value")
         if path[1] not in raw.get("components", {}):
             known = ", ".join(sorted(raw.get("components", {})))
-            raise RecipeError(f"{_flag(path)}: unknown component {path[1]!r}", fix=f"components: {known}")
+            raise RecipeError(
+                f"{_flag(path)}: unknown component {path[1]!r}",
+                fix=f"{did_you_mean(path[1], raw.get('components', {}))}components: {known}",
+            )
         if path[2] not in Component.model_fields:
             raise RecipeError(
                 f"{_flag(path)}: unknown component field {path[2]!r}",
-                fix=f"fields: {', '.join(sorted(Component.model_fields))}",
+                fix=f"{did_you_mean(path[2], Component.model_fields)}fields: "
+                f"{', '.join(sorted(Component.model_fields))}",
             )
         return path
     model: type[BaseModel] = Recipe
@@ -353,7 +360,7 @@ def _override_target(raw: Mapping[str, Any], path: tuple[str, ...]) -> tuple[str
         if part not in names:
             raise RecipeError(
                 f"{_flag(path)}: unknown key {'.'.join(path[: depth + 1])!r}",
-                fix=f"valid: {', '.join(sorted(names))}",
+                fix=f"{did_you_mean(part, names)}valid: {', '.join(sorted(names))}",
             )
         annotation = model.model_fields[names[part]].annotation
         sub = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
@@ -496,7 +503,7 @@ def validate(
                 f"{_describe(error)} (with --set {', '.join(printable(o.dotted) for _, o in targets)})"
             )
         else:
-            from_file.append(_describe(error))
+            from_file.append(_describe(error) + _spelling_hint(loc, error, raw))
     from_file += also
     if len(from_set) + len(from_file) == 1:
         raise RecipeError(from_set[0] if from_set else f"{printable(origin)}: {from_file[0]}")
@@ -505,6 +512,24 @@ def validate(
         f"{printable(origin)}: {len(lines)} problems",
         detail="\n".join(f"  {printable(line)}" for line in lines),
     )
+
+
+def _spelling_hint(loc: tuple[str, ...], error: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
+    """A near miss for what a file misspelt: a key the model does not have, or a component the parent has
+    under another name (a child's misspelt component reads as a new one, without source or layer)."""
+    given = raw.get("components")
+    components: Mapping[str, Any] = given if isinstance(given, dict) else {}
+    if error["type"] == "extra_forbidden" and len(loc) == 1:
+        fields = {f.alias or n for n, f in Recipe.model_fields.items()}
+        guess = did_you_mean(loc[0], fields)
+    elif error["type"] == "extra_forbidden" and len(loc) == 3 and loc[0] == "components":
+        guess = did_you_mean(loc[2], Component.model_fields)
+    elif error["type"] == "missing" and len(loc) == 3 and loc[0] == "components":
+        guess = did_you_mean(loc[1], [c for c in components if c != loc[1]])
+        guess = f"a new component needs source and layer; {guess}" if guess else ""
+    else:
+        return ""
+    return f" ({guess.rstrip()})" if guess else ""
 
 
 def problem_lines(exc: RecipeError) -> list[str]:

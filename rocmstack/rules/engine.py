@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 from packaging.utils import canonicalize_name
 
-from rocmstack.errors import InputError, RecipeError, RuleFailure
+from rocmstack.errors import InputError, RecipeError, RuleFailure, did_you_mean
 from rocmstack.patches import Patch, applicability, load_patches
 from rocmstack.recipe.load import YAML_LOADER
 from rocmstack.recipe.resolve import Resolved
@@ -183,8 +183,8 @@ def _patch_status(resolved: Resolved, patches: Mapping[str, Patch]) -> dict[str,
         if patch is None:
             status[pid] = (
                 "mismatch",
-                f"unknown patch {pid}: no {pid}.yaml in the patch folder; for a patch of your own, name "
-                "its folder with the recipe's patches_dir field or --patches-dir",
+                f"unknown patch {pid}: {did_you_mean(pid, patches)}no {pid}.yaml in the patch folder; for a "
+                "patch of your own, name its folder with the recipe's patches_dir field or --patches-dir",
             )
             continue
         comp = components.get(patch.component)

@@ -55,3 +55,12 @@ def test_no_terminal_escape_survives_printable_even_in_multi_line_output(sequenc
     shown = printable(f"a{sequence}b\n\tc", keep="\n\t")
     assert shown.endswith("b\n\tc")
     assert not any((ord(ch) < 0x20 and ch not in "\n\t") or 0x7F <= ord(ch) <= 0x9F for ch in shown)
+
+
+def test_did_you_mean_names_only_a_near_miss():
+    from rocmstack.errors import did_you_mean
+
+    assert did_you_mean("sglnag", ["sglang", "vllm"]) == "did you mean 'sglang'? "
+    assert did_you_mean("descripton", {"description": 1, "env": 2}) == "did you mean 'description'? "
+    assert did_you_mean("torch", ["sglang", "vllm"]) == ""
+    assert did_you_mean("x", []) == ""

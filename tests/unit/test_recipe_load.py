@@ -724,3 +724,35 @@ def test_extends_takes_a_name_and_a_path_there_says_so_in_one_line(tmp_path, mon
     (tmp_path / "lab" / "kid.yaml").write_text(yaml.safe_dump({**kid, "extends": "acme-base"}))
     monkeypatch.setenv("ROCMSTACK_RECIPES_PATH", str(tmp_path / "base"))  # what the fix says
     assert load_recipe(str(tmp_path / "lab" / "kid.yaml"))[0].description == BASE["description"]
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (("show", "verl-0.9.0-rocm1"), "(did you mean 'verl-0.9.0-rocm10'? known recipes: "),
+        (("show", "verl-0.9.0-rocm10", "--set", "descripton=x"), "(did you mean 'description'? valid keys: "),
+        (("show", "verl-0.9.0-rocm10", "--set", "components.sglnag.ref=x"), "(did you mean 'sglang'? components: "),
+        (("show", "verl-0.9.0-rocm10", "--set", "sglang.rev=x"), "(did you mean 'ref'? fields: "),
+        (("render", "verl-0.9.0-rocm10", "--set", "patches=[sglang-rmsnrm]", "-o", "out"),
+         "unknown patch sglang-rmsnrm: did you mean 'sglang-rmsnorm'? "),
+        (("check", "verl-0.9.0-rocm10", "--offline", "--set", "patches=[sglang-rmsnrm]"),
+         "unknown patch sglang-rmsnrm: did you mean 'sglang-rmsnorm'? no sglang-rmsnrm.yaml"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_name_gets_its_near_miss(cli, tmp_path, args, hint):
+    r = cli(*args, cwd=tmp_path)
+    assert r.code in (1, 2) and hint in r.err, r.err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_childs_misspelt_component_or_key_is_named_as_a_near_miss(cli, tmp_path):
+    (tmp_path / "lab-verl.yaml").write_text(
+        "name: lab-verl\nextends: verl-0.9.0-rocm10\ndescription: x\ndescripton: y\n"
+        "publish: {repository: ghcr.io/acme/verl}\ncomponents:\n  sglnag: {ref: abc}\n  vllm: {rev: v1}\n"
+    )
+    r = cli("show", str(tmp_path / "lab-verl.yaml"))
+    assert r.code == 2
+    assert "components.sglnag.source: required field is missing (a new component needs source and layer; " \
+        "did you mean 'sglang'?)" in r.err  # fmt: skip
+    assert "descripton: unknown key (remove it or check the spelling) (did you mean 'description'?)" in r.err
+    assert "components.vllm.rev: unknown key (remove it or check the spelling) (did you mean 'ref'?)" in r.err
