@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -168,3 +172,41 @@ def check_output_file(path: Path, flag: str) -> None:
             f"{flag} {quoted(path)}: {quoted(parent)} is not a writable folder",
             fix="create the folder first, or name a file in a folder you can write",
         )
+
+
+# A log or a pipe (CI) hears from a long command at least this often, whether or not a step ended.
+HEARTBEAT_S = 30.0
+
+
+@contextlib.contextmanager
+def log_lines(label: str, every_s: float = HEARTBEAT_S) -> Iterator[Callable[[str], None]]:
+    """For a stream that is no terminal: yields ``say(text)``, which prints ``LABEL: text`` on stderr; when
+    nothing was said for ``every_s``, a line says the command is still at its last news, with the time."""
+    lock = threading.Lock()
+    start = time.monotonic()
+    last, news = [start], ["starting"]
+    stop = threading.Event()
+
+    def say(text: str) -> None:
+        with lock:
+            last[0], news[0] = time.monotonic(), text
+            sys.stderr.write(f"{label}: {text}\n")
+            sys.stderr.flush()
+
+    def beat() -> None:
+        while not stop.wait(min(1.0, every_s / 2)):
+            with lock:
+                if time.monotonic() - last[0] >= every_s:
+                    last[0] = time.monotonic()
+                    sys.stderr.write(
+                        f"{label}: still running after {time.monotonic() - start:.0f} s (last: {news[0]})\n"
+                    )
+                    sys.stderr.flush()
+
+    thread = threading.Thread(target=beat, name=f"{label} heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield say
+    finally:
+        stop.set()
+        thread.join(timeout=5)

@@ -212,6 +212,27 @@ def _shutdown(ray: Any, folder: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+# Ray's core gives up on its GCS after 60 s and ends the process (no exception to retry on): on a loaded
+# machine the GCS of a fresh instance takes longer than that to answer (seen at load 3 on 2 cores).
+GCS_PATIENCE_ENV = ("RAY_gcs_rpc_server_connect_timeout_s", "RAY_gcs_rpc_server_reconnect_timeout_s")
+
+
+@contextmanager
+def _gcs_patience(limit_s: float) -> Iterator[None]:
+    """For the private instance's life: Ray's GCS timeouts as long as the start's own limit (the user's
+    values, where set, stay)."""
+    given = {name: os.environ.get(name) for name in GCS_PATIENCE_ENV}
+    for name, value in given.items():
+        if value is None:
+            os.environ[name] = str(max(60, int(limit_s)))
+    try:
+        yield
+    finally:
+        for name, value in given.items():
+            if value is None:
+                os.environ.pop(name, None)
+
+
 @contextmanager
 def private_ray(
     prefix: str,
@@ -233,7 +254,7 @@ def private_ray(
     plan = start_plan(load1, cpus, start_timeout())
     base = os.environ.get(TMPDIR_ENV) or "/tmp"
     start = time.perf_counter()
-    with stop_signals_interrupt():
+    with stop_signals_interrupt(), _gcs_patience(plan[0][1]):
         folder = ""
         attempt = 0
         for attempt, (_pause, limit) in enumerate(plan, start=1):

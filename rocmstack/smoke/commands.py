@@ -133,6 +133,17 @@ def _run_with_progress(opts: SmokeOptions) -> dict[str, Any]:
         TextColumn("step {task.fields[step_s]:.2f}s"),
         TimeElapsedColumn(),
     )
+    if not stderr().is_terminal:  # a log or a pipe: a line a step, and one at least every 30 s
+        from rocmstack.output import log_lines
+
+        with log_lines("smoke grpo") as say:
+            say(f"{opts.placement} on {opts.device}, {opts.steps} steps")
+
+            def said(row: dict[str, Any]) -> None:
+                reward, took = row["raw_reward_mean"], row["time_step_s"]
+                say(f"step {row['step'] + 1}/{opts.steps}: reward {reward:.2f}, {took:.2f} s")
+
+            return run_grpo_smoke(opts, on_step=said)
     with Progress(*columns, console=stderr(), transient=False) as progress:
         task_id = progress.add_task(f"{opts.placement}", total=opts.steps, reward=0.0, step_s=0.0)
 

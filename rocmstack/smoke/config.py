@@ -119,7 +119,7 @@ class SmokeOptions:
     inject: str | None = None
     rollout: str = "reference"
     logprob_bar: float = LOGPROB_BAR
-    threads: int = 0  # torch threads per actor; 0 = min(cpu count, 4)
+    threads: int = 0  # torch threads per actor; 0 = runner.actor_threads()
     report_dir: Path | None = None
 
     def validated(self) -> SmokeOptions:

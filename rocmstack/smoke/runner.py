@@ -126,7 +126,10 @@ def _spawn(opts: SmokeOptions, device: str, dtype: str, cfg: dict[str, Any]) -> 
     actors: list[Any] = []
     try:  # the caller's clean-up only starts once this returns: until then the group is ours to remove
         ray.get(pg.ready(), timeout=PG_READY_TIMEOUT_S)
-        payload = dict(opts.to_dict(), threads=opts.threads or min(os.cpu_count() or 1, 4))
+        payload = dict(
+            opts.to_dict(),
+            threads=opts.threads or actor_threads(),
+        )
         roles = ((TrainerWorker, slots[0], dtype), (RolloutWorker, slots[1], _rollout_dtype(opts, dtype)))
         for cls, slot, actor_dtype in roles:
             strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=slot)
@@ -161,6 +164,15 @@ def _sync(opts: SmokeOptions, trainer: Any, rollout: Any) -> dict[str, Any]:
         nbytes = sent["nbytes"]
     seconds = time.perf_counter() - start
     return {"nbytes": nbytes, "seconds": seconds, "version": version}
+
+
+def actor_threads(cores: int | None = None) -> int:
+    """Torch threads per actor: the two actors' share of the cores this process may use, at most 4. OpenMP
+    threads beyond that wait for each other at every barrier while another process holds the core: on a
+    2-core machine beside four busy loops a step took 304 s with 2 threads an actor, 13 s with 1."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(4, cores // 2))
 
 
 def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, Any]:

@@ -93,6 +93,13 @@ def test_cli_json_and_exit_code_on_a_failed_verdict(ray_cluster):
     assert result.exit_code == 1, result.output
     summary = json.loads(result.stdout)
     assert summary["failed"][0] == "rewards_rise" and summary["inject"] == "zero-reward"
+    # No terminal: a plain line a step (and one at least every 30 s), never a bar a log cannot show
+    assert "smoke grpo: colocated on cpu, 3 steps\n" in result.stderr
+    assert [ln.split(":")[1] for ln in result.stderr.splitlines() if ln.startswith("smoke grpo: step ")] == [
+        " step 1/3",
+        " step 2/3",
+        " step 3/3",
+    ]
 
 
 @pytest.mark.timeout(300)

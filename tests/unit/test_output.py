@@ -44,3 +44,27 @@ def test_warn_is_silenced_by_quiet(monkeypatch, capsys):
     monkeypatch.setenv("ROCMSTACK_QUIET", "1")
     warn("hidden")
     assert capsys.readouterr().err == ""
+
+
+def test_a_log_hears_from_a_long_command_when_nothing_happens(monkeypatch):
+    import io
+    import time
+
+    from rocmstack.output import log_lines
+
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+
+    def beats() -> list[str]:
+        return [ln for ln in err.getvalue().splitlines() if ln.startswith("smoke grpo: still running after ")]
+
+    with log_lines("smoke grpo", every_s=0.5) as say:
+        say("colocated on cpu, 3 steps")
+        deadline = time.monotonic() + 30
+        while len(beats()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        say("step 1/3: reward 0.05, 0.22 s")
+    lines = err.getvalue().splitlines()
+    assert lines[0] == "smoke grpo: colocated on cpu, 3 steps"
+    assert len(beats()) >= 2 and all(ln.endswith("s (last: colocated on cpu, 3 steps)") for ln in beats())
+    assert lines[-1] == "smoke grpo: step 1/3: reward 0.05, 0.22 s"

@@ -3,6 +3,8 @@ ray.init that fails as told (no Ray started, no sleeps)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from rocmstack.gpu.ray_local import (
@@ -128,3 +130,16 @@ def ray_local_timeout():
     from rocmstack.gpu.ray_local import _StartTimeout
 
     return _StartTimeout("no Ray node within 9 s")
+
+
+def test_rays_gcs_timeouts_follow_the_start_limit_for_the_instances_life(monkeypatch):
+    from rocmstack.gpu.ray_local import GCS_PATIENCE_ENV, _gcs_patience
+
+    connect, reconnect = GCS_PATIENCE_ENV
+    monkeypatch.delenv(connect, raising=False)
+    monkeypatch.setenv(reconnect, "45")  # the user's own value stays
+    with _gcs_patience(540.0):
+        assert os.environ[connect] == "540" and os.environ[reconnect] == "45"
+    assert connect not in os.environ and os.environ[reconnect] == "45"
+    with _gcs_patience(10.0):
+        assert os.environ[connect] == "60"  # never below Ray's own

@@ -53,3 +53,10 @@ def test_model_config_is_a_qwen3_with_untied_head():
     cfg = model_config("tiny", vocab_size=16, max_positions=64)
     assert cfg["model_type"] == "qwen3" and cfg["tie_word_embeddings"] is False
     assert cfg["num_hidden_layers"] == 2 and cfg["vocab_size"] == 16
+
+
+def test_actor_threads_are_the_two_actors_share_of_the_cores():
+    from rocmstack.smoke.runner import actor_threads
+
+    assert [actor_threads(n) for n in (1, 2, 3, 4, 6, 8, 64)] == [1, 1, 1, 2, 3, 4, 4]
+    assert actor_threads() >= 1
