@@ -114,9 +114,13 @@ def fetch_wheel(name: str, comp: Component, version: str, python: str, dest: Pat
 def fetch_git(comp: Component, commit: str | None, dest: Path) -> tuple[Path, str]:
     """The component's tree at the lock's commit, else its ref: fetched at depth 1 as the build does."""
     want = commit or str(comp.ref)
-    _run(["git", "init", "-q", str(dest)])
-    _run(["git", "-C", str(dest), "fetch", "-q", "--depth", "1", str(comp.url), want])
-    _run(["git", "-C", str(dest), "checkout", "-q", "--detach", "FETCH_HEAD"])
+    if commit is None and comp.is_short_commit:  # no fetch by an abbreviated hash: the whole history
+        _run(["git", "clone", "-q", str(comp.url), str(dest)])
+        _run(["git", "-C", str(dest), "checkout", "-q", "--detach", want])
+    else:
+        _run(["git", "init", "-q", str(dest)])
+        _run(["git", "-C", str(dest), "fetch", "-q", "--depth", "1", str(comp.url), want])
+        _run(["git", "-C", str(dest), "checkout", "-q", "--detach", "FETCH_HEAD"])
     head = _run(["git", "-C", str(dest), "rev-parse", "HEAD"]).strip()
     pinned = commit or (comp.ref if comp.is_commit else None)
     if pinned is not None and pinned != head:

@@ -103,6 +103,16 @@ def test_shipped_patches_apply_edit_by_edit_and_base_ones_are_left_to_the_build(
     assert set(Path("/tmp").glob("rocmstack-patch-test-*")) == before
 
 
+def test_a_short_commit_is_fetched_with_its_history_as_the_build_does(mirror, tmp_path):
+    env, _work, sha = mirror
+    code, report, err = _patch_test(
+        env, "patch", "test", "verl-0.9.0-rocm10", "--set", f"components.sglang.ref={sha[:10]}",
+        "--only", "sglang-rmsnorm",
+    )  # fmt: skip
+    assert code == 0, err
+    assert _rows(report)["sglang-rmsnorm"]["source"] == f"https://github.com/sgl-project/sglang.git @ {sha}"
+
+
 def test_a_lab_source_patch_applies_first_and_the_shipped_edit_it_breaks_fails_naming_each_edit(
     mirror, tmp_path
 ):
