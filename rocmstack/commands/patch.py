@@ -35,8 +35,10 @@ def register(app: typer.Typer) -> None:
         temporary folder (the wheel from the index, or the git tree at the lock's commit, else the ref), and
         report each edit and hunk. Nothing is written outside that folder.
 
-        Exit 0 when every patch tried applies, 1 when one does not, 5 when none could be tried (all act on
-        the base image's files, which only the build has)."""
+        Exit 0 when every patch tried applies, 1 when one does not, 4 when a component's source could not be
+        fetched (no verdict on its patches), 5 when none could be tried (all act on the base image's files,
+        which only the build has)."""
+        from rocmstack.errors import printable
         from rocmstack.lock.file import arch_key, entry_of, lock_path
         from rocmstack.output import print_json
         from rocmstack.patch_trial import only_these, summarize, trial
@@ -57,13 +59,16 @@ def register(app: typer.Typer) -> None:
             print_json({"recipe": model.name, "gpu_archs": list(resolved.gpu_archs), "counts": counts,
                         "verdict": verdict, "patches": rows})  # fmt: skip
         else:
+            lines = []  # upstream text (paths, a diff's headers): escaped, never read by the terminal
             for t in trials:
-                sys.stdout.write(f"{t.status.upper():9} {t.patch} ({t.component})"
-                                 + (f" on {t.source}" if t.source else "") + "\n")  # fmt: skip
-                for step in t.steps:
-                    sys.stdout.write(f"  {'ok  ' if step.ok else 'FAIL'} {step.what}: {step.detail}\n")
-                if t.reason and all(s.ok for s in t.steps):
-                    sys.stdout.write(f"  {t.reason}\n")
+                lines.append(
+                    f"{t.status.upper():9} {t.patch} ({t.component})"
+                    + (f" on {t.source}" if t.source else "")
+                )
+                lines += [f"  {'ok  ' if st.ok else 'FAIL'} {st.what}: {st.detail}" for st in t.steps]
+                if t.reason and all(st.ok for st in t.steps):
+                    lines.append(f"  {t.reason}")
+            sys.stdout.write("".join(printable(line) + "\n" for line in lines))
             tally = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
             sys.stdout.write(f"patch test {model.name}: {verdict} ({tally or 'no patches'})\n")
         raise typer.Exit(int(code))

@@ -228,6 +228,11 @@ def test_a_source_out_of_reach_gives_no_verdict(tmp_path):
     row = _rows(report)["sglang-rmsnorm"]
     assert code == 4 and row["status"] == "unfetched"
     assert row["reason"].startswith("the pinned source of sglang could not be fetched")
+    text = run_cli("patch", "test", "verl-0.9.0-rocm10", "--only", "sglang-rmsnorm", env=env)
+    assert text.code == 4 and text.out.splitlines()[0] == "UNFETCHED sglang-rmsnorm (sglang)"
+    assert text.out.splitlines()[-1] == (
+        "patch test verl-0.9.0-rocm10: a component's pinned source could not be fetched (1 unfetched)"
+    )
 
 
 def test_bad_input_is_one_line(tmp_path):
