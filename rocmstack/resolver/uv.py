@@ -31,7 +31,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from rocmstack.errors import NetworkError, RocmstackError, RuleFailure
+from rocmstack.errors import InputError, NetworkError, RocmstackError, RuleFailure
 
 # uv's messages when it could not talk to the index (as opposed to a resolution failure).
 _NETWORK = re.compile(
@@ -287,6 +287,54 @@ def assign_layers(
     return sorted(out, key=lambda p: (order.get(p.layer, len(order)), p.name))
 
 
+class MissingRelease(InputError):
+    """A pin names a version the package index does not have (exit 2): nothing to accept as a conflict."""
+
+
+# uv: "Because there is no version of torchao==0.99.0 and you require torchao==0.99.0, ..."
+_NO_VERSION = re.compile(r"there is no version of ([A-Za-z0-9._-]+)==([^\s,]+?),? and you require \1==\2\b")
+
+
+def _missing_release(stderr: str) -> tuple[str, str] | None:
+    """(name, version) when uv's explanation is a pin of the recipe's to a version that does not exist."""
+    m = _NO_VERSION.search(" ".join(stderr.split()))
+    return (m.group(1), m.group(2)) if m else None
+
+
+def nearest_releases(inputs: Inputs, name: str, version: str, *, timeout: int = 120) -> list[str]:
+    """The releases just below and just above ``version`` on the same index, for the same Python and
+    platform (uv, each side its own resolve of that one package); those that exist, lowest first."""
+    found = []
+    for spec, pick in ((f"{name}<{version}", "highest"), (f"{name}>{version}", "lowest")):
+        with tempfile.TemporaryDirectory(prefix="rocmstack-nearest.") as tmp:
+            (Path(tmp) / "one.in").write_text(spec + "\n", encoding="utf-8")
+            argv = [
+                uv_bin(), "--no-config", "pip", "compile", "one.in", "--no-deps", "--no-build",
+                "--python-version", inputs.python, "--python-platform", inputs.platform,
+                "--no-header", "--no-annotate", "--quiet", "--resolution", pick,
+            ]  # fmt: skip
+            for index in inputs.indexes:
+                argv += ["--extra-index-url", index]
+            try:
+                proc = subprocess.run(
+                    argv, cwd=tmp, capture_output=True, text=True, timeout=timeout, env=_env(), check=False
+                )
+            except subprocess.TimeoutExpired:
+                continue
+            pins = re.findall(rf"^{re.escape(name)}==(\S+)", proc.stdout, re.MULTILINE | re.IGNORECASE)
+            found += pins[:1] if proc.returncode == 0 else []
+    return found
+
+
+def _nearest_text(inputs: Inputs, name: str, version: str, *, timeout: int) -> str:
+    near = nearest_releases(inputs, name, version, timeout=min(timeout, 120))
+    if not near:
+        return (
+            f"no release of {name} resolves for Python {inputs.python} on {inputs.platform}; check the name"
+        )
+    return f"nearest releases: {', '.join(near)}; pin one of them"
+
+
 def conflict_chain(stderr: str) -> tuple[str, str]:
     """(one line naming both sides, the full explanation) from uv's "No solution found" message."""
     text = stderr.strip()
@@ -341,6 +389,13 @@ def resolve(inputs: Inputs, *, refresh: bool = False, timeout: int = 600) -> lis
         if proc.returncode != 0:
             err = proc.stderr.strip()
             if "No solution found" in err:
+                missing = _missing_release(err)
+                if missing is not None:  # a pin to a release the index does not have: the input is wrong
+                    raise MissingRelease(
+                        f"{missing[0]}=={missing[1]} is not a release on the package index",
+                        fix=_nearest_text(inputs, *missing, timeout=timeout),
+                        detail=err,
+                    )
                 line, full = conflict_chain(err)
                 raise ResolutionError(f"unsatisfiable: {line}", detail=full)
             if _NETWORK.search(err):

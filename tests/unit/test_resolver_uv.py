@@ -117,6 +117,25 @@ def test_unsatisfiable_set_fails_naming_both_sides():
     assert got["verl"] == "0.9.0" and int(got["transformers"].split(".")[1]) >= 12
 
 
+# uv's message for a pin to a version that was never released (uv 0.13.9, `rocmstack check verl-0.9.0-rocm10
+# --set components.torchao.version=0.99.0`)
+NO_RELEASE = """error: No solution found when resolving dependencies
+  cause: Because there is no version of torchao==0.99.0 and you require torchao==0.99.0, we can conclude that your requirements are unsatisfiable.
+"""  # noqa: E501
+
+
+def test_a_pin_to_a_version_never_released_is_bad_input_with_the_nearest_releases():
+    assert uv._missing_release(NO_RELEASE) == ("torchao", "0.99.0")
+    assert uv._missing_release(VERL_CONFLICT) is None  # a real conflict stays a conflict (exit 1)
+    inputs = Inputs(layers=(("app", ("tomli==2.0.99",)),))
+    with pytest.raises(uv.MissingRelease) as exc:
+        uv.resolve(inputs)
+    assert exc.value.exit_code == ExitCode.USAGE
+    assert exc.value.message == "tomli==2.0.99 is not a release on the package index"
+    assert exc.value.fix == "nearest releases: 2.0.2, 2.1.0; pin one of them"
+    assert uv.nearest_releases(inputs, "tomli", "0.0.1") == ["0.2.0"]  # nothing below: the one above
+
+
 def test_unreachable_index_is_one_line_exit_4(monkeypatch):
     monkeypatch.setenv("UV_INDEX_URL", "http://127.0.0.1:9/simple")
     monkeypatch.setenv("UV_NO_CACHE", "1")
