@@ -213,7 +213,8 @@ def _shutdown(ray: Any, folder: str) -> None:
 
 
 # Ray's core gives up on its GCS after 60 s and ends the process (no exception to retry on): on a loaded
-# machine the GCS of a fresh instance takes longer than that to answer (seen at load 3 on 2 cores).
+# machine the GCS of a fresh instance takes longer than that to answer (seen on 2 cores beside four busy
+# loops).
 GCS_PATIENCE_ENV = ("RAY_gcs_rpc_server_connect_timeout_s", "RAY_gcs_rpc_server_reconnect_timeout_s")
 
 
