@@ -167,4 +167,8 @@ def test_ctrl_c_while_the_command_line_is_still_being_imported_is_one_line(after
     _, err = proc.communicate(timeout=60)
     if proc.returncode == 0:  # it finished first: nothing to judge at this moment
         pytest.skip(f"the run ended within {after_s} s")
+    if proc.returncode == -signal.SIGINT and not err:
+        # On a loaded machine the signal can land before the interpreter has set up any handler (still
+        # loading itself, before Python code runs): nothing of rocmstack's ran, and nothing was printed.
+        pytest.skip(f"the signal at {after_s} s came before Python itself had started")
     assert proc.returncode == 130 and err.strip() == "rocmstack: interrupted", (proc.returncode, err[-2000:])
