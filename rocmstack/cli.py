@@ -105,11 +105,10 @@ def _say_shadowed() -> None:
     from rocmstack.recipe.load import recipes_on_path, shadowed, shown_path
 
     try:
-        hidden = shadowed()
+        found = recipes_on_path()
     except InputError:
         return  # a folder that is not one: the command that reads recipes says so, in one line
-    found = recipes_on_path()
-    for name in hidden:
+    for name in shadowed(found):
         warn(
             f"recipe {name} is {shown_path(found[name])}, which shadows the shipped recipe of that name (and "
             "every recipe that extends it gets this one); rename it to keep both"

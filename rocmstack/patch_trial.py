@@ -16,9 +16,11 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from packaging.utils import canonicalize_name
 
 from rocmstack.errors import ExitCode, InputError
 from rocmstack.incontext import apply_patches as applier
@@ -40,9 +42,6 @@ class Step:
     ok: bool
     detail: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"what": self.what, "ok": self.ok, "detail": self.detail}
-
 
 @dataclass(frozen=True)
 class Trial:
@@ -54,14 +53,7 @@ class Trial:
     steps: tuple[Step, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "patch": self.patch,
-            "component": self.component,
-            "status": self.status,
-            "source": self.source,
-            "reason": self.reason,
-            "steps": [s.as_dict() for s in self.steps],
-        }
+        return asdict(self)
 
 
 class FetchFailed(Exception):
@@ -85,9 +77,9 @@ def _exact_version(name: str, comp: Component, locked: Mapping[str, Any] | None)
     version = comp.version or ""
     if version[:1].isdigit():
         return version
-    package = (comp.package or name).lower().replace("_", "-")
+    package = canonicalize_name(comp.package or name)
     for pkg in (locked or {}).get("packages", ()):
-        if pkg["name"].lower().replace("_", "-") == package:
+        if canonicalize_name(pkg["name"]) == package:
             return str(pkg["version"])
     return None
 
@@ -227,8 +219,7 @@ def _component_trials(
     if comp.source in ("base", "sdk"):
         why = f"{name} comes with the base image: the build applies it to the image's files"
         return [_skipped(p, why) for p in mine]
-    acting = [p for p in mine if p.action not in applier.CHECKS]
-    if len(acting) == len(mine):
+    if not any(p.action in applier.CHECKS for p in mine):  # nothing to fetch the source for
         return [
             _skipped(p, f"a {p.action} patch acts on the installed image: the build applies it") for p in mine
         ]

@@ -53,8 +53,9 @@ def register(app: typer.Typer) -> None:
         rows: list[dict[str, Any]] = []
         broken: dict[str, RecipeError] = {}
         shipped_dir = recipes_dir().resolve()
-        hidden = shadowed()
-        for name, file in recipes_on_path().items():
+        found = recipes_on_path()
+        hidden = shadowed(found)
+        for name, file in found.items():
             # where each came from: a lab's folder, or rocmstack's own; a lab's of a shipped name shadows it
             origin = {
                 "origin": "shipped" if file.resolve().parent == shipped_dir else str(file.parent),

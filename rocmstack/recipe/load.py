@@ -166,13 +166,13 @@ def find_recipe(name_or_path: str, directory: Path | None = None) -> Path:
     )
 
 
-def shadowed(first: Path | None = None) -> dict[str, Path]:
-    """Name -> the shipped file each recipe of an earlier folder on the search path shadows (the command
-    line warns of each once a run)."""
+def shadowed(found: Mapping[str, Path]) -> dict[str, Path]:
+    """Name -> the shipped file each recipe of ``found`` (``recipes_on_path()``) shadows (the command line
+    warns of each once a run)."""
     shipped = recipe_files(recipes_dir())
     return {
         name: shipped[name]
-        for name, path in recipes_on_path(first).items()
+        for name, path in found.items()
         if name in shipped and path.resolve() != shipped[name].resolve()
     }
 
