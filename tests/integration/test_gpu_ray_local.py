@@ -115,3 +115,29 @@ def test_a_start_past_its_limit_is_one_line_exit_4_and_not_retried_in_the_proces
     assert list(ray_tmp.iterdir()) == []
     assert _daemons(ray_tmp) == []
     assert _daemons(other_ray)
+
+
+# A task's priority against its driver's, in a private instance started by a driver niced by 2.
+_NICENESS = """
+import os, ray
+from rocmstack.gpu.ray_local import private_ray
+with private_ray("rnice-", num_cpus=1, log_to_driver=False):
+    print(os.nice(0), ray.get(ray.remote(lambda: os.nice(0)).remote()))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_the_private_instances_workers_run_at_their_drivers_priority(ray_tmp):
+    # Ray's default lowers every worker by 15 (a nice-15 process gets 36/1024 of a busy neighbour's share):
+    # the private instance keeps them at the driver's priority, which a `nice` in front still lowers.
+    r = subprocess.run(
+        [sys.executable, "-c", _NICENESS],
+        capture_output=True,
+        text=True,
+        env={**os.environ, TMPDIR_ENV: str(ray_tmp)},
+        timeout=240,
+        preexec_fn=lambda: os.nice(2),
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["2", "2"]
+    assert list(ray_tmp.iterdir()) == []

@@ -133,13 +133,25 @@ def ray_local_timeout():
 
 
 def test_rays_gcs_timeouts_follow_the_start_limit_for_the_instances_life(monkeypatch):
-    from rocmstack.gpu.ray_local import GCS_PATIENCE_ENV, _gcs_patience
+    from rocmstack.gpu.ray_local import GCS_PATIENCE_ENV, _instance_env
 
     connect, reconnect = GCS_PATIENCE_ENV
     monkeypatch.delenv(connect, raising=False)
     monkeypatch.setenv(reconnect, "45")  # the user's own value stays
-    with _gcs_patience(540.0):
+    with _instance_env(540.0):
         assert os.environ[connect] == "540" and os.environ[reconnect] == "45"
     assert connect not in os.environ and os.environ[reconnect] == "45"
-    with _gcs_patience(10.0):
+    with _instance_env(10.0):
         assert os.environ[connect] == "60"  # never below Ray's own
+
+
+def test_the_private_instances_workers_keep_the_callers_priority(monkeypatch):
+    from rocmstack.gpu.ray_local import WORKER_NICENESS_ENV, _instance_env, instance_env
+
+    # Ray's default lowers every worker by 15: beside busy processes its actors starve.
+    assert instance_env(180.0, {})[WORKER_NICENESS_ENV] == "0"
+    assert WORKER_NICENESS_ENV not in instance_env(180.0, {WORKER_NICENESS_ENV: "5"})  # the user's stays
+    monkeypatch.delenv(WORKER_NICENESS_ENV, raising=False)
+    with _instance_env(180.0):
+        assert os.environ[WORKER_NICENESS_ENV] == "0"
+    assert WORKER_NICENESS_ENV not in os.environ
