@@ -34,6 +34,19 @@ IGNORE_OPT = typer.Option(
 )
 RELOCK_OPT = typer.Option(False, "--relock", help="Accept recipe changes: rewrite its lock entry")
 JSON_OPT = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
+SIGN_OPT = typer.Option(
+    None,
+    "--sign",
+    metavar="KEY",
+    help="Sign the pushed image's digest with this sigstore private key (cosign generate-key-pair): "
+    "cosign where installed, else skopeo",
+)
+SIGN_PASSPHRASE_OPT = typer.Option(
+    None,
+    "--sign-passphrase-file",
+    metavar="FILE",
+    help="The --sign key's passphrase (default: COSIGN_PASSWORD)",
+)
 # the doctor's check ids left out, wherever a command runs the doctor (doctor, validate)
 DOCTOR_SKIP_OPT = typer.Option(
     [], "--skip", metavar="ID", help="Leave these doctor check ids out (repeat or a,b)."

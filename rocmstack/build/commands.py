@@ -10,7 +10,17 @@ from typing import TYPE_CHECKING
 import typer
 
 from rocmstack.container.engine import engine_help
-from rocmstack.options import ARCH_OPT, IGNORE_OPT, JSON_OPT, PATCHES_DIR_OPT, RECIPE_ARG, RELOCK_OPT, SET_OPT
+from rocmstack.options import (
+    ARCH_OPT,
+    IGNORE_OPT,
+    JSON_OPT,
+    PATCHES_DIR_OPT,
+    RECIPE_ARG,
+    RELOCK_OPT,
+    SET_OPT,
+    SIGN_OPT,
+    SIGN_PASSPHRASE_OPT,
+)
 
 if TYPE_CHECKING:
     from rocmstack.build.tags import TagSet
@@ -22,7 +32,8 @@ ALIAS_OPT = typer.Option([], "--alias", help="Extra floating alias, e.g. latest 
 INSECURE_OPT = typer.Option(
     False,
     "--insecure-registry",
-    help="The registry is plain HTTP or self-signed (podman/skopeo: --tls-verify=false)",
+    help="The registry is plain HTTP or self-signed (podman/skopeo: --tls-verify=false); for build, the "
+    "--base-from mirror too",
 )
 ENGINE_OPT = typer.Option("auto", "--engine", help=engine_help("build"))
 LOCK_LIMIT = 16 << 20  # the most `inspect` reads of an image's lock.json
@@ -52,6 +63,20 @@ def register(app: typer.Typer) -> None:
             [], "--cache-from", help="Engine cache source (repeatable), e.g. type=registry,ref=..."
         ),
         cache_to: list[str] = typer.Option([], "--cache-to", help="Engine cache export (repeatable)"),
+        base_from: str | None = typer.Option(
+            None,
+            "--base-from",
+            metavar="SOURCE",
+            help="Read the base image from a mirror (HOST/PATH: the recipe's digest is pulled from it) or an "
+            "archive (dir:, oci:, oci-archive:, docker-archive:PATH); the recipe, its render hash and tags "
+            "stay the same",
+        ),
+        no_cache: bool = typer.Option(
+            False,
+            "--no-cache",
+            help="Run every step again, past the layer cache: a rebuild of one render gives the same layers "
+            "(podman, buildah)",
+        ),
         source: str | None = typer.Option(
             None, "--source-url", help="org.opencontainers.image.source (default: GitHub env or git origin)"
         ),
@@ -61,16 +86,19 @@ def register(app: typer.Typer) -> None:
         patches_dir: Path | None = PATCHES_DIR_OPT,
         ignore_rules: list[str] = IGNORE_OPT,
         relock: bool = RELOCK_OPT,
+        sign_key: Path | None = SIGN_OPT,
+        sign_passphrase: Path | None = SIGN_PASSPHRASE_OPT,
         json_out: bool = JSON_OPT,
     ) -> None:
         """Render the recipe and build the image: progress per step, a log file, a manifest, tags."""
-        from rocmstack.build.pipeline import Options, execute, make_plan, print_plan
+        from rocmstack.build.pipeline import Options, execute, make_plan, print_plan, save_manifest
         from rocmstack.build.tags import tag_set
         from rocmstack.container import engine as engines
         from rocmstack.errors import EngineError, InputError, Interrupted
         from rocmstack.output import print_json, stderr, warn
         from rocmstack.prepare import prepare
         from rocmstack.publish import push as publish_push
+        from rocmstack.publish.sign import pushed_digest, sign, signer
         from rocmstack.render.context import write_context
 
         if push_tags not in ("all", "content"):
@@ -79,6 +107,9 @@ def register(app: typer.Typer) -> None:
             raise InputError(
                 "--dry-run and --push together: a dry run pushes nothing", fix="drop one of them"
             )
+        if sign_key and not push:
+            raise InputError("--sign signs what --push pushes", fix="add --push, or drop --sign")
+        signing = signer(sign_key, sign_passphrase)
         checked, rendered, revision, _ = prepare(
             recipe, gpu_arch, overrides, ignore=ignore_rules, relock=relock, patches_dir=patches_dir
         )
@@ -99,6 +130,8 @@ def register(app: typer.Typer) -> None:
             cache_to=tuple(cache_to),
             source_url=source,
             push=push_tags if push else None,
+            no_cache=no_cache,
+            base_from=base_from,
         )
         plan = make_plan(
             resolved, rendered, tags, engine=found, engine_note=note, options=options, revision=revision
@@ -128,6 +161,12 @@ def register(app: typer.Typer) -> None:
                 raise Interrupted(said) from None
             err.print(f"rocmstack: {said}", markup=False, highlight=False)
             raise
+        if signing:
+            content = plan.tags.ref(plan.tags.content)
+            digest = pushed_digest(plan.engine, content, manifest["image"]["id"])
+            manifest["tags"]["signed"] = [sign(signing, plan.engine, content, digest)]
+            save_manifest(plan.manifest, manifest)
+            err.print(f"signed {manifest['tags']['signed'][0]['ref']} ({signing.describe()})")
         if json_out:
             print_json(manifest)
             return

@@ -24,8 +24,9 @@ from rocmstack.build.runner import RunResult, run_logged
 from rocmstack.build.tags import TagSet
 from rocmstack.container import engine as engines
 from rocmstack.container.engine import Engine
+from rocmstack.container.reference import parse_reference
 from rocmstack.contract import RECIPE_REVISION_LABEL, RECIPE_SOURCE_LABEL, RENDER_HASH_LABEL, SOURCE_LABEL
-from rocmstack.errors import BuildError, EngineError
+from rocmstack.errors import BuildError, EngineError, InputError, quoted
 from rocmstack.host import host_info
 from rocmstack.output import dumps
 from rocmstack.render.context import source_revision
@@ -67,6 +68,10 @@ class Plan:
     pins: dict[str, str]
     push: str | None  # None | "all" | "content"
     warnings: tuple[str, ...] = ()
+    base_from: str | None = (
+        None  # what the engine pulls the base from (transport:source), when not its registry
+    )
+    base_digest: str | None = None  # the recipe's pin, which whatever comes from base_from must carry
 
     def as_dict(self) -> dict:
         return {
@@ -91,6 +96,7 @@ class Plan:
             "pins": self.pins,
             "push": self.push,
             "warnings": list(self.warnings),
+            "base_from": self.base_from,
         }
 
 
@@ -101,6 +107,8 @@ class Options:
     cache_to: tuple[str, ...] = ()
     source_url: str | None = None
     push: str | None = None
+    no_cache: bool = False
+    base_from: str | None = None  # --base-from: a mirror repository or an archive/layout of the base
 
 
 def source_url(explicit: str | None = None, repo: Path | None = None, *, ci_env: bool = True) -> str | None:
@@ -158,6 +166,11 @@ def recipe_provenance(recipe_file: Path) -> dict[str, str]:
     return labels
 
 
+def epoch(created: str) -> int:
+    """Seconds since the epoch of a revision's ISO-8601 time (``source_revision``'s form)."""
+    return int(dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp())
+
+
 def count_instructions(dockerfile: str) -> int:
     """Top-level instructions, continuation lines and comments excluded."""
     count, continued = 0, False
@@ -207,6 +220,8 @@ def make_plan(
         labels=labels,
         cache_from=options.cache_from,
         cache_to=options.cache_to,
+        timestamp=epoch(created),
+        no_cache=options.no_cache,
     )
     return Plan(
         recipe=recipe.name,
@@ -229,6 +244,12 @@ def make_plan(
         pins=resolved.pins(),
         push=options.push,
         warnings=tuple(warnings),
+        base_from=base_source(
+            options.base_from, engine, recipe.base.image, recipe.base.tag, recipe.base.digest
+        )
+        if options.base_from
+        else None,
+        base_digest=recipe.base.digest,
     )
 
 
@@ -271,6 +292,82 @@ def _log(plan: Plan, text: str) -> None:
         fh.write(text.rstrip("\n") + "\n")
 
 
+# Where --base-from reads a base besides a registry: what `skopeo copy` or `podman save` write. dir: and oci:
+# keep the registry's manifest (its digest); docker-archive: does not, so a pinned recipe refuses it.
+ARCHIVE_TRANSPORTS = ("dir:", "oci:", "oci-archive:", "docker-archive:")
+
+
+def base_source(source: str, engine: Engine, image: str, tag: str, digest: str | None) -> str:
+    """What ``--base-from`` names, as the engine's pull reads it. A mirror repository (``HOST/PATH`` or
+    ``docker://HOST/PATH``) gets the recipe's digest, else its tag; an archive or a layout folder is read
+    as it is. The recipe is not touched: the Dockerfile, its render hash and the tags stay the same."""
+    if engine.name == "docker":
+        raise InputError(
+            f"--base-from {quoted(source)}: for podman and buildah",
+            fix="docker takes a mirror of docker.io from its daemon's registry-mirrors setting, or "
+            "`docker pull MIRROR@DIGEST && docker tag` before the build",
+        )
+    for transport in ARCHIVE_TRANSPORTS:
+        if source.startswith(transport):
+            path = source.removeprefix(transport)
+            if not (Path(path).exists() or Path(path.rsplit(":", 1)[0]).exists()):
+                raise InputError(f"--base-from {quoted(source)}: no such file or folder")
+            return source
+    repo = source.removeprefix("docker://")
+    try:
+        ref = parse_reference(repo)
+    except InputError:
+        raise InputError(
+            f"--base-from {quoted(source)}: neither a registry repository nor an archive",
+            fix="give a mirror (HOST/PATH or docker://HOST/PATH) or dir:, oci:, oci-archive:, docker-archive:PATH",
+        ) from None
+    if ref.tag or ref.digest:
+        return f"docker://{repo}"
+    return f"docker://{repo}@{digest}" if digest else f"docker://{repo}:{tag}"
+
+
+def place_base(plan: Plan, console: Console) -> None:
+    """Put the base that ``--base-from`` names in the engine's store under the recipe's own name, checked
+    against the recipe's digest; the build then finds it there and pulls nothing."""
+    engine, source = plan.engine, plan.base_from
+    assert source is not None
+    if engines.image_present(engine, plan.base):
+        console.print(f"base image {plan.base} is present; --base-from not read", soft_wrap=True)
+        return
+    console.print(f"base image {plan.base} from {source} ...", soft_wrap=True)  # refs whole, for grep
+    tls = [] if engine.tls_verify else ["--tls-verify=false"]
+    result = run_logged(
+        engine.cmd("pull", *tls, source),
+        log_path=plan.log,
+        engine=engine.name,
+        timeout_s=engines.PULL_TIMEOUT,
+        on_line=lambda line: console.print(f"  {escape(line)}", highlight=False) if line.strip() else None,
+    )
+    image_id = result.tail[-1].strip() if result.ok and result.tail else ""
+    if not result.ok or not re.fullmatch(r"[0-9a-f]{64}", image_id):
+        said = chr(10).join(result.tail)
+        why = (
+            engines._last_line(said)  # a file: the engine's own words; a registry: classified as a pull is
+            if source.startswith(ARCHIVE_TRANSPORTS)
+            else engines.classify_pull_error(source.removeprefix("docker://"), said)
+        )
+        raise EngineError(f"cannot read base image from {source}: {why}", fix=f"log: {plan.log}")
+    held = _digests(engines.inspect_image(engine, image_id))
+    if plan.base_digest and plan.base_digest not in held:
+        shown = ", ".join(sorted(d[:19] for d in held)) or "none"
+        raise InputError(
+            f"--base-from {source}: holds an image with digest {shown}, the recipe pins {plan.base_digest}",
+            fix="bring the pinned image: `skopeo copy docker://IMAGE@DIGEST dir:FOLDER` keeps its digest "
+            "(docker save and podman save do not)",
+        )
+    name = plan.base_in_dockerfile.split("@", 1)[0]
+    out = engines._run(engine.cmd("tag", image_id, name), engines.QUICK_TIMEOUT)
+    if out.returncode != 0:
+        raise EngineError(
+            f"tagging the base {image_id[:12]} as {name} failed: {engines._last_line(out.stderr)}"
+        )
+
+
 def ensure_base(plan: Plan, console: Console) -> dict:
     """Make sure the engine has the base image; pull it if not. EngineError names the image and the registry."""
     engine = plan.engine
@@ -283,6 +380,8 @@ def ensure_base(plan: Plan, console: Console) -> dict:
                 f"{engines.classify_pull_error(plan.base, out.stderr + out.stdout)}"
             )
         return {"image": plan.base, "id": None, "digest": None}
+    if plan.base_from:
+        place_base(plan, console)
     if not engines.image_present(engine, plan.base):
         console.print(f"pulling base image {plan.base} ...")
         result = run_logged(
@@ -301,11 +400,21 @@ def ensure_base(plan: Plan, console: Console) -> dict:
                 fix=f"the plan above runs once the registry is reachable; log: {plan.log}",
             )
     info = engines.inspect_image(engine, plan.base)
-    return {"image": plan.base, "id": info["id"], "digest": _digest(info)}
+    return {"image": plan.base, "id": info["id"], "digest": _digest(info, plan.base_digest)}
 
 
-def _digest(info: dict) -> str | None:
-    """The registry digest of an inspected image: from its repo digests, else the engine's own field."""
+def _digests(info: dict) -> set[str]:
+    """Every registry digest an inspected image is known by (one image, pushed or pulled more than once)."""
+    return {d.split("@", 1)[1] for d in info["repo_digests"] if "@" in d} | (
+        {info["digest"]} if info.get("digest") else set()
+    )
+
+
+def _digest(info: dict, pinned: str | None = None) -> str | None:
+    """The registry digest of an inspected image: the recipe's pin when the image carries it, else its first
+    repo digest, else the engine's own field."""
+    if pinned and pinned in _digests(info):
+        return pinned
     return next((d.split("@", 1)[1] for d in info["repo_digests"] if "@" in d), None) or info.get("digest")
 
 
@@ -471,11 +580,16 @@ def write_manifest(
         "started": started,
         "log": str(plan.log),
     }
-    plan.manifest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = plan.manifest.with_suffix(".json.tmp")
-    tmp.write_text(dumps(manifest), encoding="utf-8")
-    tmp.replace(plan.manifest)
+    save_manifest(plan.manifest, manifest)
     return manifest
+
+
+def save_manifest(path: Path, manifest: dict) -> None:
+    """Whole or not at all: a reader never sees half a manifest."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(dumps(manifest), encoding="utf-8")
+    tmp.replace(path)
 
 
 # How a build's tags reach the registry: publish.push.push_tags, handed in by the CLI (publish sits above

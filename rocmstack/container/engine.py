@@ -503,8 +503,16 @@ def build_command(
     cache_from: Sequence[str] = (),
     cache_to: Sequence[str] = (),
     target_platform: str = "linux/amd64",
+    timestamp: int | None = None,
+    no_cache: bool = False,
 ) -> list[str]:
-    """The exact build invocation. No -t: tags are applied only after the build succeeded."""
+    """The exact build invocation. No -t: tags are applied only after the build succeeded.
+
+    ``timestamp`` (podman, buildah): the image's created time and every file time in its layers, so two
+    builds of one render give the same layers (and, from buildah 1.41, the same image id: it then fixes the
+    build container's hostname and name too). The layer cache still holds across timestamps. docker's
+    BuildKit needs its exporter's rewrite-timestamp for that: not passed.
+    """
     if engine.name == "docker":
         argv = engine.cmd("buildx", "build")
         if engine.builder:
@@ -520,6 +528,10 @@ def build_command(
         argv = engine.cmd(
             "build", "--format", "docker", "--isolation", "chroot", "--layers", "--platform", target_platform
         )
+        if timestamp is not None:
+            argv += ["--timestamp", str(timestamp)]
+    if no_cache:
+        argv.append("--no-cache")
     argv += ["--iidfile", str(iidfile), "--file", str(context / "Dockerfile")]
     for key, value in sorted(build_args.items()):
         argv += ["--build-arg", f"{key}={value}"]

@@ -19,8 +19,11 @@ from rocmstack.options import (
     PATCHES_DIR_OPT,
     PUBLISH_REPORT_OLD,
     SET_OPT,
+    SIGN_OPT,
+    SIGN_PASSPHRASE_OPT,
     renamed,
 )
+from rocmstack.publish.sign import Signer, signer
 
 
 def register(app: typer.Typer) -> None:
@@ -61,6 +64,8 @@ def register(app: typer.Typer) -> None:
         ignore_rules: list[str] = IGNORE_OPT,
         patches_dir: Path | None = PATCHES_DIR_OPT,
         insecure: bool = INSECURE_OPT,
+        sign_key: Path | None = SIGN_OPT,
+        sign_passphrase: Path | None = SIGN_PASSPHRASE_OPT,
         json_out: bool = JSON_OPT,
         report_old: list[Path] = PUBLISH_REPORT_OLD,
         allow_skip_old: list[str] = ALLOW_SKIP_OLD,
@@ -68,6 +73,7 @@ def register(app: typer.Typer) -> None:
         """Push IMAGE's tags only when every arch it claims has a passing GPU report made from this image."""
         report = renamed(reports, report_old, "--report", "--reports")
         allow_skip = renamed(accept_skipped, allow_skip_old, "--allow-skip", "--accept-skipped")
+        signing = signer(sign_key, sign_passphrase)
         if promote:
             if dry_run:
                 raise InputError("--dry-run is for publishing an IMAGE, not for --promote")
@@ -84,6 +90,7 @@ def register(app: typer.Typer) -> None:
                 insecure=insecure,
                 engine=engine,
                 json_out=json_out,
+                signing=signing,
             )
             return
         recipe_opts = {
@@ -110,6 +117,7 @@ def register(app: typer.Typer) -> None:
             allow_skip=allow_skip,
             dry_run=dry_run,
             json_out=json_out,
+            signing=signing,
         )
 
 
@@ -125,7 +133,14 @@ def _allowed(allow_skip: list[str]) -> frozenset[str]:
 
 
 def publish_image(
-    *, image: str, report: list[Path], engine: str, allow_skip: list[str], dry_run: bool, json_out: bool
+    *,
+    image: str,
+    report: list[Path],
+    engine: str,
+    allow_skip: list[str],
+    dry_run: bool,
+    json_out: bool,
+    signing: Signer | None = None,
 ) -> None:
     from rocmstack.output import print_json, stderr, stdout
     from rocmstack.publish import gate
@@ -141,6 +156,7 @@ def publish_image(
         dry_run=dry_run,
         console=console,
         allow_skip=allowed,
+        signing=signing,
     )
     if json_out:
         print_json(result)
@@ -152,11 +168,15 @@ def publish_image(
         )
         for ref in result["refs"]:
             console.print(f"  {ref}" + ("  (immutable, guarded)" if ref in result["immutable"] else ""))
+        if signing:
+            console.print(f"and would sign its digest ({signing.describe()})")
     else:
         console.print(
             f"published {image}: {sum(p['pushed'] for p in result['pushed'])} pushed, "
             f"{sum(not p['pushed'] for p in result['pushed'])} already there"
         )
+        for signed in result.get("signed", []):
+            console.print(f"signed {signed['ref']} ({signed['tool']}, key {signed['key']})")
 
 
 def promote_recipe(
@@ -173,6 +193,7 @@ def promote_recipe(
     insecure: bool,
     engine: str,
     json_out: bool,
+    signing: Signer | None = None,
 ) -> None:
     """Promote RECIPE's content tag through the gate, then print its tags as ``rocmstack tags`` does."""
     from rocmstack.container import engine as engines
@@ -203,5 +224,6 @@ def promote_recipe(
         engine=found,
         console=stderr(),
         allow_skip=allowed,
+        signing=signing,
     )
     print_tags(tags, render_hash, json_out=json_out, promoted=promoted)

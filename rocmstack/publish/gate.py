@@ -20,6 +20,7 @@ from rocmstack.container.reference import parse_reference
 from rocmstack.contract import ARCHS_LABEL, RECIPE_LABEL, RENDER_HASH_LABEL
 from rocmstack.errors import CheckFailed, EngineError, InputError, printable, quoted
 from rocmstack.publish.push import copy_by_digest, guard_verdict, push_tags
+from rocmstack.publish.sign import Signer, pushed_digest, sign
 from rocmstack.recipe.load import load_recipe
 from rocmstack.validate.report import REPORT_JSON, load
 from rocmstack.validate.schema import HOST_CHECKED
@@ -291,8 +292,10 @@ def publish(
     dry_run: bool,
     console: Any,
     allow_skip: frozenset[str] = frozenset(),
+    signing: Signer | None = None,
 ) -> dict[str, Any]:
-    """Check the gate, then push (through the guarded push). Returns what was (or would be) pushed."""
+    """Check the gate, then push (through the guarded push) and, with ``signing``, sign the digest the
+    content tag holds once it is this image. Returns what was (or would be) pushed and signed."""
 
     choice = "podman" if engine_choice == "buildah" else engine_choice
     engine = engines.detect(choice)
@@ -323,6 +326,9 @@ def publish(
         return result
     # The image that passed the gate is pushed by its id (podman), not by a name that could move meanwhile.
     result["pushed"] = push_tags(engine, tags, render_hash, "all", console, image_id=info["id"])
+    if signing:
+        content = tags.ref(tags.content)
+        result["signed"] = [sign(signing, engine, content, pushed_digest(engine, content, info["id"]))]
     return result
 
 
@@ -357,12 +363,14 @@ def promote(
     engine: Any,
     console: Any,
     allow_skip: frozenset[str] = frozenset(),
+    signing: Signer | None = None,
 ) -> list[dict[str, Any]]:
     """``rocmstack publish --promote``: the same gate as ``publish``, for the registry's content tag.
 
     The content tag's manifest is read once; its labels and image id (config digest) face the gate, and
     the registry-side copy is of that manifest, by digest. A tag moved to another build between the
-    validation and the promotion (or meanwhile) is refused, not promoted.
+    validation and the promotion (or meanwhile) is refused, not promoted. With ``signing``, that digest is
+    signed too: one more row, ``{"ref": repo@digest, "signed": true, ...}``.
     """
 
     content = tags.ref(tags.content)
@@ -382,7 +390,12 @@ def promote(
             f"{render_hash[:12]}",
             fix="promote the recipe and arch set the reports were made for",
         )
-    return copy_by_digest(engine, tags, render_hash, console, checked=remote)
+    promoted = copy_by_digest(engine, tags, render_hash, console, checked=remote)
+    if signing:
+        signed = sign(signing, engine, content, str(remote["digest"]))
+        console.print(f"  signed {signed['ref']} ({signing.describe()})")
+        promoted.append({**signed, "pushed": False, "signed": True})
+    return promoted
 
 
 def check_engine_choice(engine: str) -> str:

@@ -22,7 +22,10 @@ from rocmstack.options import (
 )
 
 if TYPE_CHECKING:
+    from rocmstack.patch_trial import Trial
+    from rocmstack.patches import Patch
     from rocmstack.recipe.resolve import Resolved
+    from rocmstack.rules.engine import Result
 
 ALL_OPT = typer.Option(
     False,
@@ -97,6 +100,43 @@ def check_all_shipped() -> list[tuple[str, str, list]]:
     ]
 
 
+# A patch's trial as a check row: applies -> pass, fails -> fail, not fetched -> warn (no verdict either way),
+# skipped (it acts on the built image's files) -> skip.
+_TRIAL_STATUS = {"applies": "pass", "fails": "fail", "unfetched": "warn", "skipped": "skip"}
+
+
+def _patch_rows(resolved: Resolved, patches: dict[str, Patch], tried: dict[str, list[Trial]]) -> list[Result]:
+    """``check --patches``: every patch of the recipe tried on its component's pinned source, as ``patch test``
+    does; one trial per recipe however many arch sets --all checks (the sources are the same)."""
+    from rocmstack.lock.file import arch_key, entry_of, lock_path
+    from rocmstack.patch_trial import trial
+    from rocmstack.patches import select
+    from rocmstack.rules.engine import Result
+    from rocmstack.status import Status
+
+    recipe = resolved.recipe
+    key = str(resolved.source)
+    if key not in tried:
+        chosen = select(recipe.patches, patches, dict(recipe.components), key)
+        entry = entry_of(lock_path(resolved.source), arch_key(resolved.gpu_archs))
+        tried[key] = trial(resolved, chosen, entry, lambda line: print(line, file=sys.stderr))
+    name = shlex.quote(resolved.recipe.name)
+    fixes = {
+        "fails": "rebase it on the component's pinned source; `rocmstack patch test {r} --only {p}` names each hunk",
+        "unfetched": "run where the source is reachable, or through a mirror (git's url.<mirror>.insteadOf)",
+    }
+    return [
+        Result(
+            id=f"patch:{t.patch}",
+            status=Status(_TRIAL_STATUS[t.status]),
+            reason=f"applies to {t.source}" if t.status == "applies" else t.reason,
+            fix=fixes.get(t.status, "").format(r=name, p=t.patch),
+            source="rocmstack patch test",
+        )
+        for t in tried[key]
+    ]
+
+
 def register(app: typer.Typer) -> None:
     @app.command("check")
     def check_cmd(
@@ -110,6 +150,12 @@ def register(app: typer.Typer) -> None:
         ),
         patches_dir: Path | None = PATCHES_DIR_OPT,
         advisories_dir: list[Path] = ADVISORIES_DIR_OPT,
+        try_patches: bool = typer.Option(
+            False,
+            "--patches",
+            help="Also try every patch on its component's pinned source, as `rocmstack patch test` does "
+            "(downloads wheels, fetches git trees): a patch that no longer applies fails the check",
+        ),
         json_out: bool = JSON_OPT,
     ) -> None:
         """Evaluate every compatibility rule, the known-bad versions and the resolver against the resolved pins;
@@ -140,12 +186,15 @@ def register(app: typer.Typer) -> None:
             )
         ignore = [i for i in ignore if i not in ignored_advisories]
         runs = []
+        tried: dict[str, list[Trial]] = {}
         details: dict[str, str] = {}
         for r in _targets(recipe, gpu_arch, every, overrides):
             # Each recipe's own folder (--all may mix them); --patches-dir wins for all.
             patches = load_patches(chosen_patches_dir(r.recipe, r.source, patches_dir))
             results = evaluate_rules(r, ignore=ignore, rules=rules, patches=patches)
             results += [x for x in advisory_results(r, advisories) if x.id not in ignored_advisories]
+            if try_patches:
+                results += _patch_rows(r, patches, tried)
             row, detail = resolver_result(r, offline=offline)
             if detail:
                 details[f"{r.recipe.name} [{r.arch_list}]"] = detail

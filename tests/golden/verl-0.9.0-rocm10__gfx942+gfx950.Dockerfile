@@ -9,6 +9,9 @@ WORKDIR /
 
 # Compile-time jobs: lower it if a source build (vLLM, sgl-kernel) runs out of memory.
 ARG MAX_JOBS="64"
+# Set, pip byte-compiles into .pyc files checked by hash, not stamped with the install time, so two builds
+# of one render give the same layers (compilers read it for __DATE__). A constant: the layer cache holds.
+ARG SOURCE_DATE_EPOCH=0
 # Every GPU-code build below targets exactly these archs.
 ENV PYTORCH_ROCM_ARCH="gfx942;gfx950" \
     AMDGPU_TARGETS="gfx942;gfx950" \

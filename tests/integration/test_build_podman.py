@@ -563,12 +563,122 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build, t
         )
     )
     leg = _gpu_leg(identity, tmp_path / "leg", arch=ARCH)
+    # Promoted and signed with the lab's key (cosign's own key pair; the registry speaks plain HTTP).
+    cosign = {**env, "COSIGN_PASSWORD": ""}
+    made = subprocess.run(
+        ["cosign", "generate-key-pair", "--output-key-prefix", "lab"],
+        cwd=tmp_path,
+        env=cosign,
+        capture_output=True,
+    )
+    assert made.returncode == 0, made.stderr
+    signing = ["--sign", str(tmp_path / "lab.key")]
     proc = rocmstack(
-        env, "publish", *bumped, "--engine", "podman", "--promote", "--reports", str(leg), *ALLOW, "--json"
+        cosign,
+        "publish",
+        *bumped,
+        "--engine",
+        "podman",
+        "--promote",
+        "--reports",
+        str(leg),
+        *ALLOW,
+        *signing,
+        "--json",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     digests = {remote(env, ref)["Digest"] for ref in staged["refs"]}
     assert len(digests) == 1  # descriptive tag and alias point at the validated content tag
+    (digest,) = digests
+    assert f"signed {staged['repository']}@{digest} (cosign, key {tmp_path / 'lab.key'})" in proc.stderr
+    assert json.loads(proc.stdout)["promoted"][-1] == {
+        "ref": f"{staged['repository']}@{digest}",
+        "tool": "cosign",
+        "key": str(tmp_path / "lab.key"),
+        "pushed": False,
+        "signed": True,
+    }
+    for ref in staged["refs"]:
+        verify = ["cosign", "verify", "--key", str(tmp_path / "lab.pub"), "--insecure-ignore-tlog=true"]
+        ok = subprocess.run([*verify, "--allow-http-registry", ref], env=env, capture_output=True, text=True)
+        assert ok.returncode == 0, (ref, ok.stderr[-2000:])
+
+
+def test_base_from_a_mirror_or_a_folder_keeps_the_recipe_and_checks_its_digest(
+    registry, first_build, tmp_path
+):
+    """An air-gapped build: the recipe's base registry is out of reach (registry.invalid), and the base comes
+    from the lab's mirror or from a folder carried in; the render (hash, tags) is the recipe's own. Each case
+    names its base differently, so that each starts without it in the store (the layers are the cache's)."""
+    import yaml
+
+    env, host = registry["env"], registry["host"]
+    mirror = f"{host}/mirror/rocmstack-test-base"
+    assert podman(env, "push", "--tls-verify=false", BASE, f"{mirror}:bookworm", timeout=600).returncode == 0
+    digest = remote(env, f"{mirror}:bookworm")["Digest"]
+
+    def build(case: str, *extra: str) -> subprocess.CompletedProcess:
+        recipe = yaml.safe_load(RECIPE.read_text())
+        recipe["base"].update(
+            image=f"registry.invalid/{case}/rocmstack-test-base", tag="bookworm", digest=digest
+        )
+        pinned = tmp_path / case / "tiny-pip.yaml"
+        pinned.parent.mkdir(exist_ok=True)
+        pinned.write_text(yaml.safe_dump(recipe, sort_keys=False))
+        out = str(tmp_path / case / "images")
+        return rocmstack(
+            env, "build", str(pinned), *COMMON, "--insecure-registry", "--out-dir", out, "--json", *extra
+        )
+
+    def last(proc: subprocess.CompletedProcess) -> str:
+        return proc.stderr.strip().splitlines()[-1]
+
+    plain, mirrored = build("plan", "--dry-run"), build("plan", "--dry-run", "--base-from", mirror)
+    assert plain.returncode == mirrored.returncode == 0, plain.stderr[-2000:] + mirrored.stderr[-2000:]
+    planned = json.loads(mirrored.stdout)
+    assert planned["render_hash"] == json.loads(plain.stdout)["render_hash"]
+    assert planned["tags"] == json.loads(plain.stdout)["tags"]
+    assert planned["base_from"] == f"docker://{mirror}@{digest}"
+    # Without --base-from: the recipe's registry is out of reach, and nothing is built.
+    proc = build("none")
+    assert proc.returncode == 4 and "cannot pull base image registry.invalid/none/" in last(proc), (
+        proc.stderr[-2000:]
+    )
+    # An archive of another image is not the pinned base: read, refused in one line, exit 2.
+    saved = tmp_path / "other.tar"
+    other = first_build["manifest"]["image"]["id"]
+    assert podman(env, "save", "--format", "docker-archive", "-o", str(saved), other).returncode == 0
+    proc = build("archive", "--base-from", f"docker-archive:{saved}")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"the recipe pins {digest}" in last(
+        proc
+    ) and "skopeo copy docker://IMAGE@DIGEST dir:FOLDER" in last(proc)
+    proc = build("nowhere", "--base-from", f"dir:{tmp_path / 'absent'}")
+    assert proc.returncode == 2 and "no such file or folder" in last(proc), proc.stderr[-2000:]
+    # From the lab's mirror: the recipe's digest is pulled from it, and the build runs.
+    proc = build("mirror", "--base-from", mirror)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    said = [line for line in proc.stderr.splitlines() if line.startswith("base image")]
+    name = "registry.invalid/mirror/rocmstack-test-base:bookworm"
+    assert said == [f"base image {name}@{digest} from docker://{mirror}@{digest} ..."], proc.stderr[:3000]
+    built = json.loads(proc.stdout)
+    assert built["base"]["digest"] == digest and built["base"]["id"] == first_build["manifest"]["base"]["id"]
+    # A folder carried in (skopeo's dir: keeps the registry's manifest, so its digest). The store has that
+    # digest by now (an image is its digest, whatever the name), so it is used as it is and not read again.
+    carried = tmp_path / "carried"
+    copied = subprocess.run(
+        ["skopeo", "copy", "--src-tls-verify=false", f"docker://{mirror}@{digest}", f"dir:{carried}"],
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
+    assert copied.returncode == 0, copied.stderr
+    proc = build("folder", "--base-from", f"dir:{carried}")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (
+        "is present; --base-from not read" in proc.stderr
+        and json.loads(proc.stdout)["base"]["digest"] == digest
+    )
 
 
 def test_base_freeze_reads_the_base_image_through_buildah(podman_env, first_build, tmp_path):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import ssl
 import subprocess
@@ -344,6 +345,125 @@ def test_publish_never_moves_an_existing_immutable_tag(validated, registry, firs
         "render-hash label" in proc.stderr
     )
     assert _remote_hash(env, refs[manifest["tags"]["content"]]) is None  # refused before anything was pushed
+
+
+def _cosign(env, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["cosign", *args],
+        env={**env, "COSIGN_PASSWORD": "pw"},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _path_without(tool: str, tmp: Path) -> str:
+    """A PATH with every program of this one but TOOL: links in a folder of their own."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    for folder in os.environ["PATH"].split(os.pathsep):
+        for program in Path(folder).glob("*") if Path(folder).is_dir() else ():
+            link = bin_dir / program.name
+            if program.name != tool and not link.exists() and os.access(program, os.X_OK):
+                link.symlink_to(program)
+    return str(bin_dir)
+
+
+def _signature_policy(repo: str, public: Path) -> dict:
+    """docs/publish.md's policy, as written, for this repository and key."""
+    text = (ROOT / "docs/publish.md").read_text()
+    block = text.split("<!-- signature-policy:begin -->", 1)[1].split("<!-- signature-policy:end -->", 1)[0]
+    policy = json.loads(block.strip().removeprefix("```json").removesuffix("```"))
+    (rule,) = policy["transports"]["docker"].pop("ghcr.io/acme/verl")
+    policy["transports"]["docker"][repo] = [{**rule, "keyPath": str(public)}]
+    return policy
+
+
+def test_publish_signs_the_validated_digest_and_only_its_key_verifies(
+    validated, registry, first_build, arch_of, tmp_path
+):
+    for tool in ("cosign", "skopeo"):
+        _need(tool)
+    env, manifest = registry["env"], first_build["manifest"]
+    repo = f"{registry['host']}/signed/tiny"
+    refs = _retag(env, manifest, repo)
+    target = refs[manifest["tags"]["descriptive"]]
+    leg = _gpu_leg(validated["dir"], tmp_path / "leg", arch=arch_of["mi300x"])
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    for name in ("lab", "other"):
+        made = _cosign(env, "generate-key-pair", "--output-key-prefix", name, cwd=keys)
+        assert made.returncode == 0, made.stderr
+    passfile = keys / "passphrase"
+    passfile.write_text("pw\n")
+    publish = ["publish", target, "--reports", str(leg), "--engine", "podman", *ALLOW, "--json"]
+    signing = ["--sign", str(keys / "lab.key"), "--sign-passphrase-file", str(passfile)]
+    # 1. No cosign on the PATH: skopeo signs, and Debian's is built without sigstore. The tags are pushed
+    #    and unsigned, and the one line says so, with cosign as the fix.
+    proc = rocmstack({**env, "PATH": _path_without("cosign", tmp_path)}, *publish, *signing)
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "with skopeo failed:" in last and "Debian-local change: sigstore disabled" in last, last
+    assert "install cosign" in last and "pushed but unsigned" in last and "pw" not in proc.stderr
+    assert all(_remote_hash(env, ref) == manifest["render_hash"] for ref in refs.values())
+    assert _cosign(
+        env, "verify", "--key", str(keys / "lab.pub"), "--insecure-ignore-tlog=true", target
+    ).returncode
+    # 2. With cosign: the pushed tags are left alone and the digest they hold is signed.
+    proc = rocmstack(env, *publish, *signing)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    by_ref = {p["ref"]: p["pushed"] for p in result["pushed"]}
+    assert not by_ref[target] and not by_ref[refs[manifest["tags"]["content"]]]  # immutable: left alone
+    (signed,) = result["signed"]
+    digest = json.loads(
+        subprocess.run(
+            ["skopeo", "inspect", "--no-tags", f"docker://{target}"],
+            env=env,
+            capture_output=True,
+            timeout=120,
+        ).stdout
+    )["Digest"]
+    assert signed == {"ref": f"{repo}@{digest}", "tool": "cosign", "key": str(keys / "lab.key")}
+    # 3. The lab's public key verifies every tag; another key and an unsigned image are refused.
+    for ref in refs.values():
+        ok = _cosign(env, "verify", "--key", str(keys / "lab.pub"), "--insecure-ignore-tlog=true", ref)
+        assert ok.returncode == 0, (ref, ok.stderr[-2000:])
+        assert f'"docker-manifest-digest":"{digest}"' in ok.stdout
+    wrong = _cosign(env, "verify", "--key", str(keys / "other.pub"), "--insecure-ignore-tlog=true", target)
+    assert wrong.returncode != 0 and "no matching signatures" in wrong.stderr, wrong.stderr[-2000:]
+    unsigned = f"{registry['host']}/unsigned/tiny:x"
+    assert podman(env, "push", manifest["image"]["id"], unsigned, timeout=600).returncode == 0
+    bare = _cosign(env, "verify", "--key", str(keys / "lab.pub"), "--insecure-ignore-tlog=true", unsigned)
+    assert bare.returncode != 0 and "no signatures found" in bare.stderr, bare.stderr[-2000:]
+    # 4. The documented node policy, as written, loads into containers/image: Debian's build parses it and
+    #    stops at the sigstore check it was built without (a policy it cannot read fails before that).
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(_signature_policy(repo, keys / "lab.pub")))
+    registries_d = tmp_path / "registries.d"
+    registries_d.mkdir()
+    (registries_d / "lab.yaml").write_text(f"docker:\n  {repo}:\n    use-sigstore-attachments: true\n")
+    pull = subprocess.run(
+        [
+            "skopeo",
+            "--policy",
+            str(policy),
+            "--registries.d",
+            str(registries_d),
+            "copy",
+            f"docker://{target}",
+            f"dir:{tmp_path / 'pulled'}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        pull.returncode != 0
+        and "Source image rejected: Debian-local change: sigstore disabled" in pull.stderr
+    )
 
 
 # -- per-arch legs: two images, one of them claiming two archs ---------------------------------------------

@@ -32,9 +32,10 @@ def blocks() -> list[str]:
 
 def test_the_walkthrough_has_its_steps():
     steps = blocks()
-    assert len(steps) == 6
-    assert "podman import" in steps[1] and "rocmstack build" in steps[2]
-    assert "rocmstack validate" in steps[3] and "rocmstack publish" in steps[4]
+    assert len(steps) == 8
+    assert "podman import" in steps[1] and "rocmstack build" in steps[2] and "--no-cache" in steps[3]
+    assert "rocmstack validate" in steps[4] and "rocmstack publish" in steps[5]
+    assert "--sign" in steps[6] and "cosign verify" in steps[6]
 
 
 def store_driver(root: Path) -> str:
@@ -56,7 +57,7 @@ def store_driver(root: Path) -> str:
 
 
 def test_the_walkthrough_runs_as_written(tmp_path):
-    for tool in ("debootstrap", "podman", "buildah"):
+    for tool in ("debootstrap", "podman", "buildah", "docker-registry", "cosign", "curl"):
         if not shutil.which(tool):
             pytest.skip(f"{tool} is not installed (ci/install-system-deps.sh installs it)")
     if os.geteuid() != 0:
@@ -70,9 +71,9 @@ def test_the_walkthrough_runs_as_written(tmp_path):
     walk_file = tmp_path / "walk"
     kept = tmp_path / "kept"
     kept.mkdir()
-    # Blocks 1-5 as written; then the test keeps the plan and the report, before block 6 removes them.
+    # Blocks 1-7 as written; then the test keeps the plan and the report, before block 8 removes them.
     keep = f'printf %s "$WALK" >{walk_file}; cp "$WALK/plan.json" "$WALK/report/report.json" "$WALK/tags.txt" {kept}/'
-    script = "\n".join([*steps[:5], keep, steps[5]])
+    script = "\n".join([*steps[:7], keep, steps[7]])
     try:
         proc = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", script],
@@ -87,10 +88,22 @@ def test_the_walkthrough_runs_as_written(tmp_path):
         assert "PASS: doctor (smoke, bench skipped)" in proc.stdout, out[-6000:]
         assert "refusing to publish localhost/rocmstack-test/tiny:tiny-latest" in proc.stderr, out[-4000:]
         assert "publish refused (exit 1)" in proc.stdout
+        # Step 4: a rebuild from nothing has the same layers; step 7: the pushed digest is signed and verified.
+        assert "rebuilt from nothing: the same layers" in proc.stdout, out[-6000:]
+        assert re.search(
+            r"^signed 127\.0\.0\.1:5000/localhost/rocmstack-test/tiny@sha256:[0-9a-f]{64} \(cosign, key ",
+            proc.stderr,
+            re.M,
+        )
+        assert "signature verified" in proc.stdout, out[-6000:]
         walk = Path(walk_file.read_text())
-        assert not walk.exists()  # block 6 cleaned up
+        assert not walk.exists()  # block 8 cleaned up
         built = (kept / "tags.txt").read_text().split()
-        assert len(built) == 3 and "localhost/rocmstack-test/tiny:tiny-latest" in built, built
+        assert len(built) == 6 and "localhost/rocmstack-test/tiny:tiny-latest" in built, built
+        assert (
+            len([ref for ref in built if ref.startswith("127.0.0.1:5000/localhost/rocmstack-test/tiny:")])
+            == 3
+        ), built
         left = subprocess.run(
             ["podman", "--storage-driver", driver, "images", "--format", "{{.Repository}}:{{.Tag}}"],
             env=env,
@@ -99,7 +112,7 @@ def test_the_walkthrough_runs_as_written(tmp_path):
             timeout=120,
             check=True,
         ).stdout.split()
-        # Block 6 removed every tag the walkthrough made: the build's three and the base.
+        # Block 8 removed every tag the walkthrough made: the builds' six and the base.
         assert [ref for ref in left if "rocmstack-test" in ref] == [], left
         # Step 4's dry run printed what the run then executed: the same commands, the image by its id; only
         # the working container's random name differs.

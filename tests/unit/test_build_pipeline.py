@@ -232,6 +232,34 @@ def test_push_options_are_checked(tmp_path):
     assert proc.code == 2 and "--push-tags 'some'" in proc.err
     proc = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--push", "--dry-run")
     assert proc.code == 2 and "--dry-run and --push" in proc.err
+    proc = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--sign", "cosign.key", "--dry-run")
+    assert proc.code == 2 and "--sign signs what --push pushes" in proc.err
+
+
+def test_the_plan_fixes_the_image_time_at_the_revision_and_keeps_the_render_with_base_from(tmp_path):
+    """--timestamp is the revision's commit time (ROCMSTACK_CREATED); --base-from changes where the base is
+    read, not the recipe: the same render hash, tags and Dockerfile FROM."""
+    base = ["build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--dry-run", "--engine", "podman", "--json"]
+    plain = json.loads(cli(*base, "--out-dir", str(tmp_path / "a")).out)
+    cmd = plain["command"]
+    created = plain["build_args"]["ROCMSTACK_CREATED"]
+    assert int(cmd[cmd.index("--timestamp") + 1]) == P.epoch(created) and plain["base_from"] is None
+    assert P.epoch("1970-01-01T00:00:00Z") == 0 and P.epoch("2026-12-06T00:00:00Z") == 1796515200
+    mirrored = json.loads(
+        cli(*base, "--out-dir", str(tmp_path / "b"), "--base-from", "mirror.lab:5000/rocm/primus").out
+    )
+    assert mirrored["render_hash"] == plain["render_hash"] and mirrored["tags"] == plain["tags"]
+    assert mirrored["base_from"] == "docker://mirror.lab:5000/rocm/primus:v26.7"  # the recipe pins no digest
+    folder = tmp_path / "base"
+    folder.mkdir()
+    carried = json.loads(cli(*base, "--out-dir", str(tmp_path / "c"), "--base-from", f"dir:{folder}").out)
+    assert carried["base_from"] == f"dir:{folder}"
+    for bad, said in (
+        (f"dir:{tmp_path / 'none'}", "no such file or folder"),
+        ("Not A Repo!", "neither a registry repository nor an archive"),
+    ):
+        proc = cli(*base, "--out-dir", str(tmp_path / "d"), "--base-from", bad)
+        assert proc.code == 2 and said in proc.err.strip().splitlines()[-1], proc.err
 
 
 # Verbatim: podman 4.3.1 (Debian bookworm, --isolation chroot, overlay) on a loaded 2-core machine, the

@@ -165,6 +165,26 @@ def test_podman_build_command_is_exact(tmp_path):
     assert "-t" not in cmd and "--tag" not in cmd  # tags come after success only
 
 
+def test_a_timestamp_fixes_podmans_times_and_no_cache_runs_every_step(tmp_path):
+    podman = E.Engine(name="podman", argv=("podman",), version="4.3.1")
+    cmd = E.build_command(
+        podman,
+        context=tmp_path,
+        iidfile=tmp_path / "iid",
+        build_args={},
+        labels={},
+        timestamp=1796549221,
+        no_cache=True,
+    )
+    assert cmd[cmd.index("--timestamp") + 1] == "1796549221" and "--no-cache" in cmd
+    assert cmd.index("--timestamp") < cmd.index("--iidfile")  # an option of build, before the context
+    docker = E.Engine(name="docker", argv=("docker",), version="28.2.2")
+    cmd = E.build_command(
+        docker, context=tmp_path, iidfile=tmp_path / "iid", build_args={}, labels={}, timestamp=1
+    )
+    assert "--timestamp" not in cmd and "--no-cache" not in cmd  # BuildKit has no such flag
+
+
 def test_buildx_build_command(tmp_path):
     engine = E.Engine(name="docker", argv=("docker",), version="28.2.2", builder="ci")
     cmd = E.build_command(

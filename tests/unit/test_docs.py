@@ -57,7 +57,7 @@ def _examples(program: str) -> list[tuple[str, list[str]]]:
             for line in _command_lines(kind, body):
                 words = shlex.split(line, comments=True)
                 for i, word in enumerate(words):
-                    if word in _SHELL_OPERATORS:
+                    if word in _SHELL_OPERATORS or word.startswith((">", "2>")):  # a redirection ends it
                         words = words[:i]
                         break
                 lead = 0

@@ -11,10 +11,12 @@ from tests.integration.test_lab_repository import EXPECTED, blocks, outputs
 
 def test_the_page_has_its_steps_and_shows_what_the_run_is_checked_for():
     steps = blocks()
-    assert len(steps) == 11
-    assert "lock acme-verl" in steps[3] and "check acme-verl" in steps[4] and "matrix" in steps[5]
-    assert "render acme-verl" in steps[6] and "rocmstack diff" in steps[7] and "tags acme-verl" in steps[9]
-    assert 'rm -rf "$LAB"' in steps[10]
+    assert len(steps) == 13
+    assert "patch new acme-accelerate-numa" in steps[3] and "lock acme-verl" in steps[4]
+    assert "check acme-verl" in steps[5] and "patch test acme-verl" in steps[6]
+    assert "matrix" in steps[7] and "--recipe " not in steps[7]  # the lab-only plan
+    assert "render acme-verl" in steps[8] and "rocmstack diff" in steps[9] and "tags acme-verl" in steps[11]
+    assert 'rm -rf "$LAB"' in steps[12]
     shown = outputs()
     for line in EXPECTED:
         assert line in shown, line

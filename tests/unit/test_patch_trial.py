@@ -282,3 +282,26 @@ def test_patch_new_writes_a_spec_the_build_reads_and_refuses_the_rest(tmp_path):
     )
     assert bad.returncode == 2 and len(bad.stderr.decode().strip().splitlines()) == 1
     assert sorted(p.name for p in (tmp_path / "patches").rglob("*")) == ["diffs", "lab-x.diff", "lab-x.yaml"]
+
+
+def test_check_patches_tries_each_patch_and_a_stale_edit_fails_the_check(tmp_path):
+    """`check --patches`: the same trial as `patch test`, one row per patch (tomli's real wheel from PyPI)."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures"
+    args = ["check", str(fixture / "recipes" / "tiny-pip.yaml"), "--offline", "--patches", "--ignore-rule"]
+    r = run_cli(*args, "patches-apply", "--patches-dir", str(fixture / "patches"), "--json", timeout=600)
+    assert r.code == 0, r.err
+    rows = {x["id"]: x for x in json.loads(r.out)[0]["results"]}
+    assert rows["patch:tomli-marker"]["status"] == "pass"
+    assert rows["patch:tomli-marker"]["reason"] == "applies to tomli-2.0.1-py3-none-any.whl"
+    stale = tmp_path / "patches"
+    stale.mkdir()
+    spec = (fixture / "patches" / "tomli-marker.yaml").read_text()
+    (stale / "tomli-marker.yaml").write_text(
+        spec.replace('__module__ = __name__\\n"\n', '__module__ = name\\n"\n')
+    )
+    r = run_cli(*args, "patches-apply", "--patches-dir", str(stale), timeout=600)
+    assert r.code == 1, r.err
+    last = r.err.strip().splitlines()[-1]
+    assert "tiny-pip [gfx942]: rule patch:tomli-marker failed:" in last and "--only tomli-marker" in last, (
+        last
+    )

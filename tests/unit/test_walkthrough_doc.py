@@ -24,7 +24,9 @@ def test_the_clean_up_removes_every_tag_the_walkthrough_made(tmp_path):
     assert imported
     (build,) = [line for line in steps[2].splitlines() if line.startswith("rocmstack build")]
     assert build.rstrip().endswith('| tee "$WALK/tags.txt"'), build  # the tags the build printed, kept
-    (rmi,) = [line for line in steps[5].splitlines() if line.startswith("podman rmi")]
+    (pushed,) = [line for line in steps[6].splitlines() if "rocmstack build" in line]
+    assert pushed.rstrip().endswith('| tee -a "$WALK/tags.txt"'), pushed  # and those of the signed push
+    (rmi,) = [line for line in steps[7].splitlines() if line.startswith("podman rmi")]
     assert '$(cat "$WALK/tags.txt")' in rmi and imported[1] in rmi, rmi
     # The build prints one ref per line, each tag it applied: the refs `rocmstack tags` gives for the same
     # recipe, arch and options.
