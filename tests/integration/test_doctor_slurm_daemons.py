@@ -142,6 +142,8 @@ def slurm(tmp_path_factory: pytest.TempPathFactory):
         f"mkdir -p {tmp}/node/proc/sys/kernel/random && cat /proc/sys/kernel/random/uuid "
         f"> {tmp}/node/proc/sys/kernel/random/boot_id\n"
         "setsid sh -c '"
+        # a test that needs the reboot pending (REBOOT_ISSUED) holds it with this file
+        f"while [ -e {tmp}/hold-reboot ]; do sleep 0.2; done; "
         f"sleep 1; kill $(cat {tmp}/slurmd.pid); sleep 1; "
         'off=$(awk "\\$1==\\"boottime\\"{print \\$2}" /proc/self/timens_offsets); '
         "up=$(cut -d. -f1 /proc/uptime); "
@@ -442,10 +444,12 @@ FOREIGN = {
 
 @pytest.mark.parametrize("case", sorted(FOREIGN))
 def test_a_state_someone_else_set_is_never_overwritten_nor_resumed(slurm, case):
-    env, *_ = slurm
+    env, tmp, *_ = slurm
     _wait_idle(env)
     assert _settled(env)[0] == ("IDLE",), _node(env)
     command, word = FOREIGN[case]
+    hold = tmp / "hold-reboot"  # the admin's reboot stays pending while the hooks run, however slow they are
+    hold.touch()
     _scontrol(env, *command)
     try:
         for _ in range(120):  # a maintenance reservation reaches the node within a minute
@@ -463,6 +467,11 @@ def test_a_state_someone_else_set_is_never_overwritten_nor_resumed(slurm, case):
         assert "resumed" not in good.stdout
         assert _settled(env) == before
     finally:
+        hold.unlink()
+        for _ in range(120):  # the admin's reboot goes on now: let it finish before the node is restored
+            if "REBOOT" not in _node(env)[0]:
+                break
+            time.sleep(0.25)
         if case == "maint":
             _scontrol(env, "delete", "reservationname=rocmstack-maint")
         else:
