@@ -69,17 +69,16 @@ lint: $(STAMP) $(ACTIONLINT)
 
 TEST_ENV := ROCMSTACK_REQUIRE_INTEGRATION=1 ROCMSTACK_VLLM_PYTHON=$(VLLM_VENV)/bin/python
 
-# The unit tests run in one process per core (CPU-bound, nothing shared); the integration tests in two
-# processes, each module whole on one of them (its clusters and daemons stay in one process; the modules that
-# read one podman store share a process: tests/integration/conftest.py), since they wait on daemons, engines
-# and builds as much as they compute. PYTEST_ARGS given: one plain run of what they name.
+# The unit tests run in one process per core (CPU-bound, nothing shared); the integration tests one at a
+# time (each starts Ray clusters, podman stores or daemons sized for the whole machine; two at a time on 2
+# cores took as long, 20:22 against 20:10). PYTEST_ARGS given: one plain run of what they name.
 # The two venvs install side by side: pip waits on downloads and disk more than on the CPU.
 test: system-deps
 	@$(MAKE) --no-print-directory -j2 venv vllm-venv
 	@$(MAKE) --no-print-directory lint
 ifeq ($(strip $(PYTEST_ARGS)),)
 	$(TEST_ENV) $(VENV)/bin/python -m pytest -n auto tests/unit
-	$(TEST_ENV) $(VENV)/bin/python -m pytest -n 2 --dist loadgroup tests/integration
+	$(TEST_ENV) $(VENV)/bin/python -m pytest tests/integration
 else
 	$(TEST_ENV) $(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 endif

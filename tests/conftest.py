@@ -154,3 +154,33 @@ def free_port() -> int:
 def low_nofile() -> None:
     """preexec_fn: an open-file limit of 1024, under what the doctor's nofile-limit check asks for."""
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+
+_EXEC_OPEN = '["/bin/bash", "-o", "pipefail", "-c", "'
+
+
+def shell_view(dockerfile: str) -> str:
+    """A rendered Dockerfile with each RUN read back from its exec form (rocmstack.render.run_form) to the
+    shell text it runs, line for line: what the tests hold the templates' commands to."""
+    import json
+
+    out = []
+    inside = False
+    for line in dockerfile.split("\n"):
+        if not inside and line.startswith("RUN ") and _EXEC_OPEN not in line and line.rstrip().endswith("\\"):
+            out.append(line)  # the flags' own line; the array opens on the next
+            continue
+        if not inside and _EXEC_OPEN in line:
+            head, piece = line.split(_EXEC_OPEN, 1)
+            inside = True
+        elif inside:
+            head, piece = "", line
+        else:
+            out.append(line)
+            continue
+        last = piece.endswith('"]')
+        piece = piece.removesuffix('"]') if last else piece.removesuffix("\\")
+        text = json.loads(f'"{piece}"')
+        out.append(head + text + ("" if last else "\\"))
+        inside = not last
+    return "\n".join(out)

@@ -74,8 +74,8 @@ def register(app: typer.Typer) -> None:
         no_cache: bool = typer.Option(
             False,
             "--no-cache",
-            help="Run every step again, past the layer cache: a rebuild of one render gives the same layers "
-            "(podman, buildah)",
+            help="Run every step again, past the layer cache: a rebuild of one render gives the same image "
+            "id (podman, buildah)",
         ),
         source: str | None = typer.Option(
             None, "--source-url", help="org.opencontainers.image.source (default: GitHub env or git origin)"

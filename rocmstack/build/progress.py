@@ -9,6 +9,7 @@ Two output dialects:
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -21,6 +22,23 @@ _BUILDX_STEP = re.compile(r"^#(\d+) \[(?:[\w.-]+ )?\s*(\d+)/(\d+)\] (.*)$")
 _BUILDX_CACHED = re.compile(r"^#(\d+) CACHED\s*$")
 _BUILDX_DONE = re.compile(r"^#(\d+) DONE ([0-9.]+)s\s*$")
 _BUILDX_ERROR = re.compile(r"^#(\d+) ERROR: (.*)$")
+# A RUN as the renderer writes it (exec form through bash -o pipefail), as the engines echo it: the array
+# itself, or its words joined (podman's error line).
+_EXEC_ARRAY = re.compile(r'^RUN ((?:--\S+ )*)\["/bin/bash", "-o", "pipefail", "-c", (".*")\]$')
+_EXEC_WORDS = re.compile(r"^RUN ((?:--\S+ )*)/bin/bash -o pipefail -c (.*)$")
+
+
+def shown(instruction: str) -> str:
+    """The instruction as its Dockerfile reads to a person: a RUN's command, without the shell around it."""
+    text = instruction.strip()
+    if m := _EXEC_ARRAY.match(text):
+        try:
+            return f"RUN {m[1]}{json.loads(m[2])}"
+        except json.JSONDecodeError:
+            return text
+    if m := _EXEC_WORDS.match(text):
+        return f"RUN {m[1]}{m[2]}"
+    return text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,7 +98,7 @@ class StepTracker:
         cur = {
             "index": index,
             "total": total,
-            "instruction": instruction.strip(),
+            "instruction": shown(instruction),
             "t0": self._clock(),
             "cached": False,
         }
@@ -118,7 +136,7 @@ class StepTracker:
         elif _PODMAN_CACHE.match(line) and self._current:
             self._current["cached"] = True
         elif m := _PODMAN_ERROR.match(line):
-            self.failed_instruction, self.error = m[1], m[2]
+            self.failed_instruction, self.error = shown(m[1]), m[2]
 
     def _feed_buildx(self, line: str) -> None:
         if m := _BUILDX_STEP.match(line):

@@ -509,8 +509,7 @@ def build_command(
     """The exact build invocation. No -t: tags are applied only after the build succeeded.
 
     ``timestamp`` (podman, buildah): the image's created time and every file time in its layers, so two
-    builds of one render give the same layers (and, from buildah 1.41, the same image id: it then fixes the
-    build container's hostname and name too). The layer cache still holds across timestamps. docker's
+    builds of one render give one image id. The layer cache still holds across timestamps. docker's
     BuildKit needs its exporter's rewrite-timestamp for that: not passed.
     """
     if engine.name == "docker":
@@ -523,10 +522,12 @@ def build_command(
             # where the image goes through its image exporter (a push, the containerd image store).
             argv += ["--attest", "type=provenance,mode=max"]
     else:
-        # docker format: the OCI format drops SHELL (the Dockerfile relies on bash -o pipefail).
+        # OCI format: its config records no build container id or hostname (the docker format does, at
+        # random, before buildah 1.41), so one render under one --timestamp is one image id. It has no SHELL:
+        # each RUN names bash -o pipefail itself (render.run_form).
         # chroot isolation: no cgroups or namespaces needed, so it builds inside unprivileged containers.
         argv = engine.cmd(
-            "build", "--format", "docker", "--isolation", "chroot", "--layers", "--platform", target_platform
+            "build", "--format", "oci", "--isolation", "chroot", "--layers", "--platform", target_platform
         )
         if timestamp is not None:
             argv += ["--timestamp", str(timestamp)]

@@ -30,6 +30,7 @@ from rocmstack.lock.schema import checked
 from rocmstack.patches import Patch, load_patches, select
 from rocmstack.recipe.model import FRAMEWORK_SMOKE_FILE, LAYER_ORDER, SELF_LAYER
 from rocmstack.recipe.resolve import Resolved, recipe_arg
+from rocmstack.render.run_form import exec_form
 from rocmstack.render.sbom import sbom_bytes
 from rocmstack.resources import data_dir, self_requirements, templates_dir
 
@@ -324,7 +325,9 @@ def _context_files(
         "version": __version__,
         "self_layer": _self_layer(resolved, self_requirements()),
     }
-    dockerfile = re.sub(r"\n{3,}", "\n\n", _environment().get_template("Dockerfile.j2").render(context))
+    dockerfile = exec_form(
+        re.sub(r"\n{3,}", "\n\n", _environment().get_template("Dockerfile.j2").render(context))
+    )
     files: dict[str, bytes] = {"Dockerfile": dockerfile.encode()}
     for name in IN_IMAGE_SCRIPTS:
         files[f"rocmstack/bin/{name}"] = (INCONTEXT / name).read_bytes()

@@ -3,7 +3,8 @@
 # render hash @render-hash@
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/sgl-dev:rocm7-vllm-20250904
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Every RUN below runs `bash -o pipefail -c` itself (exec form, written by the renderer): the OCI image format
+# has no SHELL.
 USER 0
 WORKDIR /
 
@@ -22,104 +23,104 @@ ENV PYTORCH_ROCM_ARCH="gfx950" \
 
 # --- guards (early): freeze the base's torch stack for every later pip install ---
 COPY --chmod=0755 rocmstack/bin/ /opt/rocmstack/bin/
-RUN python3 /opt/rocmstack/bin/guard.py freeze torch==2.9.0 torchvision torchaudio triton
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 /opt/rocmstack/bin/guard.py freeze torch==2.9.0 torchvision torchaudio triton"]
 ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
 
 # --- system ---
 
 # --- ray: Ray ---
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install \
-      "ray[data,train,tune,serve]==2.47.1"
+    ["/bin/bash", "-o", "pipefail", "-c", "python3 -m pip install \
+      \"ray[data,train,tune,serve]==2.47.1\""]
 
 # --- megatron: Megatron-Core and its bridge ---
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install \
-      "numpy>=1.21.0,<2.0"
+    ["/bin/bash", "-o", "pipefail", "-c", "python3 -m pip install \
+      \"numpy>=1.21.0,<2.0\""]
 
 # apex: https://github.com/ROCm/apex.git @ master
-RUN git clone -q --depth 1 --branch master https://github.com/ROCm/apex.git /opt/src/apex \
- && git -C /opt/src/apex rev-parse HEAD > /opt/rocmstack/refs.apex
+RUN ["/bin/bash", "-o", "pipefail", "-c", "git clone -q --depth 1 --branch master https://github.com/ROCm/apex.git /opt/src/apex \
+ && git -C /opt/src/apex rev-parse HEAD > /opt/rocmstack/refs.apex"]
 WORKDIR /opt/src/apex
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
-    MAX_JOBS="${MAX_JOBS}" python3 setup.py install
+    ["/bin/bash", "-o", "pipefail", "-c", "MAX_JOBS=\"${MAX_JOBS}\" python3 setup.py install"]
 WORKDIR /
 
 # megatron-lm: https://github.com/NVIDIA/Megatron-LM @ 48406695c4efcf1026a7ed70bb390793918dd97b
-RUN git init -q /opt/src/megatron-lm \
+RUN ["/bin/bash", "-o", "pipefail", "-c", "git init -q /opt/src/megatron-lm \
  && git -C /opt/src/megatron-lm remote add origin https://github.com/NVIDIA/Megatron-LM \
  && git -C /opt/src/megatron-lm fetch -q --depth 1 origin 48406695c4efcf1026a7ed70bb390793918dd97b \
  && git -C /opt/src/megatron-lm checkout -q --detach FETCH_HEAD \
- && test "$(git -C /opt/src/megatron-lm rev-parse HEAD)" = 48406695c4efcf1026a7ed70bb390793918dd97b
+ && test \"$(git -C /opt/src/megatron-lm rev-parse HEAD)\" = 48406695c4efcf1026a7ed70bb390793918dd97b"]
 COPY --chmod=0644 rocmstack/patches/slime-megatron-fused-kernels.json /opt/rocmstack/patches/slime-megatron-fused-kernels.json
 COPY --chmod=0644 rocmstack/patches/slime-megatron.json /opt/rocmstack/patches/slime-megatron.json
-RUN python3 /opt/rocmstack/bin/apply_patches.py --source-root /opt/src/megatron-lm /opt/rocmstack/patches/slime-megatron-fused-kernels.json /opt/rocmstack/patches/slime-megatron.json
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 /opt/rocmstack/bin/apply_patches.py --source-root /opt/src/megatron-lm /opt/rocmstack/patches/slime-megatron-fused-kernels.json /opt/rocmstack/patches/slime-megatron.json"]
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
-    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/megatron-lm
+    ["/bin/bash", "-o", "pipefail", "-c", "MAX_JOBS=\"${MAX_JOBS}\" python3 -m pip install --no-deps --no-build-isolation /opt/src/megatron-lm"]
 
 # transformer-engine: https://github.com/ROCm/TransformerEngine.git @ 90c04bcdc3c109505b318f40a39680263af55edf
-RUN git init -q /opt/src/transformer-engine \
+RUN ["/bin/bash", "-o", "pipefail", "-c", "git init -q /opt/src/transformer-engine \
  && git -C /opt/src/transformer-engine remote add origin https://github.com/ROCm/TransformerEngine.git \
  && git -C /opt/src/transformer-engine fetch -q --depth 1 origin 90c04bcdc3c109505b318f40a39680263af55edf \
  && git -C /opt/src/transformer-engine checkout -q --detach FETCH_HEAD \
- && test "$(git -C /opt/src/transformer-engine rev-parse HEAD)" = 90c04bcdc3c109505b318f40a39680263af55edf
-RUN git -C /opt/src/transformer-engine submodule update -q --init --recursive --depth 1
+ && test \"$(git -C /opt/src/transformer-engine rev-parse HEAD)\" = 90c04bcdc3c109505b318f40a39680263af55edf"]
+RUN ["/bin/bash", "-o", "pipefail", "-c", "git -C /opt/src/transformer-engine submodule update -q --init --recursive --depth 1"]
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
-    CMAKE_PREFIX_PATH="/opt/rocm:/opt/rocm/hip:/usr/local:/usr" \
-    NVTE_FRAMEWORK="pytorch" \
-    NVTE_ROCM_ARCH="gfx950" \
-    NVTE_USE_HIPBLASLT="1" \
-    NVTE_USE_ROCM="1" \
-    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/transformer-engine
+    ["/bin/bash", "-o", "pipefail", "-c", "CMAKE_PREFIX_PATH=\"/opt/rocm:/opt/rocm/hip:/usr/local:/usr\" \
+    NVTE_FRAMEWORK=\"pytorch\" \
+    NVTE_ROCM_ARCH=\"gfx950\" \
+    NVTE_USE_HIPBLASLT=\"1\" \
+    NVTE_USE_ROCM=\"1\" \
+    MAX_JOBS=\"${MAX_JOBS}\" python3 -m pip install --no-deps --no-build-isolation /opt/src/transformer-engine"]
 
 # --- sglang: SGLang and sgl-kernel (re-validate when the base or vLLM moves) ---
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install \
-      "sglang-router>=0.3.0" \
-      "torchao==0.9.0"
+    ["/bin/bash", "-o", "pipefail", "-c", "python3 -m pip install \
+      \"sglang-router>=0.3.0\" \
+      \"torchao==0.9.0\""]
 
 # aiter: https://github.com/ROCm/aiter.git @ v0.1.7.post2
-RUN git clone -q --depth 1 --branch v0.1.7.post2 https://github.com/ROCm/aiter.git /opt/src/aiter \
- && git -C /opt/src/aiter rev-parse HEAD > /opt/rocmstack/refs.aiter
-RUN git -C /opt/src/aiter submodule update -q --init --recursive --depth 1
+RUN ["/bin/bash", "-o", "pipefail", "-c", "git clone -q --depth 1 --branch v0.1.7.post2 https://github.com/ROCm/aiter.git /opt/src/aiter \
+ && git -C /opt/src/aiter rev-parse HEAD > /opt/rocmstack/refs.aiter"]
+RUN ["/bin/bash", "-o", "pipefail", "-c", "git -C /opt/src/aiter submodule update -q --init --recursive --depth 1"]
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
-    GPU_ARCHS="gfx950" \
-    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/aiter
+    ["/bin/bash", "-o", "pipefail", "-c", "GPU_ARCHS=\"gfx950\" \
+    MAX_JOBS=\"${MAX_JOBS}\" python3 -m pip install --no-deps --no-build-isolation /opt/src/aiter"]
 
 # sgl-kernel: https://github.com/sgl-project/sglang.git @ v0.5.6
-RUN git clone -q --depth 1 --branch v0.5.6 https://github.com/sgl-project/sglang.git /opt/src/sgl-kernel \
- && git -C /opt/src/sgl-kernel rev-parse HEAD > /opt/rocmstack/refs.sgl-kernel
+RUN ["/bin/bash", "-o", "pipefail", "-c", "git clone -q --depth 1 --branch v0.5.6 https://github.com/sgl-project/sglang.git /opt/src/sgl-kernel \
+ && git -C /opt/src/sgl-kernel rev-parse HEAD > /opt/rocmstack/refs.sgl-kernel"]
 WORKDIR /opt/src/sgl-kernel/sgl-kernel
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
-    MAX_JOBS="${MAX_JOBS}" python3 setup_rocm.py install
+    ["/bin/bash", "-o", "pipefail", "-c", "MAX_JOBS=\"${MAX_JOBS}\" python3 setup_rocm.py install"]
 WORKDIR /
 
 # sglang: https://github.com/sgl-project/sglang.git @ v0.5.6 (0.5.6)
 # (same checkout as /opt/src/sgl-kernel)
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
-    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/sgl-kernel/python
-RUN python3 /opt/rocmstack/bin/guard.py pin sglang==0.5.6
+    ["/bin/bash", "-o", "pipefail", "-c", "MAX_JOBS=\"${MAX_JOBS}\" python3 -m pip install --no-deps --no-build-isolation /opt/src/sgl-kernel/python"]
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 /opt/rocmstack/bin/guard.py pin sglang==0.5.6"]
 
 # --- app: the RL framework on top ---
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install \
-      "click==8.2.1" \
-      "pydra-config==0.0.15" \
-      "tensorboard>=2" \
-      "torch-memory-saver>=0.0.8"
+    ["/bin/bash", "-o", "pipefail", "-c", "python3 -m pip install \
+      \"click==8.2.1\" \
+      \"pydra-config==0.0.15\" \
+      \"tensorboard>=2\" \
+      \"torch-memory-saver>=0.0.8\""]
 
 # slime: https://github.com/THUDM/slime @ 624b824a898ab0ec1fcb4d373004c7f3852bf515
-RUN git init -q /opt/src/slime \
+RUN ["/bin/bash", "-o", "pipefail", "-c", "git init -q /opt/src/slime \
  && git -C /opt/src/slime remote add origin https://github.com/THUDM/slime \
  && git -C /opt/src/slime fetch -q --depth 1 origin 624b824a898ab0ec1fcb4d373004c7f3852bf515 \
  && git -C /opt/src/slime checkout -q --detach FETCH_HEAD \
- && test "$(git -C /opt/src/slime rev-parse HEAD)" = 624b824a898ab0ec1fcb4d373004c7f3852bf515
+ && test \"$(git -C /opt/src/slime rev-parse HEAD)\" = 624b824a898ab0ec1fcb4d373004c7f3852bf515"]
 # slime's requirements as the recipe lists them (a lock installs them hash-checked with the layer)
 COPY rocmstack/requires/slime.txt /opt/rocmstack/requires/slime.txt
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install -r /opt/rocmstack/requires/slime.txt
+    ["/bin/bash", "-o", "pipefail", "-c", "python3 -m pip install -r /opt/rocmstack/requires/slime.txt"]
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
-    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/slime
+    ["/bin/bash", "-o", "pipefail", "-c", "MAX_JOBS=\"${MAX_JOBS}\" python3 -m pip install --no-deps --no-build-isolation /opt/src/slime"]
 
 # --- env: runtime defaults (last, so changing one rebuilds nothing above) ---
 ENV HIP_FORCE_DEV_KERNARG="1" \
@@ -140,18 +141,18 @@ ENV HIP_FORCE_DEV_KERNARG="1" \
 
 # --- rocmstack itself: `rocmstack validate` runs the image's own copy (same source revision as the lock) ---
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install "cyclonedx-python-lib<12,>=11" "jinja2>=3.1" "packaging>=24.0" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13.7" "typer>=0.12" "uv>=0.13"
+    ["/bin/bash", "-o", "pipefail", "-c", "python3 -m pip install \"cyclonedx-python-lib<12,>=11\" \"jinja2>=3.1\" \"packaging>=24.0\" \"pydantic>=2.7\" \"pyyaml>=6.0\" \"rich>=13.7\" \"typer>=0.12\" \"uv>=0.13\""]
 COPY rocmstack/src/ /opt/rocmstack/src/
-RUN python3 -c "import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 'w').write('/opt/rocmstack/src\n')" \
- && printf '#!/bin/sh\nexec python3 -m rocmstack "$@"\n' > /usr/local/bin/rocmstack \
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 -c \"import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 'w').write('/opt/rocmstack/src\\n')\" \
+ && printf '#!/bin/sh\\nexec python3 -m rocmstack \"$@\"\\n' > /usr/local/bin/rocmstack \
  && chmod 0755 /usr/local/bin/rocmstack \
- && rocmstack --version
+ && rocmstack --version"]
 
 # The image's SBOM (CycloneDX JSON, built from the lock): `rocmstack inspect --sbom IMAGE` prints it.
 COPY --chmod=0644 rocmstack/sbom.cdx.json /opt/rocmstack/sbom.cdx.json
 
 # --- guards (final) and provenance ---
-RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia"]
 # Source revision and creation time are build args so this file stays identical across commits.
 ARG ROCMSTACK_REVISION=unknown
 ARG ROCMSTACK_CREATED=1970-01-01T00:00:00Z
@@ -173,8 +174,8 @@ COPY --chmod=0644 rocmstack/lock.json /opt/rocmstack/lock.json
 COPY --chmod=0644 rocmstack/framework-smoke.json /opt/rocmstack/framework-smoke.json
 
 # Run as the non-root user rocm (numeric, so runAsNonRoot can verify it), in the groups that own /dev/kfd and /dev/dri.
-RUN (getent group video >/dev/null || groupadd --system video) \
+RUN ["/bin/bash", "-o", "pipefail", "-c", "(getent group video >/dev/null || groupadd --system video) \
  && (getent group render >/dev/null || groupadd --system render) \
  && (id -u rocm >/dev/null 2>&1 || useradd --create-home --uid 1000 --shell /bin/bash rocm) \
- && usermod -aG video,render rocm
+ && usermod -aG video,render rocm"]
 USER 1000

@@ -3,7 +3,8 @@
 # render hash @render-hash@
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/verl:verl-0.7.1.amd0_rocm7.0.2_ubuntu22.04_py3.12_vllm0.20.2@sha256:64072e02ef3fc364a0bef09e71c0f4b3ae32ba6fc65e4d121a4736a538aa2bb8
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Every RUN below runs `bash -o pipefail -c` itself (exec form, written by the renderer): the OCI image format
+# has no SHELL.
 USER 0
 WORKDIR /
 
@@ -22,8 +23,8 @@ ENV PYTORCH_ROCM_ARCH="gfx942" \
 
 # --- guards (early): freeze the base's torch stack for every later pip install ---
 COPY --chmod=0755 rocmstack/bin/ /opt/rocmstack/bin/
-RUN python3 /opt/rocmstack/bin/guard.py freeze torch==2.9.1 torchvision torchaudio triton
-RUN python3 /opt/rocmstack/bin/guard.py python 3.12
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 /opt/rocmstack/bin/guard.py freeze torch==2.9.1 torchvision torchaudio triton"]
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 /opt/rocmstack/bin/guard.py python 3.12"]
 ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
 
 # --- system ---
@@ -44,18 +45,18 @@ ENV VLLM_ROCM_USE_AITER="1" \
 
 # --- rocmstack itself: `rocmstack validate` runs the image's own copy (same source revision as the lock) ---
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install "cyclonedx-python-lib<12,>=11" "jinja2>=3.1" "packaging>=24.0" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13.7" "typer>=0.12" "uv>=0.13"
+    ["/bin/bash", "-o", "pipefail", "-c", "python3 -m pip install \"cyclonedx-python-lib<12,>=11\" \"jinja2>=3.1\" \"packaging>=24.0\" \"pydantic>=2.7\" \"pyyaml>=6.0\" \"rich>=13.7\" \"typer>=0.12\" \"uv>=0.13\""]
 COPY rocmstack/src/ /opt/rocmstack/src/
-RUN python3 -c "import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 'w').write('/opt/rocmstack/src\n')" \
- && printf '#!/bin/sh\nexec python3 -m rocmstack "$@"\n' > /usr/local/bin/rocmstack \
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 -c \"import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 'w').write('/opt/rocmstack/src\\n')\" \
+ && printf '#!/bin/sh\\nexec python3 -m rocmstack \"$@\"\\n' > /usr/local/bin/rocmstack \
  && chmod 0755 /usr/local/bin/rocmstack \
- && rocmstack --version
+ && rocmstack --version"]
 
 # The image's SBOM (CycloneDX JSON, built from the lock): `rocmstack inspect --sbom IMAGE` prints it.
 COPY --chmod=0644 rocmstack/sbom.cdx.json /opt/rocmstack/sbom.cdx.json
 
 # --- guards (final) and provenance ---
-RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia"]
 # Source revision and creation time are build args so this file stays identical across commits.
 ARG ROCMSTACK_REVISION=unknown
 ARG ROCMSTACK_CREATED=1970-01-01T00:00:00Z
@@ -78,8 +79,8 @@ COPY --chmod=0644 rocmstack/lock.json /opt/rocmstack/lock.json
 COPY --chmod=0644 rocmstack/framework-smoke.json /opt/rocmstack/framework-smoke.json
 
 # Run as the non-root user rocm (numeric, so runAsNonRoot can verify it), in the groups that own /dev/kfd and /dev/dri.
-RUN (getent group video >/dev/null || groupadd --system video) \
+RUN ["/bin/bash", "-o", "pipefail", "-c", "(getent group video >/dev/null || groupadd --system video) \
  && (getent group render >/dev/null || groupadd --system render) \
  && (id -u rocm >/dev/null 2>&1 || useradd --create-home --uid 1000 --shell /bin/bash rocm) \
- && usermod -aG video,render rocm
+ && usermod -aG video,render rocm"]
 USER 1000

@@ -3,7 +3,8 @@
 # render hash @render-hash@
 # Layers run from least to most often changed, so bumping one pin rebuilds only its layer and later.
 FROM rocm/primus:v26.4
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Every RUN below runs `bash -o pipefail -c` itself (exec form, written by the renderer): the OCI image format
+# has no SHELL.
 USER 0
 WORKDIR /
 
@@ -22,8 +23,8 @@ ENV PYTORCH_ROCM_ARCH="gfx950" \
 
 # --- guards (early): freeze the base's torch stack for every later pip install ---
 COPY --chmod=0755 rocmstack/bin/ /opt/rocmstack/bin/
-RUN python3 /opt/rocmstack/bin/guard.py freeze torch==2.12.0 torchvision torchaudio triton
-RUN python3 /opt/rocmstack/bin/guard.py python 3.12
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 /opt/rocmstack/bin/guard.py freeze torch==2.12.0 torchvision torchaudio triton"]
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 /opt/rocmstack/bin/guard.py python 3.12"]
 ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
 
 # --- system ---
@@ -32,57 +33,57 @@ ENV PIP_CONSTRAINT=/opt/rocmstack/constraints.txt
 
 COPY --chmod=0644 rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/amdsmi-install.json
 COPY --chmod=0644 rocmstack/patches/rtld-local.json /opt/rocmstack/patches/rtld-local.json
-RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/rtld-local.json
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/amdsmi-install.json /opt/rocmstack/patches/rtld-local.json"]
 
 # --- megatron: Megatron-Core and its bridge ---
 
 # megatron-lm: https://github.com/NVIDIA/Megatron-LM @ 1dcf0dafa884ad52ffb243625717a3471643e087
-RUN git init -q /opt/src/megatron-lm \
+RUN ["/bin/bash", "-o", "pipefail", "-c", "git init -q /opt/src/megatron-lm \
  && git -C /opt/src/megatron-lm remote add origin https://github.com/NVIDIA/Megatron-LM \
  && git -C /opt/src/megatron-lm fetch -q --depth 1 origin 1dcf0dafa884ad52ffb243625717a3471643e087 \
  && git -C /opt/src/megatron-lm checkout -q --detach FETCH_HEAD \
- && test "$(git -C /opt/src/megatron-lm rev-parse HEAD)" = 1dcf0dafa884ad52ffb243625717a3471643e087
+ && test \"$(git -C /opt/src/megatron-lm rev-parse HEAD)\" = 1dcf0dafa884ad52ffb243625717a3471643e087"]
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
-    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/megatron-lm
+    ["/bin/bash", "-o", "pipefail", "-c", "MAX_JOBS=\"${MAX_JOBS}\" python3 -m pip install --no-deps --no-build-isolation /opt/src/megatron-lm"]
 
 # --- vllm: vLLM (built from source for the archs above) ---
 
 # vllm: https://github.com/vllm-project/vllm @ 98dff2a81d747d1dba01a47f939f48c3526d4206 (0.29.0)
-RUN git init -q /opt/src/vllm \
+RUN ["/bin/bash", "-o", "pipefail", "-c", "git init -q /opt/src/vllm \
  && git -C /opt/src/vllm remote add origin https://github.com/vllm-project/vllm \
  && git -C /opt/src/vllm fetch -q --depth 1 origin 98dff2a81d747d1dba01a47f939f48c3526d4206 \
  && git -C /opt/src/vllm checkout -q --detach FETCH_HEAD \
- && test "$(git -C /opt/src/vllm rev-parse HEAD)" = 98dff2a81d747d1dba01a47f939f48c3526d4206
+ && test \"$(git -C /opt/src/vllm rev-parse HEAD)\" = 98dff2a81d747d1dba01a47f939f48c3526d4206"]
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install -r /opt/src/vllm/requirements/rocm.txt
+    ["/bin/bash", "-o", "pipefail", "-c", "python3 -m pip install -r /opt/src/vllm/requirements/rocm.txt"]
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
-    SETUPTOOLS_SCM_PRETEND_VERSION="0.29.0" \
-    VLLM_TARGET_DEVICE="rocm" \
-    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/vllm
-RUN python3 /opt/rocmstack/bin/guard.py pin vllm==0.29.0
+    ["/bin/bash", "-o", "pipefail", "-c", "SETUPTOOLS_SCM_PRETEND_VERSION=\"0.29.0\" \
+    VLLM_TARGET_DEVICE=\"rocm\" \
+    MAX_JOBS=\"${MAX_JOBS}\" python3 -m pip install --no-deps --no-build-isolation /opt/src/vllm"]
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 /opt/rocmstack/bin/guard.py pin vllm==0.29.0"]
 
 # --- app: the RL framework on top ---
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install \
-      "numpy==1.26.4"
+    ["/bin/bash", "-o", "pipefail", "-c", "python3 -m pip install \
+      \"numpy==1.26.4\""]
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install --no-deps \
-      "flash-linear-attention==0.4.2"
+    ["/bin/bash", "-o", "pipefail", "-c", "python3 -m pip install --no-deps \
+      \"flash-linear-attention==0.4.2\""]
 
 # torch-memory-saver: https://github.com/fzyzcjy/torch_memory_saver.git @ d64a639
-RUN git clone -q https://github.com/fzyzcjy/torch_memory_saver.git /opt/src/torch-memory-saver \
+RUN ["/bin/bash", "-o", "pipefail", "-c", "git clone -q https://github.com/fzyzcjy/torch_memory_saver.git /opt/src/torch-memory-saver \
  && git -C /opt/src/torch-memory-saver checkout -q --detach d64a639 \
- && git -C /opt/src/torch-memory-saver rev-parse HEAD > /opt/rocmstack/refs.torch-memory-saver
+ && git -C /opt/src/torch-memory-saver rev-parse HEAD > /opt/rocmstack/refs.torch-memory-saver"]
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
-    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/torch-memory-saver
+    ["/bin/bash", "-o", "pipefail", "-c", "MAX_JOBS=\"${MAX_JOBS}\" python3 -m pip install --no-deps --no-build-isolation /opt/src/torch-memory-saver"]
 
 # vime: https://github.com/vllm-project/vime @ main
-RUN git clone -q --depth 1 --branch main https://github.com/vllm-project/vime /opt/src/vime \
- && git -C /opt/src/vime rev-parse HEAD > /opt/rocmstack/refs.vime
+RUN ["/bin/bash", "-o", "pipefail", "-c", "git clone -q --depth 1 --branch main https://github.com/vllm-project/vime /opt/src/vime \
+ && git -C /opt/src/vime rev-parse HEAD > /opt/rocmstack/refs.vime"]
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install -r /opt/src/vime/requirements.txt
+    ["/bin/bash", "-o", "pipefail", "-c", "python3 -m pip install -r /opt/src/vime/requirements.txt"]
 RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.ccache \
-    MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/vime
+    ["/bin/bash", "-o", "pipefail", "-c", "MAX_JOBS=\"${MAX_JOBS}\" python3 -m pip install --no-deps --no-build-isolation /opt/src/vime"]
 
 # --- env: runtime defaults (last, so changing one rebuilds nothing above) ---
 ENV CUDA_DEVICE_MAX_CONNECTIONS="1" \
@@ -93,18 +94,18 @@ ENV CUDA_DEVICE_MAX_CONNECTIONS="1" \
 
 # --- rocmstack itself: `rocmstack validate` runs the image's own copy (same source revision as the lock) ---
 RUN --mount=type=cache,target=/root/.cache/pip \
-    python3 -m pip install "cyclonedx-python-lib<12,>=11" "jinja2>=3.1" "packaging>=24.0" "pydantic>=2.7" "pyyaml>=6.0" "rich>=13.7" "typer>=0.12" "uv>=0.13"
+    ["/bin/bash", "-o", "pipefail", "-c", "python3 -m pip install \"cyclonedx-python-lib<12,>=11\" \"jinja2>=3.1\" \"packaging>=24.0\" \"pydantic>=2.7\" \"pyyaml>=6.0\" \"rich>=13.7\" \"typer>=0.12\" \"uv>=0.13\""]
 COPY rocmstack/src/ /opt/rocmstack/src/
-RUN python3 -c "import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 'w').write('/opt/rocmstack/src\n')" \
- && printf '#!/bin/sh\nexec python3 -m rocmstack "$@"\n' > /usr/local/bin/rocmstack \
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 -c \"import site; open(site.getsitepackages()[0] + '/rocmstack.pth', 'w').write('/opt/rocmstack/src\\n')\" \
+ && printf '#!/bin/sh\\nexec python3 -m rocmstack \"$@\"\\n' > /usr/local/bin/rocmstack \
  && chmod 0755 /usr/local/bin/rocmstack \
- && rocmstack --version
+ && rocmstack --version"]
 
 # The image's SBOM (CycloneDX JSON, built from the lock): `rocmstack inspect --sbom IMAGE` prints it.
 COPY --chmod=0644 rocmstack/sbom.cdx.json /opt/rocmstack/sbom.cdx.json
 
 # --- guards (final) and provenance ---
-RUN python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia
+RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 /opt/rocmstack/bin/guard.py final --require-hip --forbid-nvidia"]
 # Source revision and creation time are build args so this file stays identical across commits.
 ARG ROCMSTACK_REVISION=unknown
 ARG ROCMSTACK_CREATED=1970-01-01T00:00:00Z
@@ -126,8 +127,8 @@ COPY --chmod=0644 rocmstack/lock.json /opt/rocmstack/lock.json
 COPY --chmod=0644 rocmstack/framework-smoke.json /opt/rocmstack/framework-smoke.json
 
 # Run as the non-root user rocm (numeric, so runAsNonRoot can verify it), in the groups that own /dev/kfd and /dev/dri.
-RUN (getent group video >/dev/null || groupadd --system video) \
+RUN ["/bin/bash", "-o", "pipefail", "-c", "(getent group video >/dev/null || groupadd --system video) \
  && (getent group render >/dev/null || groupadd --system render) \
  && (id -u rocm >/dev/null 2>&1 || useradd --create-home --uid 1000 --shell /bin/bash rocm) \
- && usermod -aG video,render rocm
+ && usermod -aG video,render rocm"]
 USER 1000

@@ -11,20 +11,3 @@ def podman_env(tmp_path_factory):
     is then served from the first one's layer cache (the same image, in seconds), in the module's own folder.
     test_build_podman, which changes tags and the cache, has its own."""
     yield from podman_store(tmp_path_factory)
-
-
-# With `pytest -n N --dist loadgroup` the modules run side by side, each whole on one worker (module-scoped
-# clusters and daemons stay in one process), and the modules that read the one podman store above run on one
-# worker, which builds the store's image once.
-PODMAN_READERS = {
-    "test_hostile_gate",
-    "test_hostile_image",
-    "test_validate_image_smoke",
-    "test_validate_podman",
-}
-
-
-def pytest_collection_modifyitems(items):
-    for item in items:
-        module = item.path.stem
-        item.add_marker(pytest.mark.xdist_group("podman-store" if module in PODMAN_READERS else module))

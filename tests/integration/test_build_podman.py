@@ -220,7 +220,7 @@ def test_dry_run_prints_the_exact_command(podman_env, tmp_path):
         driver,
         "build",
         "--format",
-        "docker",
+        "oci",
         "--isolation",
         "chroot",
         "--layers",

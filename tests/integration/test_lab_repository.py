@@ -35,9 +35,9 @@ EXPECTED = [
     " ghcr.io/acme/verl:acme-latest",
     "rendered acme-verl for gfx950 -> rendered/v1",
     "COPY --chmod=0644 rocmstack/patches/acme-rollout-memory.json /opt/rocmstack/patches/acme-rollout-memory.json",
-    "RUN python3 /opt/rocmstack/bin/apply_patches.py /opt/rocmstack/patches/acme-accelerate-numa.json"
-    " /opt/rocmstack/patches/verl-rollout-defaults.json"
-    " /opt/rocmstack/patches/acme-rollout-memory.json",
+    'RUN ["/bin/bash", "-o", "pipefail", "-c", "python3 /opt/rocmstack/bin/apply_patches.py'
+    " /opt/rocmstack/patches/acme-accelerate-numa.json /opt/rocmstack/patches/verl-rollout-defaults.json"
+    ' /opt/rocmstack/patches/acme-rollout-memory.json"]',
     "acme-verl-v1.lock.json -> recipes/acme-verl.lock.json: 1 added, 1 changed",
     "verl-0.9.0-rocm10 -> acme-verl: 4 added, 8 changed",
     "no resolved package list for verl-0.9.0-rocm10, acme-verl: packages not compared",

@@ -88,8 +88,8 @@ def test_the_walkthrough_runs_as_written(tmp_path):
         assert "PASS: doctor (smoke, bench skipped)" in proc.stdout, out[-6000:]
         assert "refusing to publish localhost/rocmstack-test/tiny:tiny-latest" in proc.stderr, out[-4000:]
         assert "publish refused (exit 1)" in proc.stdout
-        # Step 4: a rebuild from nothing has the same layers; step 7: the pushed digest is signed and verified.
-        assert "rebuilt from nothing: the same layers" in proc.stdout, out[-6000:]
+        # Step 4: a rebuild from nothing is the same image; step 7: the pushed digest is signed and verified.
+        assert "rebuilt from nothing: the same image" in proc.stdout, out[-6000:]
         assert re.search(
             r"^signed 127\.0\.0\.1:5000/localhost/rocmstack-test/tiny@sha256:[0-9a-f]{64} \(cosign, key ",
             proc.stderr,

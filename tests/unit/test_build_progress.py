@@ -113,3 +113,28 @@ def test_buildx_plain_progress():
 def test_interrupted_buildx_step_is_closed_as_failed():
     tracker, _ = run("docker", "#5 [ 4/21] RUN python3 -m pip install x\n", ok=False)
     assert tracker.failed_step().index == 4
+
+
+# Verbatim: podman 4.3.1 (Debian bookworm, --format oci) building exec-form RUNs as rocmstack renders them.
+PODMAN_EXEC_FORM = """\
+STEP 1/4: FROM localhost/rocmstack-test-base:bookworm
+STEP 2/4: ARG X=1
+--> 88911521811
+STEP 3/4: RUN --mount=type=cache,target=/root/.cache/pip ["/bin/bash", "-o", "pipefail", "-c", "echo \\"a $X\\" > /a  && echo b >> /a  && cat /a"]
+a 1
+b
+--> dd69b4a5ba4
+STEP 4/4: RUN ["/bin/bash", "-o", "pipefail", "-c", "false | true"]
+subprocess exited with status 1
+subprocess exited with status 1
+Error: building at STEP "RUN /bin/bash -o pipefail -c false | true": exit status 1
+"""
+
+
+def test_an_exec_form_run_shows_the_command_it_runs():
+    tracker, _ = run("podman", PODMAN_EXEC_FORM, ok=False)
+    assert [s.instruction for s in tracker.steps][2:] == [
+        'RUN --mount=type=cache,target=/root/.cache/pip echo "a $X" > /a  && echo b >> /a  && cat /a',
+        "RUN false | true",
+    ]
+    assert tracker.failed_instruction == "RUN false | true" and tracker.error == "exit status 1"

@@ -142,7 +142,7 @@ def test_podman_build_command_is_exact(tmp_path):
         "vfs",
         "build",
         "--format",
-        "docker",
+        "oci",
         "--isolation",
         "chroot",
         "--layers",

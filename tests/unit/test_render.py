@@ -19,6 +19,7 @@ from rocmstack.recipe.load import load_recipe, recipe_files
 from rocmstack.recipe.resolve import resolve
 from rocmstack.render.context import render, write_context
 from rocmstack.resources import self_requirements
+from tests.conftest import shell_view
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
@@ -370,7 +371,7 @@ def test_a_locked_recipe_installs_its_lock():
 
     checked = gate("verl-0.9.0-rocm10", "gfx950")
     out = render(checked.resolved, revision=FIXED_REVISION)
-    text = out.dockerfile
+    text = shell_view(out.dockerfile)
     entry = read_lock(lock_path(checked.resolved.source))["entries"]["gfx950"]
     layers = sorted({p["layer"] for p in entry["packages"]})
     for layer in layers:
@@ -420,12 +421,12 @@ def test_rocmstacks_own_layer_comes_from_the_lock_or_is_refused():
         "packages": [{**p, "layer": "ray"} for p in closure["packages"]],
         "rocmstack_requirements": self_requirements(),
     }
-    text = render(replace(resolved, locked=covered), revision=FIXED_REVISION).dockerfile
+    text = shell_view(render(replace(resolved, locked=covered), revision=FIXED_REVISION).dockerfile)
     assert "/opt/rocmstack/requirements/rocmstack.txt" not in text
     assert "# Its requirements (from the lock) are all installed by the layers above." in text
     assert not [r for r in self_requirements() if f'"{r}"' in text]
     # Unlocked (no lock entry, or --set on top of one): every layer, rocmstack's too, installs its ranges.
-    unlocked = render(resolved, revision=FIXED_REVISION).dockerfile
+    unlocked = shell_view(render(resolved, revision=FIXED_REVISION).dockerfile)
     assert all(f'"{r}"' in unlocked for r in self_requirements())
 
 
@@ -484,7 +485,7 @@ def test_a_git_components_declared_requirements_install_the_same_locked_or_not(t
     recipe, _ = load_recipe(str(path))
     unlocked = resolve(recipe, path, None)
     plain = render(unlocked, revision=FIXED_REVISION)
-    text = plain.dockerfile
+    text = shell_view(plain.dockerfile)
     assert "pip install -r /opt/rocmstack/requires/helper.txt" in text
     assert plain.files["rocmstack/requires/helper.txt"] == b"packaging>=24\n"
     assert _install_steps(text, "helper") == [
@@ -501,7 +502,7 @@ def test_a_git_components_declared_requirements_install_the_same_locked_or_not(t
     out = render(locked, revision=FIXED_REVISION)
     assert "requires/helper.txt" not in out.dockerfile and "rocmstack/requires/helper.txt" not in out.files
     assert "packaging==24.1" in out.files["rocmstack/requirements/app.txt"].decode()
-    assert _install_steps(out.dockerfile, "helper") == _install_steps(text, "helper")
+    assert _install_steps(shell_view(out.dockerfile), "helper") == _install_steps(text, "helper")
 
 
 def test_a_git_component_with_a_requirements_file_installs_no_deps_unlocked_too(tmp_path):
@@ -509,7 +510,7 @@ def test_a_git_component_with_a_requirements_file_installs_no_deps_unlocked_too(
     unlocked render no longer lets pip add what the tree's metadata names on top (the lock never would)."""
     path = _git_component_recipe(tmp_path, "    requirements: requirements.txt\n")
     recipe, _ = load_recipe(str(path))
-    text = render(resolve(recipe, path, None), revision=FIXED_REVISION).dockerfile
+    text = shell_view(render(resolve(recipe, path, None), revision=FIXED_REVISION).dockerfile)
     assert "python3 -m pip install -r /opt/src/helper/requirements.txt" in text
     assert _install_steps(text, "helper") == [
         'MAX_JOBS="${MAX_JOBS}" python3 -m pip install --no-deps --no-build-isolation /opt/src/helper'
@@ -519,7 +520,7 @@ def test_a_git_component_with_a_requirements_file_installs_no_deps_unlocked_too(
 def test_submodules_are_checked_out_after_the_commit_and_before_the_build(tmp_path):
     path = _git_component_recipe(tmp_path, "    submodules: true\n    no_deps: true\n")
     recipe, _ = load_recipe(str(path))
-    lines = render(resolve(recipe, path, None), revision=FIXED_REVISION).dockerfile.splitlines()
+    lines = shell_view(render(resolve(recipe, path, None), revision=FIXED_REVISION).dockerfile).splitlines()
     sub = lines.index("RUN git -C /opt/src/helper submodule update -q --init --recursive --depth 1")
     checked = next(i for i, line in enumerate(lines) if "rev-parse HEAD)" in line and "helper" in line)
     built = next(

@@ -20,6 +20,7 @@ from rocmstack.recipe.load import load_recipe
 from rocmstack.recipe.resolve import resolve
 from rocmstack.render.context import render
 from rocmstack.validate.aiter import FirstCall, first_calls, judge, parse_aiter_log, read_manifest
+from tests.conftest import shell_view
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "rocmstack" / "incontext" / "aiter_prebuild.py"
@@ -49,7 +50,7 @@ def test_prebuild_option_renders_a_build_step_for_the_archs(tmp_path):
         str(lab_recipe(tmp_path, "prebuild_aiter: [module_aiter_enum, module_rmsnorm]\n"))
     )
     out = render(resolve(recipe, path, "gfx942;gfx950", ()), revision=("0" * 40, "2026-11-29T00:00:00Z"))
-    text = out.dockerfile
+    text = shell_view(out.dockerfile)
     assert "ENV AITER_JIT_DIR=/opt/rocmstack/aiter-jit" in text
     step = next(line for line in text.splitlines() if "aiter_prebuild.py build" in line)
     assert step.endswith("module_aiter_enum module_rmsnorm \\")
@@ -58,7 +59,7 @@ def test_prebuild_option_renders_a_build_step_for_the_archs(tmp_path):
     assert out.files["rocmstack/bin/aiter_prebuild.py"] == SCRIPT.read_bytes()
     hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
     if hadolint:
-        (tmp_path / "Dockerfile").write_text(text)
+        (tmp_path / "Dockerfile").write_text(out.dockerfile)
         lint = subprocess.run(
             [hadolint, str(tmp_path / "Dockerfile")], capture_output=True, text=True, check=False
         )
