@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from rocmstack.container import engine as engines
-from tests.conftest import podman_store_env
+from tests.conftest import podman_store_env, shell_view
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -276,7 +276,7 @@ def test_build_labels_lock_tags_and_patch(podman_env, first_build):
         "iniconfig",
         "tomli",
     }
-    dockerfile = next(Path(first_build["out"]).rglob("Dockerfile")).read_text()
+    dockerfile = shell_view(next(Path(first_build["out"]).rglob("Dockerfile")).read_text())
     # ray, verl and rocmstack's own layer (its runtime requirements, the image carries rocmstack): all three
     # from the lock, and pip check after the last of them.
     installs = "pip install --no-deps --require-hashes -r /opt/rocmstack/requirements/"
