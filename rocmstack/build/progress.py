@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from rocmstack.render.run_form import SHELL
+
 _PODMAN_STEP = re.compile(r"^STEP (\d+)/(\d+): (.*)$")
 _PODMAN_CACHE = re.compile(r"^--> Using cache ([0-9a-f]+)")
 _PODMAN_ERROR = re.compile(r'^Error: building at STEP "(.*)": (.*)$')
@@ -24,8 +26,10 @@ _BUILDX_DONE = re.compile(r"^#(\d+) DONE ([0-9.]+)s\s*$")
 _BUILDX_ERROR = re.compile(r"^#(\d+) ERROR: (.*)$")
 # A RUN as the renderer writes it (exec form through bash -o pipefail), as the engines echo it: the array
 # itself, or its words joined (podman's error line).
-_EXEC_ARRAY = re.compile(r'^RUN ((?:--\S+ )*)\["/bin/bash", "-o", "pipefail", "-c", (".*")\]$')
-_EXEC_WORDS = re.compile(r"^RUN ((?:--\S+ )*)/bin/bash -o pipefail -c (.*)$")
+_EXEC_ARRAY = re.compile(
+    r"^RUN ((?:--\S+ )*)\[" + re.escape(", ".join(json.dumps(w) for w in SHELL)) + r', (".*")\]$'
+)
+_EXEC_WORDS = re.compile(r"^RUN ((?:--\S+ )*)" + re.escape(" ".join(SHELL)) + r" (.*)$")
 
 
 def shown(instruction: str) -> str:

@@ -37,8 +37,8 @@ def guard_verdict(
         mine = "sha256:" + image_id.removeprefix("sha256:")
         fix = "push the image the registry already holds, or bump a pin so the tags change"
         if remote.get("index"):
-            held = [str(c) for c in remote.get("images") or []]
-            if not held or remote.get("more") or any(c != mine for c in held):
+            held = held_images(remote)
+            if not holds_only(remote, mine):
                 shown = ", ".join(printable(c[7:19]) for c in held) or "none"
                 raise CheckFailed(
                     f"refusing to push {ref}: it already exists in the registry with render hash "
@@ -57,6 +57,19 @@ def guard_verdict(
                 fix=fix,
             )
     return verdict
+
+
+def held_images(remote: dict) -> list[str]:
+    """The image ids (config digests) a registry manifest holds: every image an index lists, or its config."""
+    return (
+        [str(c) for c in remote.get("images") or []] if remote.get("index") else [str(remote.get("config"))]
+    )
+
+
+def holds_only(remote: dict, image_id: str) -> bool:
+    """Whether the manifest holds this image and nothing else (an index none of whose images is another)."""
+    held = held_images(remote)
+    return bool(held) and not remote.get("more") and all(c == image_id for c in held)
 
 
 def push_tags(

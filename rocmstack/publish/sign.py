@@ -20,6 +20,7 @@ from pathlib import Path
 from rocmstack.container import engine as engines
 from rocmstack.container.engine import Engine, Which
 from rocmstack.errors import CheckFailed, EngineError, InputError, printable, quoted
+from rocmstack.publish.push import held_images, holds_only
 
 SIGN_TIMEOUT = 600
 # The PEM blocks of a sigstore private key: cosign's generate-key-pair (old and new) and skopeo's.
@@ -123,10 +124,8 @@ def pushed_digest(engine: Engine, ref: str, image_id: str, *, which: Which = shu
     is what gets signed); CheckFailed when the tag holds anything else by now."""
     remote = engines.remote_manifest(engine, ref, which=which) or {}
     mine = "sha256:" + image_id.removeprefix("sha256:")
-    held = (
-        [str(c) for c in remote.get("images") or []] if remote.get("index") else [str(remote.get("config"))]
-    )
-    if not remote.get("digest") or not held or remote.get("more") or any(c != mine for c in held):
+    held = held_images(remote)
+    if not remote.get("digest") or not holds_only(remote, mine):
         raise CheckFailed(
             f"not signing {ref}: the registry holds {', '.join(printable(c[7:19]) for c in held) or 'nothing'} "
             f"there, not the image pushed ({mine[7:19]})",

@@ -182,7 +182,7 @@ def test_a_timestamp_fixes_podmans_times_and_no_cache_runs_every_step(tmp_path):
     cmd = E.build_command(
         docker, context=tmp_path, iidfile=tmp_path / "iid", build_args={}, labels={}, timestamp=1
     )
-    assert "--timestamp" not in cmd and "--no-cache" not in cmd  # BuildKit has no such flag
+    assert "--timestamp" not in cmd and "--no-cache" not in cmd  # BuildKit takes no --timestamp
 
 
 def test_buildx_build_command(tmp_path):
