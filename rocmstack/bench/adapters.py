@@ -1,262 +1,36 @@
-"""vLLM and SGLang measured as the reference engine is: steady decode per step, prefill, peak memory.
+"""The image's engines (vLLM, SGLang, any catalogue entry with a bench path) measured as the reference engine
+is: steady decode per step, prefill, peak memory.
 
 Each engine runs once per bench run, every batch inside that one start, in a child process of its own
-(own process group, time limit, killed whole), with dummy weights from a config-only model folder:
-- vLLM: ``python -m rocmstack.bench.engine_child`` (one offline ``vllm.LLM``; decode step from ``generate``
-  timed at 1 and N new tokens, see engine_child);
-- SGLang: its one-batch benchmark (``sglang.benchmark.one_batch``; ``sglang.bench_one_batch`` in releases
-  without it), which times prefill and each decode step itself; its JSON-lines result file is read.
-Peak memory: on a GPU the device's used memory as the driver counts it (NVML, amdsmi), sampled here while
-the engine runs, over the whole run (the engines reserve their cache up front); on CPU the engine
-process's max RSS. An engine that is not installed is a `skip` with the reason; one that fails is an
-`error` with its last log lines.
+(own process group, time limit, killed whole); what the child is, and how its answer is read, is the entry's
+runner (``gpu/engine_bench.py``). Peak memory: on a GPU the device's used memory as the driver counts it
+(NVML, amdsmi), sampled here while the engine runs, over the whole run (the engines reserve their cache up
+front); on CPU the runner's figure (the engine process's max RSS). An engine that is not installed is a
+`skip` with the reason; one that fails is an `error` with its last log lines.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
-import sys
 import tempfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from rocmstack.bench.engine_child import RESULT_MARK, VISIBILITY_MARK, summarise
 from rocmstack.gpu.driver_memory import PeakSampler, open_counter
-from rocmstack.gpu.model_dir import write_model_dir
-from rocmstack.gpu.rollout import DTYPES
-from rocmstack.gpu.shapes import shape_from_config
-from rocmstack.gpu.tokenizer import build_tokenizer
-from rocmstack.platform.tools import ToolRun, engine_available, run_tool, strip_ansi
+from rocmstack.gpu.engine_bench import EngineRequest, EngineRun
+from rocmstack.gpu.rollout import CATALOGUE, Catalogue
+from rocmstack.platform.tools import ToolRun, engine_available, run_tool
 from rocmstack.status import Status
 
-Launch = Callable[[list[str], Mapping[str, str] | None], ToolRun]
-LOG_TAIL = 40  # log lines kept with a failed run
-REASON_LINES = 4  # of those, in the one-line reason
 
-
-@dataclass(frozen=True, kw_only=True)
-class EngineRequest:
-    config: Mapping[str, Any]
-    batches: tuple[int, ...]
-    prompt_len: int
-    new_tokens: int
-    dtype: str
-    device: str  # cpu | cuda
-    backend: str  # cpu | cuda | hip: which driver counts device memory
-    seed: int = 0
-    temperature: float = 1.0
-    top_p: float = 1.0
-    tokenizer: str | None = None
-    iters: int = 3  # timed calls per output length (vLLM); medians are reported
-    timeout_s: float = 1800.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class EngineBatch:
-    batch: int
-    prefill_s: float
-    total_s: float  # prefill + N - 1 decode steps: one full batch
-    step_s: float | None  # one steady decode step
-    # mean full-batch latency as `vllm bench latency` times it (both prefill every call: no prefix cache)
-    batch_latency_mean_s: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class EngineRun:
-    engine: str
-    status: str  # pass | skip | error (rocmstack.status)
-    reason: str | None = None
-    command: tuple[str, ...] = ()
-    version: str | None = None
-    engine_starts: int = 0
-    start_s: float | None = None
-    wall_s: float | None = None  # the engine's whole process: start, warm-up, every batch
-    batches: tuple[EngineBatch, ...] = ()
-    peak_memory_gb: float | None = None
-    peak_memory_source: str | None = None
-    log_tail: tuple[str, ...] = ()
-
-    def batch(self, b: int) -> EngineBatch | None:
-        return next((x for x in self.batches if x.batch == b), None)
-
-
-def _sglang_module() -> str:
-    try:
-        new = importlib.util.find_spec("sglang.benchmark.one_batch") is not None
-    except ImportError:  # a parent package that fails to import
-        new = False
-    return "sglang.benchmark.one_batch" if new else "sglang.bench_one_batch"
-
-
-def cpu_kv_cache_bytes(req: EngineRequest) -> int:
-    """Twice the KV cache the largest batch fills (vLLM rounds to blocks of 16 tokens), at least 64 MiB."""
-    per_token = shape_from_config(req.config).kv_bytes_per_token(DTYPES[req.dtype])
-    return max(64 << 20, 2 * max(req.batches) * (req.prompt_len + req.new_tokens + 16) * per_token)
-
-
-def vllm_command(request_file: Path) -> list[str]:
-    return [sys.executable, "-m", "rocmstack.bench.engine_child", str(request_file)]
-
-
-def vllm_env(device: str) -> dict[str, str]:
-    # On CPU the engine runs inside the child (no engine-core process), so the child's max RSS is the engine's.
-    return {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if device == "cpu" else dict(os.environ)
-
-
-def sglang_command(model_dir: Path, req: EngineRequest, result_file: Path) -> list[str]:
-    cmd = [
-        sys.executable, "-m", _sglang_module(),
-        "--model-path", str(model_dir),
-        "--load-format", "dummy",
-        "--batch-size", *map(str, req.batches),
-        "--input-len", str(req.prompt_len),
-        "--output-len", str(req.new_tokens),
-        "--dtype", req.dtype,
-        "--result-filename", str(result_file),
-    ]  # fmt: skip
-    if req.tokenizer:
-        cmd += ["--tokenizer-path", req.tokenizer]
-    return cmd
-
-
-def log_tail(proc: ToolRun) -> tuple[str, ...]:
-    lines = [ln.rstrip() for ln in strip_ansi(proc.stdout + "\n" + proc.stderr).splitlines() if ln.strip()]
-    return tuple(ln[:400] for ln in lines[-LOG_TAIL:])
-
-
-def _failed(engine: str, cmd: list[str], proc: ToolRun, what: str) -> EngineRun:
-    tail = log_tail(proc)
-    if proc.timed_out:
-        head = f"{engine} did not finish within {proc.seconds:.0f} s (killed)"
-    elif proc.error or proc.missing:
-        head = proc.reason()
-    else:
-        head = f"{engine} exited {proc.returncode} {what}"
-    last = " | ".join(ln for ln in tail[-REASON_LINES:] if not ln.startswith(VISIBILITY_MARK)) or "no output"
-    seen = next((ln for ln in proc.stdout.splitlines() if ln.startswith(VISIBILITY_MARK)), None)
-    if seen is not None:  # the engine's own view of its GPUs first: a mask that hid them is the cause
-        head += f" ({seen[len(VISIBILITY_MARK) :].strip()})"
-    return EngineRun(
-        engine=engine, status=Status.ERROR, reason=f"{head}: {last}", command=tuple(cmd), log_tail=tail
-    )
-
-
-def parse_vllm_answer(stdout: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_MARK):
-            value = json.loads(line[len(RESULT_MARK) :])
-            return value if isinstance(value, dict) else None
-    return None
-
-
-def _run_vllm(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
-    model_dir = write_model_dir(req.config, tmp / "model", req.dtype)
-    request = {
-        "model_dir": str(model_dir),
-        "tokenizer": req.tokenizer,
-        "batches": list(req.batches),
-        "prompt_len": req.prompt_len,
-        "new_tokens": req.new_tokens,
-        "dtype": req.dtype,
-        "device": req.device,
-        "seed": req.seed,
-        "temperature": req.temperature,
-        "top_p": req.top_p,
-        "iters": req.iters,
-        "vocab_size": int(req.config["vocab_size"]),
-        "kv_cache_bytes": cpu_kv_cache_bytes(req) if req.device == "cpu" else None,
-    }
-    request_file = tmp / "request.json"
-    request_file.write_text(json.dumps(request))
-    cmd = vllm_command(request_file)
-    proc = launch(cmd, vllm_env(req.device))
-    answer = parse_vllm_answer(proc.stdout) if proc.ok else None
-    if answer is None:
-        return _failed("vllm", cmd, proc, "before answering" if proc.ok else "(engine start or run failed)")
-    batches = []
-    for row in answer["rows"]:
-        s = summarise(row, req.new_tokens)
-        batches.append(
-            EngineBatch(
-                batch=int(row["batch"]),
-                prefill_s=s["prefill_s"],
-                total_s=s["total_s"],
-                step_s=s.get("step_s"),
-                batch_latency_mean_s=s["batch_latency_mean_s"],
-            )
-        )
-    return EngineRun(
-        engine="vllm",
-        status=Status.PASS,
-        command=tuple(cmd),
-        version=str(answer["version"]),
-        engine_starts=int(answer["engine_starts"]),
-        start_s=float(answer["start_s"]),
-        wall_s=proc.seconds,
-        batches=tuple(batches),
-        peak_memory_gb=float(answer["max_rss_gb"]) if req.device == "cpu" else None,
-        peak_memory_source="max RSS of the engine process" if req.device == "cpu" else None,
-    )
-
-
-def _run_sglang(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
-    model_dir = write_model_dir(req.config, tmp / "model", req.dtype)
-    if not req.tokenizer:
-        # The one-batch benchmark loads a tokenizer even for its random token ids: a small local one.
-        build_tokenizer(model_dir)
-    result_file = tmp / "result.jsonl"
-    cmd = sglang_command(model_dir, req, result_file)
-    proc = launch(cmd, None)
-    if not proc.ok:
-        return _failed("sglang", cmd, proc, "(engine start or run failed)")
-    try:
-        rows = [json.loads(ln) for ln in result_file.read_text(encoding="utf-8").splitlines() if ln.strip()]
-        batches = sglang_batches(rows)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return _failed("sglang", cmd, proc, f"without a readable {result_file.name} ({exc})")
-    missing = sorted(set(req.batches) - {b.batch for b in batches})
-    if missing:  # the benchmark skips a batch that does not fit its KV cache, and says so in its log
-        return _failed("sglang", cmd, proc, f"without a result for batch {', '.join(map(str, missing))}")
-    return EngineRun(
-        engine="sglang",
-        status=Status.PASS,
-        command=tuple(cmd),
-        version=_dist_version("sglang"),
-        engine_starts=1,  # the benchmark loads the model once and runs every --batch-size in turn
-        wall_s=proc.seconds,
-        batches=batches,
-    )
-
-
-def _dist_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
-
-
-def sglang_batches(rows: list[dict[str, Any]]) -> tuple[EngineBatch, ...]:
-    """The one-batch benchmark's JSON lines: prefill, each decode step synchronised and timed, total."""
-    return tuple(
-        EngineBatch(
-            batch=int(r["batch_size"]),
-            prefill_s=float(r["prefill_latency"]),
-            total_s=float(r["total_latency"]),
-            step_s=float(r["median_decode_latency"]) if "median_decode_latency" in r else None,
-        )
-        for r in rows
-    )
-
-
-def run_engine(engine: str, req: EngineRequest) -> EngineRun:
-    """Start `engine` once and time every batch of `req` inside that start."""
-    reason = engine_available(engine)
+def run_engine(engine: str, req: EngineRequest, catalogue: Catalogue = CATALOGUE) -> EngineRun:
+    """Start `engine` once and time every batch of `req` inside that start, by its catalogue entry's bench
+    path; a name with none is refused there."""
+    entry = catalogue.entry(engine, flag="bench engine", bench=True)
+    runner = entry.bench
+    assert runner is not None  # entry() keeps only the engines with a bench path
+    reason = engine_available(entry.package) if entry.package else None
     if reason:
         return EngineRun(engine=engine, status=Status.SKIP, reason=reason)
     counter = open_counter(req.backend, os.environ) if req.device == "cuda" else None
@@ -276,7 +50,7 @@ def run_engine(engine: str, req: EngineRequest) -> EngineRun:
         return proc
 
     with tempfile.TemporaryDirectory(prefix=f"rocmstack-{engine}-") as tmp:
-        run = (_run_vllm if engine == "vllm" else _run_sglang)(req, Path(tmp), launch)
+        run = runner(req, Path(tmp), launch)
     if req.device == "cuda" and run.status == Status.PASS:
         if peak:
             return replace(run, peak_memory_gb=peak[0], peak_memory_source="driver: device used memory")

@@ -1,7 +1,7 @@
 """The engine side of `bench rollout --rollout vllm`: one vLLM engine, every batch, timed in one process.
 
-Run as ``python -m rocmstack.bench.engine_child REQUEST.json`` by rocmstack.bench.adapters (own process
-group, time limit). It builds one offline ``vllm.LLM`` with dummy weights from a config-only model folder,
+Run as ``python -m rocmstack.bench.engine_child REQUEST.json`` by ``gpu/engine_bench.run_vllm`` (own
+process group, time limit). It builds one offline ``vllm.LLM`` with dummy weights from a config-only model folder,
 then for each batch times ``generate`` at 1 and N new tokens (``ignore_eos``, no prefix cache, the
 reference engine's prompts), so that prefill = t(1) and one decode step = (t(N) - t(1)) / (N - 1): the
 per-call overheads of the offline API cancel out. t(N) is timed as ``vllm bench latency`` times a batch
@@ -16,17 +16,15 @@ from __future__ import annotations
 import json
 import os
 import resource
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from rocmstack.gpu.engine_bench import RESULT_MARK, VISIBILITY_MARK
 from rocmstack.gpu.rollout import prompt_ids
 from rocmstack.platform.masks import MASK_VARS, process_visibility
 
-RESULT_MARK = "ROCMSTACK-ENGINE-JSON:"
-VISIBILITY_MARK = "ROCMSTACK-ENGINE-VISIBILITY:"
 GPU_MEMORY_UTILIZATION = 0.85
 
 
@@ -101,16 +99,6 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
         # max RSS of this process, which holds the engine when it runs in-process (the CPU bench does)
         "max_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9,
     }
-
-
-def summarise(row: dict[str, Any], new_tokens: int) -> dict[str, float]:
-    """Medians of the timed calls; decode step from the difference of the two output lengths."""
-    t1, tn = statistics.median(row["t1_s"]), statistics.median(row["tn_s"])
-    out = {"prefill_s": t1, "total_s": tn, "batch_latency_mean_s": statistics.fmean(row["tn_s"])}
-    if new_tokens > 1:
-        out["decode_s"] = max(tn - t1, 1e-9)
-        out["step_s"] = out["decode_s"] / (new_tokens - 1)
-    return out
 
 
 def _gpu_count() -> int | None:

@@ -23,16 +23,27 @@ from typing import Any
 
 from rocmstack import __version__
 from rocmstack.bench import roofline
-from rocmstack.bench.adapters import EngineRequest, run_engine
+from rocmstack.bench.adapters import run_engine
 from rocmstack.bench.report import KIND, SCHEMA
 from rocmstack.bench.weightsync import bench_dist, bench_ipc
 from rocmstack.gpu import memory
+from rocmstack.gpu.engine_bench import EngineRequest
 from rocmstack.gpu.memory import MemoryEstimate
-from rocmstack.gpu.rollout import DTYPES, make_engine, prompt_ids
-from rocmstack.gpu.shapes import ModelShape, shape_from_config
+from rocmstack.gpu.rollout import CATALOGUE, Catalogue, make_engine, prompt_ids
+from rocmstack.gpu.shapes import DTYPES, ModelShape, shape_from_config
 from rocmstack.status import Status
 
-ENGINES = ("reference", "hf", "vllm", "sglang")
+# Run in this process: the catalogue's reference engine, and transformers' generate (hf), the baseline both
+# are measured against. Every other engine is a catalogue entry's subprocess path.
+IN_PROCESS = ("reference", "hf")
+
+
+def engines(catalogue: Catalogue = CATALOGUE) -> tuple[str, ...]:
+    """The names --rollout takes: the in-process runs, then each catalogue entry with a bench path."""
+    return (*IN_PROCESS, *catalogue.names(bench=True))
+
+
+ENGINES = engines()
 # Size of the copy that measures the device's bandwidth (source and destination each).
 COPY_BYTES_GPU = 2 << 30
 COPY_BYTES_CPU = 64 << 20
@@ -58,6 +69,7 @@ class RolloutSpec:
     weight_sync: bool = False
     tokenizer: str | None = None
     engine_timeout_s: float = 1800.0
+    catalogue: Catalogue = CATALOGUE  # where the engines' names lead (a test adds one of its own)
 
 
 def memory_phases(spec: RolloutSpec) -> list[MemoryEstimate]:
@@ -396,6 +408,7 @@ def _run_external(
             temperature=spec.temperature, top_p=spec.top_p, tokenizer=spec.tokenizer,
             timeout_s=spec.engine_timeout_s,
         ),
+        spec.catalogue,
     )  # fmt: skip
     out = []
     for batch in spec.batches:
@@ -490,7 +503,7 @@ def estimate_seconds(spec: RolloutSpec, shape: ModelShape, bandwidth: float) -> 
     """Seconds each (engine, batch) run of rocmstack's own engines will take, before it starts: every
     generate call (a warm-up and a timed one) moves the decode step's bytes once per new token, at the share
     of the measured copy rate the device reaches; prefill is counted as two steps. The image's engines
-    (vllm, sglang) are not estimated: their start alone varies by minutes."""
+    (the catalogue's subprocess paths: vllm, sglang) are not estimated: their start alone varies by minutes."""
     share = DECODE_SHARE.get(spec.device, 0.25)
     out = {}
     for batch in spec.batches:
@@ -553,6 +566,9 @@ def run_rollout(
 ) -> dict[str, Any]:
     """Run the bench; `progress` gets each phase and, every `tick_s` seconds, the token reached. Ctrl-C
     raises RolloutInterrupted with the rows that finished."""
+    for name in spec.engines:  # an unknown name fails here, before any work
+        if name not in IN_PROCESS:
+            spec.catalogue.entry(name, flag="bench engine", bench=True)
     import torch
 
     shape = shape_from_config(spec.config)
@@ -625,6 +641,7 @@ def _measure(
             prefer="reference",
             graphs=spec.use_graphs,
             fused=spec.fused,
+            catalogue=spec.catalogue,
         )
         if hf_model is not None:  # the very weights transformers ran with
             engine.load_hf_state_dict(hf_model.state_dict())
@@ -645,7 +662,7 @@ def _measure(
         # its share is free): cycles (captured graphs and their pools) must go before the cache is emptied.
         gc.collect()
         torch.cuda.empty_cache()
-    for name in ("vllm", "sglang"):
+    for name in spec.catalogue.names(bench=True):
         if name in spec.engines:
             rows, about = _run_external(name, spec, shape, bandwidth, spec_bw, backend, progress)
             results += rows

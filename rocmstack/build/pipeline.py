@@ -301,7 +301,7 @@ def base_source(source: str, engine: Engine, image: str, tag: str, digest: str |
     """What ``--base-from`` names, as the engine's pull reads it. A mirror repository (``HOST/PATH`` or
     ``docker://HOST/PATH``) gets the recipe's digest, else its tag; an archive or a layout folder is read
     as it is. The recipe is not touched: the Dockerfile, its render hash and the tags stay the same."""
-    if engine.name == "docker":
+    if not engine.pulls_transports:
         raise InputError(
             f"--base-from {quoted(source)}: for podman and buildah",
             fix="docker takes a mirror of docker.io from its daemon's registry-mirrors setting, or "
@@ -339,7 +339,7 @@ def place_base(plan: Plan, console: Console) -> None:
     result = run_logged(
         engine.cmd("pull", *tls, source),
         log_path=plan.log,
-        engine=engine.name,
+        progress=engine.progress,
         timeout_s=engines.PULL_TIMEOUT,
         on_line=lambda line: console.print(f"  {escape(line)}", highlight=False) if line.strip() else None,
     )
@@ -347,7 +347,7 @@ def place_base(plan: Plan, console: Console) -> None:
     if not result.ok or not re.fullmatch(r"[0-9a-f]{64}", image_id):
         said = chr(10).join(result.tail)
         why = (
-            engines._last_line(said)  # a file: the engine's own words; a registry: classified as a pull is
+            engines.last_line(said)  # a file: the engine's own words; a registry: classified as a pull is
             if source.startswith(ARCHIVE_TRANSPORTS)
             else engines.classify_pull_error(source.removeprefix("docker://"), said)
         )
@@ -361,19 +361,19 @@ def place_base(plan: Plan, console: Console) -> None:
             "(docker save and podman save do not)",
         )
     name = plan.base_in_dockerfile.split("@", 1)[0]
-    out = engines._run(engine.cmd("tag", image_id, name), engines.QUICK_TIMEOUT)
+    out = engine.tag(image_id, name)
     if out.returncode != 0:
         raise EngineError(
-            f"tagging the base {image_id[:12]} as {name} failed: {engines._last_line(out.stderr)}"
+            f"tagging the base {image_id[:12]} as {name} failed: {engines.last_line(out.stderr)}"
         )
 
 
 def ensure_base(plan: Plan, console: Console) -> dict:
     """Make sure the engine has the base image; pull it if not. EngineError names the image and the registry."""
     engine = plan.engine
-    if engine.name == "docker" and engine.builder:
+    if engine.builder_pulls:
         # A docker-container builder pulls by itself; check the registry answers for this image.
-        out = engines._run(engine.cmd("buildx", "imagetools", "inspect", plan.base), engines.QUICK_TIMEOUT)
+        out = engine.inspect_remote(plan.base)
         if out.returncode != 0:
             raise EngineError(
                 f"cannot pull base image {plan.base}: "
@@ -387,7 +387,7 @@ def ensure_base(plan: Plan, console: Console) -> dict:
         result = run_logged(
             engine.cmd("pull", plan.base),
             log_path=plan.log,
-            engine=engine.name,
+            progress=engine.progress,
             timeout_s=engines.PULL_TIMEOUT,
             on_line=lambda line: (
                 console.print(f"  {escape(line)}", highlight=False) if line.strip() else None
@@ -455,7 +455,7 @@ def run_engine(plan: Plan, console: Console) -> RunResult:
         return run_logged(
             plan.command,
             log_path=plan.log,
-            engine=plan.engine.name,
+            progress=plan.engine.progress,
             timeout_s=BUILD_TIMEOUT_S,
             on_event=on_event,
         )
@@ -537,14 +537,13 @@ def apply_tags(plan: Plan, image_id: str) -> list[str]:
     done: list[str] = []
     try:
         for ref in plan.tags.refs():
-            out = engines._run(engine.cmd("tag", image_id, ref), engines.QUICK_TIMEOUT)
+            out = engine.tag(image_id, ref)
             if out.returncode != 0:
-                raise BuildError(f"tagging {image_id[:19]} as {ref} failed: {engines._last_line(out.stderr)}")
+                raise BuildError(f"tagging {image_id[:19]} as {ref} failed: {engines.last_line(out.stderr)}")
             done.append(ref)
     except BaseException:
         for ref in done:
-            args = ("untag", image_id, ref) if engine.name == "podman" else ("image", "rm", "--no-prune", ref)
-            engines._run(engine.cmd(*args), engines.QUICK_TIMEOUT)
+            engine.untag(image_id, ref)
         raise
     return done
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from rocmstack.container.engine import STEP_PROGRESS
 from rocmstack.render.run_form import SHELL
 
 _PODMAN_STEP = re.compile(r"^STEP (\d+)/(\d+): (.*)$")
@@ -84,11 +85,11 @@ class StepTracker:
 
     def __init__(
         self,
-        engine: str,
+        progress: str,
         on_event: Callable[[Event], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.engine = engine
+        self.progress = progress  # Engine.progress: STEP_PROGRESS, else BuildKit's plain lines
         self.steps: list[Step] = []
         self.failed_instruction: str | None = None
         self.error: str | None = None
@@ -127,7 +128,7 @@ class StepTracker:
     # -- lines --------------------------------------------------------------------------------------
     def feed(self, line: str) -> None:
         line = line.rstrip("\n")
-        if self.engine == "podman":
+        if self.progress == STEP_PROGRESS:
             self._feed_podman(line)
         else:
             self._feed_buildx(line)

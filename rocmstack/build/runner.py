@@ -93,14 +93,15 @@ def run_logged(
     argv: Sequence[str],
     *,
     log_path: Path,
-    engine: str,
+    progress: str,
     timeout_s: float,
     on_event: Callable[[Event], None] | None = None,
     on_line: Callable[[str], None] | None = None,
     env: dict[str, str] | None = None,
 ) -> RunResult:
-    """Run ``argv``; KeyboardInterrupt stops the child and propagates once it is gone."""
-    tracker = StepTracker(engine, on_event)
+    """Run ``argv``; KeyboardInterrupt stops the child and propagates once it is gone. PROGRESS: how its
+    output marks build steps (``Engine.progress``)."""
+    tracker = StepTracker(progress, on_event)
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     t0 = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)

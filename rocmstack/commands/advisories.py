@@ -8,16 +8,14 @@ from pathlib import Path
 import typer
 
 from rocmstack.errors import InputError, printable, quoted
-from rocmstack.options import ADVISORIES_DIR_OPT, JSON_OPT
+from rocmstack.options import ADVISORIES_DIR_OPT, COMPONENT, JSON_OPT
 
 
 def register(app: typer.Typer) -> None:
     @app.command("advisories")
     def advisories_cmd(
         advisory_id: str | None = typer.Argument(None, metavar="[ID]", help="Show this advisory whole."),
-        component: str | None = typer.Option(
-            None, "--component", metavar="NAME", help="Only those that name this component (rocm, vllm, ...)."
-        ),
+        component: str | None = COMPONENT(None),
         advisories_dir: list[Path] = ADVISORIES_DIR_OPT,
         json_out: bool = JSON_OPT,
     ) -> None:

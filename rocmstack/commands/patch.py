@@ -8,7 +8,17 @@ from pathlib import Path
 
 import typer
 
-from rocmstack.options import ARCH_OPT, JSON_OPT, PATCHES_DIR_OPT, RECIPE_ARG, SET_OPT
+from rocmstack.options import (
+    ARCH_OPT,
+    COMPONENT,
+    JSON_OPT,
+    ONLY,
+    OUTPUT,
+    PATCHES_DIR_OPT,
+    RECIPE_ARG,
+    SET_OPT,
+    split_ids,
+)
 
 
 def _say(line: str) -> None:
@@ -28,7 +38,7 @@ def register(app: typer.Typer) -> None:
         gpu_arch: str | None = ARCH_OPT,
         overrides: list[str] = SET_OPT,
         patches_dir: Path | None = PATCHES_DIR_OPT,
-        only: list[str] = typer.Option([], "--only", metavar="ID", help="Try only these patch ids (repeat)."),
+        only: list[str] = ONLY([]),
         json_out: bool = JSON_OPT,
     ) -> None:
         """Apply every patch of RECIPE, as the build would, to its component's pinned source fetched into a
@@ -50,7 +60,7 @@ def register(app: typer.Typer) -> None:
         resolved = resolve(model, path, gpu_arch, tuple(overrides))
         folder = chosen_patches_dir(model, path, patches_dir)
         chosen = select(model.patches, load_patches(folder), dict(model.components), str(path))
-        chosen = only_these(only, chosen)
+        chosen = only_these(list(split_ids(only)), chosen)
         entry = entry_of(lock_path(path), arch_key(resolved.gpu_archs))
         trials = trial(resolved, chosen, entry, _say)
         code, counts, verdict = summarize(trials)
@@ -76,7 +86,7 @@ def register(app: typer.Typer) -> None:
     @patch_app.command("new")
     def new_cmd(
         patch_id: str = typer.Argument(..., metavar="ID", help="The patch's id (its file is ID.yaml)."),
-        component: str = typer.Option(..., "--component", help="The recipe component it patches."),
+        component: str = COMPONENT(...),
         diff: str = typer.Option(..., "--diff", metavar="FILE", help="`git diff` output; - reads stdin."),
         summary: str = typer.Option(..., "--summary", help="One line: what the patch changes."),
         upstream: list[str] = typer.Option(
@@ -93,13 +103,7 @@ def register(app: typer.Typer) -> None:
         ),
         path: str = typer.Option(".", "--path", help="The diff's root below the checkout or package."),
         strip: int = typer.Option(1, "--strip", help="Leading folders dropped from the diff's paths (-p)."),
-        out_dir: Path = typer.Option(
-            Path("patches"),
-            "--output",
-            "-o",
-            metavar="DIR",
-            help="The patch folder ID.yaml and diffs/ go into.",
-        ),
+        out_dir: Path = OUTPUT(Path("patches"), detail="Here: the patch folder ID.yaml and diffs/ go into."),
         json_out: bool = JSON_OPT,
     ) -> None:
         """Make a patch spec from a unified diff: writes ID.yaml (action unified-diff, the diff's sha256) and

@@ -8,7 +8,16 @@ from pathlib import Path
 import typer
 
 from rocmstack.errors import InputError, printable
-from rocmstack.options import ADVISORIES_DIR_OPT, JSON_OPT, parse_duration
+from rocmstack.options import (
+    ADVISORIES_DIR_OPT,
+    DRY_RUN,
+    JSON_OPT,
+    OUTPUT,
+    TIMEOUT,
+    WORK_DIR_OLD,
+    parse_duration,
+    renamed,
+)
 
 
 def _env(pairs: list[str], env_file: Path | None) -> dict[str, str]:
@@ -69,21 +78,15 @@ def register(app: typer.Typer) -> None:
         env: list[str] = typer.Option(
             [], "--env", metavar="KEY=VALUE", help="One more variable of the job's environment (repeat)."
         ),
-        work_dir: Path | None = typer.Option(
-            None,
-            "--work-dir",
-            metavar="DIR",
-            help="Where the model, data and log go (default: a new temporary folder).",
+        output: Path | None = OUTPUT(
+            None, detail="Here: the folder for the model, data and log (default: a new temporary folder)."
         ),
-        timeout: str = typer.Option(
-            "5m", "--timeout", metavar="TIME", help="Time limit of the step, e.g. 90s or 5m."
-        ),
+        timeout: str = TIMEOUT("5m", detail="Here: of the step."),
         layers: int = typer.Option(2, "--layers", metavar="N", help="Layers of the shrunk model."),
         advisories_dir: list[Path] = ADVISORIES_DIR_OPT,
-        dry_run: bool = typer.Option(
-            False, "--dry-run", help="Write the inputs and print the step's command; run nothing."
-        ),
+        dry_run: bool = DRY_RUN(False, detail="Here: the inputs are written."),
         json_out: bool = JSON_OPT,
+        work_dir_old: Path | None = WORK_DIR_OLD,
     ) -> None:
         """Run the lab's own RL job (or engine) for one step on a 2-layer model of its architecture.
 
@@ -95,6 +98,7 @@ def register(app: typer.Typer) -> None:
         from rocmstack.preflight.runner import PreflightRequest, run_preflight
 
         argv = list(ctx.args)
+        work_dir = renamed(output, work_dir_old, "--work-dir", "--output")
         if engine_args is not None:
             if argv:
                 raise InputError("--engine-args and a command both given", fix="give one of them")
@@ -103,9 +107,7 @@ def register(app: typer.Typer) -> None:
         if layers < 1:
             raise InputError(f"--layers {layers} must be >= 1", fix="e.g. --layers 2")
         if work_dir is not None and work_dir.exists() and not work_dir.is_dir():
-            raise InputError(
-                f"--work-dir {printable(work_dir)} is a file", fix="give a folder (it is created)"
-            )
+            raise InputError(f"--output {printable(work_dir)} is a file", fix="give a folder (it is created)")
         limit = parse_duration(timeout, "--timeout")
         job_env = _env(env, env_file)
         if work_dir is None:

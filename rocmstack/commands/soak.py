@@ -8,7 +8,7 @@ import sys
 import typer
 
 from rocmstack.errors import InputError, quoted
-from rocmstack.options import JSON_OPT, parse_duration
+from rocmstack.options import JSON_OPT, TIMEOUT, parse_duration
 
 
 def _say(line: str) -> None:
@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         interval: str = typer.Option(
             "5m", "--interval", metavar="TIME", help="The health check's interval the per-day figure assumes."
         ),
-        timeout: str = typer.Option("10m", "--timeout", metavar="TIME", help="Time limit of one doctor run."),
+        timeout: str = TIMEOUT("10m", detail="Here: of one doctor run."),
         json_out: bool = JSON_OPT,
     ) -> None:
         """Run `rocmstack doctor ARGS` (after `--`) N times on a healthy node and count its false failures.

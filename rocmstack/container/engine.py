@@ -73,11 +73,15 @@ INSTALL_HINT = (
 
 Runner = Callable[..., subprocess.CompletedProcess]
 Which = Callable[[str], str | None]  # shutil.which's shape
+# How a build's output marks its steps (build.progress follows both): BuildKit's --progress=plain
+# ("#5 [2/3] RUN ...", "#5 DONE 1.2s"), and buildah's, which podman build prints ("STEP 2/3: RUN ...").
+BUILDKIT_PROGRESS = "buildkit"
+STEP_PROGRESS = "step"
 
 
 @dataclass(frozen=True, kw_only=True)
 class Engine:
-    name: str  # "docker" | "podman"
+    name: str  # "docker" | "podman" | "buildah" (buildah only runs a command in an image)
     argv: tuple[
         str, ...
     ]  # command prefix, e.g. ("docker",), ("podman",) or ("podman", "--storage-driver", "vfs")
@@ -94,6 +98,68 @@ class Engine:
     def describe(self) -> str:
         return f"{self.name} {self.version}" + (f" (builder {self.builder})" if self.builder else "")
 
+    # What the engines do differently, asked of the engine: nothing outside this package compares names.
+
+    @property
+    def daemon(self) -> bool:
+        """A daemon starts its containers (docker), not this process: our own rlimits do not bound them."""
+        return self.name == "docker"
+
+    @property
+    def group_add(self) -> bool:
+        """Takes --group-add for the host's device groups (buildah's ``from`` has none)."""
+        return self.name != "buildah"
+
+    @property
+    def pulls_transports(self) -> bool:
+        """Its pull reads containers-transports sources (docker://, dir:, oci:, docker-archive:); docker's
+        reads a registry reference only."""
+        return self.name != "docker"
+
+    @property
+    def builder_pulls(self) -> bool:
+        """A named buildx builder pulls the base by itself, into its own cache, not the image store."""
+        return self.name == "docker" and bool(self.builder)
+
+    @property
+    def progress(self) -> str:
+        """How its build output marks steps: BUILDKIT_PROGRESS or STEP_PROGRESS."""
+        return BUILDKIT_PROGRESS if self.name == "docker" else STEP_PROGRESS
+
+    def gpu_flags(self) -> list[str]:
+        """Every NVIDIA GPU: docker's --gpus goes through the NVIDIA container toolkit, podman and buildah
+        take CDI names."""
+        return ["--gpus", "all"] if self.name == "docker" else ["--device", "nvidia.com/gpu=all"]
+
+    def tag(self, image_id: str, ref: str, runner: Runner = subprocess.run) -> subprocess.CompletedProcess:
+        """Tag IMAGE_ID as REF in the image store."""
+        return _run(self.cmd("tag", image_id, ref), QUICK_TIMEOUT, runner)
+
+    def untag(self, image_id: str, ref: str, runner: Runner = subprocess.run) -> subprocess.CompletedProcess:
+        """Take the tag REF off IMAGE_ID again, never the image itself: podman untags, docker removes the
+        name only (--no-prune keeps its untagged parents)."""
+        args = ("untag", image_id, ref) if self.name == "podman" else ("image", "rm", "--no-prune", ref)
+        return _run(self.cmd(*args), QUICK_TIMEOUT, runner)
+
+    def push(
+        self, ref: str, source: str | None = None, runner: Runner = subprocess.run
+    ) -> subprocess.CompletedProcess:
+        """``push_command``, run (PUSH_TIMEOUT)."""
+        return _run(push_command(self, ref, source), PUSH_TIMEOUT, runner)
+
+    def copy(self, source: str, dest: str, runner: Runner = subprocess.run) -> subprocess.CompletedProcess:
+        """``copy_command``, run (PUSH_TIMEOUT): registry to registry, nothing pulled."""
+        return _run(copy_command(self, source, dest), PUSH_TIMEOUT, runner)
+
+    def inspect_remote(self, ref: str, runner: Runner = subprocess.run) -> subprocess.CompletedProcess:
+        """Ask REF's registry for its manifest, pulling nothing: exit 0 when the registry answers with it."""
+        if self.name == "docker":
+            argv = self.cmd("buildx", "imagetools", "inspect", ref)
+        else:
+            tls = [] if self.tls_verify else ["--tls-verify=false"]
+            argv = ["skopeo", "inspect", *tls, "--no-tags", f"docker://{qualify(ref)}"]
+        return _run(argv, QUICK_TIMEOUT, runner)
+
 
 def _run(argv: Sequence[str], timeout: float, runner: Runner = subprocess.run) -> subprocess.CompletedProcess:
     try:
@@ -106,7 +172,8 @@ def _run(argv: Sequence[str], timeout: float, runner: Runner = subprocess.run) -
         )
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
+    """The last line of an engine's output that says something: where its error chain ends."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else "no output"
 
@@ -122,6 +189,18 @@ def run_prefix(engine: str) -> tuple[str, ...]:
     if engine == "docker":
         return ("docker",)
     return (engine, *podman_prefix()[1:])
+
+
+def named(name: str, version: str = "") -> Engine:
+    """The engine NAME (docker, podman or buildah), unprobed, with the prefix that runs it: what it does
+    (``Engine.gpu_flags``, ``group_add``, ...) for a command that holds only the name."""
+    return Engine(name=name, argv=run_prefix(name), version=version)
+
+
+def store_choice(choice: str) -> str:
+    """The --engine choice that reads and pushes the image store CHOICE names: buildah builds and pushes
+    nothing itself, it shares podman's store; auto stays auto."""
+    return "podman" if choice == "buildah" else choice
 
 
 def store_engine(name: str, version: str = "") -> Engine:
@@ -159,13 +238,13 @@ def probe_docker(
         return "docker: not installed"
     server = _run(["docker", "version", "--format", "{{.Server.Version}}"], PROBE_TIMEOUT, runner)
     if server.returncode != 0 or not server.stdout.strip():
-        return f"docker: daemon not reachable ({_last_line(server.stderr or server.stdout)})"
+        return f"docker: daemon not reachable ({last_line(server.stderr or server.stdout)})"
     bx = _run(["docker", "buildx", "version"], PROBE_TIMEOUT, runner)
     if bx.returncode != 0:
         return "docker: the buildx plugin is missing (install docker-buildx-plugin)"
     ins = _run(["docker", "buildx", "inspect", *([builder] if builder else [])], PROBE_TIMEOUT, runner)
     if builder and ins.returncode != 0:
-        return f"docker: buildx builder {builder!r} not found ({_last_line(ins.stderr)})"
+        return f"docker: buildx builder {builder!r} not found ({last_line(ins.stderr)})"
     return Engine(
         name="docker",
         argv=("docker",),
@@ -193,7 +272,7 @@ def probe_podman(*, which: Which = shutil.which, runner: Runner = subprocess.run
     prefix = podman_prefix()
     out = _run([*prefix, "version", "--format", "{{.Client.Version}}"], PROBE_TIMEOUT, runner)
     if out.returncode != 0 or not out.stdout.strip():
-        return f"podman: not usable ({_last_line(out.stderr or out.stdout)})"
+        return f"podman: not usable ({last_line(out.stderr or out.stdout)})"
     return Engine(name="podman", argv=prefix, version=out.stdout.strip())
 
 
@@ -203,7 +282,7 @@ def probe_buildah(*, which: Which = shutil.which, runner: Runner = subprocess.ru
     out = _run(["buildah", "--version"], PROBE_TIMEOUT, runner)  # "buildah version 1.28.2 (image-spec ...)"
     words = out.stdout.split()
     if out.returncode != 0 or len(words) < 3:
-        return f"buildah: not usable ({_last_line(out.stderr or out.stdout)})"
+        return f"buildah: not usable ({last_line(out.stderr or out.stdout)})"
     return Engine(name="buildah", argv=run_prefix("buildah"), version=words[2])
 
 
@@ -447,7 +526,7 @@ def check_daemon(engine: Engine, out: subprocess.CompletedProcess) -> None:
     about the image (not "not found", not a registry's fault)."""
     text = f"{out.stderr or ''}\n{out.stdout or ''}"
     if engine.name == "docker" and out.returncode != 0 and _DAEMON_DOWN.search(text):
-        raise EngineError(f"docker: daemon not reachable ({_tail(_last_line(text), 160)})", fix=DAEMON_FIX)
+        raise EngineError(f"docker: daemon not reachable ({_tail(last_line(text), 160)})", fix=DAEMON_FIX)
 
 
 def _tail(text: str, limit: int) -> str:
@@ -469,7 +548,7 @@ def _tail(text: str, limit: int) -> str:
 def classify_pull_error(image: str, output: str) -> str:
     """One sentence: why the registry did not give us this image."""
     registry = registry_of(image)
-    detail = _tail(_last_line(output), 160)  # the cause is at the end of the engine's error chain
+    detail = _tail(last_line(output), 160)  # the cause is at the end of the engine's error chain
     if _DAEMON_DOWN.search(output):  # the registry was never asked
         return f"the Docker daemon is not reachable ({detail}; {DAEMON_FIX})"
     if _UNREACHABLE.search(output):
@@ -552,7 +631,7 @@ def inspect_image(engine: Engine, ref: str, runner: Runner = subprocess.run) -> 
     check_daemon(engine, out)
     if out.returncode != 0:
         raise EngineError(
-            f"image {ref} not found in the {engine.name} image store ({_last_line(out.stderr)})",
+            f"image {ref} not found in the {engine.name} image store ({last_line(out.stderr)})",
             fix="build it first, or pull it",
         )
     data = json.loads(out.stdout)[0]
@@ -646,7 +725,7 @@ def _read_stream(
                 if _CP_ABSENT.search(said):
                     return None  # the path is not in the image
                 # any other failure (no such container, a store it cannot open) is no answer about the file
-                raise EngineError(f"cannot read {path} from image {ref}: {_last_line(said)}") from None
+                raise EngineError(f"cannot read {path} from image {ref}: {last_line(said)}") from None
             raise EngineError(f"cannot read {path} from image {ref}: not a tar stream") from None
         if len(data) > limit:
             raise EngineError(too_big)
@@ -675,7 +754,7 @@ def read_file(
     LIMIT bytes, never 300 MiB of disk. Anything else is an EngineError naming it."""
     created = _run(engine.cmd("create", ref, "true"), QUICK_TIMEOUT, runner)
     if created.returncode != 0:
-        raise EngineError(f"cannot open image {ref} to read {path} ({_last_line(created.stderr)})")
+        raise EngineError(f"cannot open image {ref} to read {path} ({last_line(created.stderr)})")
     cid = created.stdout.strip().splitlines()[-1]
     try:
         return _stream_file(engine.cmd("cp", f"{cid}:{path}", "-"), path, ref, limit, QUICK_TIMEOUT, env)

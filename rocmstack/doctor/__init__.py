@@ -4,7 +4,7 @@
     report = run_doctor(DoctorOptions(fast=True))   # dict, schema SCHEMA; report["ok"] is the verdict
     DoctorOptions(level=2, active=ActiveOptions(iters=5))   # each higher level's options in its group
 
-Names resolve lazily, so importing the CLI (which imports rocmstack.doctor.commands) costs nothing here.
+Names resolve lazily, so importing the CLI (which imports rocmstack.commands.doctor) costs nothing here.
 """
 
 from __future__ import annotations

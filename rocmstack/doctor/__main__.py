@@ -7,4 +7,4 @@ import sys
 from rocmstack.cli import main
 
 if __name__ == "__main__":
-    main(["doctor", *sys.argv[1:]], modules=("rocmstack.doctor.commands",))
+    main(["doctor", *sys.argv[1:]], modules=("rocmstack.commands.doctor",))

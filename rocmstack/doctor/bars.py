@@ -153,7 +153,7 @@ def load_baseline(path: Path) -> dict[str, float]:
     except (OSError, ValueError) as exc:
         raise InputError(
             f"baseline {quoted(path)} is unreadable: {exc}",
-            fix="delete it, or save it again with --save-baseline FILE",
+            fix="delete it, or save it again with --save-busbw-baseline FILE",
         ) from None
     return {str(k): float(v) for k, v in (data.get("busbw") or {}).items()}
 

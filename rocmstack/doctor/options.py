@@ -43,7 +43,9 @@ def validated(
     run; each node then runs on its own, so it is no field)."""
     opts = DoctorOptions.from_flat(**fields)
     if opts.probe_timeout <= 0:
-        raise InputError(f"--timeout {opts.probe_timeout} must be positive", fix="e.g. --timeout 30")
+        raise InputError(
+            f"--probe-timeout {opts.probe_timeout:g}s must be positive", fix="e.g. --probe-timeout 30s"
+        )
     if opts.expect_gpus is not None and opts.expect_gpus < 0:
         raise InputError(
             f"--expect-gpus {opts.expect_gpus} is negative", fix="give the number of GPUs, e.g. 8"
@@ -114,7 +116,7 @@ def validated(
     if opts.cluster.culprit_budget <= 0:
         raise InputError(
             f"--culprit-budget {opts.cluster.culprit_budget} must be positive",
-            fix="e.g. --culprit-budget 120",
+            fix="e.g. --culprit-budget 2m",
         )
     archs = _checkpoint_archs(opts.model_dir, gpu_arch, opts.kv_cache_dtype, model_flag) or opts.gpu_archs
     if opts.models:
@@ -152,18 +154,18 @@ def _check_allow_pid(pid: int, proc_root: Path) -> None:
 def _check_save_baseline(path: Path, level: int, cluster_address: str | None) -> None:
     """Before any work: the busbw it saves is level 2's on this node, into a file that can be written."""
     if level < 2:
-        raise InputError("--save-baseline saves level 2's busbw", fix="add --level 2")
+        raise InputError("--save-busbw-baseline saves level 2's busbw", fix="add --level 2")
     if cluster_address:
         raise InputError(
-            "--save-baseline keeps this node's own busbw", fix="drop --ray-address; run it on each node"
+            "--save-busbw-baseline keeps this node's own busbw", fix="drop --ray-address; run it on each node"
         )
     if path.is_dir():
-        raise InputError(f"--save-baseline {quoted(path)}: is a folder", fix="name a file")
+        raise InputError(f"--save-busbw-baseline {quoted(path)}: is a folder", fix="name a file")
     # the save writes beside the file and renames it over: the nearest folder that exists must be writable
     folder = next(p for p in path.absolute().parents if p.exists())  # the ones below it are made
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(
-            f"--save-baseline {quoted(path)}: {quoted(folder)} is not writable",
+            f"--save-busbw-baseline {quoted(path)}: {quoted(folder)} is not writable",
             fix="name a file you can write",
         )
 

@@ -1,11 +1,14 @@
-"""One rollout interface: what the smoke and the bench call on a rollout engine, and one registry of them.
+"""One rollout interface: what the smoke and the bench call on a rollout engine, and one catalogue of them.
 
 - ``Rollout``: an image's engine driven through its own API (vLLM, SGLang); what both share is in
   ``gpu/engine_rollout.py``, what differs in ``gpu/vllm_rollout.py`` and ``gpu/sglang_rollout.py``.
 - ``Decoder``: rocmstack's in-process decoders (``gpu/engine.py``'s reference engine and
   ``gpu/kv_cache.py``); the trainer's HF-named state dict goes straight in.
-- ``REGISTRY``: name -> how to build it. The CLI reads the names (``smoke/config.py``), so this module
-  imports no torch: each factory imports its engine's module when it runs.
+- ``CATALOGUE``: one ``RolloutEntry`` per engine: its name, its in-process factory, the bench's subprocess
+  path where it has one (``gpu/engine_bench.py``) and what callers ask of it (package, CPU, split placement).
+  Every list of engine names derives from it, and ``Catalogue.entry`` is the one place an unknown name is
+  refused. The CLI reads the names (``smoke/config.py``), so this module imports no torch: each factory
+  imports its engine's module when it runs.
 """
 
 from __future__ import annotations
@@ -15,16 +18,15 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from rocmstack.errors import InputError
 from rocmstack.gpu.driver_memory import DeviceMemory
+from rocmstack.gpu.engine_bench import BenchRunner, run_sglang, run_vllm
 from rocmstack.gpu.weight_sync import TensorSpec
 
 if TYPE_CHECKING:
     import torch
 
     from rocmstack.gpu.engine import GenerateOutput
-
-# Bytes per element of the dtypes a rollout runs in (the bench's memory and roofline figures).
-DTYPES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
 def prompt_ids(vocab: int, batch: int, prompt_len: int, seed: int, device: str) -> Any:
@@ -153,22 +155,91 @@ def _sglang(config: dict[str, Any], a: EngineArgs) -> Rollout:
     return SGLangRollout(config, **a.served())
 
 
-@dataclass(frozen=True)
-class RolloutKind:
-    build: Callable[[dict[str, Any], EngineArgs], Decoder | Rollout]
+# An in-process factory: the model config and the one argument set; the engine.
+Factory = Callable[[dict[str, Any], EngineArgs], Decoder | Rollout]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutEntry:
+    """One rollout engine. What a caller would branch on is an attribute here: callers look an engine up
+    by name and never compare names."""
+
+    name: str
+    build: Factory  # in-process: the smoke's rollout worker, the bench's reference engine
     served: bool  # an image's engine (a Rollout), not an in-process Decoder
-    option: bool  # a --rollout choice; kvcache is the reference rollout's other decoder (--decoder)
+    option: bool = True  # a --rollout choice; kvcache is the reference rollout's other decoder (--decoder)
+    package: str | None = None  # the import name that must be installed here (rocmstack's own need none)
+    bench: BenchRunner | None = None  # the bench's subprocess path: one engine start times every batch
+    no_cpu: str | None = None  # why it cannot run on a CPU; None: it can
+    no_split: str | None = None  # why the smoke refuses --placement split with it; None: proven there
 
 
-# In --rollout order: smoke/config.py's ROLLOUTS are the option names.
-REGISTRY: Mapping[str, RolloutKind] = MappingProxyType(
-    {
-        "reference": RolloutKind(_reference, served=False, option=True),
-        "kvcache": RolloutKind(_kv_cache, served=False, option=False),
-        "vllm": RolloutKind(_vllm, served=True, option=True),
-        "sglang": RolloutKind(_sglang, served=True, option=True),
-    }
+@dataclass(frozen=True)
+class Catalogue:
+    """The rollout engines, in --rollout order. ``adding`` returns a new catalogue (a test's extra engine
+    never reaches another test); every function that looks an engine up takes one, CATALOGUE by default."""
+
+    entries: tuple[RolloutEntry, ...]
+    auto: str = "reference"  # what "auto" means where a caller accepts it (--decoder, make_engine)
+
+    def __post_init__(self) -> None:
+        names = [e.name for e in self.entries]
+        if len(set(names)) != len(names) or "auto" in names or self.auto not in names:
+            raise ValueError(f"rollout catalogue: names must be unique, not 'auto', and hold {self.auto!r}")
+
+    def adding(self, *entries: RolloutEntry) -> Catalogue:
+        return Catalogue((*self.entries, *entries), self.auto)
+
+    def names(
+        self, *, served: bool | None = None, option: bool | None = None, bench: bool | None = None
+    ) -> tuple[str, ...]:
+        """The names of the entries that match every filter given (None: either)."""
+        return tuple(
+            e.name
+            for e in self.entries
+            if served in (None, e.served)
+            and option in (None, e.option)
+            and bench in (None, e.bench is not None)
+        )
+
+    def entry(
+        self,
+        name: str,
+        *,
+        flag: str = "rollout engine",
+        auto: bool = False,
+        served: bool | None = None,
+        option: bool | None = None,
+        bench: bool | None = None,
+    ) -> RolloutEntry:
+        """The entry called ``name`` among those the filters keep ("auto" too, where ``auto``): the one
+        place an unknown name is refused, in one line that lists the names known there."""
+        known = (*(("auto",) if auto else ()), *self.names(served=served, option=option, bench=bench))
+        if name not in known:
+            raise InputError(f"{flag} {name!r} is not one of {', '.join(known)}")
+        wanted = self.auto if name == "auto" else name
+        return next(e for e in self.entries if e.name == wanted)
+
+
+CATALOGUE = Catalogue(
+    (
+        RolloutEntry(name="reference", build=_reference, served=False),
+        RolloutEntry(name="kvcache", build=_kv_cache, served=False, option=False),
+        RolloutEntry(name="vllm", build=_vllm, served=True, package="vllm", bench=run_vllm),
+        RolloutEntry(
+            name="sglang",
+            build=_sglang,
+            served=True,
+            package="sglang",
+            bench=run_sglang,
+            no_cpu="SGLang has no CPU engine",
+            no_split="SGLang's weight broadcast (update_weights_from_distributed) needs two GPUs and has not "
+            "been proven on them",
+        ),
+    )
 )
+# The catalogue by name, read-only (the names its callers imported before the catalogue).
+REGISTRY: Mapping[str, RolloutEntry] = MappingProxyType({e.name: e for e in CATALOGUE.entries})
 
 
 def make_engine(
@@ -183,10 +254,11 @@ def make_engine(
     seed: int = 0,
     graphs: bool = False,
     fused: bool | None = False,
+    catalogue: Catalogue = CATALOGUE,
 ) -> tuple[Any, str]:
-    """Build the rollout engine named ``prefer`` (a REGISTRY name; "auto": the reference engine);
+    """Build the rollout engine named ``prefer`` (a catalogue name, or "auto": the reference engine);
     returns (engine, name)."""
-    name = prefer if prefer in REGISTRY else "reference"
+    entry = catalogue.entry(prefer, auto=True)
     args = EngineArgs(
         device=device,
         dtype=dtype,
@@ -197,4 +269,4 @@ def make_engine(
         graphs=graphs,
         fused=fused,
     )
-    return REGISTRY[name].build(config, args), name
+    return entry.build(config, args), entry.name

@@ -15,6 +15,9 @@ from rocmstack.errors import InputError
 from rocmstack.resources import yaml_data
 
 MOE_SHAPES = Path(__file__).with_name("moe_shapes.yaml")
+# Bytes per element of the dtypes a rollout runs in (the bench's memory and roofline figures, an engine's
+# KV cache).
+DTYPES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
 def moe_shapes() -> dict[str, dict[str, Any]]:

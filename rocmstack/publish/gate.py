@@ -297,8 +297,7 @@ def publish(
     """Check the gate, then push (through the guarded push) and, with ``signing``, sign the digest the
     content tag holds once it is this image. Returns what was (or would be) pushed and signed."""
 
-    choice = "podman" if engine_choice == "buildah" else engine_choice
-    engine = engines.detect(choice)
+    engine = engines.detect(engines.store_choice(engine_choice))
     info = engines.inspect_image(engine, image)
     render_hash, by_arch = check_reports(reports, info["labels"], info["id"], image, allow_skip)
     if not _HEX64.fullmatch(render_hash):

@@ -105,7 +105,7 @@ def push_tags(
             pushed.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
             continue
         with console.status(f"pushing {ref} (layers of tens of GB take a while) ..."):
-            out = engines._run(engines.push_command(engine, ref, image_id), engines.PUSH_TIMEOUT)
+            out = engine.push(ref, image_id)
         if out.returncode != 0:
             raise EngineError(
                 f"push of {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}"
@@ -152,7 +152,7 @@ def copy_by_digest(
             continue
         # remote_labels above needed skopeo too (podman), so the copy below has it.
         with console.status(f"copying {source} -> {ref} ..."):
-            out = engines._run(engines.copy_command(engine, source, ref), engines.PUSH_TIMEOUT)
+            out = engine.copy(source, ref)
         if out.returncode != 0:
             raise EngineError(
                 f"promote {source} -> {ref} failed: {engines.classify_pull_error(ref, out.stderr + out.stdout)}"

@@ -108,6 +108,8 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
         extensions=["jinja2.ext.do"],
     )
+    # The image contract's folder, for every template and the macros they import (never spelt in them).
+    env.globals["root"] = contract.ROOT
     env.filters["dq"] = _double_quoted
     env.filters["locked"] = lambda value, kind: checked(kind, value)  # a lock value: the loader's filter
     return env

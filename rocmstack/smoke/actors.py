@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from rocmstack.gpu.rollout import REGISTRY, make_engine
+from rocmstack.gpu.rollout import CATALOGUE, Catalogue, make_engine
 from rocmstack.gpu.vllm_rollout import broadcast, weight_group
 from rocmstack.gpu.weight_sync import (
     TensorSpec,
@@ -262,7 +262,12 @@ class RolloutWorker:
     """Holds its own copy of the weights inside a KV-cache engine; samples responses with log-probs."""
 
     def __init__(
-        self, model_config: dict[str, Any], opts: dict[str, Any], device_type: str, dtype: str
+        self,
+        model_config: dict[str, Any],
+        opts: dict[str, Any],
+        device_type: str,
+        dtype: str,
+        catalogue: Catalogue = CATALOGUE,
     ) -> None:
         self.device = _setup_process(device_type, opts["threads"])
         self.opts = opts
@@ -270,9 +275,10 @@ class RolloutWorker:
         batch = opts["prompts_per_step"] * opts["group_size"]
         seq = opts["num_digits"] + 2 + opts["max_new_tokens"]
         # An image's engine as the rollout (vLLM or SGLang: one interface, see gpu/rollout.py); colocated
-        # on a GPU it sleeps between rollout and training, as in verl/slime. The reference rollout's
+        # on a GPU it sleeps between rollout and training, as in verl/slime. An in-process rollout's
         # decoder is --decoder's.
-        prefer = opts["engine"] if opts["rollout"] == "reference" else opts["rollout"]
+        rollout = catalogue.entry(opts["rollout"], flag="--rollout", option=True)
+        prefer = rollout.name if rollout.served else opts["engine"]
         self.engine, self.engine_name = make_engine(
             model_config,
             device=str(self.device),
@@ -282,8 +288,9 @@ class RolloutWorker:
             prefer=prefer,
             sleep_mode=opts["placement"] == "colocated",
             seed=opts["seed"] + 1,
+            catalogue=catalogue,
         )
-        self.served: Any = self.engine if REGISTRY[self.engine_name].served else None
+        self.served: Any = self.engine if rollout.served else None
         self.generator = torch.Generator(device=self.device).manual_seed(opts["seed"] + 1)
         self.probe = task.probe_batch(opts["num_digits"]).to(self.device)
         self.version = -1

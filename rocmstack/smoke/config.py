@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rocmstack.errors import InputError
-from rocmstack.gpu.rollout import REGISTRY
+from rocmstack.gpu.rollout import CATALOGUE, Catalogue
 from rocmstack.output import check_output_dir
 
 PLACEMENTS = ("colocated", "split")
@@ -19,10 +19,11 @@ def throughput_unit(device: object) -> str:
     return "tokens/s" if str(device).lower() == "cpu" else "tokens/GPU/s"
 
 
-ENGINES = ("auto", "reference", "kvcache")
-# reference: rocmstack's own engine (gpu/engine.py); vllm: the image's vLLM through its offline API
-# (gpu/vllm_rollout.py); sglang: the image's SGLang through its offline Engine (gpu/sglang_rollout.py).
-ROLLOUTS = tuple(name for name, kind in REGISTRY.items() if kind.option)
+# --decoder: the reference rollout's in-process decoders. --rollout: reference (rocmstack's own engine,
+# gpu/engine.py), vllm (the image's vLLM through its offline API, gpu/vllm_rollout.py), sglang (the image's
+# SGLang through its offline Engine, gpu/sglang_rollout.py). Both from the catalogue, in its order.
+ENGINES = ("auto", *CATALOGUE.names(served=False))
+ROLLOUTS = CATALOGUE.names(option=True)
 INJECTS = ("skip-sync", "stale-weights", "zero-reward", "nan-loss", "logprob-mismatch")
 # The verdict criterion each injected fault must trip.
 INJECT_EXPECTS = {
@@ -47,10 +48,24 @@ LOGPROB_BAR = 0.1
 ENGINE_INIT_STD = 0.05
 
 
-def expected_failure(rollout: str, inject: str | None) -> str | None:
+def engine_for(catalogue: Catalogue, *, split: bool = False, cpu: bool = False) -> str:
+    """The first --rollout engine that runs split (or on a CPU) where asked: the alternative a fix names."""
+    return next(
+        e.name
+        for e in catalogue.entries
+        if e.served and e.option and not (split and e.no_split) and not (cpu and e.no_cpu)
+    )
+
+
+def served(rollout: str, catalogue: Catalogue = CATALOGUE) -> bool:
+    """Whether the --rollout named is an image's engine (its own criteria, sleep, weight loads)."""
+    return catalogue.entry(rollout, flag=_label("rollout"), option=True).served
+
+
+def expected_failure(rollout: str, inject: str | None, catalogue: Catalogue = CATALOGUE) -> str | None:
     if inject is None:
         return None
-    return (INJECT_EXPECTS if rollout == "reference" else ENGINE_INJECT_EXPECTS)[inject]
+    return (ENGINE_INJECT_EXPECTS if served(rollout, catalogue) else INJECT_EXPECTS)[inject]
 
 
 # Qwen3 shapes (random init). CPU keeps it tiny so two placements fit CI's 2 cores; the GPU shape is
@@ -85,7 +100,8 @@ SHAPES: dict[str, dict[str, int]] = {
 
 # Fields the CLI exposes as flags; the rest are set through the Python API (SmokeOptions).
 _CLI_FLAGS = {
-    **{n: f"--{n}" for n in ("steps", "placement", "device", "shape", "inject", "seed", "rollout")},
+    **{n: f"--{n}" for n in ("steps", "placement", "device", "inject", "seed", "rollout")},
+    "shape": "--size",
     "engine": "--decoder",
     "logprob_bar": "--logprob-bar",
     "prompts_per_step": "--prompts",
@@ -122,35 +138,32 @@ class SmokeOptions:
     threads: int = 0  # torch threads per actor; 0 = runner.actor_threads()
     report_dir: Path | None = None
 
-    def validated(self) -> SmokeOptions:
-        """Return self, or raise InputError naming the bad field and the fix."""
-        choices = {
-            "placement": PLACEMENTS,
-            "device": DEVICES,
-            "engine": ENGINES,
-            "shape": ("auto", *SHAPES),
-            "rollout": ROLLOUTS,
-        }
-        for name, allowed in choices.items():
+    def validated(self, catalogue: Catalogue = CATALOGUE) -> SmokeOptions:
+        """Return self, or raise InputError naming the bad field and the fix. The engine names are the
+        catalogue's (it refuses an unknown one)."""
+        for name, allowed in (("placement", PLACEMENTS), ("device", DEVICES)):
             if getattr(self, name) not in allowed:
                 raise InputError(f"{_label(name)} {getattr(self, name)!r} is not one of {', '.join(allowed)}")
+        catalogue.entry(self.engine, flag=_label("engine"), auto=True, served=False)
+        if self.shape not in (shapes := ("auto", *SHAPES)):
+            raise InputError(f"{_label('shape')} {self.shape!r} is not one of {', '.join(shapes)}")
+        rollout = catalogue.entry(self.rollout, flag=_label("rollout"), option=True)
         if self.inject is not None and self.inject not in INJECTS:
             raise InputError(f"--inject {self.inject!r} is not one of {', '.join(INJECTS)}")
-        if self.rollout == "sglang" and self.placement == "split":
+        if rollout.no_split is not None and self.placement == "split":
             raise InputError(
-                "--rollout sglang with --placement split is not supported: SGLang's weight broadcast "
-                "(update_weights_from_distributed) needs two GPUs and has not been proven on them",
-                fix="use --placement colocated, or --rollout vllm for a split run",
+                f"--rollout {rollout.name} with --placement split is not supported: {rollout.no_split}",
+                fix=f"use --placement colocated, or --rollout {engine_for(catalogue, split=True)} for a split run",
             )
-        if self.inject == "logprob-mismatch" and self.rollout == "reference":
+        if self.inject == "logprob-mismatch" and not rollout.served:
             raise InputError(
                 "--inject logprob-mismatch needs an engine rollout (it runs the engine in float16)",
-                fix="add --rollout vllm",
+                fix=f"add --rollout {engine_for(catalogue)}",
             )
-        if self.rollout != "reference" and self.shape == "tiny":
+        if rollout.served and self.shape == "tiny":
             raise InputError(
-                "--shape tiny has head_dim 16, which vLLM's CPU attention does not support",
-                fix="use --shape small (the default for --rollout vllm) or medium",
+                "--size tiny has head_dim 16, which vLLM's CPU attention does not support",
+                fix="use --size small (the default for --rollout vllm) or medium",
             )
         if not self.logprob_bar > 0.0:
             raise InputError(f"--logprob-bar must be > 0, got {self.logprob_bar}")
@@ -169,7 +182,7 @@ class SmokeOptions:
         if self.lr <= 0.0 or self.eps_low <= 0.0 or self.eps_high <= 0.0 or self.kl_coef < 0.0:
             raise InputError("SmokeOptions.lr, eps_low, eps_high must be > 0 and kl_coef >= 0")
         if self.report_dir is not None:
-            check_output_dir(self.report_dir, "--report")  # before minutes of training, not after
+            check_output_dir(self.report_dir, "--output")  # before minutes of training, not after
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -443,13 +443,13 @@ def declaration(recipe_name: str, overrides: list[str]) -> tuple[FrameworkSmoke,
 
 
 def work_folder(given: Path | None, recipe: str) -> Path:
-    """``--report`` (refused when it is a file, before anything runs) or a new temporary folder."""
+    """``--output`` (refused when it is a file, before anything runs) or a new temporary folder."""
     if given is None:
         import tempfile
 
         return Path(tempfile.mkdtemp(prefix=f"rocmstack-framework-{recipe}-"))
     if given.exists() and not given.is_dir():
-        raise InputError(f"--report: {printable(given)} is a file", fix="give a folder (it is created)")
+        raise InputError(f"--output: {printable(given)} is a file", fix="give a folder (it is created)")
     return given
 
 

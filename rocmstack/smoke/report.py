@@ -1,4 +1,4 @@
-"""``--report DIR``: metrics.jsonl (one JSON object per step), summary.json and PNG plots."""
+"""``-o/--output DIR``: metrics.jsonl (one JSON object per step), summary.json and PNG plots."""
 
 from __future__ import annotations
 

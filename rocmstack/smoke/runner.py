@@ -17,8 +17,16 @@ from typing import Any
 from rocmstack.errors import CheckFailed, Interrupted
 from rocmstack.gpu.actors import stop_actors
 from rocmstack.gpu.ray_local import private_ray
+from rocmstack.gpu.rollout import CATALOGUE, Catalogue
 from rocmstack.platform.tools import engine_available
-from rocmstack.smoke.config import ENGINE_INIT_STD, SmokeOptions, expected_failure, model_config
+from rocmstack.smoke.config import (
+    ENGINE_INIT_STD,
+    SmokeOptions,
+    engine_for,
+    expected_failure,
+    model_config,
+    served,
+)
 from rocmstack.smoke.report import write_report
 from rocmstack.smoke.verdict import as_dicts, decide, decide_engine, reward_window, verdict_of
 
@@ -35,13 +43,15 @@ def _resolve_device(device: str) -> str:
     return device
 
 
-def _check_engine(name: str, device: str) -> None:
-    """Before Ray starts: SGLang (no CPU engine) has a GPU, and the engine is installed here."""
-    if name == "sglang" and device != "cuda":
+def _check_engine(name: str, device: str, catalogue: Catalogue = CATALOGUE) -> None:
+    """Before Ray starts: an engine with no CPU engine (SGLang) has a GPU, and the engine is installed here."""
+    entry = catalogue.entry(name, flag="--rollout", option=True)
+    if entry.no_cpu is not None and device != "cuda":
         raise CheckFailed(
-            "--rollout sglang needs a GPU: SGLang has no CPU engine", fix="use --rollout vllm on CPU"
+            f"--rollout {name} needs a GPU: {entry.no_cpu}",
+            fix=f"use --rollout {engine_for(catalogue, cpu=True)} on CPU",
         )
-    if (why := engine_available(name)) is not None:
+    if entry.package is not None and (why := engine_available(entry.package)) is not None:
         raise CheckFailed(
             f"--rollout {name}: {why}", fix="run in the image that has it, or use --rollout reference"
         )
@@ -92,13 +102,21 @@ def _rollout_dtype(opts: SmokeOptions, dtype: str) -> str:
     return "float16" if opts.inject == "logprob-mismatch" else dtype
 
 
-def _decide(opts: SmokeOptions, metrics: list[dict[str, Any]], canary: list[Any], dtype: str) -> list[Any]:
-    if opts.rollout == "reference":
+def _decide(
+    opts: SmokeOptions,
+    metrics: list[dict[str, Any]],
+    canary: list[Any],
+    dtype: str,
+    catalogue: Catalogue = CATALOGUE,
+) -> list[Any]:
+    if not served(opts.rollout, catalogue):
         return decide(metrics, canary, dtype=dtype)
     return decide_engine(metrics, canary, dtype=_rollout_dtype(opts, dtype), bar=opts.logprob_bar)
 
 
-def _spawn(opts: SmokeOptions, device: str, dtype: str, cfg: dict[str, Any]) -> tuple[Any, Any, Any]:
+def _spawn(
+    opts: SmokeOptions, device: str, dtype: str, cfg: dict[str, Any], catalogue: Catalogue = CATALOGUE
+) -> tuple[Any, Any, Any]:
     """Place the trainer and the rollout worker: one GPU shared (0.5 each) or one GPU each."""
     import ray
     from ray.util.placement_group import placement_group
@@ -135,8 +153,9 @@ def _spawn(opts: SmokeOptions, device: str, dtype: str, cfg: dict[str, Any]) -> 
             strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=slot)
             resources = {"num_gpus": share, "num_cpus": 0} if gpu else {"num_cpus": share}
             remote = ray.remote(cls).options(scheduling_strategy=strategy, max_concurrency=1, **resources)
-            actors.append(remote.remote(cfg, payload, device, actor_dtype))
-            if opts.rollout != "reference" and cls is TrainerWorker:
+            named = {"catalogue": catalogue} if cls is RolloutWorker else {}
+            actors.append(remote.remote(cfg, payload, device, actor_dtype, **named))
+            if served(opts.rollout, catalogue) and cls is TrainerWorker:
                 # The engine counts its device memory from what its process holds before it starts:
                 # the trainer's start must not land inside that window.
                 _get(actors[0].info.remote())
@@ -174,12 +193,15 @@ def actor_threads(cores: int | None = None) -> int:
     return max(1, min(4, cores // 2))
 
 
-def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, Any]:
+def run_grpo_smoke(
+    options: SmokeOptions, *, on_step: Any = None, catalogue: Catalogue = CATALOGUE
+) -> dict[str, Any]:
     """Run the job and return the summary dict (``summary["passed"]`` is the verdict).
 
-    ``on_step(metrics_row)`` is called after each step (the CLI drives its progress bar with it).
+    ``on_step(metrics_row)`` is called after each step (the CLI drives its progress bar with it);
+    ``catalogue``: where the --rollout and --decoder names lead.
     """
-    opts = options.validated()
+    opts = options.validated(catalogue)
     t0 = time.perf_counter()
     import ray  # noqa: F401  (here, so startup_s counts the imports)
 
@@ -187,9 +209,9 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
 
     device = _resolve_device(opts.device)
     dtype = "bfloat16" if device == "cuda" else "float32"
-    engine = opts.rollout != "reference"
+    engine = served(opts.rollout, catalogue)
     if engine:
-        _check_engine(opts.rollout, device)
+        _check_engine(opts.rollout, device, catalogue)
     # vLLM's CPU attention has no head_dim 16 (the tiny shape): engine smokes start at small.
     shape = opts.shape if opts.shape != "auto" else ("small" if device == "cuda" or engine else "tiny")
     prompt_len = opts.num_digits + 2
@@ -206,9 +228,11 @@ def run_grpo_smoke(options: SmokeOptions, *, on_step: Any = None) -> dict[str, A
     try:
         with _ray_session() as ray_info:
             where["phase"] = "placing the actors"
-            summary = _train(opts, device, dtype, shape, cfg, prompt_len, metrics, canary, where, t0, on_step)
+            summary = _train(
+                opts, device, dtype, shape, cfg, prompt_len, metrics, canary, where, t0, on_step, catalogue
+            )
     except KeyboardInterrupt:
-        raise _interrupted(opts, device, dtype, shape, metrics, canary, where) from None
+        raise _interrupted(opts, device, dtype, shape, metrics, canary, where, catalogue) from None
     summary.update(startup_s=startup_s, ray_init_s=ray_info["init_s"])
     if opts.report_dir is not None:
         write_report(opts.report_dir, metrics, summary)
@@ -223,9 +247,10 @@ def _interrupted(
     metrics: list[dict[str, Any]],
     canary: list[Any],
     where: dict[str, Any],
+    catalogue: Catalogue = CATALOGUE,
 ) -> Interrupted:
     """Ctrl-C: keep the steps that finished (report marked interrupted) and say where the job stopped."""
-    criteria = _decide(opts, metrics, canary, dtype)
+    criteria = _decide(opts, metrics, canary, dtype, catalogue)
     summary = {
         "passed": False,
         "failed": ["interrupted"],
@@ -261,6 +286,7 @@ def _train(
     where: dict[str, Any],
     t0: float,
     on_step: Any,
+    catalogue: Catalogue = CATALOGUE,
 ) -> dict[str, Any]:
     """Place the actors, run the steps (appending to metrics and canary), decide; the summary."""
     import ray
@@ -268,12 +294,12 @@ def _train(
 
     from rocmstack.smoke import grpo, task
 
-    engine = opts.rollout != "reference"
+    engine = served(opts.rollout, catalogue)
     # With an engine, stale-weights is the engine skipping the load (the rollout worker does it).
     trainer_inject = None if engine and opts.inject == "stale-weights" else opts.inject
     slept = False
     t_init = time.perf_counter()
-    trainer, rollout, pg = _spawn(opts, device, dtype, cfg)
+    trainer, rollout, pg = _spawn(opts, device, dtype, cfg, catalogue)
     try:
         t_info, r_info = _get([trainer.info.remote(), rollout.info.remote()])
         if opts.placement == "split":
@@ -378,7 +404,7 @@ def _train(
             if on_step is not None:
                 on_step(row)
         where.update(phase="verdict")
-        criteria = _decide(opts, metrics, canary, dtype)
+        criteria = _decide(opts, metrics, canary, dtype, catalogue)
         time_to_verdict = time.perf_counter() - t0
     finally:
         where["phase"] += " (stopping the actors)"
@@ -388,7 +414,7 @@ def _train(
         stop_actors([trainer, rollout])
         ray.util.remove_placement_group(pg)
     passed, failed = verdict_of(criteria)
-    expected = expected_failure(opts.rollout, opts.inject)
+    expected = expected_failure(opts.rollout, opts.inject, catalogue)
     summary = {
         "passed": passed,
         "failed": failed,

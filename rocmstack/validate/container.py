@@ -32,6 +32,7 @@ from rocmstack.container.engine import (
     InImage,
     Which,
     inspect_image,
+    named,
     read_file,
     run_in_image_argv,
     run_steps,
@@ -91,7 +92,7 @@ def detect_host(
 def nofile(engine: str) -> str:
     """``--ulimit`` value for open files. Daemonless engines (podman, buildah) start the container from this
     process, which cannot raise its hard limit without CAP_SYS_RESOURCE: ask for what this host allows."""
-    if engine == "docker":
+    if named(engine).daemon:
         return NOFILE
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     n = NOFILE_WANTED if hard == resource.RLIM_INFINITY else min(NOFILE_WANTED, hard)
@@ -134,16 +135,16 @@ def device_flags(
         )
     if host not in HOSTS:
         raise InputError(f"host kind {host!r} unknown", fix=f"one of {', '.join(HOSTS)}")
+    chosen = named(engine)
     flags: list[str] = []
     if host == "amd":
         flags += ["--device", f"{dev_root}/kfd", "--device", f"{dev_root}/dri"]
-        if engine != "buildah":
+        if chosen.group_add:
             for gid in device_gids(dev_root):
                 flags += ["--group-add", str(gid)]
         flags += ["--ulimit", nofile(engine), "--shm-size", SHM_SIZE]
     elif host == "nvidia":
-        # docker's --gpus goes through the NVIDIA container toolkit; podman and buildah use CDI names.
-        flags += ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
+        flags += chosen.gpu_flags()
         flags += ["--ulimit", nofile(engine), "--shm-size", SHM_SIZE]
     else:
         # No device on a CPU host, but Ray still needs open files (buildah's default, 1024, fails the doctor)

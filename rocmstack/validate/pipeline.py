@@ -30,6 +30,7 @@ from rocmstack.doctor import run_doctor, select_checks
 from rocmstack.doctor.bars import load_bars
 from rocmstack.errors import InputError, Interrupted, RocmstackError, printable, quoted
 from rocmstack.gpu import memory
+from rocmstack.gpu.rollout import CATALOGUE
 from rocmstack.gpu.shapes import load_config
 from rocmstack.host import host_info
 from rocmstack.output import check_output_dir, dumps, quiet
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
     from rocmstack.doctor.bars import Bars
     from rocmstack.recipe.model import FrameworkSmoke
 
-DEVICES = ("auto", "cpu")
+DEVICES = ("auto", "cuda", "cpu")
 MAX_DECLARATION_BYTES = 1 << 20  # an image's framework-smoke.json is read up to this much
 
 
@@ -123,7 +124,7 @@ class ValidateOptions:
         if self.device not in DEVICES:
             raise InputError(
                 f"--device {self.device!r} is not one of {', '.join(DEVICES)}",
-                fix="auto uses the GPU when torch sees one; cpu forces the CPU",
+                fix="auto uses the GPU when torch sees one; cuda requires one; cpu forces the CPU",
             )
 
         # the doctor stage's options pass the doctor's own checks, before any stage runs
@@ -142,7 +143,7 @@ class ValidateOptions:
                     check_recipe_command(
                         recipe.name, allowed=self.allow_recipe_command, inside_image=in_image()
                     )
-        check_output_dir(self.report_dir, "--report")
+        check_output_dir(self.report_dir, "--output")
         if self.baseline is not None and not self.baseline.is_file():
             raise InputError(
                 f"--baseline {self.baseline}: no such file",
@@ -170,7 +171,7 @@ def prepare_report_dir(directory: Path) -> None:
     present = [directory / name for name in ours if (directory / name).exists()]
     if not (directory / REPORT_JSON).is_file() and any(directory.iterdir()):
         raise InputError(
-            f"--report {quoted(directory)}: a folder that holds no earlier validate report is not empty",
+            f"--output {quoted(directory)}: a folder that holds no earlier validate report is not empty",
             fix="pass a new or empty folder, or one an earlier `rocmstack validate` wrote",
         )
     for path in present:
@@ -273,8 +274,8 @@ def _doctor_level(choice: str) -> int:
 
 
 def _torch_device(choice: str) -> str:
-    if choice == "cpu":
-        return "cpu"
+    if choice in ("cpu", "cuda"):
+        return choice  # cuda without a GPU: the stages that need one say so
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -311,8 +312,9 @@ def run_smoke_stage(
     return stage("smoke", PASS if summary["passed"] else FAIL, time.monotonic() - t0, text), summary
 
 
-# Rollout engines the bench runs beside the reference engine when the image's lock names them as components.
-IMAGE_ENGINES = ("vllm", "sglang")
+# Rollout engines the bench runs beside the reference engine when the image's lock names them as components
+# (the catalogue's engines with a bench path; an engine's name is its component's).
+IMAGE_ENGINES = CATALOGUE.names(bench=True)
 
 
 def image_engines(image: dict[str, Any], recipe: str | None = None) -> tuple[str, ...]:
@@ -326,7 +328,7 @@ def image_engines(image: dict[str, Any], recipe: str | None = None) -> tuple[str
 
 # Engines the GRPO smoke can drive as its rollout (``smoke grpo --rollout``); a few steps prove the
 # invariants (log-prob agreement, weight version, sleep/wake), reward growth is the reference smoke's job.
-SMOKE_ENGINES = ("vllm", "sglang")
+SMOKE_ENGINES = CATALOGUE.names(served=True, option=True)
 ENGINE_SMOKE_STEPS = 5
 
 

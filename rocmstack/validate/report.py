@@ -67,31 +67,31 @@ def load(directory: Path) -> dict[str, Any]:
             data = f.read(REPORT_LIMIT + 1)
         if len(data) > REPORT_LIMIT:
             raise InputError(
-                f"--report {directory}: {REPORT_JSON} is larger than {REPORT_LIMIT:,} bytes",
-                fix="pass the folder `rocmstack validate IMAGE --report DIR` wrote",
+                f"--reports {directory}: {REPORT_JSON} is larger than {REPORT_LIMIT:,} bytes",
+                fix="pass the folder `rocmstack validate IMAGE --output DIR` wrote",
             )
         report = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise InputError(
-            f"--report {directory}: no {REPORT_JSON} in it",
-            fix="pass the folder `rocmstack validate IMAGE --report DIR` wrote",
+            f"--reports {directory}: no {REPORT_JSON} in it",
+            fix="pass the folder `rocmstack validate IMAGE --output DIR` wrote",
         ) from None
     except RecursionError:  # JSON nested deeper than the parser goes: no report rocmstack writes
         raise InputError(
-            f"--report {directory}: {REPORT_JSON} is not readable JSON (nested too deep)",
+            f"--reports {directory}: {REPORT_JSON} is not readable JSON (nested too deep)",
             fix="run `rocmstack validate` again",
         ) from None
     except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
         raise InputError(
-            f"--report {directory}: {REPORT_JSON} is not readable JSON ({printable(exc)})",
+            f"--reports {directory}: {REPORT_JSON} is not readable JSON ({printable(exc)})",
             fix="run `rocmstack validate` again",
         ) from None
     if _nested_deeper(report, MAX_DEPTH):
         raise InputError(
-            f"--report {directory}: {REPORT_JSON} is nested deeper than {MAX_DEPTH} levels",
+            f"--reports {directory}: {REPORT_JSON} is nested deeper than {MAX_DEPTH} levels",
             fix="run `rocmstack validate` again",
         )
-    return parse_report(report, f"--report {directory}: {REPORT_JSON}")
+    return parse_report(report, f"--reports {directory}: {REPORT_JSON}")
 
 
 def _nested_deeper(value: Any, limit: int) -> bool:

@@ -116,7 +116,7 @@ def test_validate_runs_the_images_engine_and_fails_the_bench_when_it_cannot_star
     (block / "sitecustomize.py").write_text('import sys\nsys.modules["xgrammar"] = None\n')
     proc = subprocess.run(
         [str(PYTHON), "-m", "rocmstack", "validate", "--in-place", "--device", "cpu", "--skip-smoke",
-         "--expect-gpus", "0", "--skip", "lock-drift", "--report", str(tmp_path / "report"), "--json"],
+         "--expect-gpus", "0", "--skip", "lock-drift", "--output", str(tmp_path / "report"), "--json"],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
         env={**os.environ, "ROCMSTACK_ROOT": str(image), "PYTHONPATH": str(block)},
     )  # fmt: skip
@@ -138,7 +138,7 @@ def test_validate_in_place_with_a_recipe_runs_its_engine_smoke_and_fails_it_nami
     proc = subprocess.run(
         [str(PYTHON), "-m", "rocmstack", "validate", "--in-place", "--device", "cpu", "--skip-bench",
          "--skip-framework", "--recipe", "verl-0.9.0-rocm10", "--steps", "3", "--expect-gpus", "0",
-         "--skip", "lock-drift", "--report", str(tmp_path / "report"), "--json"],
+         "--skip", "lock-drift", "--output", str(tmp_path / "report"), "--json"],
         capture_output=True, text=True, cwd=ROOT, timeout=900,
         env={**os.environ, "PYTHONPATH": str(block)},
     )  # fmt: skip

@@ -201,14 +201,14 @@ def image_file(env, ref: str, path: str) -> str | None:
 @pytest.fixture(scope="module")
 def first_build(podman_env, tmp_path_factory):
     out = tmp_path_factory.mktemp("images")
-    proc = rocmstack(podman_env, "build", str(RECIPE), *COMMON, "--out-dir", str(out), "--json")
+    proc = rocmstack(podman_env, "build", str(RECIPE), *COMMON, "--output", str(out), "--json")
     assert proc.returncode == 0, proc.stderr[-6000:]
     return {"manifest": json.loads(proc.stdout), "stderr": proc.stderr, "out": out}
 
 
 def test_dry_run_prints_the_exact_command(podman_env, tmp_path):
     proc = rocmstack(
-        podman_env, "build", str(RECIPE), *COMMON, "--out-dir", str(tmp_path), "--dry-run", "--json"
+        podman_env, "build", str(RECIPE), *COMMON, "--output", str(tmp_path), "--dry-run", "--json"
     )
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
@@ -330,7 +330,7 @@ def test_bumping_one_pin_rebuilds_only_from_its_layer(podman_env, first_build):
         *COMMON,
         "--set",
         "iniconfig.version=2.1.0",
-        "--out-dir",
+        "--output",
         str(first_build["out"]),
         "--json",
     )
@@ -356,7 +356,7 @@ def test_failing_patch_stops_the_build_with_its_id(podman_env, first_build):
     args = [str(RECIPE), *COMMON, "--set", "patches=[tomli-moved]"]
     manifest = first_build["out"] / f"tiny-pip-{ARCH}" / "manifest.json"
     assert manifest.is_file()  # the first build's
-    proc = rocmstack(podman_env, "build", *args, "--out-dir", str(first_build["out"]))
+    proc = rocmstack(podman_env, "build", *args, "--output", str(first_build["out"]))
     tags = json.loads(
         rocmstack(podman_env, "tags", str(RECIPE), *RENDER, "--set", "patches=[tomli-moved]", "--json").stdout
     )
@@ -386,7 +386,7 @@ def test_ctrl_c_stops_the_engine_and_tags_nothing(podman_env, first_build):
     assert alias_before  # set by the earlier builds
     out = first_build["out"] / "ctrl-c"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rocmstack", "build", *args, "--out-dir", str(out)],
+        [sys.executable, "-m", "rocmstack", "build", *args, "--output", str(out)],
         env=podman_env,
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -483,7 +483,7 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build, t
     out = str(first_build["out"])
     insecure = ["--registry", host, "--insecure-registry"]  # the test registry speaks plain HTTP
     # 1. Push every tag of the first build's render (the build itself is all cache hits).
-    proc = rocmstack(env, "build", str(RECIPE), *COMMON, *insecure, "--push", "--out-dir", out, "--json")
+    proc = rocmstack(env, "build", str(RECIPE), *COMMON, *insecure, "--push", "--output", out, "--json")
     assert proc.returncode == 0, proc.stderr[-4000:]
     m = json.loads(proc.stdout)
     assert [p["pushed"] for p in m["tags"]["pushed"]] == [True, True, True]
@@ -491,12 +491,12 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build, t
         assert remote(env, ref)["Labels"]["dev.rocmstack.render-hash"] == m["render_hash"], ref
     # 2. Again: the immutable tags are already there with this render hash and are left alone.
     again = json.loads(
-        rocmstack(env, "build", str(RECIPE), *COMMON, *insecure, "--push", "--out-dir", out, "--json").stdout
+        rocmstack(env, "build", str(RECIPE), *COMMON, *insecure, "--push", "--output", out, "--json").stdout
     )
     assert [p["pushed"] for p in again["tags"]["pushed"]] == [False, False, True]
     # 3. Another render under the same descriptive tag (env is not in the tag): refused, nothing pushed.
     other = [str(RECIPE), *COMMON, *insecure, "--set", "env.ROCMSTACK_FIXTURE=2"]
-    proc = rocmstack(env, "build", *other, "--push", "--out-dir", out)
+    proc = rocmstack(env, "build", *other, "--push", "--output", out)
     assert proc.returncode == 1, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert (
@@ -528,7 +528,7 @@ def test_push_guard_and_promote_against_a_real_registry(registry, first_build, t
         "--push",
         "--push-tags",
         "content",
-        "--out-dir",
+        "--output",
         out,
         "--json",
     )
@@ -627,7 +627,7 @@ def test_base_from_a_mirror_or_a_folder_keeps_the_recipe_and_checks_its_digest(
         pinned.write_text(yaml.safe_dump(recipe, sort_keys=False))
         out = str(tmp_path / case / "images")
         return rocmstack(
-            env, "build", str(pinned), *COMMON, "--insecure-registry", "--out-dir", out, "--json", *extra
+            env, "build", str(pinned), *COMMON, "--insecure-registry", "--output", out, "--json", *extra
         )
 
     def last(proc: subprocess.CompletedProcess) -> str:

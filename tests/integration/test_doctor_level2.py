@@ -38,7 +38,7 @@ def test_level2_on_cpu(tmp_path):
     proc = doctor(
         "--level", "2", "--only", LEVEL2, "--sizes", "1M..2M", "--sync-repeats", "2", "--sync-bytes", "16M",
         "--comm-inits", "2", "--ipc-handles", "4",
-        "--baseline", str(baseline), "--save-baseline", str(baseline), "--json", "--junit", str(junit),
+        "--busbw-baseline", str(baseline), "--save-busbw-baseline", str(baseline), "--json", "--junit", str(junit),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)

@@ -84,7 +84,7 @@ def _rocmstack(args: tuple[str, ...], env: dict[str, str], timeout: int = 300) -
 def test_smoke_runs_beside_another_ray_and_leaves_it_and_nothing_else(other_ray, ray_tmp, tmp_path):
     before = _daemons(other_ray)
     assert before, "the other Ray instance is not running"
-    r = _rocmstack((*SMOKE, "--report", str(tmp_path / "rep")), {TMPDIR_ENV: str(ray_tmp)})
+    r = _rocmstack((*SMOKE, "--output", str(tmp_path / "rep")), {TMPDIR_ENV: str(ray_tmp)})
     assert r.returncode in (0, 1), r.stderr  # 2 steps: a verdict either way, never a start failure
     assert "Traceback" not in r.stderr
     assert (tmp_path / "rep" / "summary.json").is_file()

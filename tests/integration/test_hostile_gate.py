@@ -112,7 +112,7 @@ def gate(podman_env, first_build, tmp_path_factory):
                 *args,
                 "--steps",
                 steps,
-                "--report",
+                "--output",
                 str(out),
                 "--json",
             )

@@ -96,7 +96,7 @@ def hostile(podman_env, first_build, tmp_path_factory):
     assert made.returncode == 0, made.stderr[-3000:]
     out = root / "report"
     proc = rocmstack(
-        podman_env, "validate", HOSTILE, "--engine", "buildah", *ARGS, "--report", str(out), "--json"
+        podman_env, "validate", HOSTILE, "--engine", "buildah", *ARGS, "--output", str(out), "--json"
     )
     return {"proc": proc, "dir": out, "root": root, "manifest": manifest}
 

@@ -31,7 +31,7 @@ def _preflight(tmp_path: Path, *job: str) -> tuple[int, dict[str, Any]]:
     bindir = VLLM_PYTHON.absolute().parent
     env = dict(os.environ, PYTHONPATH=str(ROOT), PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
     cmd = [str(VLLM_PYTHON), "-m", "rocmstack", "preflight", "--json", "--model-config", str(CONFIG)]
-    cmd += ["--work-dir", str(tmp_path / "work"), "--timeout", "4m", "--", *job]
+    cmd += ["--output", str(tmp_path / "work"), "--timeout", "4m", "--", *job]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=500, check=False)
     assert proc.stdout.strip(), f"no report (rc {proc.returncode}):\n{proc.stderr[-3000:]}"
     return proc.returncode, json.loads(proc.stdout)

@@ -26,7 +26,7 @@ def test_trl_grpo_runs_its_own_loop_and_is_judged(tmp_path, capsys, monkeypatch)
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_caller_secret_456")
     with pytest.raises(SystemExit) as exc:
         main(
-            ["smoke", "framework", str(RECIPE), "--report", str(tmp_path), "--allow-recipe-command", "--json"]
+            ["smoke", "framework", str(RECIPE), "--output", str(tmp_path), "--allow-recipe-command", "--json"]
         )
     summary = json.loads(capsys.readouterr().out)
     assert exc.value.code == 0, summary["criteria"]

@@ -119,7 +119,7 @@ def test_full_gate_inside_the_image(podman_env, first_build, smoke_image, tmp_pa
         "cpu",
         "--skip",
         "lock-drift",
-        "--report",
+        "--output",
         str(report_dir),
         timeout=3600,
     )

@@ -48,7 +48,7 @@ def in_place(tmp_path_factory):
             "--device",
             "cpu",
             "--skip-smoke",
-            "--report",
+            "--output",
             str(out),
             "--json",
         ],

@@ -49,7 +49,7 @@ def validated(podman_env, image, tmp_path_factory):
     _need("buildah")
     out = tmp_path_factory.mktemp("validate") / "report"
     proc = rocmstack(
-        podman_env, "validate", image, "--engine", "buildah", *ARGS, "--report", str(out), "--json"
+        podman_env, "validate", image, "--engine", "buildah", *ARGS, "--output", str(out), "--json"
     )
     return {"proc": proc, "dir": out}
 
@@ -116,7 +116,7 @@ def test_dry_run_prints_what_the_real_run_ran(validated, podman_env, image):
         "--engine",
         "buildah",
         *ARGS,
-        "--report",
+        "--output",
         str(validated["dir"]),
         "--dry-run",
         "--json",

@@ -1,4 +1,5 @@
-"""The engine adapters' own logic: availability, the commands they run, the child's summary, the driver index.
+"""The engines' bench paths (gpu/engine_bench.py) and the bench's launcher (bench/adapters.py): availability,
+the commands they run, the child's summary, the driver index.
 
 The engines themselves run in tests/integration/test_bench_engine.py (real vLLM CPU engine)."""
 
@@ -9,19 +10,20 @@ from pathlib import Path
 import pytest
 
 from rocmstack.bench import engine_child
-from rocmstack.bench.adapters import (
+from rocmstack.bench.adapters import engine_available, run_engine
+from rocmstack.gpu.driver_memory import PeakSampler, driver_index
+from rocmstack.gpu.engine_bench import (
+    RESULT_MARK,
+    VISIBILITY_MARK,
     EngineRequest,
-    _failed,
-    _run_sglang,
     cpu_kv_cache_bytes,
-    engine_available,
+    failed,
     parse_vllm_answer,
-    run_engine,
+    run_sglang,
     sglang_command,
+    summarise,
     vllm_env,
 )
-from rocmstack.bench.engine_child import RESULT_MARK, VISIBILITY_MARK, summarise
-from rocmstack.gpu.driver_memory import PeakSampler, driver_index
 from rocmstack.gpu.model_dir import write_model_dir
 from rocmstack.gpu.shapes import BUILTIN_SHAPES
 from rocmstack.platform.tools import ToolRun
@@ -88,7 +90,7 @@ def sglang_launch(batches: tuple[int, ...], seen: list[list[str]]):
 
 def test_sglang_rows_become_batches_and_a_tokenizer_is_made_for_its_benchmark(tmp_path):
     seen: list[list[str]] = []
-    run = _run_sglang(request(), tmp_path, sglang_launch((1, 64, 256), seen))
+    run = run_sglang(request(), tmp_path, sglang_launch((1, 64, 256), seen))
     assert run.status == "pass" and run.engine_starts == 1
     assert run.wall_s == 97.5  # the benchmark does not time its start: its whole process is the cost shown
     assert [(b.batch, b.step_s) for b in run.batches] == [(1, 0.006), (64, 0.006), (256, 0.006)]
@@ -101,7 +103,7 @@ def test_sglang_rows_become_batches_and_a_tokenizer_is_made_for_its_benchmark(tm
 
 
 def test_a_batch_the_sglang_benchmark_skipped_is_an_error_not_a_missing_row(tmp_path):
-    run = _run_sglang(request(), tmp_path, sglang_launch((1, 64), []))
+    run = run_sglang(request(), tmp_path, sglang_launch((1, 64), []))
     assert run.status == "error" and "without a result for batch 256" in (run.reason or "")
     assert "max batch size limit" in (run.reason or "")  # its own line says why
 
@@ -169,7 +171,7 @@ def test_a_failed_engine_run_names_what_its_process_saw_first():
     out = f"{VISIBILITY_MARK} the engine's process: 0 GPU(s) visible, CUDA_VISIBLE_DEVICES='1'\n"
     err = "Traceback (most recent call last):\nRuntimeError: No CUDA GPUs are available\n"
     run = ToolRun(argv=("python3",), returncode=1, stdout=out, stderr=err, seconds=9.0)
-    row = _failed("vllm", ["python3"], run, "(engine start or run failed)")
+    row = failed("vllm", ["python3"], run, "(engine start or run failed)")
     assert row.reason is not None and row.reason.startswith(
         "vllm exited 1 (engine start or run failed) (the engine's process: 0 GPU(s) visible, "
         "CUDA_VISIBLE_DEVICES='1'): "

@@ -117,8 +117,8 @@ def test_a_run_that_cannot_fit_is_refused_before_allocating(capsys, shape):
 
 
 def test_cpu_defaults_are_a_small_shape_that_fits(monkeypatch):
-    from rocmstack.bench.commands import plan
     from rocmstack.bench.rollout import RolloutSpec, memory_phases
+    from rocmstack.commands.bench import plan
 
     name, config, batches, prompt_len, new_tokens = plan("cpu", None, None, None, None)
     assert (name, batches, prompt_len, new_tokens) == ("qwen3-0.6b", (1, 8), 64, 32)
@@ -223,7 +223,7 @@ def test_the_table_says_what_each_rate_counts_and_decode_is_the_rate_mbu_is_of(c
 
 
 def test_the_table_shows_the_rows_decode_rate_not_a_second_one_from_the_median_step(capsys):
-    from rocmstack.bench.commands import _render
+    from rocmstack.commands.bench import _render
 
     # validate's bench on H200: the reference engine's mean decode step (33,478 tok/s at batch 64) is not
     # its median step (1.904 ms = 33,606 tok/s); the table showed the median's rate beside the mean's MBU.

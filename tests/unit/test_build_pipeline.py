@@ -152,7 +152,7 @@ def test_dry_run_prints_plan_and_exact_command(tmp_path):
         "--gpu-arch",
         "gfx950",
         "--dry-run",
-        "--out-dir",
+        "--output",
         str(tmp_path),
         "--source-url",
         "https://example.org/r",
@@ -170,7 +170,7 @@ def test_dry_run_prints_plan_and_exact_command(tmp_path):
     ).stdout.strip() in " ".join(cmd)
     assert "org.opencontainers.image.source=https://example.org/r" in cmd
     assert plan["instructions"] > 30
-    human = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--dry-run", "--out-dir", str(tmp_path))
+    human = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--dry-run", "--output", str(tmp_path))
     assert human.code == 0 and "plan: build verl-0.9.0-rocm10 for gfx950" in human.out
     assert "command:" in human.out and "--iidfile" in human.out
 
@@ -180,7 +180,7 @@ def test_no_engine_is_one_line(tmp_path):
     bindir.mkdir()
     (bindir / "git").symlink_to(shutil.which("git"))
     env = {**os.environ, "PATH": str(bindir)}
-    proc = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--out-dir", str(tmp_path), env=env)
+    proc = cli("build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--output", str(tmp_path), env=env)
     assert proc.code == 4, proc.err
     last = proc.err.strip().splitlines()[-1]
     assert last.startswith(
@@ -193,7 +193,7 @@ def test_no_engine_is_one_line(tmp_path):
         "verl-0.9.0-rocm10",
         "--gpu-arch",
         "gfx950",
-        "--out-dir",
+        "--output",
         str(tmp_path),
         "--dry-run",
         "--json",
@@ -211,7 +211,7 @@ def test_unreachable_base_names_image_and_registry(tmp_path, podman_store):
         "gfx950",
         "--engine",
         "podman",
-        "--out-dir",
+        "--output",
         str(tmp_path),
         "--set",
         "base.image=registry.invalid/rocm/primus",
@@ -240,25 +240,25 @@ def test_the_plan_fixes_the_image_time_at_the_revision_and_keeps_the_render_with
     """--timestamp is the revision's commit time (ROCMSTACK_CREATED); --base-from changes where the base is
     read, not the recipe: the same render hash, tags and Dockerfile FROM."""
     base = ["build", "verl-0.9.0-rocm10", "--gpu-arch", "gfx950", "--dry-run", "--engine", "podman", "--json"]
-    plain = json.loads(cli(*base, "--out-dir", str(tmp_path / "a")).out)
+    plain = json.loads(cli(*base, "--output", str(tmp_path / "a")).out)
     cmd = plain["command"]
     created = plain["build_args"]["ROCMSTACK_CREATED"]
     assert int(cmd[cmd.index("--timestamp") + 1]) == P.epoch(created) and plain["base_from"] is None
     assert P.epoch("1970-01-01T00:00:00Z") == 0 and P.epoch("2026-12-06T00:00:00Z") == 1796515200
     mirrored = json.loads(
-        cli(*base, "--out-dir", str(tmp_path / "b"), "--base-from", "mirror.lab:5000/rocm/primus").out
+        cli(*base, "--output", str(tmp_path / "b"), "--base-from", "mirror.lab:5000/rocm/primus").out
     )
     assert mirrored["render_hash"] == plain["render_hash"] and mirrored["tags"] == plain["tags"]
     assert mirrored["base_from"] == "docker://mirror.lab:5000/rocm/primus:v26.7"  # the recipe pins no digest
     folder = tmp_path / "base"
     folder.mkdir()
-    carried = json.loads(cli(*base, "--out-dir", str(tmp_path / "c"), "--base-from", f"dir:{folder}").out)
+    carried = json.loads(cli(*base, "--output", str(tmp_path / "c"), "--base-from", f"dir:{folder}").out)
     assert carried["base_from"] == f"dir:{folder}"
     for bad, said in (
         (f"dir:{tmp_path / 'none'}", "no such file or folder"),
         ("Not A Repo!", "neither a registry repository nor an archive"),
     ):
-        proc = cli(*base, "--out-dir", str(tmp_path / "d"), "--base-from", bad)
+        proc = cli(*base, "--output", str(tmp_path / "d"), "--base-from", bad)
         assert proc.code == 2 and said in proc.err.strip().splitlines()[-1], proc.err
 
 
@@ -314,12 +314,13 @@ COMMIT
 def _replay(*outputs: str):
     """The engine's runs, replayed through the real step tracker, one output per call."""
     from rocmstack.build.progress import StepTracker
+    from rocmstack.container.engine import STEP_PROGRESS
 
     left = list(outputs)
 
     def run(plan, console) -> RunResult:
         text = left.pop(0)
-        tracker = StepTracker("podman")
+        tracker = StepTracker(STEP_PROGRESS)
         for line in text.splitlines(keepends=True):
             tracker.feed(line)
         ok = "Error: building at STEP" not in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 from rocmstack.build.progress import StepTracker
+from rocmstack.container.engine import BUILDKIT_PROGRESS, STEP_PROGRESS
 
 # Verbatim: podman 4.3.1 on this machine (2026-11-29), `podman --storage-driver vfs build --format docker
 # --isolation chroot --layers ...`, second build after changing `ENV A=1` to `ENV A=2`.
@@ -73,9 +74,9 @@ def fake_clock():
     return lambda: next(ticks)
 
 
-def run(engine, text, ok=True):
+def run(progress, text, ok=True):
     events = []
-    tracker = StepTracker(engine, events.append, clock=fake_clock())
+    tracker = StepTracker(progress, events.append, clock=fake_clock())
     for line in text.splitlines():
         tracker.feed(line)
     tracker.close(ok)
@@ -83,7 +84,7 @@ def run(engine, text, ok=True):
 
 
 def test_podman_cache_hits_and_misses():
-    tracker, events = run("podman", PODMAN_REBUILD)
+    tracker, events = run(STEP_PROGRESS, PODMAN_REBUILD)
     assert [s.index for s in tracker.steps] == list(range(1, 9))
     assert [s.cached for s in tracker.steps] == [False, True, False, False, False, False, False, False]
     assert tracker.cache_counts() == {"hits": 1, "misses": 6}  # FROM counts as neither
@@ -93,7 +94,7 @@ def test_podman_cache_hits_and_misses():
 
 
 def test_podman_failure_names_the_step():
-    tracker, _ = run("podman", PODMAN_FAILURE, ok=False)
+    tracker, _ = run(STEP_PROGRESS, PODMAN_FAILURE, ok=False)
     failed = tracker.failed_step()
     assert failed.index == 4 and "iniconfig==2.0.0" in failed.instruction
     assert tracker.failed_instruction.startswith("RUN --mount=type=cache")
@@ -102,7 +103,7 @@ def test_podman_failure_names_the_step():
 
 
 def test_buildx_plain_progress():
-    tracker, _ = run("docker", BUILDX)
+    tracker, _ = run(BUILDKIT_PROGRESS, BUILDX)
     by_index = {(s.index, s.total): s for s in tracker.steps}
     assert by_index[(2, 3)].cached and by_index[(3, 3)].cached
     assert not by_index[(10, 11)].cached and by_index[(10, 11)].seconds == 50.1
@@ -111,7 +112,7 @@ def test_buildx_plain_progress():
 
 
 def test_interrupted_buildx_step_is_closed_as_failed():
-    tracker, _ = run("docker", "#5 [ 4/21] RUN python3 -m pip install x\n", ok=False)
+    tracker, _ = run(BUILDKIT_PROGRESS, "#5 [ 4/21] RUN python3 -m pip install x\n", ok=False)
     assert tracker.failed_step().index == 4
 
 
@@ -132,7 +133,7 @@ Error: building at STEP "RUN /bin/bash -o pipefail -c false | true": exit status
 
 
 def test_an_exec_form_run_shows_the_command_it_runs():
-    tracker, _ = run("podman", PODMAN_EXEC_FORM, ok=False)
+    tracker, _ = run(STEP_PROGRESS, PODMAN_EXEC_FORM, ok=False)
     assert [s.instruction for s in tracker.steps][2:] == [
         'RUN --mount=type=cache,target=/root/.cache/pip echo "a $X" > /a  && echo b >> /a  && cat /a',
         "RUN false | true",

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rocmstack.build import runner as R
+from rocmstack.container.engine import STEP_PROGRESS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,7 +36,7 @@ def child(tmp_path, mode="fast", code=0):
 
 def test_log_tail_and_steps(tmp_path):
     log = tmp_path / "logs" / "b.log"
-    result = R.run_logged(child(tmp_path), log_path=log, engine="podman", timeout_s=60)
+    result = R.run_logged(child(tmp_path), log_path=log, progress=STEP_PROGRESS, timeout_s=60)
     assert result.ok and [s.index for s in result.steps] == [1, 2, 3]
     assert len(result.tail) == R.TAIL_LINES and result.tail[-1] == "line 3.39"
     text = log.read_text()
@@ -43,13 +44,17 @@ def test_log_tail_and_steps(tmp_path):
 
 
 def test_failure_marks_the_last_step(tmp_path):
-    result = R.run_logged(child(tmp_path, code=3), log_path=tmp_path / "b.log", engine="podman", timeout_s=60)
+    result = R.run_logged(
+        child(tmp_path, code=3), log_path=tmp_path / "b.log", progress=STEP_PROGRESS, timeout_s=60
+    )
     assert not result.ok and result.returncode == 3
     assert result.steps[-1].failed and result.steps[-1].index == 3
 
 
 def test_timeout_stops_the_child(tmp_path):
-    result = R.run_logged(child(tmp_path, "sleep"), log_path=tmp_path / "b.log", engine="podman", timeout_s=2)
+    result = R.run_logged(
+        child(tmp_path, "sleep"), log_path=tmp_path / "b.log", progress=STEP_PROGRESS, timeout_s=2
+    )
     assert result.timed_out and not result.ok
     pid = int(
         next(
@@ -70,7 +75,9 @@ def test_ctrl_c_stops_the_child_and_propagates(tmp_path):
 
     log = tmp_path / "b.log"
     with pytest.raises(KeyboardInterrupt):
-        R.run_logged(child(tmp_path, "sleep"), log_path=log, engine="podman", timeout_s=60, on_line=on_line)
+        R.run_logged(
+            child(tmp_path, "sleep"), log_path=log, progress=STEP_PROGRESS, timeout_s=60, on_line=on_line
+        )
     assert pids and not os.path.exists(f"/proc/{pids[0]}")
     assert "build interrupted; the engine was stopped" in log.read_text()
 
@@ -88,9 +95,10 @@ STUBBORN = textwrap.dedent("""
 DRIVER = textwrap.dedent("""
     import sys
     from rocmstack.build import runner
+    from rocmstack.container.engine import STEP_PROGRESS
     runner.STOP_GRACE_S = 3
     runner.run_logged([sys.executable, sys.argv[1], sys.argv[2]], log_path=__import__("pathlib").Path(sys.argv[3]),
-                      engine="podman", timeout_s=600)
+                      progress=STEP_PROGRESS, timeout_s=600)
 """)
 
 

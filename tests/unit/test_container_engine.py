@@ -6,9 +6,12 @@ the "nothing installed" cases hide them with an empty PATH lookup. Error texts a
 
 from __future__ import annotations
 
+import ast
 import functools
 import shutil
 import subprocess
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -570,3 +573,171 @@ def test_store_engine_reads_the_store_each_engine_builds_into(monkeypatch):
     assert (docker.name, docker.argv) == ("docker", ("docker",))
     assert (podman.name, podman.argv) == ("podman", ("podman", "--storage-driver", "vfs"))
     assert buildah == podman and E.store_engine("podman", "(not usable here)").version == "(not usable here)"
+
+
+def _recorded(rc=0, stdout=""):
+    calls: list[list[str]] = []
+
+    def runner(argv, **_kw):
+        calls.append(list(argv))
+        return subprocess.CompletedProcess(argv, rc, stdout, "")
+
+    return calls, runner
+
+
+def test_the_engine_object_runs_each_engines_own_command(monkeypatch):
+    """tag, untag, push, copy and inspect_remote: one call each, with the engine's own argv."""
+    monkeypatch.setenv(E.PODMAN_DRIVER_ENV, "vfs")
+    podman = E.named("podman", "5")
+    docker = E.Engine(name="docker", argv=("docker",), version="27", builder="ci")
+    calls, runner = _recorded()
+    for engine in (podman, docker):
+        engine.tag("sha256:ab", "r.io/a:1", runner=runner)
+        engine.untag("sha256:ab", "r.io/a:1", runner=runner)
+        engine.push("r.io/a:1", "sha256:ab", runner=runner)
+        engine.copy("r.io/a@sha256:cd", "r.io/a:v1", runner=runner)
+        engine.inspect_remote("r.io/a:1", runner=runner)
+    pod = ["podman", "--storage-driver", "vfs"]
+    assert calls == [
+        [*pod, "tag", "sha256:ab", "r.io/a:1"],
+        [*pod, "untag", "sha256:ab", "r.io/a:1"],
+        [*pod, "push", "ab", "r.io/a:1"],
+        ["skopeo", "copy", "--all", "docker://r.io/a@sha256:cd", "docker://r.io/a:v1"],
+        ["skopeo", "inspect", "--no-tags", "docker://r.io/a:1"],
+        ["docker", "tag", "sha256:ab", "r.io/a:1"],
+        ["docker", "image", "rm", "--no-prune", "r.io/a:1"],
+        ["docker", "push", "r.io/a:1"],
+        ["docker", "buildx", "imagetools", "create", "--tag", "r.io/a:v1", "r.io/a@sha256:cd"],
+        ["docker", "buildx", "imagetools", "inspect", "r.io/a:1"],
+    ]
+    calls.clear()
+    E.Engine(name="podman", argv=("podman",), version="5", tls_verify=False).inspect_remote(
+        "h:5000/a:1", runner
+    )
+    assert calls == [["skopeo", "inspect", "--tls-verify=false", "--no-tags", "docker://h:5000/a:1"]]
+
+
+def test_a_missing_engine_or_a_silent_one_is_an_exit_code_not_an_exception():
+    def missing(argv, **_kw):
+        raise FileNotFoundError(argv[0])
+
+    def silent(argv, **kw):
+        raise subprocess.TimeoutExpired(argv, kw["timeout"])
+
+    engine = E.named("docker")
+    assert engine.tag("ab", "r/a:1", runner=missing).returncode == 127
+    out = engine.push("r/a:1", runner=silent)
+    assert out.returncode == 124 and f"no answer in {E.PUSH_TIMEOUT}s" in out.stderr
+
+
+def test_what_each_engine_does_differently_is_asked_of_the_engine(monkeypatch):
+    monkeypatch.delenv(E.PODMAN_DRIVER_ENV, raising=False)
+    docker, podman, buildah = (E.named(n) for n in ("docker", "podman", "buildah"))
+    assert [e.argv for e in (docker, podman, buildah)] == [("docker",), ("podman",), ("buildah",)]
+    assert (docker.daemon, podman.daemon, buildah.daemon) == (True, False, False)
+    assert (docker.group_add, podman.group_add, buildah.group_add) == (True, True, False)
+    assert (docker.pulls_transports, podman.pulls_transports) == (False, True)
+    assert docker.gpu_flags() == ["--gpus", "all"]
+    assert podman.gpu_flags() == buildah.gpu_flags() == ["--device", "nvidia.com/gpu=all"]
+    assert (docker.progress, podman.progress) == (E.BUILDKIT_PROGRESS, E.STEP_PROGRESS)
+    # only a named buildx builder pulls by itself
+    assert E.Engine(name="docker", argv=("docker",), version="x", builder="ci").builder_pulls
+    assert (
+        not docker.builder_pulls
+        and not E.Engine(name="podman", argv=(), version="x", builder="ci").builder_pulls
+    )
+    # publish: buildah's image store is podman's, which pushes it
+    assert [E.store_choice(c) for c in E.ENGINES] == ["auto", "docker", "podman", "podman"]
+
+
+# Outside container/ nothing branches on an engine's name or reaches into the engine module's private
+# helpers: what differs is asked of the Engine. The command layer included.
+ENGINE_MODULE = "rocmstack.container.engine"
+ENGINE_NAMES = frozenset(E.ORDER)
+
+
+def _names_an_engine(node: ast.AST) -> bool:
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_names_an_engine(e) for e in node.elts)
+    return isinstance(node, ast.Constant) and node.value in ENGINE_NAMES
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def engine_name_branches(source: str) -> list[str]:
+    """Each place SOURCE compares a literal engine name (==, !=, in, not in, is, a match case), or uses a
+    private name of the engine module (``engines._run``, ``from ... import _run``), as "line N: what"."""
+    tree = ast.parse(source)
+    module = {ENGINE_MODULE}  # the names the engine module is bound to in SOURCE
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "rocmstack.container":
+            module |= {a.asname or a.name for a in node.names if a.name == "engine"}
+        elif isinstance(node, ast.Import):
+            module |= {a.asname for a in node.names if a.name == ENGINE_MODULE and a.asname}
+        if isinstance(node, ast.ImportFrom) and node.module == ENGINE_MODULE:
+            found += [f"line {node.lineno}: imports {a.name}" for a in node.names if a.name.startswith("_")]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(_names_an_engine(n) for n in (node.left, *node.comparators)):
+            found.append(f"line {node.lineno}: compares with an engine name: {ast.unparse(node)}")
+        elif isinstance(node, ast.MatchValue) and _names_an_engine(node.value):
+            found.append(f"line {node.lineno}: matches an engine name: {ast.unparse(node.value)}")
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and _dotted(node.value) in module
+        ):
+            found.append(f"line {node.lineno}: uses {ast.unparse(node)}")
+    return sorted(found, key=lambda f: int(f.split(":")[0].split()[1]))
+
+
+def test_nothing_outside_container_branches_on_an_engines_name():
+    package = Path(E.__file__).parents[1]
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        if rel.parts[0] == "container":
+            continue
+        found += [f"rocmstack/{rel}: {f}" for f in engine_name_branches(path.read_text(encoding="utf-8"))]
+    assert not found, "ask the Engine (container/engine.py) instead:\n" + "\n".join(found)
+
+
+def test_the_engine_name_guard_catches_each_kind_of_branch():
+    injected = textwrap.dedent("""
+        from rocmstack.container import engine as engines
+        from rocmstack.container.engine import _run, qualify
+        import rocmstack.container.engine as E2
+        if engine.name == "docker":
+            pass
+        flags = [] if "podman" != chosen else ["-x"]
+        if choice in ("auto", "buildah"):
+            pass
+        if engine.name not in ["docker"]:
+            pass
+        match engine.name:
+            case "podman":
+                pass
+        engines._run(["podman", "tag"], 5)
+        out = E2._last_line("x")
+        rocmstack.container.engine._run(["x"], 1)
+    """)
+    found = engine_name_branches(injected)
+    assert [f.split(":")[0] for f in found] == [f"line {n}" for n in (3, 5, 7, 8, 10, 13, 15, 16, 17)]
+    # naming an engine is fine: messages, argv, the ENGINES tuple, asking the engine, other modules' privates
+    clean = textwrap.dedent("""
+        from rocmstack.container import engine as engines
+        ENGINES = ("auto", "docker", "podman", "buildah")
+        argv = ["docker", "buildx", "build"]
+        message = f"--base-from: for podman and buildah, not {engine.name}"
+        if engine.daemon or engine.name == other.name or "docker" + x:
+            flags = engine.gpu_flags()
+        engines.last_line(out.stderr)
+        other._run()
+        self._run()
+    """)
+    assert engine_name_branches(clean) == []

@@ -76,7 +76,9 @@ def test_the_pages_show_commands_at_all():
     assert len(ROCMSTACK_EXAMPLES) >= 30 and len(MAKE_EXAMPLES) >= 4
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "make build GPU_ARCH=gfx950" in readme and "make test" in readme
-    assert len(readme.splitlines()) <= 160
+    # short: 160 lines at most, beside the options table generated from rocmstack/options.py
+    generated = readme.split("<!-- options-table:begin -->")[1].split("<!-- options-table:end -->")[0]
+    assert len(readme.splitlines()) - len(generated.splitlines()) <= 160
 
 
 def _split(words: list[str]) -> tuple[dict[str, str], list[str]]:

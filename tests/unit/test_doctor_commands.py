@@ -72,7 +72,7 @@ def test_usage_errors_exit_two_without_traceback():
         ("--json", "--markdown"),
         ("--expect-gpus", "-1"),
         ("--fast", "--deep"),
-        ("--timeout", "0"),
+        ("--probe-timeout", "0"),
         ("--tensor-parallel", "0"),
     ):
         result = run_cli("doctor", *args)
@@ -156,7 +156,7 @@ def test_the_help_groups_the_options_by_level_and_names_only_real_ones(capsys):
     import inspect
 
     from rocmstack.cli import main, make_app
-    from rocmstack.doctor.commands import HELP_PANELS
+    from rocmstack.commands.doctor import HELP_PANELS
 
     with pytest.raises(SystemExit):
         main(["doctor", "--help"])

@@ -32,7 +32,7 @@ def test_the_raw_texts_are_parsed():
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"probe_timeout": 0}, "--timeout 0 must be positive"),
+        ({"probe_timeout": 0}, "--probe-timeout 0s must be positive"),
         ({"expect_gpus": -1}, "--expect-gpus -1 is negative"),
         ({"tensor_parallel": 0}, "--tensor-parallel 0 must be >= 1"),
         ({"memory_share": 1.5}, "--memory-share 1.5 is outside (0, 1]"),
@@ -48,12 +48,12 @@ def test_the_raw_texts_are_parsed():
         ({"burn_in": "0s"}, "--burn-in '0s' is not a positive duration"),
         ({"culprit_budget": 0}, "--culprit-budget 0 must be positive"),
         ({"gpu_arch": "gfx1"}, "--gpu-arch 'gfx1': the checkpoint preflight knows"),
-        ({"save_baseline": Path("b.json")}, "--save-baseline saves level 2's busbw"),
+        ({"save_baseline": Path("b.json")}, "--save-busbw-baseline saves level 2's busbw"),
         (
             {"save_baseline": Path("b.json"), "level": 2, "cluster_address": "auto"},
-            "--save-baseline keeps this node's own busbw",
+            "--save-busbw-baseline keeps this node's own busbw",
         ),
-        ({"save_baseline": Path("/"), "level": 2}, "--save-baseline '/': is a folder"),
+        ({"save_baseline": Path("/"), "level": 2}, "--save-busbw-baseline '/': is a folder"),
     ],
 )
 def test_a_bad_option_is_named(fields, message):
@@ -82,17 +82,34 @@ def _doctor(capsys, *args: str) -> tuple[int, str]:
     return int(exc.value.code or 0), capsys.readouterr().err
 
 
-def test_save_baseline_file_is_the_benchs_spelling_and_the_bare_old_flag_still_reads(capsys, tmp_path):
-    """The bench and the doctor both take --save-baseline FILE. The doctor's old bare flag (save into the
-    --baseline file) is read for one release with one note; both reach the same checks."""
+def test_the_busbw_baseline_has_its_own_spelling_and_the_old_ones_still_read(capsys, tmp_path):
+    """--baseline and --save-baseline are the rollout bench's; the doctor's busbw baseline is
+    --busbw-baseline / --save-busbw-baseline. The doctor's old spellings, the bare flag (save into the
+    baseline file) among them, are read for one release with one note; all reach the same checks."""
+    code, err = _doctor(capsys, "--save-busbw-baseline", str(tmp_path / "b.json"), "--json")
+    assert code == 2 and "note:" not in err and "--save-busbw-baseline saves level 2's busbw" in err
     code, err = _doctor(capsys, "--save-baseline", str(tmp_path / "b.json"), "--json")
-    assert code == 2 and "note:" not in err and "--save-baseline saves level 2's busbw" in err
+    assert code == 2 and "--save-busbw-baseline saves level 2's busbw" in err
+    assert err.startswith("note: --save-baseline is deprecated; use --save-busbw-baseline\n")
     for bare in (["--save-baseline", "--json"], ["--json", "--save-baseline"]):
-        code, err = _doctor(capsys, "--baseline", str(tmp_path / "b.json"), *bare)
-        assert code == 2 and "--save-baseline saves level 2's busbw" in err
-        assert err.startswith("note: --save-baseline without FILE is deprecated; use --save-baseline FILE\n")
-    code, err = _doctor(capsys, "--level", "2", "--ray-address", "auto", "--save-baseline")
-    assert code == 2 and "--save-baseline keeps this node's own busbw" in err
+        code, err = _doctor(capsys, "--busbw-baseline", str(tmp_path / "b.json"), *bare)
+        assert code == 2 and "--save-busbw-baseline saves level 2's busbw" in err
+        assert err.startswith(
+            "note: --save-baseline without FILE is deprecated; use --save-busbw-baseline FILE\n"
+        )
+    code, err = _doctor(capsys, "--baseline", str(tmp_path / "b.json"), "--save-baseline", "--json")
+    assert code == 2 and err.count("note:") == 2 and "deprecated; use --busbw-baseline" in err
+    code, err = _doctor(capsys, "--level", "2", "--ray-address", "auto", "--save-busbw-baseline", "x.json")
+    assert code == 2 and "--save-busbw-baseline keeps this node's own busbw" in err
+
+
+def test_the_time_options_read_durations(capsys):
+    for flag in ("--probe-timeout", "--cluster-timeout", "--culprit-budget"):
+        code, err = _doctor(capsys, flag, "soon")
+        assert code == 2 and f"{flag} 'soon' is not a positive duration" in err
+    code, err = _doctor(capsys, "--timeout", "0")  # the old spelling of --probe-timeout, in seconds
+    assert code == 2 and err.startswith("note: --timeout is deprecated; use --probe-timeout\n")
+    assert "--timeout '0' is not a positive duration" in err
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="drops to nobody from root")
@@ -103,7 +120,7 @@ def test_save_baseline_into_a_folder_the_user_cannot_write_is_refused_before_any
     locked.mkdir(mode=0o755)  # root's: nobody may read it but not write it
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     proc = subprocess.run(
-        [*nobody, sys.executable, "-m", "rocmstack", "doctor", "--level", "2", "--save-baseline",
+        [*nobody, sys.executable, "-m", "rocmstack", "doctor", "--level", "2", "--save-busbw-baseline",
          str(locked / "sub" / "b.json")],
         capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(top)},
     )  # fmt: skip

@@ -1,6 +1,6 @@
 """A child of a locked recipe locks offline from its parent's lock: what the parent left unlocked (a git
 remote out of reach, `--allow-unreachable-git`) stays unlocked without the flag; any other remote must
-answer. The relock hint runs as printed (it keeps --out-dir); an unlocked render says so beside its result."""
+answer. The relock hint runs as printed (it keeps --output); an unlocked render says so beside its result."""
 
 from __future__ import annotations
 
@@ -54,12 +54,12 @@ def test_the_unreachable_remote_hint_keeps_out_dir(cli, tmp_path, env):  # noqa:
     recipe = _recipe(tmp_path)
     out = tmp_path / "locks"
     out.mkdir()
-    res = cli("lock", str(recipe), "--out-dir", str(out), "--pins-only", env=_gone(env, tmp_path))
+    res = cli("lock", str(recipe), "--output", str(out), "--pins-only", env=_gone(env, tmp_path))
     assert res.code == 0  # --pins-only asks no remote
-    res = cli("lock", str(recipe), "--out-dir", str(out), env=_gone(env, tmp_path))
+    res = cli("lock", str(recipe), "--output", str(out), env=_gone(env, tmp_path))
     errors = [line for line in res.err.splitlines() if line.startswith("rocmstack:")]
     assert res.code == 4 and f"git remote {UPSTREAM} unreachable" in errors[0]
-    assert f"--out-dir {out} --allow-unreachable-git" in errors[0]
+    assert f"--output {out} --allow-unreachable-git" in errors[0]
     assert json.loads((out / "tiny.lock.json").read_text())  # the pins-only lock is left as it was
 
 

@@ -79,3 +79,87 @@ def _every_option() -> list[tuple[str, str, object]]:
 def test_a_shared_option_has_one_help_text_wherever_a_command_takes_it(flag):
     shown = [(path, p.help) for path, name, p in _every_option() if name == flag and not p.hidden]
     assert len(shown) >= 2 and len({help for _, help in shown}) == 1, shown
+
+
+def _shared_spellings() -> set[str]:
+    """Every visible spelling that two or more commands take."""
+    commands: dict[str, set[str]] = {}
+    for path, name, param in _every_option():
+        if not param.hidden:
+            commands.setdefault(name, set()).add(path)
+    return {name for name, paths in commands.items() if len(paths) > 1}
+
+
+def declared_by_hand(source: str, shared: set[str]) -> list[str]:
+    """``line: flag`` of each option in a command module's source that spells a shared option itself
+    (``typer.Option(..., "--flag")``, or a parameter named after it), and of every previous spelling
+    declared there (``old_spelling``: they all live in rocmstack.options, each with what replaced it)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        params = [*node.args.args, *node.args.kwonlyargs]
+        defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + [*node.args.defaults]
+        defaults += node.args.kw_defaults
+        for param, default in zip(params, defaults, strict=True):
+            if not isinstance(default, ast.Call):
+                continue
+            func = default.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called not in ("Option", "old_spelling"):
+                continue
+            flags = [
+                a.value for a in default.args if isinstance(a, ast.Constant) and str(a.value).startswith("-")
+            ]
+            for flag in flags or [f"--{param.arg.replace('_', '-')}"]:
+                if flag in shared or called == "old_spelling":
+                    found.append(f"{default.lineno}: {flag}")
+    return found
+
+
+def test_no_command_declares_a_shared_option_by_itself():
+    from pathlib import Path
+
+    shared = _shared_spellings()
+    assert {"--json", "--gpu-arch", "--output", "--engine", "--timeout"} <= shared
+    commands = Path(__file__).resolve().parents[2] / "rocmstack" / "commands"
+    found = {
+        path.name: hits
+        for path in sorted(commands.glob("*.py"))
+        if (hits := declared_by_hand(path.read_text(encoding="utf-8"), shared))
+    }
+    assert not found, f"declare these once in rocmstack/options.py: {found}"
+
+
+def test_an_option_spelt_by_hand_is_found():
+    source = (
+        "import typer\n"
+        "def cmd(a: bool = typer.Option(False, '--json', help='mine'),\n"
+        "        markdown: bool = typer.Option(False, help='mine'),\n"
+        "        old: str = old_spelling('--minutes'),\n"
+        "        own: int = typer.Option(1, '--mine')):\n"
+        "    pass\n"
+    )
+    assert declared_by_hand(source, {"--json", "--markdown", "--timeout"}) == [
+        "2: --json",
+        "3: --markdown",
+        "4: --minutes",
+    ]
+
+
+def test_every_shared_option_says_its_declared_meaning_wherever_a_command_takes_it():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
+    import gen_docs
+
+    declared = gen_docs._declarations()
+    for flag, commands in gen_docs.option_uses().items():
+        if len(commands) < 2:
+            continue
+        text = declared[flag][0]
+        helps = {(path, p.help) for path, name, p in _every_option() if name == flag and not p.hidden}
+        assert all(help.startswith(text) for _, help in helps), (flag, helps)

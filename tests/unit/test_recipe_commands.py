@@ -64,7 +64,7 @@ def _two_broken(tmp_path):
         ("recipes",),
         ("check", "--all"),
         ("render", "--all", "-o", "OUT"),
-        ("lock", "--all", "--out-dir", "OUT"),
+        ("lock", "--all", "--output", "OUT"),
     ],
 )
 def test_every_broken_recipe_is_named_at_once(capsys, tmp_path, command):

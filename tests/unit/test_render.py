@@ -566,3 +566,18 @@ def test_a_labs_own_diff_file_is_in_the_context_and_its_bytes_move_the_render_ha
     )
     b = rendered_with(one.replace("+y", "+z"))
     assert b.render_hash != a.render_hash
+
+
+def test_the_templates_take_the_image_folder_from_the_contract():
+    """Every path of the image contract in a Dockerfile comes from rocmstack.contract, never a template's own
+    spelling (the goldens above show the rendered paths unchanged)."""
+    from rocmstack import contract
+    from rocmstack.resources import templates_dir
+
+    spelt = [
+        p.name
+        for p in sorted(templates_dir().rglob("*.j2"))
+        if contract.ROOT in p.read_text(encoding="utf-8")
+    ]
+    assert not spelt, f"use {{{{ root }}}} instead of {contract.ROOT} in {spelt}"
+    assert any("{{ root }}" in p.read_text(encoding="utf-8") for p in templates_dir().rglob("*.j2"))

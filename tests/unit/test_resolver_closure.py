@@ -180,7 +180,7 @@ def test_ctrl_c_during_lock_all_leaves_every_previous_lock(tmp_path, monkeypatch
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     with pytest.raises(SystemExit) as done:
-        cli_module.main(["lock", "--all", "--recipes-dir", str(folder), "--pins-only", "--out-dir", str(out)])
+        cli_module.main(["lock", "--all", "--recipes-dir", str(folder), "--pins-only", "--output", str(out)])
     assert done.value.code == 0
     before = sorted((p.name, p.read_text()) for p in out.iterdir())
     assert [name for name, _ in before] == ["a-tiny.lock.json", "b-tiny.lock.json"]
@@ -194,7 +194,7 @@ def test_ctrl_c_during_lock_all_leaves_every_previous_lock(tmp_path, monkeypatch
 
     monkeypatch.setattr(closure_module, "closure", fake_closure)
     with pytest.raises(SystemExit) as exc:
-        cli_module.main(["lock", "--all", "--recipes-dir", str(folder), "--out-dir", str(out)])
+        cli_module.main(["lock", "--all", "--recipes-dir", str(folder), "--output", str(out)])
     assert exc.value.code == 130 and calls == ["a-tiny", "b-tiny"]
     assert sorted((p.name, p.read_text()) for p in out.iterdir()) == before
 
@@ -209,7 +209,7 @@ def test_lock_of_a_recipe_elsewhere_writes_where_out_dir_says(cli, tmp_path):
         "patches-apply",
         "--patches-dir",
         str(ROOT / "tests" / "fixtures" / "patches"),
-        "--out-dir",
+        "--output",
         str(tmp_path / "locks"),
     )
     assert res.code == 0, res.err

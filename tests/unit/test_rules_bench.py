@@ -4,7 +4,7 @@ assertion. Run: .venv/bin/python -m pytest tests/unit/test_rules_bench.py --benc
 from __future__ import annotations
 
 from rocmstack.recipe.load import recipe_files
-from rocmstack.rules.commands import check_all_shipped
+from rocmstack.rules.targets import check_all_shipped
 
 
 def test_check_all_shipped_recipes(benchmark):

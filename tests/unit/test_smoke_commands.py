@@ -9,7 +9,7 @@ from rocmstack.cli import main, make_app
 def test_smoke_grpo_is_registered_with_its_options():
     result = CliRunner().invoke(make_app(), ["smoke", "grpo", "--help"])
     assert result.exit_code == 0
-    for option in ("--placement", "--inject", "--report", "--json", "--device"):
+    for option in ("--placement", "--inject", "--output", "--json", "--device"):
         assert option in result.output
 
 
@@ -55,10 +55,10 @@ def test_a_report_path_that_is_a_file_is_refused_before_the_job(capsys, tmp_path
     target = tmp_path / "report"
     target.write_text("not a folder\n")
     with pytest.raises(SystemExit) as exc:
-        main(["smoke", "grpo", "--device", "cpu", "--report", str(target)])
+        main(["smoke", "grpo", "--device", "cpu", "--output", str(target)])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1
-    assert err.startswith(f"rocmstack: error: --report '{target}': exists and is not a folder")
+    assert err.startswith(f"rocmstack: error: --output '{target}': exists and is not a folder")
     assert target.read_text() == "not a folder\n"
 
 
@@ -67,7 +67,7 @@ def test_the_command_module_imports_no_heavy_dependency():
     import sys
 
     code = (
-        "import sys, rocmstack.smoke.commands;"
+        "import sys, rocmstack.commands.smoke;"
         " print(sorted(m for m in ('torch', 'ray', 'transformers') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
@@ -98,7 +98,7 @@ def test_an_engine_rollout_that_cannot_run_here_is_one_line_before_ray_starts(ca
 
 
 def test_the_verdict_says_tokens_per_second_on_the_cpu(capsys):
-    from rocmstack.smoke.commands import _print_verdict
+    from rocmstack.commands.smoke import _print_verdict
 
     summary = {
         "placement": "colocated",

@@ -257,7 +257,7 @@ checks: [{metric: a, op: ">", value: 0.0}]
 def test_bad_declarations_exit_2_with_one_line(tmp_path, capsys, change, named):
     path = _recipe(tmp_path, GOOD.replace(*change))
     with pytest.raises(SystemExit) as exc:
-        main(["smoke", "framework", str(path), "--report", str(tmp_path / "out")])
+        main(["smoke", "framework", str(path), "--output", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and named in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
@@ -265,7 +265,7 @@ def test_bad_declarations_exit_2_with_one_line(tmp_path, capsys, change, named):
 
 def test_a_recipe_without_a_declaration_exits_2(capsys, tmp_path):
     with pytest.raises(SystemExit) as exc:
-        main(["smoke", "framework", str(FIXTURES / "tiny-pip.yaml"), "--report", str(tmp_path / "o")])
+        main(["smoke", "framework", str(FIXTURES / "tiny-pip.yaml"), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "declares no framework smoke" in err and err.count("\n") == 1
 

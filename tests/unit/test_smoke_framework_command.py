@@ -73,7 +73,7 @@ def test_outside_an_image_the_command_needs_the_flag(tmp_path, capsys, caller_en
     assert not Path(contract.LOCK_PATH).exists()  # this node is no rocmstack image
     path = _recipe(tmp_path)
     with pytest.raises(SystemExit) as exc:
-        main(["smoke", "framework", str(path), "--report", str(tmp_path / "out")])
+        main(["smoke", "framework", str(path), "--output", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert "recipe fw:" in err and "--allow-recipe-command" in err and contract.LOCK_PATH in err
@@ -85,7 +85,7 @@ def test_with_the_flag_it_runs_with_a_minimal_environment_and_no_secret(tmp_path
     path = _recipe(tmp_path)
     out = tmp_path / "out"
     with pytest.raises(SystemExit) as exc:
-        main(["smoke", "framework", str(path), "--report", str(out), "--allow-recipe-command", "--json"])
+        main(["smoke", "framework", str(path), "--output", str(out), "--allow-recipe-command", "--json"])
     summary = json.loads(capsys.readouterr().out)
     assert exc.value.code == 0 and summary["passed"], summary["criteria"]
     seen = _env_seen(out / framework.LOG_NAME)
@@ -110,7 +110,7 @@ def test_inside_an_image_it_runs_without_the_flag_still_without_secrets(
     monkeypatch.setattr(framework, "LOCK_PATH", str(lock))  # the image contract's file, real
     out = tmp_path / "out"
     with pytest.raises(SystemExit) as exc:
-        main(["smoke", "framework", str(_recipe(tmp_path)), "--report", str(out), "--json"])
+        main(["smoke", "framework", str(_recipe(tmp_path)), "--output", str(out), "--json"])
     capsys.readouterr()
     assert exc.value.code == 0
     seen = _env_seen(out / framework.LOG_NAME)
@@ -120,7 +120,7 @@ def test_inside_an_image_it_runs_without_the_flag_still_without_secrets(
 def test_a_secret_named_in_pass_env_is_refused_with_one_line(tmp_path, capsys):
     path = _recipe(tmp_path, PRINT_ENV.replace("[MY_DECLARED, HF_HUB_OFFLINE]", "[MY_DECLARED, HF_TOKEN]"))
     with pytest.raises(SystemExit) as exc:
-        main(["smoke", "framework", str(path), "--allow-recipe-command", "--report", str(tmp_path / "o")])
+        main(["smoke", "framework", str(path), "--allow-recipe-command", "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and "HF_TOKEN names a secret" in err
 
@@ -162,7 +162,7 @@ def test_validate_in_place_with_a_recipe_needs_the_flag_before_any_stage(tmp_pat
     path = _recipe(tmp_path)
     report = tmp_path / "report"
     with pytest.raises(SystemExit) as exc:
-        main([*VALIDATE_ARGS, "--recipe", str(path), "--report", str(report)])
+        main([*VALIDATE_ARGS, "--recipe", str(path), "--output", str(report)])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and "--allow-recipe-command" in err
     assert "recipe fw:" in err and not report.exists()
@@ -187,7 +187,7 @@ def test_validate_framework_stage_runs_the_recipe_with_the_flag_without_secrets(
 
 def test_validate_refuses_the_flag_without_in_place(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
-        main(["validate", "some/image", "--allow-recipe-command", "--report", str(tmp_path / "r")])
+        main(["validate", "some/image", "--allow-recipe-command", "--output", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "--allow-recipe-command is for --in-place" in err
 

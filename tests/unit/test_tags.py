@@ -102,7 +102,7 @@ def test_tags_and_build_dry_run_do_not_double_the_registry(tmp_path):
     )
     dry = run_cli(
         "build", recipe, "--gpu-arch", "gfx950", "--registry", "ghcr.io/acme", "--dry-run",
-        "--out-dir", str(tmp_path / "out"),
+        "--output", str(tmp_path / "out"),
     )  # fmt: skip
     assert dry.code == 0, dry.err
     tag_lines = [line.split()[1] for line in dry.out.splitlines() if line.strip().startswith("tag ")]

@@ -8,11 +8,11 @@ import pytest
 
 
 def test_image_or_in_place_is_required(cli, tmp_path):
-    r = cli("validate", "--report", str(tmp_path))
+    r = cli("validate", "--output", str(tmp_path))
     assert r.code == 2 and r.err.strip() == (
         "rocmstack: error: IMAGE missing (rocmstack validate IMAGE [--engine buildah], or --in-place)"
     )
-    r = cli("validate", "img", "--in-place", "--report", str(tmp_path))
+    r = cli("validate", "img", "--in-place", "--output", str(tmp_path))
     assert r.code == 2 and "--in-place validates this node; IMAGE 'img' was given too" in r.err
     assert "Traceback" not in r.err
 
@@ -20,13 +20,13 @@ def test_image_or_in_place_is_required(cli, tmp_path):
 def test_bad_values_are_one_line_exit_2(cli, tmp_path):
     for args, text in (
         (["--engine", "lxc"], "--engine 'lxc': unknown engine"),
-        (["--device", "gpu"], "--device 'gpu' is not one of auto, cpu"),
+        (["--device", "gpu"], "--device 'gpu' is not one of auto, cuda, cpu"),
         (["--baseline", str(tmp_path / "none.json")], "no such file"),
         (["--skip", "no-such-check"], "unknown check id 'no-such-check'"),
-        (["--report", str(tmp_path / "file.txt")], "file.txt': exists and is not a folder"),
+        (["--output", str(tmp_path / "file.txt")], "file.txt': exists and is not a folder"),
     ):
         (tmp_path / "file.txt").write_text("a file where the report folder would go\n")
-        r = cli("validate", "localhost/x:1", "--dry-run", "--report", str(tmp_path), *args)
+        r = cli("validate", "localhost/x:1", "--dry-run", "--output", str(tmp_path), *args)
         assert r.code == 2 and text in r.err and len(r.err.strip().splitlines()) == 1, r.err
 
 
@@ -39,7 +39,7 @@ def test_dry_run_prints_the_exact_buildah_commands(cli, tmp_path):
         "--expect-gpus",
         "0",
         "--skip-smoke",
-        "--report",
+        "--output",
         str(tmp_path / "rep"),
         "--dry-run",
         env={"ROCMSTACK_PODMAN_STORAGE_DRIVER": "vfs"},
@@ -61,7 +61,7 @@ def test_dry_run_prints_the_exact_buildah_commands(cli, tmp_path):
 
 def test_dry_run_json(cli, tmp_path):
     r = cli(
-        "validate", "localhost/x:1", "--engine", "docker", "--report", str(tmp_path), "--dry-run", "--json"
+        "validate", "localhost/x:1", "--engine", "docker", "--output", str(tmp_path), "--dry-run", "--json"
     )
     assert r.code == 0, r.err
     plan = json.loads(r.out)
@@ -72,7 +72,7 @@ def test_dry_run_json(cli, tmp_path):
 @pytest.mark.parametrize("engine", ["docker", "podman", "buildah"])
 def test_dry_run_shows_the_shared_memory_every_run_gets(cli, tmp_path, engine):
     # security.md: /dev/shm of 16 GB on every host (this one has no GPU): what is shown is what runs.
-    r = cli("validate", "localhost/x:1", "--engine", engine, "--report", str(tmp_path), "--dry-run", "--json")
+    r = cli("validate", "localhost/x:1", "--engine", engine, "--output", str(tmp_path), "--dry-run", "--json")
     assert r.code == 0, r.err
     starts = json.loads(r.out)["commands"][0]  # docker/podman run, buildah from: where the flags go
     assert starts[starts.index("--shm-size") + 1] == "16g", starts
@@ -88,7 +88,7 @@ def test_in_place_failure_exits_1_with_a_report(cli, tmp_path):
         "1",
         "--skip-smoke",
         "--skip-bench",
-        "--report",
+        "--output",
         str(tmp_path),
         timeout=220,
     )
@@ -124,9 +124,15 @@ def test_publish_old_spellings_still_work_with_a_note(cli, tmp_path, old, new, a
     ("old", "new", "value"), [("--doctor-skip", "--skip", "no-such-check"), ("--smoke-steps", "--steps", "0")]
 )
 def test_validate_old_spellings_still_work_with_a_note(cli, tmp_path, old, new, value):
-    r = cli("validate", "localhost/x:1", "--dry-run", "--report", str(tmp_path), old, value)
+    r = cli("validate", "localhost/x:1", "--dry-run", "--output", str(tmp_path), old, value)
     assert r.code == 2 and f"note: {old} is deprecated; use {new}" in r.err
     assert ("unknown check id 'no-such-check'" if value != "0" else "--steps 0 must be >= 1") in r.err
+
+
+def test_validate_report_is_now_output_and_reads_with_a_note(cli, tmp_path):
+    r = cli("validate", "localhost/x:1", "--dry-run", "--json", "--report", str(tmp_path / "r"))
+    assert r.code == 0 and r.err.startswith("note: --report is deprecated; use --output\n")
+    assert str(tmp_path / "r") in r.out
 
 
 def test_the_in_image_run_prints_no_note_for_spellings_the_host_wrote(cli, tmp_path):
@@ -135,7 +141,7 @@ def test_the_in_image_run_prints_no_note_for_spellings_the_host_wrote(cli, tmp_p
     from rocmstack.validate.container import InImageArgs, plan
 
     dry = cli(
-        "validate", "localhost/x:1", "--dry-run", "--report", str(tmp_path / "r"), "--skip", "x", "--json"
+        "validate", "localhost/x:1", "--dry-run", "--output", str(tmp_path / "r"), "--skip", "x", "--json"
     )
     assert dry.code == 2 and "deprecated" not in dry.err  # the typed spelling: no note (x is unknown: exit 2)
     run = plan(
@@ -155,7 +161,7 @@ def test_the_in_image_run_prints_no_note_for_spellings_the_host_wrote(cli, tmp_p
 
 
 def test_seccomp_unconfined_is_the_hosts_flag(cli, tmp_path):
-    args = ["validate", "localhost/x:1", "--engine", "docker", "--report", str(tmp_path / "r"), "--dry-run"]
+    args = ["validate", "localhost/x:1", "--engine", "docker", "--output", str(tmp_path / "r"), "--dry-run"]
     plain = cli(*args, "--json")
     assert plain.code == 0, plain.err
     assert "--security-opt" not in json.loads(plain.out)["commands"][0]
@@ -163,5 +169,5 @@ def test_seccomp_unconfined_is_the_hosts_flag(cli, tmp_path):
     assert asked.code == 0, asked.err
     cmd = json.loads(asked.out)["commands"][0]
     assert cmd[cmd.index("--security-opt") + 1] == "seccomp=unconfined"
-    refused = cli("validate", "--in-place", "--seccomp-unconfined", "--report", str(tmp_path / "i"))
+    refused = cli("validate", "--in-place", "--seccomp-unconfined", "--output", str(tmp_path / "i"))
     assert refused.code == 2 and "--seccomp-unconfined is about the engine command" in refused.err

@@ -158,7 +158,7 @@ def test_bench_regression_against_the_baseline_fails():
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("device", "cuda", "--device 'cuda'"),
+        ("device", "gpu", "--device 'gpu'"),
         ("expect_gpus", -1, "--expect-gpus -1"),
         ("smoke_steps", 0, "--steps 0"),
     ],
@@ -175,7 +175,7 @@ def test_missing_baseline_file_is_input_error(tmp_path):
 
 def test_report_folder_is_checked_before_any_work(tmp_path):
     (tmp_path / "file").write_text("x")
-    with pytest.raises(InputError, match=r"--report '.*file': exists and is not a folder"):
+    with pytest.raises(InputError, match=r"--output '.*file': exists and is not a folder"):
         ValidateOptions(report_dir=tmp_path / "file").validated()
     with pytest.raises(InputError, match=r"is not a writable folder"):
         ValidateOptions(report_dir=tmp_path / "file" / "sub").validated()

@@ -5,37 +5,37 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
-from rocmstack.container.engine import engine_help
 from rocmstack.options import (
+    ALIAS_OPT,
+    ALLOW_SKIP_OLD,
     ARCH_OPT,
+    CONTAINER_ENGINE,
+    DRY_RUN,
+    EXPECT_GPUS,
+    GPU_ARCH,
     IGNORE_OPT,
+    INSECURE,
+    INSECURE_OPT,
     JSON_OPT,
+    OUT_DIR_OLD,
+    OUTPUT,
     PATCHES_DIR_OPT,
+    PROMOTE,
+    PUBLISH_REPORT_OLD,
     RECIPE_ARG,
+    RECIPE_NAME,
+    REGISTRY_OPT,
     RELOCK_OPT,
     SET_OPT,
     SIGN_OPT,
     SIGN_PASSPHRASE_OPT,
+    renamed,
 )
 
-if TYPE_CHECKING:
-    from rocmstack.build.tags import TagSet
-
-REGISTRY_OPT = typer.Option(
-    None, "--registry", help="Registry prefix for the tags, e.g. ghcr.io/acme or localhost:5000"
-)
-ALIAS_OPT = typer.Option([], "--alias", help="Extra floating alias, e.g. latest (repeatable)")
-INSECURE_OPT = typer.Option(
-    False,
-    "--insecure-registry",
-    help="The registry is plain HTTP or self-signed (podman/skopeo: --tls-verify=false); for build, the "
-    "--base-from mirror too",
-)
-ENGINE_OPT = typer.Option("auto", "--engine", help=engine_help("build"))
+ENGINE_OPT = CONTAINER_ENGINE("auto")
 LOCK_LIMIT = 16 << 20  # the most `inspect` reads of an image's lock.json
 
 
@@ -53,9 +53,7 @@ def register(app: typer.Typer) -> None:
             "all", "--push-tags", help="With --push: all, or content (the r-<hash> staging tag only)"
         ),
         insecure: bool = INSECURE_OPT,
-        dry_run: bool = typer.Option(
-            False, "--dry-run", help="Print the plan and the exact engine command; run nothing"
-        ),
+        dry_run: bool = DRY_RUN(False),
         registry: str | None = REGISTRY_OPT,
         aliases: list[str] = ALIAS_OPT,
         builder: str | None = typer.Option(None, "--builder", help="docker buildx builder instance"),
@@ -80,8 +78,8 @@ def register(app: typer.Typer) -> None:
         source: str | None = typer.Option(
             None, "--source-url", help="org.opencontainers.image.source (default: GitHub env or git origin)"
         ),
-        out_dir: Path = typer.Option(
-            Path("build/images"), "--out-dir", help="Where contexts, logs and manifests go"
+        output: Path = OUTPUT(
+            Path("build/images"), detail="Here: the folder for contexts, logs and manifests."
         ),
         patches_dir: Path | None = PATCHES_DIR_OPT,
         ignore_rules: list[str] = IGNORE_OPT,
@@ -89,6 +87,7 @@ def register(app: typer.Typer) -> None:
         sign_key: Path | None = SIGN_OPT,
         sign_passphrase: Path | None = SIGN_PASSPHRASE_OPT,
         json_out: bool = JSON_OPT,
+        out_dir: Path | None = OUT_DIR_OLD,
     ) -> None:
         """Render the recipe and build the image: progress per step, a log file, a manifest, tags."""
         from rocmstack.build.pipeline import Options, execute, make_plan, print_plan, save_manifest
@@ -125,7 +124,7 @@ def register(app: typer.Typer) -> None:
             found = replace(engines.store_engine(engine, "(not usable here)"), builder=builder)
             note = exc.one_line()
         options = Options(
-            out_dir=out_dir,
+            out_dir=renamed(output, out_dir, "--out-dir", "--output"),
             cache_from=tuple(cache_from),
             cache_to=tuple(cache_to),
             source_url=source,
@@ -189,23 +188,24 @@ def register(app: typer.Typer) -> None:
         ignore_rules: list[str] = IGNORE_OPT,
         patches_dir: Path | None = PATCHES_DIR_OPT,
         # Deprecated spelling of `rocmstack publish --promote`, kept hidden for one release.
-        promote: bool = typer.Option(False, "--promote", hidden=True),
-        reports: list[Path] = typer.Option([], "--report", metavar="DIR", hidden=True),
-        allow_skip: list[str] = typer.Option([], "--allow-skip", metavar="ID", hidden=True),
-        insecure: bool = typer.Option(False, "--insecure-registry", hidden=True),
-        engine: str = typer.Option("auto", "--engine", hidden=True),
+        promote: bool = PROMOTE(False, hidden=True),
+        reports: list[Path] = PUBLISH_REPORT_OLD,
+        allow_skip: list[str] = ALLOW_SKIP_OLD,
+        insecure: bool = INSECURE(False, hidden=True),
+        engine: str = CONTAINER_ENGINE("auto", hidden=True),
         json_out: bool = JSON_OPT,
     ) -> None:
         """Print the tags a build would get: descriptive (immutable), content r-<hash> (immutable), aliases."""
+        from rocmstack.build.recipe_tags import print_tags, recipe_tags
         from rocmstack.errors import InputError
 
         if promote:
-            from rocmstack.publish.commands import promote_recipe
+            from rocmstack.publish.promote import promote_recipe
 
             typer.echo(
                 "note: 'rocmstack tags --promote' is deprecated; use 'rocmstack publish --promote'", err=True
             )
-            promote_recipe(
+            tags, render_hash, promoted = promote_recipe(
                 recipe=recipe,
                 gpu_arch=gpu_arch,
                 overrides=overrides,
@@ -217,12 +217,12 @@ def register(app: typer.Typer) -> None:
                 allow_skip=allow_skip,
                 insecure=insecure,
                 engine=engine,
-                json_out=json_out,
             )
+            print_tags(tags, render_hash, json_out=json_out, promoted=promoted)
             return
         if reports or allow_skip:
             raise InputError("--report and --allow-skip are for --promote", fix="add --promote, or drop them")
-        tags, render_hash = render_tags(
+        tags, render_hash = recipe_tags(
             recipe,
             gpu_arch,
             overrides,
@@ -319,12 +319,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("matrix")
     def matrix_cmd(
-        recipes: list[str] = typer.Option(
-            [], "--recipe", help="Recipe (repeatable; default: every recipe `rocmstack recipes` lists)"
-        ),
-        gpu_archs: list[str] = typer.Option(
-            [], "--gpu-arch", help="Arch set (repeatable; default: each recipe's default set)"
-        ),
+        recipes: list[str] = RECIPE_NAME([]),
+        gpu_archs: list[str] = GPU_ARCH([]),
         registry: str | None = REGISTRY_OPT,
         build_runner: str | None = typer.Option(
             None, "--build-runner", help="Comma-separated runner labels for builds"
@@ -332,9 +328,7 @@ def register(app: typer.Typer) -> None:
         gpu_runner: str | None = typer.Option(
             None, "--gpu-runner", help="Comma-separated label prefix of GPU runners; the arch is appended"
         ),
-        expect_gpus: int = typer.Option(
-            8, "--expect-gpus", metavar="N", help="GPUs each GPU runner has (every leg validates with them)"
-        ),
+        expect_gpus: int = EXPECT_GPUS(8),
         fmt: str = typer.Option(
             "github",
             "--format",
@@ -362,42 +356,3 @@ def register(app: typer.Typer) -> None:
             print_json(matrix.as_json(entries))
         else:
             typer.echo(matrix.github_output(entries))
-
-
-def render_tags(
-    recipe: str,
-    gpu_arch: str | None,
-    overrides: list[str],
-    *,
-    registry: str | None,
-    aliases: list[str],
-    ignore_rules: list[str],
-    patches_dir: Path | None,
-) -> tuple[TagSet, str]:
-    """The tags a build of RECIPE gets, and its render hash (the recipe is checked and rendered, not built)."""
-    from rocmstack.build.tags import tag_set
-    from rocmstack.prepare import prepare
-
-    checked, rendered, _, _ = prepare(
-        recipe, gpu_arch, overrides, ignore=ignore_rules, relock=False, patches_dir=patches_dir
-    )
-    tags = tag_set(checked.resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases))
-    return tags, rendered.render_hash
-
-
-def print_tags(tags: TagSet, render_hash: str, *, json_out: bool, promoted: list[dict] | None = None) -> None:
-    from rocmstack.output import print_json
-
-    if json_out:
-        print_json(
-            {
-                **tags.as_dict(),
-                "render_hash": render_hash,
-                **({"promoted": promoted} if promoted is not None else {}),
-            }
-        )
-        return
-    for tag in tags.immutable:
-        typer.echo(f"{tags.ref(tag)}\timmutable")
-    for tag in tags.aliases:
-        typer.echo(f"{tags.ref(tag)}\talias")

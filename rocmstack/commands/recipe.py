@@ -1,4 +1,4 @@
-"""CLI: recipes, show, schema (``render`` is rocmstack.render.commands')."""
+"""CLI: recipes, show, schema (``render`` is rocmstack.commands.render')."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from rocmstack.options import ARCH_OPT, JSON_OPT, PATCHES_DIR_OPT, RECIPE_ARG, SET_OPT
+from rocmstack.options import ARCH_OPT, JSON_OPT, OUTPUT, PATCHES_DIR_OPT, RECIPE_ARG, SET_OPT
 
 if TYPE_CHECKING:
     from rocmstack.recipe.resolve import Resolved
@@ -198,7 +198,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("schema")
     def schema_cmd(
-        output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of stdout"),
+        output: Path | None = OUTPUT(None, detail="Here: the schema file (default: stdout)."),
     ) -> None:
         """Print the recipe JSON Schema (for editors)."""
         from rocmstack.output import dumps

@@ -8,8 +8,11 @@ from typing import TYPE_CHECKING
 import typer
 
 from rocmstack.options import (
+    ALL_RECIPES_OPT,
     ARCH_OPT,
+    IGNORE_OPT,
     JSON_OPT,
+    OUTPUT,
     PATCHES_DIR_OPT,
     RECIPE_ARG_OPTIONAL,
     RELOCK_OPT,
@@ -41,21 +44,12 @@ def register(app: typer.Typer) -> None:
         recipe: str | None = RECIPE_ARG_OPTIONAL,
         gpu_arch: str | None = ARCH_OPT,
         overrides: list[str] = SET_OPT,
-        output: Path = typer.Option(
-            ...,
-            "-o",
-            "--output",
-            help="Folder for the build context (--all: one subfolder per recipe x archs)",
+        output: Path = OUTPUT(
+            ..., detail="Here: the folder for the build context (--all: OUTPUT/<recipe>-<archs> for each)."
         ),
-        ignore_rules: list[str] = typer.Option(
-            [], "--ignore-rule", help="Override a failing rule (repeatable); recorded in the image labels"
-        ),
+        ignore_rules: list[str] = IGNORE_OPT,
         relock: bool = RELOCK_OPT,
-        every: bool = typer.Option(
-            False,
-            "--all",
-            help="Every recipe `rocmstack recipes` lists x its default arch sets, into OUTPUT/<recipe>-<archs>",
-        ),
+        every: bool = ALL_RECIPES_OPT,
         patches_dir: Path | None = PATCHES_DIR_OPT,
         json_out: bool = JSON_OPT,
     ) -> None:

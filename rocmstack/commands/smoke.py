@@ -8,8 +8,23 @@ from typing import Any
 import typer
 
 from rocmstack.errors import ExitCode
-from rocmstack.options import JSON_OPT, SET_OPT, old_spelling, renamed
-from rocmstack.smoke.config import LOGPROB_BAR, SmokeOptions
+from rocmstack.options import (
+    ALLOW_RECIPE_COMMAND,
+    DEVICE,
+    JSON_OPT,
+    OUTPUT,
+    REPORT_OLD,
+    ROLLOUT,
+    ROLLOUT_ENGINE_OLD,
+    SEED,
+    SET_OPT,
+    SMOKE_SHAPE_OLD,
+    STEPS,
+    TIMEOUT,
+    parse_duration,
+    renamed,
+)
+from rocmstack.smoke.config import ENGINES, LOGPROB_BAR, ROLLOUTS, SmokeOptions, served
 
 
 def register(app: typer.Typer) -> None:
@@ -22,18 +37,17 @@ def register(app: typer.Typer) -> None:
         placement: str = typer.Option(
             "colocated", help="colocated (one GPU, IPC sync) or split (one GPU each, broadcast)."
         ),
-        device: str = typer.Option("auto", help="auto, cuda (also HIP) or cpu."),
-        steps: int = typer.Option(SmokeOptions.steps, min=1, help="GRPO steps."),
+        device: str = DEVICE("auto"),
+        steps: int = STEPS(SmokeOptions.steps, min=1),
         inject: str | None = typer.Option(
             None,
             help="Fault to inject: skip-sync, stale-weights, zero-reward, nan-loss, "
             "logprob-mismatch (engine rollouts).",
         ),
-        rollout: str = typer.Option(
+        rollout: str = ROLLOUT(
             "reference",
-            help="Rollout: reference (rocmstack's engine), vllm (the image's vLLM: offline LLM, "
-            "collective_rpc weight loads, sleep/wake) or sglang (the image's SGLang: offline Engine, "
-            "update_weights_from_tensor, release/resume memory; GPUs only, colocated).",
+            detail=f"Here: one of {', '.join(ROLLOUTS)}; an engine rollout loads weights through the engine's "
+            "own update path and sleeps or releases its memory between steps (sglang: GPUs only, colocated).",
         ),
         logprob_bar: float = typer.Option(
             LOGPROB_BAR, help="Engine rollouts: bar on step 0's mean |trainer - rollout| log-prob."
@@ -41,20 +55,22 @@ def register(app: typer.Typer) -> None:
         prompts: int = typer.Option(
             SmokeOptions.prompts_per_step, min=1, help="Prompts per step (each sampled group-size times)."
         ),
-        report: Path | None = typer.Option(
-            None, "--report", help="Write metrics.jsonl, summary.json and PNG plots here."
+        output: Path | None = OUTPUT(
+            None, detail="Here: a folder for metrics.jsonl, summary.json and PNG plots."
         ),
         decoder: str = typer.Option(
             "auto",
-            help="The reference rollout's decoder: auto or reference (the bench's engine), or kvcache "
-            "(HF + DynamicCache).",
+            help=f"The reference rollout's decoder: {', '.join(ENGINES)} (auto and reference: the bench's "
+            "engine; kvcache: HF + DynamicCache).",
         ),
-        shape: str = typer.Option(
-            "auto", help="Model shape: auto (tiny on CPU, small on GPU), tiny, small or medium."
+        size: str = typer.Option(
+            "auto", "--size", help="Model size: auto (tiny on CPU, small on GPU), tiny, small or medium."
         ),
-        seed: int = typer.Option(0, help="Seed for model init, prompts and sampling."),
+        seed: int = SEED(0),
         json_out: bool = JSON_OPT,
-        engine: str | None = old_spelling("--engine"),
+        engine: str | None = ROLLOUT_ENGINE_OLD,
+        report: Path | None = REPORT_OLD,
+        shape: str | None = SMOKE_SHAPE_OLD,
     ) -> None:
         """Train a tiny random Qwen3 with GRPO on "copy the first prompt digit"; exit 0 on a passing verdict."""
         opts = SmokeOptions(
@@ -62,9 +78,9 @@ def register(app: typer.Typer) -> None:
             device=device,
             steps=steps,
             inject=inject,
-            report_dir=report,
+            report_dir=renamed(output, report, "--report", "--output"),
             engine=renamed(decoder, engine, "--engine", "--decoder"),
-            shape=shape,
+            shape=renamed(size, shape, "--shape", "--size"),
             seed=seed,
             rollout=rollout,
             logprob_bar=logprob_bar,
@@ -72,7 +88,7 @@ def register(app: typer.Typer) -> None:
         ).validated()
         from rocmstack.smoke.verdict import settings_warning
 
-        if opts.rollout == "reference" and (why := settings_warning(opts.steps, opts.inject)) is not None:
+        if not served(opts.rollout) and (why := settings_warning(opts.steps, opts.inject)) is not None:
             from rocmstack.output import warn
 
             warn(why)
@@ -88,25 +104,23 @@ def register(app: typer.Typer) -> None:
     @smoke.command("framework")
     def framework_cmd(
         recipe: str = typer.Argument(..., help="Recipe name or path; it must declare framework_smoke."),
-        steps: int | None = typer.Option(None, min=1, help="Steps (default: the recipe's)."),
-        timeout: float | None = typer.Option(None, min=1, help="Time limit in s (default: the recipe's)."),
-        work_dir: Path | None = typer.Option(
-            None, "--report", help="Folder for the inputs, framework.log, metrics.jsonl, summary.json."
+        steps: int | None = STEPS(None, min=1),
+        timeout: str | None = TIMEOUT(None, detail="Default: the recipe's."),
+        output: Path | None = OUTPUT(
+            None, detail="Here: a folder for the inputs, framework.log, metrics.jsonl, summary.json."
         ),
         overrides: list[str] = SET_OPT,
-        allow_command: bool = typer.Option(
-            False,
-            "--allow-recipe-command",
-            help="Run the recipe's command on a node that is no rocmstack image (it is code from the recipe; "
-            "it gets a minimal environment, never the caller's secrets).",
-        ),
+        allow_command: bool = ALLOW_RECIPE_COMMAND(False),
         json_out: bool = JSON_OPT,
+        report: Path | None = REPORT_OLD,
     ) -> None:
         """Run the image's RL framework's own short loop as the recipe declares; exit 0 on a passing verdict."""
         from rocmstack.smoke import framework
 
+        work_dir = renamed(output, report, "--report", "--output")
+        limit = parse_duration(timeout, "--timeout") if timeout is not None else None
         summary = framework.run_command(
-            recipe, overrides, work_dir, steps=steps, timeout_s=timeout, allow_command=allow_command
+            recipe, overrides, work_dir, steps=steps, timeout_s=limit, allow_command=allow_command
         )
         if json_out:
             from rocmstack.output import print_json

@@ -15,7 +15,18 @@ from rich.markup import escape
 
 from rocmstack.bench.report import check_rates, upgrade
 from rocmstack.errors import CheckFailed, InputError, Interrupted, quoted
-from rocmstack.options import JSON_OPT, old_spelling, renamed
+from rocmstack.gpu.rollout import CATALOGUE
+from rocmstack.options import (
+    BASELINE,
+    DEVICE,
+    JSON_OPT,
+    OUTPUT,
+    ROLLOUT,
+    ROLLOUT_ENGINE_OLD,
+    SEED,
+    parse_duration,
+    renamed,
+)
 from rocmstack.output import check_output_file, dumps, print_json, print_table, stderr, stdout, warn
 from rocmstack.status import Status
 
@@ -25,6 +36,8 @@ DEFAULTS: dict[str, dict[str, str | int]] = {
     "cuda": {"shape": "qwen3-8b", "batch": "1,64,256", "prompt_len": 128, "new_tokens": 256},
     "cpu": {"shape": "qwen3-0.6b", "batch": "1,8", "prompt_len": 64, "new_tokens": 32},
 }
+# What --rollout takes: the in-process decoders, then every engine of the catalogue the bench can run.
+BENCH_ROLLOUTS = ("reference", "hf", *CATALOGUE.names(bench=True))
 # Token progress at most this often (a line each time when stderr is not a terminal).
 TICK_S = 5.0
 
@@ -217,12 +230,12 @@ def rollout(
     new_tokens: int | None = typer.Option(
         None, "--new-tokens", min=1, help="Generated tokens per sequence. Default: 256 on a GPU, 32 on CPU."
     ),
-    rollout: str = typer.Option(
-        "reference", "--rollout", help="Rollout engines: reference | hf | vllm | sglang, comma-separated."
+    rollout: str = ROLLOUT(
+        "reference",
+        detail=f"Here: a comma-separated list of {', '.join(BENCH_ROLLOUTS)} (hf: transformers' generate, the "
+        "baseline).",
     ),
-    device: str = typer.Option(
-        "auto", "--device", help="cpu | cuda (ROCm GPUs are 'cuda' in PyTorch) | auto."
-    ),
+    device: str = DEVICE("auto"),
     dtype: str = typer.Option("bfloat16", "--dtype", help="bfloat16 | float16 | float32."),
     temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="0 = greedy."),
     top_p: float = typer.Option(1.0, "--top-p", help="Nucleus mass in (0, 1]."),
@@ -235,27 +248,23 @@ def rollout(
     weight_sync: bool = typer.Option(
         False, "--weight-sync", help="Also time a full state-dict push (IPC, 2-rank)."
     ),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = SEED(0),
     tokenizer: str | None = typer.Option(
         None, "--tokenizer", help="Local tokenizer for vllm/sglang (offline)."
     ),
-    engine_timeout: float = typer.Option(
-        1800.0, "--engine-timeout", min=1.0, help="Seconds per vllm/sglang run."
+    engine_timeout: str = typer.Option(
+        "30m", "--engine-timeout", metavar="TIME", help="Time limit of each vllm/sglang run, e.g. 90s or 30m."
     ),
     json_out: bool = JSON_OPT,
-    output: Path | None = typer.Option(
-        None, "--output", "-o", help="Also write the JSON report to this file."
-    ),
-    baseline: Path | None = typer.Option(
-        None, "--baseline", help="Gate: exit 1 when a decode rate falls below this baseline."
-    ),
+    output: Path | None = OUTPUT(None, detail="Here: also write the JSON report to this file."),
+    baseline: Path | None = BASELINE(None),
     tolerance: float | None = typer.Option(
         None, "--tolerance", min=0.0, max=1.0, help="Allowed drop (default: file's)."
     ),
     save_baseline: Path | None = typer.Option(
         None, "--save-baseline", help="Merge this run into a baseline file."
     ),
-    engine: str | None = old_spelling("--engine"),
+    engine: str | None = ROLLOUT_ENGINE_OLD,
 ) -> None:
     """Decode throughput of the rollout path (random weights, no download) against the memory roofline."""
     from rocmstack.bench.baseline import DEFAULT_TOLERANCE, compare, load_baseline, update_baseline
@@ -298,7 +307,7 @@ def rollout(
         seed=seed,
         weight_sync=weight_sync,
         tokenizer=tokenizer,
-        engine_timeout_s=engine_timeout,
+        engine_timeout_s=parse_duration(engine_timeout, "--engine-timeout"),
     )
     available, source = memory.available_bytes(resolved)
     memory.check_fits(
@@ -380,7 +389,7 @@ def _keep_interrupted(report: dict[str, Any], output: Path | None, json_out: boo
 
 def plot(
     reports: list[Path] = typer.Argument(..., help="JSON reports written by `bench rollout --output`."),
-    output: Path = typer.Option(..., "--output", "-o", help="PNG to write."),
+    output: Path = OUTPUT(..., detail="Here: the PNG to write."),
 ) -> None:
     """Plot the decode rate and MBU against batch size: each engine vs the roofline."""
     import json

@@ -8,14 +8,24 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
-from rocmstack.container.engine import engine_help
 from rocmstack.errors import EngineError, ExitCode, InputError, printable
 from rocmstack.options import (
+    ALLOW_RECIPE_COMMAND,
+    BASELINE,
+    CONTAINER_ENGINE,
+    DEVICE,
     DOCTOR_SKIP_OLD,
     DOCTOR_SKIP_OPT,
+    DRY_RUN,
+    EXPECT_GPUS,
     JSON_OPT,
-    old_spelling,
+    OUTPUT,
+    RECIPE_NAME,
+    REPORT_OLD,
+    SMOKE_STEPS_OLD,
+    STEPS,
     renamed,
+    split_ids,
 )
 
 if TYPE_CHECKING:
@@ -28,59 +38,39 @@ def register(app: typer.Typer) -> None:
     @app.command("validate")
     def validate(
         image: str | None = typer.Argument(None, help="Image to validate (omit with --in-place)."),
-        engine: str = typer.Option(
-            "auto", "--engine", help=f"{engine_help('run')}; buildah runs --isolation chroot."
-        ),
+        engine: str = CONTAINER_ENGINE("auto"),
         in_place: bool = typer.Option(
             False, "--in-place", help="Validate this node (already inside the image); no container."
         ),
-        expect_gpus: int | None = typer.Option(
-            None, "--expect-gpus", metavar="N", help="GPUs the doctor must see."
-        ),
-        report: Path = typer.Option(
-            DEFAULT_REPORT, "--report", metavar="DIR", help="Write report.json/.md/.html here."
-        ),
+        expect_gpus: int | None = EXPECT_GPUS(None),
+        output: Path = OUTPUT(DEFAULT_REPORT, detail="Here: the folder for report.json/.md/.html."),
         skip_smoke: bool = typer.Option(False, "--skip-smoke", help="Leave out the GRPO smoke job."),
         skip_bench: bool = typer.Option(False, "--skip-bench", help="Leave out the rollout bench."),
         skip_framework: bool = typer.Option(
             False, "--skip-framework", help="Leave out the RL framework's own loop (smoke framework)."
         ),
-        baseline: Path | None = typer.Option(
-            None, "--baseline", metavar="FILE", help="Bench baseline: a regression fails."
-        ),
-        recipe: str | None = typer.Option(
-            None,
-            "--recipe",
-            metavar="NAME",
-            help="With --in-place on a node that is no rocmstack image: the recipe whose engines and framework "
-            "it holds (an image's lock.json says this itself).",
-        ),
-        allow_recipe_command: bool = typer.Option(
-            False,
-            "--allow-recipe-command",
-            help="With --in-place on a node that is no rocmstack image: run the recipe's framework smoke "
-            "command (code from the recipe; a minimal environment, never the caller's secrets).",
-        ),
-        device: str = typer.Option("auto", "--device", help="auto (GPU when torch sees one) | cpu."),
-        steps: int | None = typer.Option(
-            None, "--steps", metavar="N", help="GRPO steps of the smoke job (default: the smoke's)."
-        ),
+        baseline: Path | None = BASELINE(None),
+        recipe: str | None = RECIPE_NAME(None),
+        allow_recipe_command: bool = ALLOW_RECIPE_COMMAND(False),
+        device: str = DEVICE("auto"),
+        steps: int | None = STEPS(None),
         skip: list[str] = DOCTOR_SKIP_OPT,
-        smoke_steps: int | None = old_spelling("--smoke-steps", "N"),
+        smoke_steps: int | None = SMOKE_STEPS_OLD,
         doctor_skip: list[str] = DOCTOR_SKIP_OLD,
         seccomp_unconfined: bool = typer.Option(
             False,
             "--seccomp-unconfined",
             help="Run the image without the engine's default seccomp profile (never the image's choice).",
         ),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact engine command(s) and exit."),
+        dry_run: bool = DRY_RUN(False),
         json_out: bool = JSON_OPT,
+        report_old: Path | None = REPORT_OLD,
     ) -> None:
         """Run the doctor, the GRPO smoke job and the rollout bench inside IMAGE; exit 0 only if all that ran passed."""
-        from rocmstack.doctor.commands import split_ids  # --skip reads as doctor's --skip
         from rocmstack.validate.pipeline import ValidateOptions
 
         smoke_steps = renamed(steps, smoke_steps, "--smoke-steps", "--steps")
+        report = renamed(output, report_old, "--report", "--output")
         doctor_skip = renamed(skip, doctor_skip, "--doctor-skip", "--skip")
 
         opts = ValidateOptions(

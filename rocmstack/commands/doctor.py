@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import os
 import shlex
@@ -16,17 +17,22 @@ import typer
 from rocmstack.errors import InputError, quoted
 from rocmstack.options import (
     ADVISORIES_DIR_OPT,
+    ARCH_OPT,
     BARE_SAVE_BASELINE,
+    BUSBW_BASELINE_OLD,
     DOCTOR_SKIP_OPT,
+    EXPECT_GPUS,
     JSON_OPT,
-    old_spelling,
+    KV_CACHE_DTYPE,
+    MARKDOWN,
+    MINUTES_OLD,
+    ONLY,
+    PROBE_TIMEOUT_OLD,
+    SAVE_BUSBW_BASELINE_OLD,
+    parse_duration,
     renamed,
+    split_ids,
 )
-
-
-def split_ids(values: list[str]) -> tuple[str, ...]:
-    # --only a --only b and --only a,b both work.
-    return tuple(v.strip() for item in values for v in item.split(",") if v.strip())
 
 
 @contextlib.contextmanager
@@ -60,20 +66,10 @@ def register(app: typer.Typer) -> None:
         model: Path = typer.Argument(
             ..., metavar="DIR", help="The model folder (config.json, *.safetensors)."
         ),
-        gpu_arch: str | None = typer.Option(
-            None,
-            "--gpu-arch",
-            metavar="ARCH",
-            help="Judge for this arch or ';'-list (default: this node's GPUs).",
-        ),
-        kv_cache_dtype: str | None = typer.Option(
-            None,
-            "--kv-cache-dtype",
-            metavar="DTYPE",
-            help="The engine's KV-cache dtype setting (auto, fp8, ...).",
-        ),
+        gpu_arch: str | None = ARCH_OPT,
+        kv_cache_dtype: str | None = KV_CACHE_DTYPE(None),
         json_out: bool = JSON_OPT,
-        markdown: bool = typer.Option(False, "--markdown", help="Print the report as Markdown."),
+        markdown: bool = MARKDOWN(False),
     ) -> None:
         """Preflight a model folder: shards and index, FP8 format, quantisation and KV-cache dtype for the arch.
 
@@ -104,18 +100,12 @@ def register(app: typer.Typer) -> None:
         deep: bool = typer.Option(
             False, "--deep", help="Also initialise the GPU runtime in the torch probe."
         ),
-        expect_gpus: int | None = typer.Option(
-            None, "--expect-gpus", metavar="N", help="GPUs this node must show (after the visibility masks)."
-        ),
-        only: list[str] = typer.Option(
-            [], "--only", metavar="ID", help="Run only these check ids (repeat or a,b)."
-        ),
+        expect_gpus: int | None = EXPECT_GPUS(None),
+        only: list[str] = ONLY([]),
         skip: list[str] = DOCTOR_SKIP_OPT,
         list_checks: bool = typer.Option(False, "--list-checks", help="List the checks and exit."),
         json_out: bool = JSON_OPT,
-        markdown: bool = typer.Option(
-            False, "--markdown", help="Print the report as Markdown (CI job summary)."
-        ),
+        markdown: bool = MARKDOWN(False),
         junit: Path | None = typer.Option(
             None, "--junit", metavar="FILE", help="Also write JUnit XML to FILE."
         ),
@@ -133,7 +123,9 @@ def register(app: typer.Typer) -> None:
         allow_pid: list[int] = typer.Option(
             [], "--allow-pid", metavar="PID", help="A process whose GPU memory is the job's own (repeat)."
         ),
-        timeout: float = typer.Option(30.0, "--timeout", metavar="S", help="Time limit of each probe (s)."),
+        probe_timeout: str = typer.Option(
+            "30s", "--probe-timeout", metavar="TIME", help="Time limit of each probe, e.g. 30s or 2m."
+        ),
         level_given: int | None = typer.Option(
             None,
             "--level",
@@ -151,11 +143,11 @@ def register(app: typer.Typer) -> None:
         bars: Path | None = typer.Option(
             None, "--bars", metavar="FILE", help="Bars YAML (default: built in)."
         ),
-        baseline: Path | None = typer.Option(
-            None, "--baseline", metavar="FILE", help="Level 2: warn under 90 % of this busbw baseline."
+        busbw_baseline: Path | None = typer.Option(
+            None, "--busbw-baseline", metavar="FILE", help="Level 2: warn under 90 % of this busbw baseline."
         ),
-        save_baseline: Path | None = typer.Option(
-            None, "--save-baseline", metavar="FILE", help="Level 2: merge this run's busbw into FILE."
+        save_busbw_baseline: Path | None = typer.Option(
+            None, "--save-busbw-baseline", metavar="FILE", help="Level 2: merge this run's busbw into FILE."
         ),
         save_baseline_bare: bool = typer.Option(False, BARE_SAVE_BASELINE, hidden=True),
         sync_repeats: int = typer.Option(5, "--sync-repeats", metavar="N", help="Weight-sync start-ups."),
@@ -174,14 +166,14 @@ def register(app: typer.Typer) -> None:
         ray_address: str | None = typer.Option(
             None, "--ray-address", metavar="ADDR", help="Run on every alive node of this Ray cluster."
         ),
-        cluster_timeout: float | None = typer.Option(
+        cluster_timeout: str | None = typer.Option(
             None,
             "--cluster-timeout",
-            metavar="S",
-            help="Time limit of a cluster run (s); default: what the chosen probes cost, twice over.",
+            metavar="TIME",
+            help="Time limit of a cluster run, e.g. 30m; default: what the chosen probes cost, twice over.",
         ),
-        culprit_budget: float = typer.Option(
-            120.0, "--culprit-budget", metavar="S", help="Level 3: seconds the culprit search may take."
+        culprit_budget: str = typer.Option(
+            "2m", "--culprit-budget", metavar="TIME", help="Level 3: time the culprit search may take."
         ),
         model: Path | None = typer.Option(
             None,
@@ -189,15 +181,8 @@ def register(app: typer.Typer) -> None:
             metavar="DIR",
             help="Also preflight this model folder (see `rocmstack checkpoint`).",
         ),
-        gpu_arch: str | None = typer.Option(
-            None,
-            "--gpu-arch",
-            metavar="ARCH",
-            help="--model: judge for this arch (default: this node's GPUs).",
-        ),
-        kv_cache_dtype: str | None = typer.Option(
-            None, "--kv-cache-dtype", metavar="DTYPE", help="--model: the engine's KV-cache dtype setting."
-        ),
+        gpu_arch: str | None = ARCH_OPT,
+        kv_cache_dtype: str | None = KV_CACHE_DTYPE(None),
         models: list[str] = typer.Option(
             [],
             "--models",
@@ -279,7 +264,10 @@ def register(app: typer.Typer) -> None:
         sysfs_root: Path = typer.Option(Path("/sys"), "--sysfs-root", hidden=True),
         dev_root: Path = typer.Option(Path("/dev"), "--dev-root", hidden=True),
         proc_root: Path = typer.Option(Path("/proc"), "--proc-root", hidden=True),
-        minutes: float | None = old_spelling("--minutes", "N"),
+        minutes: float | None = MINUTES_OLD,
+        timeout_old: str | None = PROBE_TIMEOUT_OLD,
+        baseline_old: Path | None = BUSBW_BASELINE_OLD,
+        save_baseline_old: Path | None = SAVE_BUSBW_BASELINE_OLD,
     ) -> None:
         """Check that this node (or every node of a Ray cluster) is ready for RL post-training."""
         from rocmstack.doctor import options as doctor_options
@@ -325,10 +313,18 @@ def register(app: typer.Typer) -> None:
         if json_out and markdown:
             raise InputError("--json and --markdown both given", fix="choose one output format")
         minutes = renamed(None, minutes, "--minutes", "--burn-in")  # N minutes, the old unit
-        if cluster_timeout is not None and cluster_timeout <= 0:
-            raise InputError(
-                f"--cluster-timeout {cluster_timeout} must be positive", fix="e.g. --cluster-timeout 30"
-            )
+        timeout_flag = "--timeout" if timeout_old is not None else "--probe-timeout"
+        probe_timeout_s = parse_duration(
+            renamed(probe_timeout, timeout_old, "--timeout", "--probe-timeout"), timeout_flag
+        )
+        cluster_timeout_s = (
+            parse_duration(cluster_timeout, "--cluster-timeout") if cluster_timeout is not None else None
+        )
+        culprit_budget_s = parse_duration(culprit_budget, "--culprit-budget")
+        baseline = renamed(busbw_baseline, baseline_old, "--baseline", "--busbw-baseline")
+        save_baseline = renamed(
+            save_busbw_baseline, save_baseline_old, "--save-baseline", "--save-busbw-baseline"
+        )
         if prometheus is not None and ray_address:
             raise InputError(
                 "--prometheus keeps this node's own figures", fix="drop --ray-address; run it on each node"
@@ -338,7 +334,7 @@ def register(app: typer.Typer) -> None:
         baseline_file = baseline or default_baseline_path()
         if save_baseline_bare:  # the old flag: saved into the file it compares with
             save_baseline = renamed(
-                save_baseline, baseline_file, "--save-baseline without FILE", "--save-baseline FILE"
+                save_baseline, baseline_file, "--save-baseline without FILE", "--save-busbw-baseline FILE"
             )
         opts = doctor_options.validated(
             level=level_given,
@@ -357,7 +353,7 @@ def register(app: typer.Typer) -> None:
             cpu_ranks=cpu_ranks,
             comm_inits=comm_inits,
             ipc_handles=ipc_handles,
-            culprit_budget=culprit_budget,
+            culprit_budget=culprit_budget_s,
             model_dir=model,
             kv_cache_dtype=kv_cache_dtype,
             models=split_ids(models),
@@ -373,7 +369,7 @@ def register(app: typer.Typer) -> None:
             memory_share=memory_share,
             allow_pids=tuple(allow_pid),
             advisories_dirs=tuple(advisories_dir),
-            probe_timeout=timeout,
+            probe_timeout=probe_timeout_s,
             sysfs_root=sysfs_root,
             dev_root=dev_root,
             proc_root=proc_root,
@@ -474,7 +470,7 @@ def register(app: typer.Typer) -> None:
                 report = run_cluster(
                     opts,
                     ray_address,
-                    timeout=cluster_timeout,
+                    timeout=cluster_timeout_s,
                     progress=lambda msg: err.print(f"[dim]doctor:[/dim] {msg}"),
                 )
         else:
@@ -548,12 +544,13 @@ def register(app: typer.Typer) -> None:
 # `doctor --help` groups the options by the level that uses them; those not named stay under "Options".
 HELP_PANELS: dict[str, tuple[str, ...]] = {
     "Level 1: this node's facts": (
-        "--fast", "--deep", "--expect-gpus", "--tensor-parallel", "--memory-share", "--allow-pid", "--timeout",
-        "--advisories-dir",
+        "--fast", "--deep", "--expect-gpus", "--tensor-parallel", "--memory-share", "--allow-pid",
+        "--probe-timeout", "--advisories-dir",
         "--model", "--gpu-arch", "--kv-cache-dtype", "--models",
     ),
     "Level 2: active probes on this node": (
-        "--collective", "--sizes", "--iters", "--bars", "--baseline", "--save-baseline", "--sync-repeats",
+        "--collective", "--sizes", "--iters", "--bars", "--busbw-baseline", "--save-busbw-baseline",
+        "--sync-repeats",
         "--sync-bytes", "--cpu-ranks", "--comm-inits", "--ipc-handles",
     ),
     "Level 3: every node of a Ray cluster": ("--ray-address", "--cluster-timeout", "--culprit-budget"),
@@ -568,8 +565,15 @@ HELP_PANELS: dict[str, tuple[str, ...]] = {
 def by_level(command: Callable[..., Any]) -> None:
     """Put each option of COMMAND in its HELP_PANELS panel (typer reads the panel when it builds the help)."""
     panel_of = {flag: panel for panel, flags in HELP_PANELS.items() for flag in flags}
-    for param in inspect.signature(command).parameters.values():
+    signature = inspect.signature(command)
+    params = []
+    for param in signature.parameters.values():
         decls = getattr(param.default, "param_decls", ())
         panel = next((panel_of[d] for d in decls if d in panel_of), None)
         if panel is not None:
-            param.default.rich_help_panel = panel
+            # A copy: a shared option (rocmstack.options) keeps no doctor panel in the other commands' help.
+            option = copy.copy(param.default)
+            option.rich_help_panel = panel
+            param = param.replace(default=option)
+        params.append(param)
+    command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]

@@ -3,21 +3,24 @@ content tag, registry side; both only when the validation reports open the gate.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import typer
 
-from rocmstack.build.commands import ALIAS_OPT, INSECURE_OPT, REGISTRY_OPT, print_tags, render_tags
-from rocmstack.container.engine import ENGINES
 from rocmstack.errors import InputError
 from rocmstack.options import (
+    ALIAS_OPT,
     ALLOW_SKIP_OLD,
     ARCH_OPT,
+    CONTAINER_ENGINE,
+    DRY_RUN,
     IGNORE_OPT,
+    INSECURE_OPT,
     JSON_OPT,
     PATCHES_DIR_OPT,
+    PROMOTE,
     PUBLISH_REPORT_OLD,
+    REGISTRY_OPT,
     SET_OPT,
     SIGN_OPT,
     SIGN_PASSPHRASE_OPT,
@@ -41,22 +44,15 @@ def register(app: typer.Typer) -> None:
             metavar="DIR",
             help="Folder `rocmstack validate IMAGE` wrote, or a folder of such folders; repeat per arch leg.",
         ),
-        engine: str = typer.Option(
-            "auto", "--engine", help=f"{' | '.join(ENGINES)} (buildah = podman's store)."
-        ),
+        engine: str = CONTAINER_ENGINE("auto"),
         accept_skipped: list[str] = typer.Option(
             [],
             "--accept-skipped",
             metavar="ID",
             help="Also accept a report where this doctor check was skipped (repeat).",
         ),
-        dry_run: bool = typer.Option(False, "--dry-run", help="Check the gate and the guard; push nothing."),
-        promote: bool = typer.Option(
-            False,
-            "--promote",
-            help="Point RECIPE's descriptive tag and aliases at its pushed content tag (registry side), "
-            "only when the gate opens on --reports for the image it holds",
-        ),
+        dry_run: bool = DRY_RUN(False),
+        promote: bool = PROMOTE(False),
         gpu_arch: str | None = ARCH_OPT,
         overrides: list[str] = SET_OPT,
         registry: str | None = REGISTRY_OPT,
@@ -77,7 +73,10 @@ def register(app: typer.Typer) -> None:
         if promote:
             if dry_run:
                 raise InputError("--dry-run is for publishing an IMAGE, not for --promote")
-            promote_recipe(
+            from rocmstack.build.recipe_tags import print_tags
+            from rocmstack.publish.promote import promote_recipe
+
+            tags, render_hash, promoted = promote_recipe(
                 recipe=target,
                 gpu_arch=gpu_arch,
                 overrides=overrides,
@@ -89,9 +88,9 @@ def register(app: typer.Typer) -> None:
                 allow_skip=allow_skip,
                 insecure=insecure,
                 engine=engine,
-                json_out=json_out,
                 signing=signing,
             )
+            print_tags(tags, render_hash, json_out=json_out, promoted=promoted)
             return
         recipe_opts = {
             "--gpu-arch": gpu_arch,
@@ -121,17 +120,6 @@ def register(app: typer.Typer) -> None:
         )
 
 
-def _allowed(allow_skip: list[str]) -> frozenset[str]:
-    from rocmstack.doctor.commands import split_ids
-
-    allowed = split_ids(allow_skip)
-    if allowed:
-        from rocmstack.doctor import select_checks
-
-        select_checks((), allowed)  # InputError naming an unknown check id
-    return frozenset(allowed)
-
-
 def publish_image(
     *,
     image: str,
@@ -144,9 +132,10 @@ def publish_image(
 ) -> None:
     from rocmstack.output import print_json, stderr, stdout
     from rocmstack.publish import gate
+    from rocmstack.publish.promote import accepted_skips
 
     gate.check_engine_choice(engine)
-    allowed = _allowed(allow_skip)
+    allowed = accepted_skips(allow_skip)
     loaded = gate.load_reports(report)
     console = stderr() if json_out else stdout()
     result = gate.publish(
@@ -177,53 +166,3 @@ def publish_image(
         )
         for signed in result.get("signed", []):
             console.print(f"signed {signed['ref']} ({signed['tool']}, key {signed['key']})")
-
-
-def promote_recipe(
-    *,
-    recipe: str,
-    gpu_arch: str | None,
-    overrides: list[str],
-    registry: str | None,
-    aliases: list[str],
-    ignore_rules: list[str],
-    patches_dir: Path | None,
-    reports: list[Path],
-    allow_skip: list[str],
-    insecure: bool,
-    engine: str,
-    json_out: bool,
-    signing: Signer | None = None,
-) -> None:
-    """Promote RECIPE's content tag through the gate, then print its tags as ``rocmstack tags`` does."""
-    from rocmstack.container import engine as engines
-    from rocmstack.output import stderr
-    from rocmstack.publish import gate
-
-    if not reports:
-        raise InputError(
-            "--promote needs --reports DIR: the validation reports of the image the content tag holds",
-            fix="pass the folder(s) `rocmstack validate IMAGE --report DIR` wrote, once per arch leg",
-        )
-    tags, render_hash = render_tags(
-        recipe,
-        gpu_arch,
-        overrides,
-        registry=registry,
-        aliases=aliases,
-        ignore_rules=ignore_rules,
-        patches_dir=patches_dir,
-    )
-    allowed = _allowed(allow_skip)
-    loaded = gate.load_reports(reports)
-    found = replace(engines.detect(engine), tls_verify=not insecure)
-    promoted = gate.promote(
-        tags=tags,
-        render_hash=render_hash,
-        reports=loaded,
-        engine=found,
-        console=stderr(),
-        allow_skip=allowed,
-        signing=signing,
-    )
-    print_tags(tags, render_hash, json_out=json_out, promoted=promoted)

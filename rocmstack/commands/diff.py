@@ -6,12 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rocmstack.container.engine import engine_help
-from rocmstack.options import JSON_OPT, PATCHES_DIR_OPT
-
-ENGINE_OPT = typer.Option(
-    None, "--engine", help=f"Container engine for image arguments: {engine_help('build')}"
-)
+from rocmstack.options import ARCH_OPT, CONTAINER_ENGINE, JSON_OPT, MARKDOWN, PATCHES_DIR_OPT
 
 
 def _console():
@@ -28,11 +23,9 @@ def register(app: typer.Typer) -> None:
     def diff_cmd(
         a: str = typer.Argument(..., help="A lock file (.lock.json), a recipe (name or .yaml) or an image"),
         b: str = typer.Argument(..., help="The same kinds as A"),
-        gpu_arch: str | None = typer.Option(
-            None, "--gpu-arch", help="Lock entry to compare (default: the widest arch set)"
-        ),
-        engine: str | None = ENGINE_OPT,
-        md: bool = typer.Option(False, "--markdown", help="A Markdown table (for a PR comment)"),
+        gpu_arch: str | None = ARCH_OPT,
+        engine: str | None = CONTAINER_ENGINE(None, detail="Here: for the arguments that are images."),
+        md: bool = MARKDOWN(False),
         patches_dir: Path | None = PATCHES_DIR_OPT,
         json_out: bool = JSON_OPT,
     ) -> None:
@@ -76,7 +69,7 @@ def register(app: typer.Typer) -> None:
     @app.command("base-freeze")
     def base_freeze_cmd(
         image: str = typer.Argument(..., help="Base image (local store of the engine; pulled beforehand)"),
-        engine: str = typer.Option("auto", "--engine", help=engine_help("probe")),
+        engine: str = CONTAINER_ENGINE("auto"),
         write: Path | None = typer.Option(
             None, "--write", help="Put the result into this recipe's base.provides (atomically, validated)"
         ),
