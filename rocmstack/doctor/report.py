@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rocmstack.errors import printable
-from rocmstack.output import print_table
+from rocmstack.output import print_json, print_table, stdout
 from rocmstack.wire import Scalar, WireModel
 
 if TYPE_CHECKING:
@@ -345,3 +345,23 @@ def list_checks_table(checks: Iterable[Check], console: Console) -> None:
     for c in checks:
         table.add_row(c.id, str(c.level), c.group, c.title, ", ".join(sorted(c.needs)) or "-", c.source)
     print_table(table, console)
+
+
+def print_check_list(checks: Iterable[Check], as_json: bool) -> None:
+    """``doctor --list-checks``: the checks on stdout, as a table or (``as_json``) a JSON list."""
+    if not as_json:
+        list_checks_table(checks, stdout())
+        return
+    print_json(
+        [
+            {
+                "id": c.id,
+                "group": c.group,
+                "title": c.title,
+                "needs": sorted(c.needs),
+                "level": c.level,
+                "source": c.source,
+            }
+            for c in checks
+        ]
+    )

@@ -156,12 +156,14 @@ def test_the_help_groups_the_options_by_level_and_names_only_real_ones(capsys):
     import inspect
 
     from rocmstack.cli import main, make_app
-    from rocmstack.commands.doctor import HELP_PANELS
+    from rocmstack.commands.doctor import help_panels
 
+    panels = help_panels()  # from the option groups the command's parameters are built from
+    assert len(panels) == 5
     with pytest.raises(SystemExit):
         main(["doctor", "--help"])
     text = capsys.readouterr().out
-    at = [text.index(f"─ {panel} ") for panel in HELP_PANELS]
+    at = [text.index(f"─ {panel} ") for panel in panels]
     assert at == sorted(at)  # level 1, 2, 3, 4, then the fleet hooks
     command = next(c for c in make_app().registered_commands if c.name == "doctor").callback
     flags = {
@@ -169,5 +171,30 @@ def test_the_help_groups_the_options_by_level_and_names_only_real_ones(capsys):
         for p in inspect.signature(command).parameters.values()
         for d in getattr(p.default, "param_decls", ())
     }
-    named = [flag for flags_ in HELP_PANELS.values() for flag in flags_]
+    named = [flag for flags_ in panels.values() for flag in flags_]
     assert len(named) == len(set(named)) and set(named) <= flags  # each once, and each a real option
+    for panel, in_panel in panels.items():  # each under its own panel, not typer's "Options"
+        box = text[text.index(f"─ {panel} ") :].split("╰", 1)[0]
+        assert all(f" {flag} " in box for flag in in_panel), panel
+
+
+def test_typer_reads_the_doctor_parameters_and_their_types_from_the_groups():
+    # typer reads inspect.signature(eval_str=True) for the options and typing.get_type_hints for the types
+    import dataclasses
+    import typing
+    from pathlib import Path
+
+    from typer.utils import get_params_from_function
+
+    from rocmstack.cli import make_app
+    from rocmstack.commands.doctor import groups
+
+    command = next(c for c in make_app().registered_commands if c.name == "doctor").callback
+    declared = [
+        (f.name, typing.get_type_hints(group)[f.name])
+        for group in groups().values()
+        for f in dataclasses.fields(group)
+    ]
+    read = get_params_from_function(command)
+    assert [(name, meta.annotation) for name, meta in read.items()] == declared
+    assert ("allow_pid", list[int]) in declared and ("junit", Path | None) in declared

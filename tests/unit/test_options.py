@@ -92,31 +92,40 @@ def _shared_spellings() -> set[str]:
 
 def declared_by_hand(source: str, shared: set[str]) -> list[str]:
     """``line: flag`` of each option in a command module's source that spells a shared option itself
-    (``typer.Option(..., "--flag")``, or a parameter named after it), and of every previous spelling
-    declared there (``old_spelling``: they all live in rocmstack.options, each with what replaced it)."""
+    (``typer.Option(..., "--flag")`` anywhere: a parameter's default, a table's entry, a dataclass field; or one
+    without a flag, named after its parameter or field), and of every previous spelling declared there
+    (``old_spelling``: they all live in rocmstack.options, each with what replaced it)."""
     import ast
 
+    tree = ast.parse(source)
+    # an option given no flag is spelt after the parameter, or the field (doctor's groups), it declares
+    named: dict[int, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            params = [*node.args.args, *node.args.kwonlyargs]
+            defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + [*node.args.defaults]
+            defaults += node.args.kw_defaults
+            for param, default in zip(params, defaults, strict=True):
+                for inner in ast.walk(default) if default is not None else ():
+                    named.setdefault(id(inner), param.arg)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            for inner in ast.walk(node.value):
+                named.setdefault(id(inner), node.target.id)
     found = []
-    for node in ast.walk(ast.parse(source)):
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
             continue
-        params = [*node.args.args, *node.args.kwonlyargs]
-        defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + [*node.args.defaults]
-        defaults += node.args.kw_defaults
-        for param, default in zip(params, defaults, strict=True):
-            if not isinstance(default, ast.Call):
-                continue
-            func = default.func
-            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if called not in ("Option", "old_spelling"):
-                continue
-            flags = [
-                a.value for a in default.args if isinstance(a, ast.Constant) and str(a.value).startswith("-")
-            ]
-            for flag in flags or [f"--{param.arg.replace('_', '-')}"]:
-                if flag in shared or called == "old_spelling":
-                    found.append(f"{default.lineno}: {flag}")
-    return found
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if called not in ("Option", "old_spelling"):
+            continue
+        flags = [a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("-")]
+        if not flags and id(node) in named:
+            flags = [f"--{named[id(node)].replace('_', '-')}"]
+        for flag in flags:
+            if flag in shared or called == "old_spelling":
+                found.append((node.lineno, node.col_offset, flag))
+    return [f"{line}: {flag}" for line, _, flag in sorted(found)]
 
 
 def test_no_command_declares_a_shared_option_by_itself():
@@ -146,6 +155,25 @@ def test_an_option_spelt_by_hand_is_found():
         "2: --json",
         "3: --markdown",
         "4: --minutes",
+    ]
+
+
+def test_an_option_spelt_by_hand_in_a_table_is_found():
+    # not a parameter's default: a table of options (doctor's groups), a dataclass field, a module constant
+    source = (
+        "import typer\n"
+        "@dataclass(frozen=True)\n"
+        "class Output(Group):\n"
+        "    json_out: bool = opt(typer.Option(False, '--json', help='mine'))\n"
+        "    markdown: bool = opt(typer.Option(False, help='mine'))\n"
+        "    own: int = opt(typer.Option(1, '--mine'))\n"
+        "TABLE = (('timeout', str, typer.Option('30s', '--timeout')), ('x', int, old_spelling('--minutes')))\n"
+    )
+    assert declared_by_hand(source, {"--json", "--markdown", "--timeout"}) == [
+        "4: --json",
+        "5: --markdown",
+        "7: --timeout",
+        "7: --minutes",
     ]
 
 
