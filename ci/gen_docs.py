@@ -108,24 +108,32 @@ def _declarations() -> dict[str, tuple[str, str | None, tuple[str, ...]]]:
     return found
 
 
-def option_uses() -> dict[str, list[str]]:
-    """Each visible long option -> the commands that take it, in the CLI's order."""
+def every_option() -> list[tuple[str, str, Any]]:
+    """(command path, spelling, its click parameter) of every option of every rocmstack command, in the CLI's
+    order; hidden ones too."""
     import typer
 
     from rocmstack.cli import make_app
 
-    uses: dict[str, list[str]] = defaultdict(list)
+    found: list[tuple[str, str, Any]] = []
 
     def walk(command: Any, path: str) -> None:  # typer's own click, whichever it vendors
         for param in command.params:
-            if param.param_type_name == "option" and not param.hidden:
-                for flag in param.opts:
-                    if flag.startswith("--") and path not in uses[flag]:
-                        uses[flag].append(path)
+            if param.param_type_name == "option":
+                found.extend((path, name, param) for name in param.opts)
         for name, sub in getattr(command, "commands", {}).items():
             walk(sub, f"{path} {name}".strip())
 
     walk(typer.main.get_command(make_app()), "")
+    return found
+
+
+def option_uses() -> dict[str, list[str]]:
+    """Each visible long option -> the commands that take it, in the CLI's order."""
+    uses: dict[str, list[str]] = defaultdict(list)
+    for path, flag, param in every_option():
+        if flag.startswith("--") and not param.hidden and path not in uses[flag]:
+            uses[flag].append(path)
     return uses
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from rocmstack.build.tags import TagSet, tag_set
@@ -9,21 +10,33 @@ from rocmstack.output import print_json
 from rocmstack.prepare import prepare
 
 
-def recipe_tags(
-    recipe: str,
-    gpu_arch: str | None,
-    overrides: list[str],
-    *,
-    registry: str | None,
-    aliases: list[str],
-    ignore_rules: list[str],
-    patches_dir: Path | None,
-) -> tuple[TagSet, str]:
-    """RECIPE's tag set and render hash."""
+@dataclass(frozen=True)
+class TagRequest:
+    """A recipe and what its tags depend on: the arch set, overrides, registry and aliases, and the rules and
+    patches its render takes (``tags``, ``publish --promote``)."""
+
+    recipe: str
+    gpu_arch: str | None = None
+    overrides: tuple[str, ...] = ()
+    registry: str | None = None
+    aliases: tuple[str, ...] = ()
+    ignore_rules: tuple[str, ...] = ()
+    patches_dir: Path | None = None
+
+
+def recipe_tags(request: TagRequest) -> tuple[TagSet, str]:
+    """The recipe's tag set and render hash (the recipe is checked and rendered, not built)."""
     checked, rendered, _, _ = prepare(
-        recipe, gpu_arch, overrides, ignore=ignore_rules, relock=False, patches_dir=patches_dir
+        request.recipe,
+        request.gpu_arch,
+        request.overrides,
+        ignore=request.ignore_rules,
+        relock=False,
+        patches_dir=request.patches_dir,
     )
-    tags = tag_set(checked.resolved, rendered.render_hash, registry=registry, extra_aliases=tuple(aliases))
+    tags = tag_set(
+        checked.resolved, rendered.render_hash, registry=request.registry, extra_aliases=request.aliases
+    )
     return tags, rendered.render_hash
 
 

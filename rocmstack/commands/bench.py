@@ -14,8 +14,8 @@ import typer
 from rich.markup import escape
 
 from rocmstack.bench.report import check_rates, upgrade
+from rocmstack.bench.rollout import ENGINES  # what --rollout takes, derived from the rollout catalogue
 from rocmstack.errors import CheckFailed, InputError, Interrupted, quoted
-from rocmstack.gpu.rollout import CATALOGUE
 from rocmstack.options import (
     BASELINE,
     DEVICE,
@@ -36,8 +36,6 @@ DEFAULTS: dict[str, dict[str, str | int]] = {
     "cuda": {"shape": "qwen3-8b", "batch": "1,64,256", "prompt_len": 128, "new_tokens": 256},
     "cpu": {"shape": "qwen3-0.6b", "batch": "1,8", "prompt_len": 64, "new_tokens": 32},
 }
-# What --rollout takes: the in-process decoders, then every engine of the catalogue the bench can run.
-BENCH_ROLLOUTS = ("reference", "hf", *CATALOGUE.names(bench=True))
 # Token progress at most this often (a line each time when stderr is not a terminal).
 TICK_S = 5.0
 
@@ -66,8 +64,6 @@ def _parse_batches(text: str) -> tuple[int, ...]:
 
 
 def _parse_engines(text: str) -> tuple[str, ...]:
-    from rocmstack.bench.rollout import ENGINES
-
     engines = tuple(e.strip() for e in text.split(",") if e.strip())
     bad = [e for e in engines if e not in ENGINES]
     if not engines or bad:
@@ -232,7 +228,7 @@ def rollout(
     ),
     rollout: str = ROLLOUT(
         "reference",
-        detail=f"Here: a comma-separated list of {', '.join(BENCH_ROLLOUTS)} (hf: transformers' generate, the "
+        detail=f"Here: a comma-separated list of {', '.join(ENGINES)} (hf: transformers' generate, the "
         "baseline).",
     ),
     device: str = DEVICE("auto"),

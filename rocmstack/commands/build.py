@@ -196,9 +196,18 @@ def register(app: typer.Typer) -> None:
         json_out: bool = JSON_OPT,
     ) -> None:
         """Print the tags a build would get: descriptive (immutable), content r-<hash> (immutable), aliases."""
-        from rocmstack.build.recipe_tags import print_tags, recipe_tags
+        from rocmstack.build.recipe_tags import TagRequest, print_tags, recipe_tags
         from rocmstack.errors import InputError
 
+        request = TagRequest(
+            recipe=recipe,
+            gpu_arch=gpu_arch,
+            overrides=tuple(overrides),
+            registry=registry,
+            aliases=tuple(aliases),
+            ignore_rules=tuple(ignore_rules),
+            patches_dir=patches_dir,
+        )
         if promote:
             from rocmstack.publish.promote import promote_recipe
 
@@ -206,13 +215,7 @@ def register(app: typer.Typer) -> None:
                 "note: 'rocmstack tags --promote' is deprecated; use 'rocmstack publish --promote'", err=True
             )
             tags, render_hash, promoted = promote_recipe(
-                recipe=recipe,
-                gpu_arch=gpu_arch,
-                overrides=overrides,
-                registry=registry,
-                aliases=aliases,
-                ignore_rules=ignore_rules,
-                patches_dir=patches_dir,
+                request,
                 reports=reports,
                 allow_skip=allow_skip,
                 insecure=insecure,
@@ -222,15 +225,7 @@ def register(app: typer.Typer) -> None:
             return
         if reports or allow_skip:
             raise InputError("--report and --allow-skip are for --promote", fix="add --promote, or drop them")
-        tags, render_hash = recipe_tags(
-            recipe,
-            gpu_arch,
-            overrides,
-            registry=registry,
-            aliases=aliases,
-            ignore_rules=ignore_rules,
-            patches_dir=patches_dir,
-        )
+        tags, render_hash = recipe_tags(request)
         print_tags(tags, render_hash, json_out=json_out)
 
     @app.command("inspect")

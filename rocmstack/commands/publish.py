@@ -73,17 +73,20 @@ def register(app: typer.Typer) -> None:
         if promote:
             if dry_run:
                 raise InputError("--dry-run is for publishing an IMAGE, not for --promote")
-            from rocmstack.build.recipe_tags import print_tags
+            from rocmstack.build.recipe_tags import TagRequest, print_tags
             from rocmstack.publish.promote import promote_recipe
 
-            tags, render_hash, promoted = promote_recipe(
+            request = TagRequest(
                 recipe=target,
                 gpu_arch=gpu_arch,
-                overrides=overrides,
+                overrides=tuple(overrides),
                 registry=registry,
-                aliases=aliases,
-                ignore_rules=ignore_rules,
+                aliases=tuple(aliases),
+                ignore_rules=tuple(ignore_rules),
                 patches_dir=patches_dir,
+            )
+            tags, render_hash, promoted = promote_recipe(
+                request,
                 reports=report,
                 allow_skip=allow_skip,
                 insecure=insecure,

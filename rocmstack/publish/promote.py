@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from rocmstack.build.recipe_tags import recipe_tags
+from rocmstack.build.recipe_tags import TagRequest, recipe_tags
 from rocmstack.build.tags import TagSet
 from rocmstack.container import engine as engines
 from rocmstack.doctor import select_checks
@@ -26,37 +26,24 @@ def accepted_skips(ids: list[str]) -> frozenset[str]:
 
 
 def promote_recipe(
+    request: TagRequest,
     *,
-    recipe: str,
-    gpu_arch: str | None,
-    overrides: list[str],
-    registry: str | None,
-    aliases: list[str],
-    ignore_rules: list[str],
-    patches_dir: Path | None,
     reports: list[Path],
     allow_skip: list[str],
     insecure: bool,
     engine: str,
     signing: Signer | None = None,
 ) -> tuple[TagSet, str, list[dict]]:
-    """Promote RECIPE's content tag through the gate: its tags, render hash and what moved."""
+    """Promote the recipe's content tag through the gate: its tags, render hash and what moved."""
     if not reports:
         raise InputError(
             "--promote needs --reports DIR: the validation reports of the image the content tag holds",
             fix="pass the folder(s) `rocmstack validate IMAGE --output DIR` wrote, once per arch leg",
         )
-    tags, render_hash = recipe_tags(
-        recipe,
-        gpu_arch,
-        overrides,
-        registry=registry,
-        aliases=aliases,
-        ignore_rules=ignore_rules,
-        patches_dir=patches_dir,
-    )
+    tags, render_hash = recipe_tags(request)
     allowed = accepted_skips(allow_skip)
     loaded = gate.load_reports(reports)
+    # buildah builds into podman's store: the promotion reads and pushes through podman
     found = replace(engines.detect(engines.store_choice(engine)), tls_verify=not insecure)
     promoted = gate.promote(
         tags=tags,

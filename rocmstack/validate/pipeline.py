@@ -37,6 +37,7 @@ from rocmstack.output import check_output_dir, dumps, quiet
 from rocmstack.recipe.load import find_recipe, load_recipe
 from rocmstack.recipe.model import FRAMEWORK_SMOKE_FILE, FrameworkSmoke
 from rocmstack.smoke import SmokeOptions, run_grpo_smoke
+from rocmstack.smoke.config import DEVICES  # the smoke's, which validate runs
 from rocmstack.smoke.framework import check_recipe_command, in_image, run_framework_smoke
 from rocmstack.smoke.verdict import settings_warning
 from rocmstack.validate.aiter import first_calls, judge, read_manifest
@@ -68,7 +69,6 @@ if TYPE_CHECKING:
     from rocmstack.doctor.bars import Bars
     from rocmstack.recipe.model import FrameworkSmoke
 
-DEVICES = ("auto", "cuda", "cpu")
 MAX_DECLARATION_BYTES = 1 << 20  # an image's framework-smoke.json is read up to this much
 
 

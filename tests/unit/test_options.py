@@ -3,7 +3,15 @@ works and says once what replaced it."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Any
+
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
+
+import gen_docs  # a script of ci/, not a package
 
 from rocmstack.errors import InputError
 from rocmstack.options import BARE_SAVE_BASELINE, bare_old_flags, parse_duration, renamed
@@ -55,24 +63,9 @@ def test_a_flag_that_now_takes_a_value_reads_its_bare_old_form_as_the_hidden_fla
     ]
 
 
-def _every_option() -> list[tuple[str, str, object]]:
+def _every_option() -> list[tuple[str, str, Any]]:
     """(command path, option name, its click parameter) for every option of every rocmstack command."""
-    import click
-    import typer
-
-    from rocmstack.cli import make_app
-
-    out = []
-
-    def walk(cmd: click.Command, path: str) -> None:
-        for param in cmd.params:
-            for name in param.opts:
-                out.append((path, name, param))
-        for name, sub in getattr(cmd, "commands", {}).items():
-            walk(sub, f"{path} {name}")
-
-    walk(typer.main.get_command(make_app()), "rocmstack")
-    return out
+    return gen_docs.every_option()
 
 
 @pytest.mark.parametrize("flag", ["--json", "--set", "--patches-dir", "--skip"])
@@ -129,8 +122,6 @@ def declared_by_hand(source: str, shared: set[str]) -> list[str]:
 
 
 def test_no_command_declares_a_shared_option_by_itself():
-    from pathlib import Path
-
     shared = _shared_spellings()
     assert {"--json", "--gpu-arch", "--output", "--engine", "--timeout"} <= shared
     commands = Path(__file__).resolve().parents[2] / "rocmstack" / "commands"
@@ -178,12 +169,6 @@ def test_an_option_spelt_by_hand_in_a_table_is_found():
 
 
 def test_every_shared_option_says_its_declared_meaning_wherever_a_command_takes_it():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "ci"))
-    import gen_docs
-
     declared = gen_docs._declarations()
     for flag, commands in gen_docs.option_uses().items():
         if len(commands) < 2:
