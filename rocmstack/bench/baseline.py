@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rocmstack.bench.report import HEADLINE
+from rocmstack.bench.report import HEADLINE, BaselineVerdict
 from rocmstack.errors import InputError, printable
 from rocmstack.output import dumps
 from rocmstack.status import Status, status_of
@@ -142,9 +142,10 @@ def compare(
                 "status": status_of(ratio >= 1.0 - tol),
             }
         )
-    return {
+    verdict = {
         "device": kind,
         "tolerance": tol,
         "checks": checks,
         "passed": all(c["status"] == Status.PASS for c in checks) and bool(checks),
     }
+    return BaselineVerdict.produce(verdict).wire()

@@ -101,9 +101,15 @@ class WholeRunCheck(_BaselineCheck):
 
 
 class BaselineVerdict(WireModel):
+    """The bench's verdict against a baseline (``baseline.compare``): ``passed`` is the verdict."""
+
+    device: Scalar = None
+    tolerance: Scalar = None
     checks: list[Annotated[DecodeCheck | WholeRunCheck, Field(discriminator="metric")]] = Field(
         default_factory=list
     )
+    passed: bool | None = None  # every check passed, and one at least ran
+    file: Scalar = None  # the baseline file compared with
 
 
 class BenchShape(WireModel):
@@ -116,10 +122,22 @@ class BenchDevice(WireModel):
 
 
 class BenchReport(WireModel):
-    """rollout.json of this schema (an EARLIER one once upgraded)."""
+    """rollout.json: what ``bench.rollout`` builds and writes, and what its readers index (validate's
+    report carries it whole); an EARLIER schema once upgraded. A bench measures: its one verdict is the
+    baseline's ``passed``, when a baseline was given."""
 
-    shape: BenchShape
+    schema_: Scalar = Field(default=None, alias="schema")
+    kind: Scalar = None
+    date: Scalar = None
+    command: list[Any] = Field(default_factory=list)
+    host: Scalar = None
     device: BenchDevice
+    versions: dict[str, Any] | None = None
+    shape: BenchShape
     settings: dict[str, Any]
     results: list[BenchRow]
+    # each rollout engine run beside the reference: its setup
+    engines: list[Any] = Field(default_factory=list)
+    weight_sync: list[Any] = Field(default_factory=list)
+    interrupted: dict[str, Any] | None = None  # Ctrl-C: the phase it stopped in, and the rows kept
     baseline: BaselineVerdict | None = None

@@ -24,7 +24,7 @@ from typing import Any
 from rocmstack import __version__
 from rocmstack.bench import roofline
 from rocmstack.bench.adapters import run_engine
-from rocmstack.bench.report import KIND, SCHEMA
+from rocmstack.bench.report import KIND, SCHEMA, BenchReport
 from rocmstack.bench.weightsync import bench_dist, bench_ipc
 from rocmstack.gpu import memory
 from rocmstack.gpu.engine_bench import EngineRequest
@@ -596,11 +596,12 @@ def run_rollout(
         report = _report(
             spec, shape, device_name, backend, arch, measured.get("bandwidth"), results, engines, sync_results
         )
-        report["interrupted"] = {"phase": phase[0], "rows": len(results)}
-        raise RolloutInterrupted(report) from None
-    return _report(
+        interrupted = {"phase": phase[0], "rows": len(results)}
+        raise RolloutInterrupted(BenchReport.produce({**report, "interrupted": interrupted}).wire()) from None
+    report = _report(
         spec, shape, device_name, backend, arch, measured["bandwidth"], results, engines, sync_results
     )
+    return BenchReport.produce(report).wire()
 
 
 def _measure(

@@ -478,7 +478,7 @@ def register(app: typer.Typer) -> None:
         )
         report = run_doctor(opts)
         _print_report(report, json_out, markdown)
-        if not report.get("ok"):
+        if not report.get("passed"):
             raise typer.Exit(int(exit_code(report)))
 
     @app.command("doctor")
@@ -574,7 +574,7 @@ def run(args: DoctorArgs) -> None:
     if slurm_hook is not None:
         raise typer.Exit(hook.finish(slurm_hook, scope, report, fleet.prometheus, fleet.allow_shared_dir))
     _print_report(report, out.json_out, out.markdown)
-    if not report.get("ok"):
+    if not report.get("passed"):
         from rocmstack.doctor.runner import exit_code
 
         raise typer.Exit(int(exit_code(report)))

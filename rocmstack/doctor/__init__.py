@@ -1,7 +1,7 @@
 """``rocmstack doctor``: the bring-up validator. In-process API::
 
     from rocmstack.doctor import DoctorOptions, run_doctor
-    report = run_doctor(DoctorOptions(fast=True))   # dict, schema SCHEMA; report["ok"] is the verdict
+    report = run_doctor(DoctorOptions(fast=True))   # dict, schema SCHEMA; report["passed"] is the verdict
     DoctorOptions(level=2, active=ActiveOptions(iters=5))   # each higher level's options in its group
 
 Names resolve lazily, so importing the CLI (which imports rocmstack.commands.doctor) costs nothing here.

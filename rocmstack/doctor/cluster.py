@@ -20,6 +20,7 @@ from rocmstack.doctor.collect.collectors import needs_of
 from rocmstack.doctor.collect.crossnode import PROVIDES as CROSSNODE_PROVIDES
 from rocmstack.doctor.collect.crossnode import run_crossnode
 from rocmstack.doctor.model import SCHEMA, DoctorOptions
+from rocmstack.doctor.report import ClusterReport, upgrade
 from rocmstack.doctor.runner import node_facts, run_check, run_doctor, select_checks
 from rocmstack.errors import EngineError
 
@@ -42,7 +43,12 @@ def _node_doctor(payload: dict) -> dict:
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in payload.items()}
     if facts_only:  # --only named cluster checks alone: the node contributes its facts
         opts = DoctorOptions.from_flat(**fields)
-        return {"ok": True, "checks": [], "facts": node_facts(opts), "node_hostname": socket.gethostname()}
+        return {
+            "passed": True,
+            "checks": [],
+            "facts": node_facts(opts),
+            "node_hostname": socket.gethostname(),
+        }
     if bars_text is None:
         report = run_doctor(DoctorOptions.from_flat(**fields))
     else:  # the driver's --bars file, which this node may not have
@@ -148,8 +154,9 @@ def run_cluster(
             for ref in ready:
                 node = nodes[pending.pop(ref)]
                 try:
-                    node["report"] = ray.get(ref)
-                    node["state"] = "ok" if node["report"].get("ok") else "failed"
+                    # a node may run an earlier rocmstack: its report read in this schema
+                    node["report"] = upgrade(ray.get(ref))
+                    node["state"] = "passed" if node["report"].get("passed") else "failed"
                 except Exception as exc:  # the task failed: its node died, its worker crashed, ...
                     # The owner can hear of the lost worker before the GCS marks the node dead: give the
                     # health check a few seconds to tell the two apart.
@@ -176,7 +183,7 @@ def run_cluster(
             nodes[nid]["error"] = f"no answer within {timeout:.0f} s"
         crossnode = None
         if needs_of(cluster_checks) & CROSSNODE_PROVIDES:
-            labels = {nid: n["label"] for nid, n in nodes.items() if n["state"] in ("ok", "failed")}
+            labels = {nid: n["label"] for nid, n in nodes.items() if n["state"] in ("passed", "failed")}
             crossnode = run_crossnode(opts, labels, progress)
     finally:
         ray.shutdown()
@@ -188,7 +195,7 @@ def run_cluster(
         for c in (n["report"] or {}).get("checks", []):
             if c["id"] not in ids:
                 ids.append(c["id"])
-    bad = [n for n in ordered if n["state"] != "ok"]
+    bad = [n for n in ordered if n["state"] != "passed"]
     bad_checks = [r for r in cluster_results if r["status"] in ("fail", "error")]
     ok = bool(ordered) and not bad and not bad_checks
     problems = [f"{r['id']}: {r['summary']}" for r in bad_checks] + [
@@ -201,7 +208,7 @@ def run_cluster(
         if problems
         else "NOT READY: no alive node"
     )
-    return {
+    report = {
         "schema": SCHEMA,
         "mode": "cluster",
         "address": address,
@@ -210,10 +217,11 @@ def run_cluster(
         "nodes": ordered,
         "cluster_checks": cluster_results,
         "crossnode": crossnode,
-        "ok": ok,
+        "passed": ok,
         "verdict": verdict,
         "options": payload,
     }
+    return ClusterReport.produce(report).wire()
 
 
 def _reachable(address: str) -> None:

@@ -25,7 +25,9 @@ from rocmstack.doctor.prometheus import check_private_dir
 from rocmstack.doctor.ras import RAS_CHECK
 from rocmstack.errors import InputError, printable
 
-SCHEMA = "rocmstack.doctor-history/1"
+SCHEMA = "rocmstack.doctor-history/2"
+# Read too (a node's history outlives an upgrade): its verdict was ``ok``.
+EARLIER = "rocmstack.doctor-history/1"
 TOLERANCE = 0.05
 # Only the file's tail is read: about 290 two-GPU level-2 runs (14 kB each); only the last is compared.
 MAX_READ_BYTES = 4 << 20
@@ -178,6 +180,8 @@ def parse_line(raw: bytes) -> dict | str:
         return f"is not JSON ({exc.msg})"
     except ValueError as exc:  # an integer over Python's digit limit, NaN, Infinity
         return f"is not JSON ({str(exc)[:60]})"
+    if isinstance(run, dict) and run.get("schema") == EARLIER:
+        run = {("passed" if k == "ok" else k): v for k, v in run.items()} | {"schema": SCHEMA}
     if not isinstance(run, dict) or run.get("schema") != SCHEMA:
         return f"is not a {SCHEMA} record"
     figures = run.get("figures")
@@ -259,7 +263,7 @@ def record(report: dict) -> dict:
         "host": report.get("host"),
         "started_at": report.get("started_at"),
         "level": (report.get("options") or {}).get("level"),
-        "ok": report.get("ok"),
+        "passed": report.get("passed"),
         "verdict": report.get("verdict"),
         "figures": {f.key: f.value for f in figs},
         "better": {f.key: f.better for f in figs if f.better},

@@ -70,7 +70,7 @@ def gpu_plot(burn: dict, index: int) -> bytes:
 
 
 def render_html(report: dict) -> str:
-    ok = bool(report.get("ok"))
+    ok = bool(report.get("passed"))
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

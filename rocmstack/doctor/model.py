@@ -15,7 +15,9 @@ from rocmstack.status import Status
 if TYPE_CHECKING:
     from rocmstack.platform.snapshot import Snapshot
 
-SCHEMA = "rocmstack.doctor/1"  # bump the suffix on any incompatible change of the JSON report
+SCHEMA = "rocmstack.doctor/2"  # bump the suffix on any incompatible change of the JSON report
+# Read too (older images and nodes write it): its verdict was ``ok`` (and a cluster node's state "ok").
+EARLIER = "rocmstack.doctor/1"
 
 
 @dataclass(frozen=True)

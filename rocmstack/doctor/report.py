@@ -1,5 +1,6 @@
 """Report formats: a rich table (default), Markdown for CI job summaries, JUnit XML for CI test reporting.
-JSON is the report dict itself (rocmstack.output.print_json); ``DoctorReport`` is its shape as readers index it."""
+JSON is the report dict itself (rocmstack.output.print_json), built as a ``DoctorReport`` (a node's) or a
+``ClusterReport``; ``upgrade`` reads the schema before."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from rocmstack.doctor.model import EARLIER, SCHEMA
 from rocmstack.errors import printable
 from rocmstack.output import print_json, print_table, stdout
 from rocmstack.wire import Scalar, WireModel
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold magenta", "skip": "dim"}
 MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "error": "ERROR", "skip": "skip"}
 NODE_STYLE = {
-    "ok": "green",
+    "passed": "green",
     "failed": "bold red",
     "died": "bold red",
     "timeout": "bold red",
@@ -32,20 +34,102 @@ NODE_STYLE = {
 
 
 class CheckRow(WireModel):
+    """One check's row (``runner.run_check``); ``schema.json``'s ``check``."""
+
     id: Scalar
     group: Scalar = None
+    title: Scalar = None
     status: Scalar
     summary: Scalar
+    details: list[Any] = Field(default_factory=list)
     fix: Scalar = None
+    source: Scalar = None
+    seconds: Scalar = None
+    data: Any = None  # the check's measured figures (Prometheus, --history): its own shape
+    problem: Scalar = None  # "node" or "user", on a failing or warning row
+    advisories: Any = None  # known causes an advisory's error signature matched
 
 
 class DoctorReport(WireModel):
-    """A node's JSON report as its readers index it (``schema.json`` publishes all of it; validate's report
-    carries it whole)."""
+    """A node's report: what ``run_doctor`` builds and writes, and what its readers (validate's report
+    carries it whole; publish, Prometheus, --history, the Slurm hook) read back. ``schema.json`` publishes
+    the same keys (a test holds the two equal). Only what a reader cannot do without is required, so a
+    report an older image wrote still reads."""
 
-    verdict: Scalar = None
-    checks: list[CheckRow] = Field(default_factory=list)
+    schema_: Scalar = Field(default=None, alias="schema")
+    rocmstack_version: Scalar = None
+    mode: Scalar = None
+    host: Scalar = None
+    node_hostname: Scalar = None  # the node's own name, in a cluster run
+    started_at: Scalar = None
+    seconds: Scalar = None
+    options: dict[str, Any] | None = None
     platform: dict[str, Any] | None = None
+    sources: list[Any] = Field(default_factory=list)
+    checks: list[CheckRow] = Field(default_factory=list)
+    summary: dict[str, int] | None = None
+    passed: bool | None = None  # no check failed and one at least was judged
+    judged: int | None = None  # checks that passed, warned, failed or errored: 0 is exit 5
+    verdict: Scalar = None
+    environment: dict[str, Any] | None = None
+    timings: dict[str, Any] | None = None
+    not_run: dict[str, Any] | None = None
+    facts: dict[str, Any] | None = None
+    active: dict[str, Any] | None = None
+    budget: dict[str, Any] | None = None
+    history: dict[str, Any] | None = None
+    slurm: dict[str, Any] | None = None
+
+
+class ClusterNode(WireModel):
+    node_id: Scalar
+    label: Scalar
+    address: Scalar = None
+    state: Scalar  # running, then passed, failed, died, timeout or error
+    error: Scalar = None
+    report: dict[str, Any] | None = None  # the node's DoctorReport (or, --only cluster checks, its facts)
+
+
+class ClusterReport(WireModel):
+    """A cluster run's report (``cluster.run_cluster``); ``schema.json``'s ``cluster``."""
+
+    schema_: Scalar = Field(default=None, alias="schema")
+    mode: Scalar = None
+    address: Scalar = None
+    seconds: Scalar = None
+    check_ids: list[Any] = Field(default_factory=list)
+    nodes: list[ClusterNode] = Field(default_factory=list)
+    cluster_checks: list[CheckRow] = Field(default_factory=list)
+    crossnode: Any = None
+    passed: bool | None = None
+    verdict: Scalar = None
+    options: dict[str, Any] | None = None
+
+
+def upgrade(report: Any) -> Any:
+    """A report of the EARLIER schema in this one: its verdict ``ok`` is ``passed``, and a cluster's node
+    state ``ok`` is ``passed``; a node report inside a cluster's (a node may run an earlier rocmstack)
+    likewise. Anything else as given: tolerant of any JSON, as it comes from images and files."""
+    if not isinstance(report, dict) or report.get("schema") != EARLIER:
+        return report
+    return _renamed({**report, "schema": SCHEMA})
+
+
+def _renamed(report: dict[str, Any]) -> dict[str, Any]:
+    out = {("passed" if k == "ok" else k): v for k, v in report.items()}
+    if isinstance(out.get("nodes"), list):
+        out["nodes"] = [_node(n) for n in out["nodes"]]
+    return out
+
+
+def _node(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    out = {**node, "state": "passed"} if node.get("state") == "ok" else dict(node)
+    inner = out.get("report")
+    if isinstance(inner, dict) and inner.get("schema") in (EARLIER, None) and "ok" in inner:
+        out["report"] = _renamed({**inner, **({"schema": SCHEMA} if "schema" in inner else {})})
+    return out
 
 
 def _t(text: object) -> str:
@@ -125,7 +209,9 @@ def render_table(report: dict, console: Console) -> None:
             )
         print_table(t, console)
     # a run that judged nothing is no pass and no failure of the node: its own colour
-    style = "bold green" if report.get("ok") else "bold yellow" if report.get("judged") == 0 else "bold red"
+    style = (
+        "bold green" if report.get("passed") else "bold yellow" if report.get("judged") == 0 else "bold red"
+    )
     console.print(Text(_t(report["verdict"]), style=style))
 
 
@@ -171,7 +257,7 @@ def render_cluster_table(report: dict, console: Console) -> None:
             cluster.add_row(_cell(c["id"]), Text(MARK[c["status"]], style=STYLE[c["status"]]), Text(result))
         console.print(cluster)
     for node in report["nodes"]:
-        if node["state"] != "ok":
+        if node["state"] != "passed":
             console.print(
                 f"[bold]{_m(node['label'])}[/bold]: {_m(node['state'])}"
                 + (f": {_m(node['error'])}" if node.get("error") else "")
@@ -184,7 +270,7 @@ def render_cluster_table(report: dict, console: Console) -> None:
                             + (f"\n    fix: {_t(c['fix'])}" if c.get("fix") else "")
                         )
                     )
-    console.print(Text(_t(report["verdict"]), style="bold green" if report.get("ok") else "bold red"))
+    console.print(Text(_t(report["verdict"]), style="bold green" if report.get("passed") else "bold red"))
 
 
 MD_SPECIAL = "\\`*_[]<>|~#!"  # what would make outside text a link, an image, HTML, code or a new cell

@@ -20,6 +20,7 @@ from rocmstack.doctor.collect.collectors import collect, needs_of, run_time_cost
 from rocmstack.doctor.history import append_run
 from rocmstack.doctor.model import SCHEMA, Check, DoctorOptions, errored
 from rocmstack.doctor.problems import load_classes, problem_of
+from rocmstack.doctor.report import DoctorReport
 from rocmstack.errors import ExitCode, InputError, RocmstackError
 from rocmstack.output import warn
 from rocmstack.platform import rdma
@@ -218,7 +219,7 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
         "checks": results,
         "summary": counts,
         # A run that judged nothing is no pass: a hook must not resume a node on it.
-        "ok": not failing and judged > 0,
+        "passed": not failing and judged > 0,
         "judged": judged,
         "verdict": verdict_line(counts, failing, over=sum(r["id"] in over_ids for r in results)),
         "environment": env_dump(env),
@@ -230,7 +231,7 @@ def run_doctor(options: DoctorOptions | None = None, progress: Callable[[str], N
     if budget is not None:
         report["budget"] = budget
     report["facts"] = node_facts(opts)
-    scrubbed: dict = scrub(report, secret_values(env))
+    scrubbed: dict = scrub(DoctorReport.produce(report).wire(), secret_values(env))
     if opts.history_dir is not None:
         # The run is judged already: a history file someone swapped for a link or FIFO mid-run loses this
         # run's line (said), never the verdict (a Prolog's exit 2 would drain the node for it).
@@ -289,8 +290,8 @@ def verdict_line(counts: dict[str, int], failing: list[str], over: int = 0) -> s
 
 def exit_code(report: dict) -> ExitCode:
     """The doctor's exit status: 0 ready, 1 a check failed, 5 nothing was judged (docs/doctor.md)."""
-    if report.get("ok"):
+    if report.get("passed"):
         return ExitCode.OK
-    if report.get("judged") == 0:  # a report without the field (cluster mode) is judged by "ok" alone
+    if report.get("judged") == 0:  # a report without the field (cluster mode) is judged by "passed" alone
         return ExitCode.NOTHING_JUDGED
     return ExitCode.FAILED

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from rocmstack.errors import NetworkError, RocmstackError
+from rocmstack.output import console
 from rocmstack.recipe.resolve import Resolved, recipe_arg
 from rocmstack.resolver import git
 from rocmstack.resolver.closure import closure
@@ -191,3 +193,25 @@ def outdated(
             )
         )
     return rows
+
+
+def print_outdated(title: str, rows: list[Row]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=escape(title), title_justify="left")
+    for column in ("component", "source", "pinned", "locked", "latest", "status", "if bumped"):
+        table.add_column(column, overflow="fold")
+    style = {"outdated": "yellow", "in-range": "cyan", "current": "green"}
+    for r in rows:
+        table.add_row(
+            r.name,
+            r.source,
+            escape(r.pinned),
+            escape(r.locked or ""),
+            escape(r.latest or ""),
+            f"[{style.get(r.status, 'dim')}]{r.status}[/]",
+            escape(r.verdict),
+        )
+    # Piped output gets a wide table: names and commits are never cut.
+    console(highlight=False, width=None if sys.stdout.isatty() else 200).print(table)

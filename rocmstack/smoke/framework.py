@@ -34,7 +34,7 @@ from rocmstack.redact import redact_url
 from rocmstack.secrets import is_secret_name
 from rocmstack.smoke import verdict
 from rocmstack.smoke.framework_inputs import make_inputs
-from rocmstack.smoke.report import criteria_table
+from rocmstack.smoke.report import FrameworkSummary, criteria_table
 
 LOG_NAME = "framework.log"
 ALLOW_FLAG = "--allow-recipe-command"
@@ -415,6 +415,7 @@ def run_framework_smoke(
         # the field's error signatures over the framework's whole log: a known cause and its fix
         "known_causes": known_causes(run.stdout) if failed else [],
     }
+    summary = FrameworkSummary.produce(summary).wire()
     (work_dir / "summary.json").write_text(dumps(json_safe(summary)))
     return summary
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
 
 from rocmstack.output import dumps
 from rocmstack.plots import legend_below
@@ -24,11 +26,64 @@ class CriterionRow(WireModel):
 
 
 class SmokeSummary(WireModel):
-    """summary.json as its readers index it (validate's report carries it whole)."""
+    """summary.json of ``smoke grpo``: what ``run_grpo_smoke`` builds and writes, and what its readers index
+    (validate's report carries it whole). Only what a reader cannot do without is required."""
 
+    passed: bool | None = None  # the verdict: every criterion that could be judged passed
+    failed: list[Scalar] = Field(default_factory=list)  # the failed criteria's names
+    interrupted: dict[str, Any] | None = None  # Ctrl-C: the step and phase it stopped in
     criteria: list[CriterionRow]
-    final: dict[str, Any]
+    inject: Scalar = None
+    expected_failure: Scalar = None
+    inject_caught: Scalar = None
     device: Scalar = None
+    dtype: Scalar = None
+    shape: Scalar = None
+    placement: Scalar = None
+    rollout: Scalar = None
+    rollout_dtype: Scalar = None
+    logprob_bar: Scalar = None
+    engine: Any = None
+    params: Scalar = None
+    trainer_visible_devices: Any = None
+    rollout_visible_devices: Any = None
+    same_device: Scalar = None
+    steps: Scalar = None
+    time_to_verdict_s: Scalar = None
+    model_init_s: Scalar = None
+    first_sync_s: Scalar = None
+    canary_noise_floor: Scalar = None
+    startup_s: Scalar = None
+    ray_init_s: Scalar = None
+    final: dict[str, Any]
+    options: dict[str, Any] | None = None
+
+
+class FrameworkSummary(WireModel):
+    """summary.json of ``smoke framework`` (an RL framework's own loop), as ``run_framework_smoke`` writes it."""
+
+    kind: Literal["framework"] = "framework"
+    recipe: Scalar = None
+    framework: Scalar = None
+    steps: Scalar = None
+    steps_seen: Scalar = None
+    argv: list[Any] = Field(default_factory=list)
+    work_dir: Scalar = None
+    log: Scalar = None
+    returncode: Scalar = None
+    timed_out: Scalar = None
+    error: Scalar = None
+    timeout_s: Scalar = None
+    inputs_s: Scalar = None
+    run_s: Scalar = None
+    metrics: list[Any] = Field(default_factory=list)
+    skipped_lines: list[Any] = Field(default_factory=list)
+    skipped_count: Scalar = None
+    criteria: list[CriterionRow]
+    failed: list[Scalar] = Field(default_factory=list)
+    passed: bool | None = None
+    log_tail: list[Any] = Field(default_factory=list)
+    known_causes: list[Any] = Field(default_factory=list)
 
 
 def criteria_table(summary: dict[str, Any]) -> Table:

@@ -27,7 +27,7 @@ from rocmstack.smoke.config import (
     model_config,
     served,
 )
-from rocmstack.smoke.report import write_report
+from rocmstack.smoke.report import SmokeSummary, write_report
 from rocmstack.smoke.verdict import as_dicts, decide, decide_engine, reward_window, verdict_of
 
 
@@ -233,7 +233,9 @@ def run_grpo_smoke(
             )
     except KeyboardInterrupt:
         raise _interrupted(opts, device, dtype, shape, metrics, canary, where, catalogue) from None
-    summary.update(startup_s=startup_s, ray_init_s=ray_info["init_s"])
+    summary = SmokeSummary.produce(
+        {**summary, "startup_s": startup_s, "ray_init_s": ray_info["init_s"]}
+    ).wire()
     if opts.report_dir is not None:
         write_report(opts.report_dir, metrics, summary)
     return summary
@@ -266,6 +268,7 @@ def _interrupted(
         "final": _final(metrics),
         "options": opts.to_dict(),
     }
+    summary = SmokeSummary.produce(summary).wire()
     kept = ""
     if opts.report_dir is not None:
         write_report(opts.report_dir, metrics, summary)

@@ -515,7 +515,7 @@ class Collected:
 
 def _empty_report() -> dict[str, Any]:
     """What the host reports in place of an in-image report it cannot use: nothing from the image."""
-    return {
+    report = {
         "schema": schema.SCHEMA,
         "rocmstack_version": __version__,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -528,6 +528,7 @@ def _empty_report() -> dict[str, Any]:
         "stages": [],
         "image": {},
     }
+    return schema.ValidateReport.produce(report).wire()
 
 
 def _run_and_collect(p: Plan, on_line: Callable[[str], None] | None) -> Collected:
@@ -637,36 +638,35 @@ def validate_image(p: Plan, opts: ValidateOptions, *, on_line: Callable[[str], N
         sbom = attach_sbom(p.engine, info["id"] or p.image, p.report_dir)
     except EngineError as exc:  # the verdict stands on the run; the report says why no SBOM is beside it
         sbom = {"error": exc.one_line()}
-    report = host_checked(report, host_archs=host_archs, options=opts.to_dict())
     label_hash = info["labels"].get(RENDER_HASH_LABEL)
-    report.update(
-        {
-            "mode": "container",
-            "sbom": sbom,
-            "host_gpu_archs": host_archs,
-            "passed": passed and code == 0,
-            "verdict": line,
-            "stages": stages,
-            "render_hash": label_hash or report.get("render_hash"),
-            "image": {
-                **(report.get("image") or {}),
-                "ref": ref,
-                "id": info["id"],
-                "digest": info.get("digest"),  # the local manifest digest (podman); None on docker
-                "repo_digests": info.get("repo_digests", []),
-                "labels": info["labels"],
-                "repo_tags": info["repo_tags"],
-            },
-            "engine": {
-                **p.as_dict(),
-                "exit_code": code,
-                "refused_files": refused,
-                "seccomp_advice_from_image": advice,
-                "outer_host": host_info(),
-            },
-        }
-    )
+    host = {
+        "mode": "container",
+        "sbom": sbom,
+        "host_gpu_archs": host_archs,
+        "passed": passed and code == 0,
+        "verdict": line,
+        "stages": stages,
+        "render_hash": label_hash or report.get("render_hash"),
+        "image": {
+            **(report.get("image") or {}),
+            "ref": ref,
+            "id": info["id"],
+            "digest": info.get("digest"),  # the local manifest digest (podman); None on docker
+            "repo_digests": info.get("repo_digests", []),
+            "labels": info["labels"],
+            "repo_tags": info["repo_tags"],
+        },
+        "engine": {
+            **p.as_dict(),
+            "exit_code": code,
+            "refused_files": refused,
+            "seccomp_advice_from_image": advice,
+            "outer_host": host_info(),
+        },
+    }
     if passed and code != 0:
-        report["verdict"] = f"FAIL: the in-image run exited {code}"
+        host["verdict"] = f"FAIL: the in-image run exited {code}"
+    checked = host_checked(report, host_archs=host_archs, options=opts.to_dict())
+    report = schema.ValidateReport.produce(host, over=checked).wire()
     write_all(report, p.report_dir)
     return report

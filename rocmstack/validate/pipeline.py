@@ -58,6 +58,7 @@ from rocmstack.validate.schema import (
     SMOKE_DIR,
     STAGE,
     WARN,
+    ValidateReport,
     device_archs,
     single_arch,
     stage,
@@ -233,7 +234,7 @@ def run_doctor_stage(opts: ValidateOptions) -> tuple[dict[str, Any], dict[str, A
         )
     except Exception as exc:
         return _crash("doctor", exc, t0), None
-    status = PASS if report.get("ok") else FAIL
+    status = PASS if report.get("passed") else FAIL
     return stage("doctor", status, time.monotonic() - t0, report.get("verdict", "")), report
 
 
@@ -621,7 +622,7 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
     framework = out.get("framework") or {"summary": None, "note": "--skip-framework"}
     passed, line = verdict(stages_run)
     archs = device_archs(doctor)
-    return {
+    report = {
         "schema": SCHEMA,
         "rocmstack_version": __version__,
         "created": started.isoformat(timespec="seconds"),
@@ -647,3 +648,4 @@ def run_in_place(options: ValidateOptions, progress: Progress = lambda msg: None
             "note": framework["note"],
         },
     }
+    return ValidateReport.produce(report).wire()

@@ -17,9 +17,10 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from rocmstack.bench import report as bench_report
+from rocmstack.doctor import report as doctor_report
 from rocmstack.doctor.report import DoctorReport
 from rocmstack.errors import InputError, printable
-from rocmstack.smoke.report import SmokeSummary
+from rocmstack.smoke.report import FrameworkSummary, SmokeSummary
 from rocmstack.status import Status, status_of
 from rocmstack.wire import Scalar, WireModel
 
@@ -119,10 +120,18 @@ class DoctorPart(WireModel):
 
 class SmokePart(WireModel):
     summary: SmokeSummary | None = None
+    dir: Scalar = None  # beside report.json: its metrics and plots
 
 
 class BenchPart(WireModel):
     report: bench_report.BenchReport | None = None
+    dir: Scalar = None
+
+
+class FrameworkPart(WireModel):
+    summary: FrameworkSummary | None = None
+    dir: Scalar = None
+    note: Scalar = None  # why it did not run
 
 
 class Image(WireModel):
@@ -143,9 +152,11 @@ class HostChecked(WireModel):
 
 
 class ValidateReport(WireModel):
-    """report.json: this package's stages around the doctor's, the smoke's and the bench's own reports."""
+    """report.json: this package's stages around the doctor's, the smoke's and the bench's own reports. The
+    in-place run builds it; the host writes its own facts over an image's (``produce(..., over=)``)."""
 
     schema_: Literal["rocmstack.validate/2"] = Field(alias="schema")
+    rocmstack_version: Scalar = None
     passed: bool
     verdict: str
     mode: str
@@ -161,8 +172,14 @@ class ValidateReport(WireModel):
     options: dict[str, Any] | None = None
     doctor: DoctorPart | None = None
     smoke: SmokePart | None = None
+    engine_smoke: dict[str, SmokeSummary | None] | None = None  # rollout engine -> its smoke's summary
     bench: BenchPart | None = None
+    framework: FrameworkPart | None = None
+    # written by the host of a run inside an image
+    sbom: dict[str, Any] | None = None
+    host_gpu_archs: list[str] | None = None
     host_checked: HostChecked | None = None
+    image_claimed: dict[str, Any] | None = None
 
 
 def _where(loc: tuple[int | str, ...]) -> str:
@@ -170,16 +187,17 @@ def _where(loc: tuple[int | str, ...]) -> str:
 
 
 def upgraded(data: object) -> object:
-    """A report in this schema: an EARLIER one's skipped stage "skipped" as "skip" and its smoke criteria's
-    boolean "passed" as their status; and, of either schema, the bench report through the bench's own reader
-    (an image of this schema may have written an earlier bench report). Only those spellings move: any other
-    status (an image's "ok", true) stays and fails as given. Tolerant of any JSON; anything of neither schema
-    comes back as it is."""
+    """A report in this schema: an EARLIER one's skipped stage "skipped" as "skip" and the boolean "passed"
+    of its smokes' criteria (the GRPO smoke's, each engine smoke's, the framework's) as their status; and,
+    of either schema, the bench's and the doctor's reports through their own readers (an image of this
+    schema may have written an earlier one). Only those spellings move: any other status (an image's "ok",
+    true) stays and fails as given. Tolerant of any JSON; anything of neither schema comes back as it is."""
     if not isinstance(data, dict) or data.get("schema") not in (SCHEMA, EARLIER):
         return data
-    bench = data.get("bench")
-    if isinstance(bench, dict) and "report" in bench:
-        data = {**data, "bench": {**bench, "report": bench_report.upgrade(bench["report"])}}
+    for part, upgrade in (("bench", bench_report.upgrade), ("doctor", doctor_report.upgrade)):
+        carried = data.get(part)
+        if isinstance(carried, dict) and "report" in carried:
+            data = {**data, part: {**carried, "report": upgrade(carried["report"])}}
     if data["schema"] != EARLIER:
         return data
     out: dict[str, Any] = {**data, "schema": SCHEMA}
@@ -188,12 +206,20 @@ def upgraded(data: object) -> object:
             {**s, "status": SKIP.value} if isinstance(s, dict) and s.get("status") == "skipped" else s
             for s in out["stages"]
         ]
-    smoke = out.get("smoke")
-    summary = smoke.get("summary") if isinstance(smoke, dict) else None
-    if isinstance(smoke, dict) and isinstance(summary, dict) and isinstance(summary.get("criteria"), list):
-        criteria = [_criterion(c) for c in summary["criteria"]]
-        out["smoke"] = {**smoke, "summary": {**summary, "criteria": criteria}}
+    for part in ("smoke", "framework"):
+        carried = out.get(part)
+        if isinstance(carried, dict) and "summary" in carried:
+            out[part] = {**carried, "summary": _judged(carried["summary"])}
+    if isinstance(out.get("engine_smoke"), dict):
+        out["engine_smoke"] = {name: _judged(summary) for name, summary in out["engine_smoke"].items()}
     return out
+
+
+def _judged(summary: Any) -> Any:
+    """A summary whose criteria judged with a boolean "passed" (schema 1), with their status instead."""
+    if not isinstance(summary, dict) or not isinstance(summary.get("criteria"), list):
+        return summary
+    return {**summary, "criteria": [_criterion(c) for c in summary["criteria"]]}
 
 
 def _criterion(c: Any) -> Any:

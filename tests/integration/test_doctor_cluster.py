@@ -257,9 +257,9 @@ def test_every_node_reports(cluster):
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err
     report = json.loads(out)
-    assert report["mode"] == "cluster" and report["ok"]
+    assert report["mode"] == "cluster" and report["passed"]
     assert len(report["nodes"]) == 3
-    assert {n["state"] for n in report["nodes"]} == {"ok"}
+    assert {n["state"] for n in report["nodes"]} == {"passed"}
     assert len({n["label"] for n in report["nodes"]}) == 3
     for node in report["nodes"]:
         ids = [c["id"] for c in node["report"]["checks"]]
@@ -307,7 +307,7 @@ def test_a_node_dying_mid_run_is_reported(cluster, tmp_path):
     assert proc.returncode == 1, err
     report = json.loads(out)
     states = sorted(n["state"] for n in report["nodes"])
-    assert states == ["died", "ok", "ok", "ok"], report["nodes"]
+    assert states == ["died", "passed", "passed", "passed"], report["nodes"]
     dead = next(n for n in report["nodes"] if n["state"] == "died")
     assert dead["report"] is None and dead["error"]
     assert "died" in report["verdict"]

@@ -155,7 +155,7 @@ def _within(seconds: float, fn: Callable, *args):
 def test_links_swapped_in_a_loop_never_steer_the_textfile(area):
     folder, secret, dangling = _setup(area)
     before = secret.stat()
-    report = {"host": "n1", "started_at": "2026-11-30T10:00:00+00:00", "ok": True, "checks": []}
+    report = {"host": "n1", "started_at": "2026-11-30T10:00:00+00:00", "passed": True, "checks": []}
     outcomes = {"written": 0, "refused": 0}
 
     def work() -> None:

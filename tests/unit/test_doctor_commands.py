@@ -46,7 +46,7 @@ def test_fast_json_exit_zero_and_junit(tmp_path):
     junit = tmp_path / "doctor.xml"
     result = run_cli("doctor", "--fast", "--json", "--junit", str(junit), "--expect-gpus", "0")
     assert result.code == 0, result.err
-    assert json.loads(result.out)["schema"] == "rocmstack.doctor/1"
+    assert json.loads(result.out)["schema"] == "rocmstack.doctor/2"
     assert ET.parse(junit).getroot().tag == "testsuites"
 
 

@@ -31,6 +31,7 @@ from rocmstack.doctor.history import (
     append_run,
     check_history_dir,
     load_runs,
+    parse_line,
     read_history,
 )
 from rocmstack.doctor.report import render_markdown, render_table
@@ -115,6 +116,22 @@ DAMAGED = [
     b'{"schema": "rocmstack.doctor-history/1", "figures": []}',
     b"\xff\xfe not utf-8",
 ]
+
+
+def test_a_line_an_earlier_release_wrote_reads_with_its_verdict_as_passed(tmp_path):
+    # the history outlives an upgrade: schema 1 named the verdict "ok"
+    earlier = {"schema": "rocmstack.doctor-history/1", "started_at": "t", "ok": False, "figures": {"x": 1.0}}
+    assert parse_line(json.dumps(earlier).encode()) == {
+        "schema": SCHEMA,
+        "started_at": "t",
+        "passed": False,
+        "figures": {"x": 1.0},
+    }
+    host = socket.gethostname()
+    (tmp_path / f"{host}.jsonl").write_text(json.dumps(earlier) + "\n")
+    append_run(tmp_path, {**REPORT, "host": host, "passed": True})
+    runs = read_history(tmp_path, host).runs
+    assert [r["passed"] for r in runs] == [False, True] and not any("ok" in r for r in runs)
 
 
 def test_each_damaged_line_is_one_warning_and_the_runs_around_it_still_count(tmp_path):

@@ -12,7 +12,7 @@ def _report(**extra) -> dict:
     return {
         "host": "<node>",
         "verdict": "NOT READY: gpu-ecc",
-        "ok": False,
+        "passed": False,
         "options": {"level": 4},
         "checks": [{"id": "gpu-ecc", "status": "fail", "summary": "<script>x</script>", "fix": "RMA"}],
         **extra,

@@ -22,7 +22,7 @@ def _report(**extra) -> dict:
         "host": 'node"1\\',
         "started_at": "2026-11-30T10:00:00+00:00",
         "seconds": 4.5,
-        "ok": False,
+        "passed": False,
         "checks": [{"id": "gpu-ecc", "group": "host", "status": "fail"}],
         **extra,
     }

@@ -9,10 +9,20 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from pydantic import ValidationError
 from rich.console import Console
 
 from rocmstack.doctor.model import SCHEMA
-from rocmstack.doctor.report import CheckRow, DoctorReport, render_junit, render_markdown, render_table
+from rocmstack.doctor.report import (
+    CheckRow,
+    ClusterNode,
+    ClusterReport,
+    DoctorReport,
+    render_junit,
+    render_markdown,
+    render_table,
+    upgrade,
+)
 from rocmstack.doctor.runner import run_doctor, verdict_line
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "rocmstack" / "doctor" / "schema.json"
@@ -49,12 +59,96 @@ def test_schema_is_versioned_and_validates(report):
         jsonschema.validate(broken, schema)
 
 
-def test_the_model_readers_index_takes_a_real_run_and_names_only_what_the_schema_requires(report):
+def test_the_model_the_doctor_builds_is_the_published_schema(report):
     DoctorReport.model_validate(json.loads(json.dumps(report)))
     defs = json.loads(SCHEMA_FILE.read_text())["$defs"]
-    # the doctor's two descriptions of one report agree: what readers index, the published schema requires
-    assert set(DoctorReport.model_fields) <= set(defs["node"]["required"])
-    assert set(CheckRow.model_fields) <= set(defs["check"]["required"])
+    # the doctor's two descriptions of one report agree: every key the model lets the producer write is
+    # published, and every published key is the model's (a key added to one alone fails here)
+    pairs = [(DoctorReport, "node"), (ClusterReport, "cluster"), (CheckRow, "check")]
+    for model, name in pairs:
+        assert model.declared() == set(defs[name]["properties"]), name
+    node = defs["cluster"]["properties"]["nodes"]["items"]
+    assert ClusterNode.declared() == set(node["properties"])
+    # what a reader cannot do without is what the schema requires
+    for model, name in pairs:
+        required = {f.alias or n for n, f in model.model_fields.items() if f.is_required()}
+        assert required <= set(defs[name]["required"]), name
+
+
+def test_the_producer_refuses_a_key_the_schema_does_not_publish(report):
+    with pytest.raises(TypeError, match="DoctorReport declares no field 'ok'"):
+        DoctorReport.produce({**report, "ok": True})
+    with pytest.raises(ValidationError):
+        DoctorReport.produce({**report, "passed": "yes"})  # a verdict is a boolean, never coerced
+
+
+@pytest.mark.parametrize(
+    ("earlier", "now"),
+    [
+        # the doctor's verdict before schema 2, in a node's report
+        ({"schema": "rocmstack.doctor/1", "ok": False, "judged": 0}, {"passed": False, "judged": 0}),
+        (
+            {
+                "schema": "rocmstack.doctor/1",
+                "mode": "cluster",
+                "ok": True,
+                "nodes": [
+                    {"state": "ok", "report": {"schema": "rocmstack.doctor/1", "ok": True, "checks": []}},
+                    {
+                        "state": "ok",
+                        "report": {"ok": True, "checks": [], "facts": {}},
+                    },  # --only cluster checks
+                    {"state": "died", "report": None},
+                ],
+            },
+            {
+                "mode": "cluster",
+                "passed": True,
+                "nodes": [
+                    {"state": "passed", "report": {"schema": SCHEMA, "passed": True, "checks": []}},
+                    {"state": "passed", "report": {"passed": True, "checks": [], "facts": {}}},
+                    {"state": "died", "report": None},
+                ],
+            },
+        ),
+    ],
+)
+def test_a_report_of_the_earlier_schema_reads_with_its_verdict_as_passed(earlier, now):
+    assert upgrade(earlier) == {"schema": SCHEMA, **now}
+    assert upgrade(upgrade(earlier)) == upgrade(earlier)
+    # anything else is left as it is: a reader's own checks judge it
+    for other in ({"schema": "rocmstack.doctor/9", "ok": True}, ["ok"], None):
+        assert upgrade(other) == other
+
+
+def _doctor_reports() -> list[Path]:
+    found = sorted((SCHEMA_FILE.parents[2] / "docs" / "evidence").glob("**/*.json"))
+    return [p for p in found if '"rocmstack.doctor/' in p.read_text()[:200_000] and _is_doctor(p)]
+
+
+def _is_doctor(path: Path) -> bool:
+    data = json.loads(path.read_text())
+    return isinstance(data, dict) and str(data.get("schema", "")).startswith("rocmstack.doctor/")
+
+
+@pytest.mark.parametrize("path", _doctor_reports(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_committed_doctor_report_reads_with_its_verdict_as_passed(path):
+    earlier = json.loads(path.read_text())
+    now = upgrade(earlier)
+    model = ClusterReport if now.get("mode") == "cluster" else DoctorReport
+    read = model.model_validate(now)
+    assert read.passed is earlier.get("ok", earlier.get("passed"))
+    if model is ClusterReport:
+        assert all(n.state != "ok" for n in read.nodes)
+
+
+def test_the_earlier_schemas_verdict_is_read_from_a_committed_report():
+    # a level-2 run on an H200 (2026-12-04), written in schema 1
+    path = SCHEMA_FILE.parents[2] / "docs/evidence/doctor-options-by-level-h200-2026-12-04/level2.json"
+    earlier = json.loads(path.read_text())
+    assert earlier["schema"] == "rocmstack.doctor/1" and "ok" in earlier
+    now = DoctorReport.model_validate(upgrade(earlier))
+    assert now.passed is earlier["ok"] and "ok" not in now.model_dump()
 
 
 def test_table_groups_and_fix(report):
@@ -156,7 +250,7 @@ def test_a_cluster_report_prints_node_text_escaped():
         "address": evil,
         "seconds": 1.0,
         "check_ids": ["gpu-count"],
-        "ok": False,
+        "passed": False,
         "verdict": "NOT READY",
         "nodes": [
             {

@@ -36,7 +36,7 @@ def test_fast_skips_torch_and_ray_probes():
     assert report["not_run"]["torch"].startswith("skipped by --fast")
     assert report["not_run"]["ray"].startswith("skipped by --fast")
     assert "torch" not in report["timings"] and "ray" not in report["timings"]
-    assert report["ok"]  # a CPU machine passes when it is expected to have no GPU
+    assert report["passed"]  # a CPU machine passes when it is expected to have no GPU
 
 
 def test_platform_names_each_gpus_arch_from_the_kfd_topology(tmp_path):
@@ -72,7 +72,7 @@ def test_a_crashing_check_is_an_error_not_a_crash(monkeypatch):
     report = run_doctor(DoctorOptions(fast=True, only=("nofile-limit",)))
     assert report["checks"][0]["status"] == "error"
     assert "ZeroDivisionError: bug" in report["checks"][0]["summary"]
-    assert not report["ok"]
+    assert not report["passed"]
 
 
 def test_negative_expectation_is_input_error():
@@ -92,7 +92,7 @@ def test_a_run_that_judged_nothing_says_so_and_exits_5(tmp_path):
     report = json.loads(result.out)
     total = len(report["checks"])
     assert report["verdict"] == f"NOTHING JUDGED: 0 of {total} checks judged ({total} over the budget)"
-    assert report["ok"] is False and report["judged"] == 0
+    assert report["passed"] is False and report["judged"] == 0
     # every case skipped reads as green to a CI: the run itself is one failing case
     (failure,) = ET.parse(junit).getroot().iter("failure")
     assert failure.get("type") == "nothing-judged" and failure.get("message") == report["verdict"]
@@ -108,7 +108,7 @@ def test_only_checks_that_all_skip_judge_nothing(tmp_path):
     report = run_doctor(DoctorOptions(fast=True, only=("net-ibv-devinfo",), sysfs_root=tmp_path))
     assert report["checks"][0]["status"] == "skip"
     assert report["verdict"] == "NOTHING JUDGED: 0 of 1 checks judged (1 skip)"
-    assert (report["ok"], report["judged"], exit_code(report)) == (False, 0, ExitCode.NOTHING_JUDGED)
+    assert (report["passed"], report["judged"], exit_code(report)) == (False, 0, ExitCode.NOTHING_JUDGED)
 
 
 def test_a_run_that_judged_some_checks_stays_ready_or_not_ready():
@@ -116,12 +116,13 @@ def test_a_run_that_judged_some_checks_stays_ready_or_not_ready():
     from rocmstack.errors import ExitCode
 
     report = run_doctor(DoctorOptions(fast=True, expect_gpus=0))
-    assert report["ok"] and report["judged"] > 0 and report["verdict"].startswith("READY (")
+    assert report["passed"] and report["judged"] > 0 and report["verdict"].startswith("READY (")
     assert exit_code(report) == ExitCode.OK
     counts = {"pass": 0, "warn": 0, "fail": 1, "error": 0, "skip": 3}
     assert verdict_line(counts, ["gpu-count"], over=3) == "NOT READY: gpu-count (1 fail, 3 skip)"
-    assert exit_code({"ok": False, "judged": 1}) == ExitCode.FAILED
-    assert exit_code({"ok": False, "mode": "cluster"}) == ExitCode.FAILED  # no "judged": by "ok" alone
+    assert exit_code({"passed": False, "judged": 1}) == ExitCode.FAILED
+    # a cluster report has no "judged": it is judged by "passed" alone
+    assert exit_code({"passed": False, "mode": "cluster"}) == ExitCode.FAILED
     mixed = {"pass": 0, "warn": 0, "fail": 0, "error": 0, "skip": 5}
     assert (
         verdict_line(mixed, [], over=2) == "NOTHING JUDGED: 0 of 5 checks judged (2 over the budget, 3 skip)"

@@ -69,7 +69,7 @@ def test_check_all_in_a_lab_checks_the_labs_recipes_only(cli, lab):
     (lab / "lab-old-vllm.yaml").write_text(FAILING)
     res = cli("--recipes-dir", str(lab), "check", "--all", "--offline", "--json")
     assert res.code == 1, res.err
-    runs = {(r["recipe"], ";".join(r["gpu_archs"])): r["ok"] for r in json.loads(res.out)}
+    runs = {(r["recipe"], ";".join(r["gpu_archs"])): r["passed"] for r in json.loads(res.out)}
     assert runs[("lab-old-vllm", "gfx942;gfx950")] is False
     assert runs[("lab-verl", "gfx950")] is True
     assert {name for name, _ in runs} == _labs(cli, lab)  # rocmstack's own recipes are not the lab's CI

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rocmstack import cli as cli_module
+from rocmstack import locking
 from rocmstack.resolver import closure as closure_module
 from rocmstack.resources import self_requirements
 from tests.conftest import ROOT
@@ -192,7 +193,7 @@ def test_ctrl_c_during_lock_all_leaves_every_previous_lock(tmp_path, monkeypatch
             raise KeyboardInterrupt
         return closure_module.Closure(packages=(), git={}, rocmstack_requirements=tuple(self_requirements()))
 
-    monkeypatch.setattr(closure_module, "closure", fake_closure)
+    monkeypatch.setattr(locking, "closure", fake_closure)  # the lock run's resolver
     with pytest.raises(SystemExit) as exc:
         cli_module.main(["lock", "--all", "--recipes-dir", str(folder), "--output", str(out)])
     assert exc.value.code == 130 and calls == ["a-tiny", "b-tiny"]

@@ -33,7 +33,7 @@ def test_check_passes_a_shipped_recipe_with_one_row_per_rule(cli):
     res = cli("check", NAME, "--json")
     assert res.code == 0, res.err
     (run,) = json.loads(res.out)
-    assert run["ok"] and run["gpu_archs"] == ["gfx942", "gfx950"]
+    assert run["passed"] and run["gpu_archs"] == ["gfx942", "gfx950"]
     row = {r["id"]: r for r in run["results"]}["verl-vllm-floor"]
     assert row["status"] == "pass" and row["source"] == "https://github.com/verl-project/verl/pull/7190"
     assert set(row) == {"id", "status", "severity", "reason", "fix", "source", "description"}

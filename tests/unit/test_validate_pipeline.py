@@ -232,7 +232,7 @@ def test_doctor_only_run_on_this_cpu_node(tmp_path):
     )
     assert ok["schema"] == pipeline.SCHEMA and ok["mode"] == "in-place"
     assert ok["passed"] and ok["verdict"] == "PASS: doctor (smoke, bench skipped)"
-    assert ok["doctor"]["report"]["ok"] and ok["smoke"]["summary"] is None
+    assert ok["doctor"]["report"]["passed"] and ok["smoke"]["summary"] is None
     assert sorted(p.name for p in earlier.iterdir()) == []  # write_all adds this run's report.*
     assert ok["doctor"]["report"]["options"]["level"] == 1  # level 2 (active probes) only where GPUs are
     bad = run_in_place(

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from rocmstack.bench.report import upgrade
+from rocmstack.doctor.report import upgrade as doctor_upgrade
 from rocmstack.errors import InputError
+from rocmstack.status import status_of
 from rocmstack.validate.report import load, png_data_uri, render_html, render_markdown, write_all
 from rocmstack.validate.schema import SCHEMA, parse_report, verdict
 
@@ -43,11 +45,35 @@ def test_an_earlier_report_reads_as_this_schema_with_only_the_skip_spelling_move
     assert {k: v for k, v in summary.items() if k != "criteria"} == {
         k: v for k, v in recorded.items() if k != "criteria"
     }
-    moved = ("schema", "stages", "bench", "smoke")
+    # the doctor's report went through the doctor's reader: schema 1's verdict "ok" is "passed"
+    assert read["doctor"]["report"] == doctor_upgrade(raw["doctor"]["report"])
+    assert read["doctor"]["report"]["passed"] is raw["doctor"]["report"]["ok"]
+    assert "ok" not in read["doctor"]["report"]
+    # each engine smoke's criteria carry their status too, judged as recorded
+    for name, engine in read["engine_smoke"].items():
+        was = raw["engine_smoke"][name]["criteria"]
+        assert [c["status"] for c in engine["criteria"]] == [status_of(c["passed"]).value for c in was]
+    moved = ("schema", "stages", "bench", "smoke", "doctor", "engine_smoke")
     assert {k: v for k, v in read.items() if k not in moved} == {
         k: v for k, v in raw.items() if k not in moved
     }
     assert verdict(read["stages"]) == (raw["passed"], raw["verdict"])  # judged as the run judged itself
+
+
+def _validate_reports() -> list[Path]:
+    found = sorted(EVIDENCE.parents[1].glob("**/report.json"))
+    # a doctor's report may have the same name
+    return [p for p in found if json.loads(p.read_text()).get("schema", "").startswith("rocmstack.validate/")]
+
+
+@pytest.mark.parametrize("path", _validate_reports(), ids=lambda p: str(p.relative_to(EVIDENCE.parents[1])))
+def test_every_committed_validate_report_reads_as_this_schema(path):
+    raw = json.loads(path.read_text())
+    read = parse_report(raw, path.name)
+    assert read["passed"] is raw["passed"] and read["verdict"] == raw["verdict"]
+    doctor = (read.get("doctor") or {}).get("report")
+    if doctor is not None:
+        assert doctor["passed"] is (raw["doctor"]["report"].get("ok", doctor["passed"]))
 
 
 def test_an_earlier_report_keeps_a_status_that_was_never_ours_and_fails_on_it(h200_report):
