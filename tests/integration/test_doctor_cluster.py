@@ -270,7 +270,7 @@ def test_every_node_reports(cluster):
     render_cluster_table(report, console)
     text = console.export_text()
     assert "READY: 3 node(s) pass" in text and "gpu-count" in text
-    assert render_markdown(report).count("| ok |") == 3
+    assert render_markdown(report).count("| passed |") == 3
     assert render_junit(report).count("<testsuite ") == 3
 
 
