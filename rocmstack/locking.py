@@ -183,9 +183,9 @@ def lock(request: LockRequest, say: Callable[[str], None]) -> list[dict[str, Any
     """Resolve every lock of the run, then write them: a failure (or Ctrl-C) before the end leaves every
     lock as it was. Returns the rows ``lock --json`` prints."""
     planned, rows = plan_locks(request, say)
+    if request.out_dir and planned:
+        request.out_dir.mkdir(parents=True, exist_ok=True)
     for p in planned:
-        if request.out_dir:
-            request.out_dir.mkdir(parents=True, exist_ok=True)
         write_lock(p.dest, p.recipe, dict(p.entries), replace=not request.gpu_arch)
     return rows
 

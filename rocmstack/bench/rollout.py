@@ -593,15 +593,24 @@ def run_rollout(
     try:
         _measure(spec, shape, spec_bw, backend, tracked, tick_s, measured, results, engines, sync_results)
     except KeyboardInterrupt:
-        report = _report(
-            spec, shape, device_name, backend, arch, measured.get("bandwidth"), results, engines, sync_results
-        )
         interrupted = {"phase": phase[0], "rows": len(results)}
-        raise RolloutInterrupted(BenchReport.produce({**report, "interrupted": interrupted}).wire()) from None
-    report = _report(
+        raise RolloutInterrupted(
+            _report(
+                spec,
+                shape,
+                device_name,
+                backend,
+                arch,
+                measured.get("bandwidth"),
+                results,
+                engines,
+                sync_results,
+                interrupted=interrupted,
+            )
+        ) from None
+    return _report(
         spec, shape, device_name, backend, arch, measured["bandwidth"], results, engines, sync_results
     )
-    return BenchReport.produce(report).wire()
 
 
 def _measure(
@@ -690,9 +699,11 @@ def _report(
     results: list[dict[str, Any]],
     engines: list[dict[str, Any]],
     sync_results: list[dict[str, Any]],
+    interrupted: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """rollout.json, built as its model; ``interrupted``: where Ctrl-C stopped the run (the rows kept)."""
     dtype_bytes = DTYPES[spec.dtype]
-    return {
+    report = {
         "schema": SCHEMA,
         "kind": KIND,
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -737,3 +748,6 @@ def _report(
         "engines": engines,
         "weight_sync": sync_results,
     }
+    if interrupted is not None:
+        report["interrupted"] = interrupted
+    return BenchReport.produce(report).wire()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocmstack.doctor.figures import Figure, from_report
+from rocmstack.doctor.model import verdict_renamed
 from rocmstack.doctor.prometheus import check_private_dir
 from rocmstack.doctor.ras import RAS_CHECK
 from rocmstack.errors import InputError, printable
@@ -181,7 +182,7 @@ def parse_line(raw: bytes) -> dict | str:
     except ValueError as exc:  # an integer over Python's digit limit, NaN, Infinity
         return f"is not JSON ({str(exc)[:60]})"
     if isinstance(run, dict) and run.get("schema") == EARLIER:
-        run = {("passed" if k == "ok" else k): v for k, v in run.items()} | {"schema": SCHEMA}
+        run = verdict_renamed(run) | {"schema": SCHEMA}
     if not isinstance(run, dict) or run.get("schema") != SCHEMA:
         return f"is not a {SCHEMA} record"
     figures = run.get("figures")

@@ -20,6 +20,11 @@ SCHEMA = "rocmstack.doctor/2"  # bump the suffix on any incompatible change of t
 EARLIER = "rocmstack.doctor/1"
 
 
+def verdict_renamed(record: Mapping[str, Any]) -> dict[str, Any]:
+    """RECORD (a report, a node's facts, a history line) of schema 1 with its verdict ``ok`` as ``passed``."""
+    return {("passed" if k == "ok" else k): v for k, v in record.items()}
+
+
 @dataclass(frozen=True)
 class Result:
     status: Status

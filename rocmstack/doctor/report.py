@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from rocmstack.doctor.model import EARLIER, SCHEMA
+from rocmstack.doctor.model import EARLIER, SCHEMA, verdict_renamed
 from rocmstack.errors import printable
 from rocmstack.output import print_json, print_table, stdout
 from rocmstack.wire import Scalar, WireModel
@@ -116,7 +116,7 @@ def upgrade(report: Any) -> Any:
 
 
 def _renamed(report: dict[str, Any]) -> dict[str, Any]:
-    out = {("passed" if k == "ok" else k): v for k, v in report.items()}
+    out = verdict_renamed(report)
     if isinstance(out.get("nodes"), list):
         out["nodes"] = [_node(n) for n in out["nodes"]]
     return out
@@ -127,8 +127,9 @@ def _node(node: Any) -> Any:
         return node
     out = {**node, "state": "passed"} if node.get("state") == "ok" else dict(node)
     inner = out.get("report")
-    if isinstance(inner, dict) and inner.get("schema") in (EARLIER, None) and "ok" in inner:
-        out["report"] = _renamed({**inner, **({"schema": SCHEMA} if "schema" in inner else {})})
+    if isinstance(inner, dict):
+        # a node's report carries its schema; the facts a node sends for --only cluster checks carry none
+        out["report"] = upgrade(inner) if "schema" in inner else verdict_renamed(inner)
     return out
 
 
