@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rocmstack.errors import InputError, quoted
+from rocmstack.errors import InputError, printable, quoted
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -174,29 +174,33 @@ def check_output_file(path: Path, flag: str) -> None:
         )
 
 
-# A log or a pipe (CI) hears from a long command at least this often, whether or not a step ended.
+# A log or a pipe (CI) hears from a long command at least this often, whether or not a step ended: a runner
+# that ends silent jobs, or a reader, can tell a slow command from a hung one.
 HEARTBEAT_S = 30.0
 
 
 @contextlib.contextmanager
-def log_lines(label: str, every_s: float = HEARTBEAT_S) -> Iterator[Callable[[str], None]]:
+def log_lines(label: str, every_s: float | None = None) -> Iterator[Callable[[str], None]]:
     """For a stream that is no terminal: yields ``say(text)``, which prints ``LABEL: text`` on stderr; when
-    nothing was said for ``every_s``, a line says the command is still at its last news, with the time."""
+    nothing was said for ``every_s`` (default HEARTBEAT_S), a line says the command is still at its last
+    news, with the time."""
+    every = HEARTBEAT_S if every_s is None else every_s
     lock = threading.Lock()
     start = time.monotonic()
     last, news = [start], ["starting"]
     stop = threading.Event()
 
     def say(text: str) -> None:
+        text = printable(text)
         with lock:
             last[0], news[0] = time.monotonic(), text
             sys.stderr.write(f"{label}: {text}\n")
             sys.stderr.flush()
 
     def beat() -> None:
-        while not stop.wait(min(1.0, every_s / 2)):
+        while not stop.wait(min(1.0, every / 2)):
             with lock:
-                if time.monotonic() - last[0] >= every_s:
+                if time.monotonic() - last[0] >= every:
                     last[0] = time.monotonic()
                     sys.stderr.write(
                         f"{label}: still running after {time.monotonic() - start:.0f} s (last: {news[0]})\n"
@@ -210,3 +214,31 @@ def log_lines(label: str, every_s: float = HEARTBEAT_S) -> Iterator[Callable[[st
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+@contextlib.contextmanager
+def progress_lines(label: str) -> Iterator[Callable[[str], None]]:
+    """A long command's progress on stderr: yields ``say(text)``, printed as ``LABEL: text``. A terminal
+    sees each line as it comes; a log or a pipe also hears from the command at least every HEARTBEAT_S
+    (``log_lines``)."""
+    err = stderr()
+    if not err.is_terminal:
+        with log_lines(label) as say:
+            yield say
+        return
+    from rich.markup import escape
+
+    yield lambda text: err.print(f"[dim]{label}:[/dim] {escape(printable(text))}", highlight=False)
+
+
+@contextlib.contextmanager
+def waiting(console: Console, label: str, text: str) -> Iterator[None]:
+    """A step that says nothing until it ends (a push, a copy): a terminal shows TEXT beside a spinner; a log
+    or a pipe gets ``LABEL: TEXT`` and a still-running line at least every HEARTBEAT_S."""
+    if console.is_terminal:
+        with console.status(text):
+            yield
+        return
+    with log_lines(label) as say:
+        say(text)
+        yield

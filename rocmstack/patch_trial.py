@@ -229,14 +229,14 @@ def _component_trials(
             if version is None:
                 why = f"{name} pins {comp.version or 'no version'} and the lock holds none: lock the recipe first"
                 return [_skipped(p, why) for p in mine]
-            progress(f"patch test: {name}=={version}: downloading its wheel")
+            progress(f"{name}=={version}: downloading its wheel")
             tree, what = fetch_wheel(name, comp, version, resolved.recipe.base.python, root / name)
         else:
             entry = (locked or {}).get("git", {}).get(name) or {}
             commit = (
                 entry.get("commit") if (entry.get("ref"), entry.get("url")) == (comp.ref, comp.url) else None
             )
-            progress(f"patch test: {name}: fetching {comp.url} at {commit or comp.ref}")
+            progress(f"{name}: fetching {comp.url} at {commit or comp.ref}")
             tree, what = fetch_git(comp, commit, root / name)
     except FetchFailed as exc:
         why = f"the pinned source of {name} could not be fetched: {exc}"
@@ -256,7 +256,7 @@ def _component_trials(
             except FetchFailed as exc:
                 trials[p.id] = Trial(p.id, p.component, "fails", what, str(exc))
                 continue
-        progress(f"patch test: {p.id}: trying on {what}")
+        progress(f"{p.id}: trying on {what}")
         trials[p.id] = try_patch(p, base, specs, what, tree)
     return [trials[p.id] for p in mine]
 

@@ -28,7 +28,7 @@ from rocmstack.container.reference import parse_reference
 from rocmstack.contract import RECIPE_REVISION_LABEL, RECIPE_SOURCE_LABEL, RENDER_HASH_LABEL, SOURCE_LABEL
 from rocmstack.errors import BuildError, EngineError, InputError, quoted
 from rocmstack.host import host_info
-from rocmstack.output import dumps
+from rocmstack.output import dumps, log_lines
 from rocmstack.render.context import source_revision
 
 if TYPE_CHECKING:
@@ -436,6 +436,24 @@ def run_engine(plan: Plan, console: Console) -> RunResult:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     printer = _progress_printer(console)
+    if (
+        not console.is_terminal
+    ):  # a log or a pipe: each step as it starts and ends, a line at least every 30 s
+        with log_lines("build") as say:
+
+            def said(event: Event) -> None:
+                if event.kind == "start":
+                    say(f"step {event.step.index}/{event.step.total}: {event.step.instruction[:100]}")
+                else:
+                    printer(event)
+
+            return run_logged(
+                plan.command,
+                log_path=plan.log,
+                progress=plan.engine.progress,
+                timeout_s=BUILD_TIMEOUT_S,
+                on_event=said,
+            )
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),

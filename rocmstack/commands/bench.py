@@ -6,7 +6,6 @@ torch, transformers and the engines are imported inside the commands, so `rocmst
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -15,7 +14,7 @@ from rich.markup import escape
 
 from rocmstack.bench.report import check_rates, upgrade
 from rocmstack.bench.rollout import ENGINES  # what --rollout takes, derived from the rollout catalogue
-from rocmstack.errors import CheckFailed, InputError, Interrupted, quoted
+from rocmstack.errors import CheckFailed, InputError, Interrupted, printable, quoted
 from rocmstack.options import (
     BASELINE,
     DEVICE,
@@ -27,7 +26,16 @@ from rocmstack.options import (
     parse_duration,
     renamed,
 )
-from rocmstack.output import check_output_file, dumps, print_json, print_table, stderr, stdout, warn
+from rocmstack.output import (
+    check_output_file,
+    dumps,
+    log_lines,
+    print_json,
+    print_table,
+    stderr,
+    stdout,
+    warn,
+)
 from rocmstack.status import Status
 
 # Defaults per device. A GPU runs the shape and batches rollouts use; a CPU runs a small real shape at
@@ -92,11 +100,9 @@ def plan(
     )
 
 
-def _progress_sink(console: Any, status: Any) -> Callable[[str], None]:
-    """A terminal gets a live status line; a pipe or a log gets one line per message (tokens throttled)."""
-    if console.is_terminal:
-        return lambda msg: status.update(f"bench rollout: {escape(msg)}")
-    return lambda msg: console.print(f"bench rollout: {msg}", markup=False, highlight=False)
+def _status_line(status: Any) -> Callable[[str], None]:
+    """A terminal's live status line."""
+    return lambda msg: status.update(f"bench rollout: {escape(printable(msg))}")
 
 
 def _resolve_device(device: str) -> str:
@@ -320,8 +326,12 @@ def rollout(
         highlight=False,
     )
     try:
-        with console.status("bench rollout") if console.is_terminal else nullcontext() as status:
-            report = run_rollout(spec, progress=_progress_sink(console, status), tick_s=TICK_S)
+        if console.is_terminal:
+            with console.status("bench rollout") as status:
+                report = run_rollout(spec, progress=_status_line(status), tick_s=TICK_S)
+        else:  # a log or a pipe: a line per message (tokens throttled), and one at least every 30 s
+            with log_lines("bench rollout") as say:
+                report = run_rollout(spec, progress=say, tick_s=TICK_S)
     except RolloutInterrupted as stop:
         _keep_interrupted(stop.report, output, json_out)
     if base is not None:

@@ -652,28 +652,24 @@ def options(args: DoctorArgs) -> tuple[DoctorOptions, float | None]:
 
 def run_checks(opts: DoctorOptions, args: DoctorArgs, cluster_timeout_s: float | None, count: int) -> dict:
     """The report of this node's run, or with --ray-address of the cluster's; progress on stderr."""
-    from rocmstack.output import stderr
+    from rocmstack.output import progress_lines, stderr
 
-    err = stderr()
     ray_address = args.level3.ray_address
     if ray_address:
         from rocmstack.doctor.cluster import run_cluster
 
         # Ray's driver threads print node events on stdout; keep it for the report
-        with _stdout_to_stderr():
-            return run_cluster(
-                opts,
-                ray_address,
-                timeout=cluster_timeout_s,
-                progress=lambda msg: err.print(f"[dim]doctor:[/dim] {msg}"),
-            )
+        with _stdout_to_stderr(), progress_lines("doctor") as say:
+            return run_cluster(opts, ray_address, timeout=cluster_timeout_s, progress=say)
     from rocmstack.doctor.runner import run_doctor
 
     out = args.output
     interactive = not (out.json_out or out.markdown or args.fleet.slurm) and sys.stderr.isatty()
-    progress = (lambda msg: err.print(f"[dim]doctor:[/dim] {msg}")) if opts.level > 1 else None
-    if interactive and opts.level == 1:
-        with err.status(f"running {count} checks..."):
+    if opts.level == 1:  # seconds: no progress lines
+        if interactive:
+            with stderr().status(f"running {count} checks..."):
+                return run_doctor(opts)
+        with _stdout_to_stderr():
             return run_doctor(opts)
-    with _stdout_to_stderr():  # Ray and NCCL may print on stdout; keep it for the report
-        return run_doctor(opts, progress=progress)
+    with _stdout_to_stderr(), progress_lines("doctor") as say:  # Ray and NCCL may print on stdout
+        return run_doctor(opts, progress=say)

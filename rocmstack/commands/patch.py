@@ -21,10 +21,6 @@ from rocmstack.options import (
 )
 
 
-def _say(line: str) -> None:
-    sys.stderr.write(line + "\n")
-
-
 def register(app: typer.Typer) -> None:
     patch_app = typer.Typer(
         name="patch", help="Test a recipe's patches before the build; make a patch spec from a diff.",
@@ -50,7 +46,7 @@ def register(app: typer.Typer) -> None:
         which only the build has)."""
         from rocmstack.errors import printable
         from rocmstack.lock.file import arch_key, entry_of, lock_path
-        from rocmstack.output import print_json
+        from rocmstack.output import print_json, progress_lines
         from rocmstack.patch_trial import only_these, summarize, trial
         from rocmstack.patches import chosen_patches_dir, load_patches, select
         from rocmstack.recipe.load import load_recipe
@@ -62,7 +58,8 @@ def register(app: typer.Typer) -> None:
         chosen = select(model.patches, load_patches(folder), dict(model.components), str(path))
         chosen = only_these(list(split_ids(only)), chosen)
         entry = entry_of(lock_path(path), arch_key(resolved.gpu_archs))
-        trials = trial(resolved, chosen, entry, _say)
+        with progress_lines("patch test") as say:
+            trials = trial(resolved, chosen, entry, say)
         code, counts, verdict = summarize(trials)
         if json_out:
             rows = [t.as_dict() for t in trials]

@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
         Give the job's command after `--`, exactly as it is launched; its parallelism, engine, dtype,
         quantization and environment are kept; the model, data, step count, loggers and checkpoints are
         replaced. Exit 0 when the step ran, 1 when it failed (with the failing process and its error)."""
-        from rocmstack.output import print_json, stderr
+        from rocmstack.output import print_json, progress_lines
         from rocmstack.preflight.adapters import engine_args_argv
         from rocmstack.preflight.runner import PreflightRequest, run_preflight
 
@@ -114,12 +114,12 @@ def register(app: typer.Typer) -> None:
             import tempfile
 
             work_dir = Path(tempfile.mkdtemp(prefix="rocmstack-preflight-"))
-        err = stderr()
         req = PreflightRequest(
             tuple(argv), work_dir.resolve(), framework, model_config, job_env, limit, layers, dry_run,
             tuple(advisories_dir),
         )  # fmt: skip
-        report = run_preflight(req, progress=lambda m: err.print(f"[dim]{m}[/dim]", highlight=False))
+        with progress_lines("preflight") as say:
+            report = run_preflight(req, progress=say)
         if json_out:
             print_json(report)
         else:

@@ -115,13 +115,16 @@ def register(app: typer.Typer) -> None:
         report: Path | None = REPORT_OLD,
     ) -> None:
         """Run the image's RL framework's own short loop as the recipe declares; exit 0 on a passing verdict."""
+        from rocmstack.output import progress_lines
         from rocmstack.smoke import framework
 
         work_dir = renamed(output, report, "--report", "--output")
         limit = parse_duration(timeout, "--timeout") if timeout is not None else None
-        summary = framework.run_command(
-            recipe, overrides, work_dir, steps=steps, timeout_s=limit, allow_command=allow_command
-        )
+        with progress_lines("smoke framework") as say:
+            summary = framework.run_command(
+                recipe, overrides, work_dir, steps=steps, timeout_s=limit, allow_command=allow_command,
+                progress=say,
+            )  # fmt: skip
         if json_out:
             from rocmstack.output import print_json
 

@@ -11,10 +11,6 @@ from rocmstack.errors import InputError, quoted
 from rocmstack.options import JSON_OPT, TIMEOUT, parse_duration
 
 
-def _say(line: str) -> None:
-    sys.stderr.write(line + "\n")
-
-
 def register(app: typer.Typer) -> None:
     @app.command("soak", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     def soak_cmd(
@@ -30,20 +26,21 @@ def register(app: typer.Typer) -> None:
 
         Exit 0 when no run failed, 1 when some did (each named with its checks)."""
         from rocmstack.doctor.soak import soak
-        from rocmstack.output import print_json
+        from rocmstack.output import print_json, progress_lines
 
         if runs < 1:
             raise InputError(f"--runs {runs} is below 1", fix="give a number of runs, e.g. 50")
         args = list(ctx.args)
         if "--json" in args:
             raise InputError(f"{quoted('--json')} after `--` is the soak's own", fix="put --json before `--`")
-        result = soak(
-            args,
-            runs,
-            timeout=parse_duration(timeout, "--timeout"),
-            interval_s=parse_duration(interval, "--interval"),
-            progress=_say,
-        )
+        with progress_lines("soak") as say:
+            result = soak(
+                args,
+                runs,
+                timeout=parse_duration(timeout, "--timeout"),
+                interval_s=parse_duration(interval, "--interval"),
+                progress=say,
+            )
         data = result.as_dict()
         if json_out:
             print_json(data)

@@ -132,18 +132,13 @@ def register(app: typer.Typer) -> None:
         _finish(result, report, json_out)
 
 
-def _progress():
-    from rocmstack.output import stderr
-
-    err = stderr()
-    return lambda msg: err.print(f"[dim]validate:[/dim] {escape(msg)}", highlight=False)
-
-
 def _in_place(opts: ValidateOptions) -> dict:
+    from rocmstack.output import progress_lines
     from rocmstack.validate.pipeline import run_in_place
     from rocmstack.validate.report import write_all
 
-    result = run_in_place(opts, progress=_progress())
+    with progress_lines("validate") as say:
+        result = run_in_place(opts, progress=say)
     write_all(result, opts.report_dir)
     return result
 
@@ -189,15 +184,12 @@ def _in_container(
         else:
             sys.stdout.write(shown.shell() + "\n")
         return None
-    return container.validate_image(plan, opts, on_line=_echo())  # stderr: stdout stays JSON with --json
+    from rocmstack.output import progress_lines
 
-
-def _echo():
-    from rocmstack.output import stderr
-
-    err = stderr()
-    # The image's output is untrusted: no control character (a terminal escape) reaches the terminal.
-    return lambda line: err.print(f"image | {printable(line)}", markup=False, highlight=False)
+    # stderr: stdout stays JSON with --json; the image's lines are untrusted, and say() prints no control
+    # character (a terminal escape) of theirs
+    with progress_lines("validate") as say:
+        return container.validate_image(plan, opts, on_line=lambda line: say(f"image | {line}"))
 
 
 def _finish(result: dict, report_dir: Path, json_out: bool) -> None:

@@ -105,11 +105,11 @@ def soak(
     t0 = time.monotonic()
     for i in range(1, runs + 1):
         left = (time.monotonic() - t0) / (i - 1) * (runs - i + 1) if i > 1 else None
-        progress(f"soak: run {i}/{runs}" + (f" (about {left:.0f} s left)" if left is not None else ""))
+        progress(f"run {i}/{runs}" + (f" (about {left:.0f} s left)" if left is not None else ""))
         run = one_run(i, args, timeout)
         if run.failures or run.problem:
             what = ", ".join(c for c, _ in run.failures) or run.problem
-            progress(f"soak: run {i}: false failure: {what}")
+            progress(f"run {i}: false failure: {what}")
         done.append(run)
     counts = Counter(c for r in done for c, _ in r.failures)
     return SoakResult(tuple(args), tuple(done), interval_s, dict(counts.most_common()))

@@ -223,7 +223,7 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
     adapter = choose(req.argv, req.framework)
     config = _model_config(req, adapter.model_of(req.argv))
     req.work_dir.mkdir(parents=True, exist_ok=True)
-    progress(f"preflight: {adapter.name}: writing a {req.layers}-layer model of the job's architecture")
+    progress(f"{adapter.name}: writing a {req.layers}-layer model of the job's architecture")
     t0 = time.monotonic()
     inputs, shrunk = make_inputs(req, adapter, config)
     step = adapter.rewrite(req.argv, inputs)
@@ -259,7 +259,7 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
         report.update(passed=None, verdict="NOT RUN (--dry-run)")
         return dict(scrub(report, secrets))
     log = req.work_dir / LOG_NAME
-    progress(f"preflight: running {adapter.name}'s own launcher for one step (log {log})")
+    progress(f"running {adapter.name}'s own launcher for one step (log {log})")
     run = (
         _serve(step, adapter.name, inputs.port, env, req, log)
         if step.kind == "server"

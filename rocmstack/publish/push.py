@@ -16,6 +16,7 @@ from rocmstack.container import engine as engines
 from rocmstack.container.engine import Engine, Which
 from rocmstack.contract import RENDER_HASH_LABEL
 from rocmstack.errors import CheckFailed, EngineError, printable
+from rocmstack.output import waiting
 
 
 def guard_verdict(
@@ -104,7 +105,7 @@ def push_tags(
             console.print(f"  {ref}: already in the registry with this render hash, not pushed again")
             pushed.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
             continue
-        with console.status(f"pushing {ref} (layers of tens of GB take a while) ..."):
+        with waiting(console, "publish", f"pushing {ref} (layers of tens of GB take a while) ..."):
             out = engine.push(ref, image_id)
         if out.returncode != 0:
             raise EngineError(
@@ -151,7 +152,7 @@ def copy_by_digest(
             results.append({"ref": ref, "pushed": False, "reason": "exists with the same render hash"})
             continue
         # remote_labels above needed skopeo too (podman), so the copy below has it.
-        with console.status(f"copying {source} -> {ref} ..."):
+        with waiting(console, "publish", f"copying {source} -> {ref} ..."):
             out = engine.copy(source, ref)
         if out.returncode != 0:
             raise EngineError(

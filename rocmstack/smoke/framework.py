@@ -18,7 +18,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 from rocmstack.advisories.match import known_causes
 from rocmstack.contract import LOCK_PATH
 from rocmstack.errors import InputError, printable
-from rocmstack.output import dumps, print_table, stderr, stdout, warn
+from rocmstack.output import dumps, print_table, stdout, warn
 from rocmstack.platform.tools import run_tool
 from rocmstack.recipe.load import load_recipe
 from rocmstack.recipe.model import FrameworkSmoke, MetricsSource
@@ -462,19 +462,14 @@ def run_command(
     steps: int | None = None,
     timeout_s: float | None = None,
     allow_command: bool = False,
+    progress: Callable[[str], None] = lambda _msg: None,
 ) -> dict[str, Any]:
     """``smoke framework``: read the declaration and the permission to run it (bad input stops here, exit 2),
     run it, judge it."""
     decl, name = declaration(recipe_name, overrides)
     check_recipe_command(name, allowed=allow_command, inside_image=in_image())
     work_dir = work_folder(report, name)
-    from rich.markup import escape
-
-    stderr().print(
-        f"[bold]framework[/bold] {escape(decl.framework)}: {decl.steps if steps is None else steps} "
-        f"step(s), log {escape(str(work_dir / LOG_NAME))}",
-        highlight=False,
-    )
+    progress(f"{decl.framework}: {decl.steps if steps is None else steps} step(s), log {work_dir / LOG_NAME}")
     summary = run_framework_smoke(decl, work_dir, recipe=name, steps=steps, timeout_s=timeout_s)
     if (why := skipped_warning(summary["skipped_lines"], summary["skipped_count"])) is not None:
         warn(why)
