@@ -28,8 +28,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 FAKE_TOOL = Path(__file__).resolve().parents[1] / "fixtures" / "doctor" / "bin" / "fake_tool.py"
 RAY = str(Path(sys.executable).with_name("ray"))
 # Ray 2.60 turns token auth on by default and reads ~/.ray/auth_token, which other Ray users of this machine
-# share; this throw-away cluster opts out so it depends on no file outside its temp dirs.
-RAY_ENV = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+# share; this throw-away cluster opts out so it depends on no file outside its temp dirs. Ray's processes give
+# up on a GCS that has not answered for 60 s ("Timed out while waiting for GCS to become available"): on a
+# loaded 2-core CI runner (load 12-17) the test cluster's own GCS answers later than that, so its daemons and
+# the doctors run against it wait as long as the tests do (what is under test is the doctor, not Ray's start).
+GCS_PATIENCE_S = "600"
+RAY_ENV = {
+    **os.environ,
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_gcs_rpc_server_connect_timeout_s": GCS_PATIENCE_S,
+    "RAY_gcs_rpc_server_reconnect_timeout_s": GCS_PATIENCE_S,
+}
 SYSTEM_CONFIG = json.dumps(
     {"health_check_period_ms": 1000, "health_check_failure_threshold": 3, "health_check_initial_delay_ms": 0}
 )
@@ -96,8 +105,11 @@ class Cluster:
         self.procs: list[subprocess.Popen] = []
         self.taken: set[int] = set()
         self.gcs_port = self.ports(1)[0]
-        self.address = f"127.0.0.1:{self.gcs_port}"
         self.used_ranges: list[tuple[int, int]] = []
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.gcs_port}"
 
     def ports(self, n: int) -> list[int]:
         """N free ports, none handed out before to this cluster: the kernel hands a port just closed out
@@ -151,6 +163,19 @@ class Cluster:
         )
         self.procs.append(proc)
         return proc
+
+    def start_head(self, attempts: int = 3) -> subprocess.Popen:
+        """Start the head and wait until it is alive. A `ray start --head` that exits first (its GCS did not
+        answer in Ray's own start-up time, on a loaded runner) is started again on a fresh GCS port."""
+        for attempt in range(1, attempts + 1):
+            if attempt > 1:
+                self.gcs_port = self.ports(1)[0]
+            proc = self.start("head" if attempt == 1 else f"head-retry{attempt}", head=True)
+            if self.wait_alive(1, node=proc):
+                return proc
+            self.kill_tree(proc)
+            self.procs.remove(proc)
+        raise AssertionError(f"the head did not start after {attempts} attempts:\n{self.logs()}")
 
     def add_node(
         self, name: str, alive_after: int, *, env: dict | None = None, attempts: int = 3
@@ -225,8 +250,7 @@ def running_cluster(prefix: str, workers: int, gpus: int = 0) -> Iterator[Cluste
     root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))  # short: Ray's unix socket paths must fit
     c = Cluster(root, gpus)
     try:
-        c.start("head", head=True)
-        c.wait_alive(1)
+        c.start_head()
         for i in range(1, workers + 1):
             c.add_node(f"w{i}", i + 1)
         yield c

@@ -56,8 +56,7 @@ def starved():
     c = StarvedCluster(root)
     hog = None
     try:
-        c.start("head", head=True)
-        c.wait_alive(1)
+        c.start_head()
         c.add_node("w1", 2)
         proc, port = c.add_labelled("slow", 3)
         stop = threading.Event()
