@@ -4,5 +4,5 @@ architecture, run by the framework's own launcher on the node (or in the image) 
 recipe-free by design: what runs is the lab's command, with only what makes it small and self-contained
 rewritten (model, data, steps, loggers, checkpoints); parallelism, engine, dtype, quantization and the job's
 environment stay as the lab gives them. Layers: shrink (the model) -> adapters (the command lines) ->
-engine_log (what the engine selected, what failed) -> runner.
+runner, which reads the run's log with gpu.engine_log (what the engine selected, what failed).
 """

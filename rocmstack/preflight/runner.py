@@ -22,12 +22,12 @@ from typing import Any
 
 from rocmstack.advisories.match import known_causes
 from rocmstack.errors import InputError, printable
+from rocmstack.gpu.engine_log import failure, log_end, selections
 from rocmstack.gpu.weight_sync import free_port
 from rocmstack.gpu.worker_masks import job_env as masked_env
 from rocmstack.gpu.worker_masks import judge, read_records
 from rocmstack.platform.tools import run_tool
 from rocmstack.preflight.adapters import Adapter, Inputs, Step, choose
-from rocmstack.preflight.engine_log import failure, log_end, selections
 from rocmstack.preflight.shrink import LAYERS, read_config, write_shrunk_model
 from rocmstack.redact import scrub, secret_values
 from rocmstack.signals import stop_group

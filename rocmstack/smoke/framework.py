@@ -19,13 +19,14 @@ import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from rocmstack.advisories.match import known_causes
 from rocmstack.contract import LOCK_PATH
 from rocmstack.errors import InputError, printable
+from rocmstack.gpu.engine_log import Failure, failure, log_end
 from rocmstack.output import dumps, print_table, stdout, warn
 from rocmstack.platform.tools import run_tool
 from rocmstack.recipe.load import load_recipe
@@ -387,6 +388,7 @@ def run_framework_smoke(
         seconds=run.seconds,
     )
     _, failed = verdict.verdict_of(criteria)
+    broke = broke_first(run.stdout, run.timed_out) if failed else None
     with (work_dir / "metrics.jsonl").open("w") as fh:
         for row in rows:
             fh.write(json.dumps(row, sort_keys=True) + "\n")
@@ -412,12 +414,22 @@ def run_framework_smoke(
         "failed": failed,
         "passed": not failed,
         "log_tail": [] if not failed else _tail(run.stdout),
+        # the process that broke first and its own exception, read off the whole log (whatever the cause)
+        "failure": None if broke is None else {**asdict(broke), "cause": broke.cause},
         # the field's error signatures over the framework's whole log: a known cause and its fix
         "known_causes": known_causes(run.stdout) if failed else [],
     }
     summary = FrameworkSummary.produce(summary).wire()
     (work_dir / "summary.json").write_text(dumps(json_safe(summary)))
     return summary
+
+
+def broke_first(log: str, timed_out: bool) -> Failure | None:
+    """Where a failed run broke: the process of the log's first raised exception, through Ray's and vLLM's
+    process prefixes (a root cause comes before the errors it sets off); for a run cut at its limit with
+    no error, what it was doing at its end."""
+    found = failure(log)
+    return log_end(log) if found is None and timed_out else found
 
 
 def json_safe(value: Any) -> Any:
@@ -483,6 +495,11 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"run {summary['run_s']:.1f} s (inputs {summary['inputs_s']:.1f} s), log {summary['log']}"
     )
     print_table(criteria_table(summary), console)
+    broke = summary.get("failure")
+    if broke and broke.get("cause"):
+        console.print(f"broke first: {broke['process']}: {broke['cause']}", markup=False, highlight=False)
+    elif broke and broke.get("lines"):
+        console.print(f"broke first: {broke['process']}: {broke['lines'][-1]}", markup=False, highlight=False)
     for known in summary.get("known_causes", []):
         console.print(f"known cause {known['id']}: {known['title']}; fix: {known['fix']}", markup=False)
     if not summary["passed"] and summary["log_tail"]:

@@ -83,6 +83,7 @@ class FrameworkSummary(WireModel):
     failed: list[Scalar] = Field(default_factory=list)
     passed: bool | None = None
     log_tail: list[Any] = Field(default_factory=list)
+    failure: dict[str, Any] | None = None  # gpu.engine_log.Failure: the process that broke first
     known_causes: list[Any] = Field(default_factory=list)
 
 

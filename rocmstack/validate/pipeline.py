@@ -514,6 +514,8 @@ def run_framework_stage(
     text = f"{summary['framework']}: {summary['steps_seen']}/{summary['steps']} steps" + (
         "" if summary["passed"] else "; failed: " + ", ".join(summary["failed"])
     )
+    if (broke := summary.get("failure")) and broke.get("cause"):
+        text += f"; {broke['process']}: {broke['cause']}"
     if summary.get("skipped_count"):
         text += f"; {summary['skipped_count']} metric line(s) left out (framework/summary.json)"
     return stage("framework", PASS if summary["passed"] else FAIL, time.monotonic() - t0, text), summary

@@ -457,3 +457,30 @@ def test_fuzzed_metric_lines_give_a_verdict_never_a_traceback(lines):
         skipped = framework.read_metrics(text, source).skipped
         warning = framework.skipped_warning(skipped, len(skipped))
         assert warning is None or "\n" not in warning
+
+
+def test_a_failed_loop_names_the_process_that_broke_first_and_its_exception(tmp_path, capsys):
+    """The framework prints verl 0.9.1's verbatim log of a run on one H100 where vLLM's worker, inside Ray's
+    vLLMHttpServer actor, could not import flashinfer (tests/fixtures/preflight/SOURCES.md), then exits 1 as
+    verl's launcher did: the verdict names that worker and its exception, not the launcher's last words
+    ("Engine core initialization failed. See root cause above.")."""
+    pytest.importorskip("pyarrow", reason="the smoke's parquet is written with pyarrow (test extra)")
+    log = ROOT / "tests/fixtures/preflight/verl-0.9.1-h100-no-flashinfer.log"
+    script = f"import sys; sys.stdout.write(open({str(log)!r}).read()); sys.exit(1)"
+    decl = FrameworkSmoke.model_validate(
+        {
+            "framework": "verl",
+            "command": ("{python}", "-c", script),
+            "timeout_s": 60,
+            "steps": 2,
+            "metrics": {"format": "kv-console"},
+            "checks": ({"metric": "critic/rewards/mean", "op": "finite"},),
+        }
+    )
+    summary = framework.run_framework_smoke(decl, tmp_path, recipe="fw", python=sys.executable)
+    assert not summary["passed"] and summary["failure"]["process"] == "Worker pid=8894"
+    assert summary["failure"]["cause"] == "ModuleNotFoundError: No module named 'flashinfer'"
+    framework.print_summary(summary)
+    out = capsys.readouterr().out
+    assert "broke first: Worker pid=8894: ModuleNotFoundError: No module named 'flashinfer'" in out
+    assert json.loads((tmp_path / "summary.json").read_text())["failure"]["process"] == "Worker pid=8894"

@@ -76,6 +76,15 @@ def _process(line: str) -> tuple[str, str]:
     return who, _ANSI.sub("", line[found.end() :]).strip()
 
 
+def _speaker(line: str) -> tuple[str, str]:
+    """``_process`` through a worker's prefix inside its parent's: vLLM's ``(Worker pid=8894)`` inside Ray's
+    ``(vLLMHttpServer pid=8732)`` is the worker's line."""
+    who, rest = _process(line)
+    if _PROCESS.match(rest):
+        who, rest = _process(rest)
+    return who, rest
+
+
 # a progress bar's moving part: "DeepGEMM warmup:  54%|#####     | 272/503 [00:46<00:15, 15.13it/s]"
 _PROGRESS = re.compile(r":?\s*\d{1,3}%\|.*$")
 # a printed config (verl prints its whole Hydra config as a Python dict: "'sampler': {...},")
@@ -115,7 +124,7 @@ def failure(text: str, keep: int = 12) -> Failure | None:
     """Where the run first broke: the process of the log's first raised exception (a root cause comes before
     the errors it sets off in the processes that waited on it), with its traceback's last lines, and the
     log's last error line when another process said it. None when the log holds no error."""
-    parsed = [_process(line) for line in text.splitlines()]
+    parsed = [_speaker(line) for line in text.splitlines()]
     raised = [i for i, (_, line) in enumerate(parsed) if _RAISED.match(_bare(line))]
     errors = [i for i, (_, line) in enumerate(parsed) if _ERROR.search(line)]
     if not raised and not errors:
@@ -167,9 +176,7 @@ def log_end(text: str, keep: int = 8) -> Failure | None:
         who = "main"
         for k, part in enumerate(line.split("\r")):
             if k == 0 or _PROCESS.match(part):
-                who, part = _process(part)
-                if _PROCESS.match(part):  # a worker of that process printed it
-                    who, part = _process(part)
+                who, part = _speaker(part)
             else:
                 part = _ANSI.sub("", part)
             if part.strip():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocmstack.preflight.engine_log import failure, selections
+from rocmstack.gpu.engine_log import failure, selections
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "docs/evidence/engine-stack-h200-2026-12-01/latency-64.log"
@@ -68,3 +68,17 @@ def test_progress_bars_count_once_and_a_printed_config_is_no_selection():
     assert ("gemm", "DeepGEMM warmup") in found and sum(1 for c, _ in found if c == "gemm") == 1
     assert ("all-reduce", "NCCL version 2.28.9+cuda13.0") in found
     assert not any(t.startswith("'") for _, t in found), found
+
+
+def test_a_worker_inside_a_ray_actor_is_the_process_that_broke():
+    """verl 0.9.1's GRPO loop on one H100 where flashinfer is not installed: vLLM's worker, whose lines Ray
+    prefixes twice (``(vLLMHttpServer pid=8732) (Worker pid=8894) ERROR ...``), fails importing it for its
+    sampler; the API server then says only "Engine core initialization failed. See root cause above."
+    (tests/fixtures/preflight/SOURCES.md)."""
+    text = (ROOT / "tests/fixtures/preflight/verl-0.9.1-h100-no-flashinfer.log").read_text()
+    found = failure(text)
+    assert found is not None and found.process == "Worker pid=8894"
+    assert found.cause == "ModuleNotFoundError: No module named 'flashinfer'"
+    assert found.then is not None and found.then.startswith(
+        "main: RuntimeError: Engine core initialization failed. See root cause above."
+    )
