@@ -484,3 +484,27 @@ def test_a_failed_loop_names_the_process_that_broke_first_and_its_exception(tmp_
     out = capsys.readouterr().out
     assert "broke first: Worker pid=8894: ModuleNotFoundError: No module named 'flashinfer'" in out
     assert json.loads((tmp_path / "summary.json").read_text())["failure"]["process"] == "Worker pid=8894"
+
+
+def test_a_loop_that_exits_0_names_no_broken_process_for_a_failed_metric(tmp_path):
+    """verl 0.9.1 prints a DataLoader worker's traceback while it shuts down after a good step, and exits 0
+    (docs/evidence/preflight-h100-2026-12-06): a metric that fails there is the reason, not that traceback."""
+    pytest.importorskip("pyarrow", reason="the smoke's parquet is written with pyarrow (test extra)")
+    script = (
+        "print('step:1 - critic/rewards/mean:nan'); print('step:2 - critic/rewards/mean:nan'); "
+        "print('Traceback (most recent call last):'); "
+        "print('RuntimeError: DataLoader worker (pid 5056) is killed by signal: Killed. ')"
+    )
+    decl = FrameworkSmoke.model_validate(
+        {
+            "framework": "verl",
+            "command": ("{python}", "-c", script),
+            "timeout_s": 60,
+            "steps": 2,
+            "metrics": {"format": "kv-console"},
+            "checks": ({"metric": "critic/rewards/mean", "op": "finite"},),
+        }
+    )
+    summary = framework.run_framework_smoke(decl, tmp_path, recipe="fw", python=sys.executable)
+    assert summary["returncode"] == 0 and summary["failed"] == ["critic/rewards/mean finite"]
+    assert summary["failure"] is None
