@@ -433,40 +433,16 @@ def _progress_printer(console):
 
 
 def run_engine(plan: Plan, console: Console) -> RunResult:
+    """Run the plan's build: a terminal sees the running step beside a spinner, a log or a pipe a line as each
+    step starts and one at least every 30 s; both get a line as each step ends."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     printer = _progress_printer(console)
-    if (
-        not console.is_terminal
-    ):  # a log or a pipe: each step as it starts and ends, a line at least every 30 s
-        with log_lines("build") as say:
 
-            def said(event: Event) -> None:
-                if event.kind == "start":
-                    say(f"step {event.step.index}/{event.step.total}: {event.step.instruction[:100]}")
-                else:
-                    printer(event)
-
-            return run_logged(
-                plan.command,
-                log_path=plan.log,
-                progress=plan.engine.progress,
-                timeout_s=BUILD_TIMEOUT_S,
-                on_event=said,
-            )
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        task = progress.add_task(f"building {plan.recipe}", total=None)
-
+    def run(starts: Callable[[str], None]) -> RunResult:
         def on_event(event: Event) -> None:
             if event.kind == "start":
-                text = event.step.instruction[:80]
-                progress.update(task, description=f"step {event.step.index}/{event.step.total}: {text}")
+                starts(f"step {event.step.index}/{event.step.total}: {event.step.instruction[:100]}")
             else:
                 printer(event)
 
@@ -477,6 +453,19 @@ def run_engine(plan: Plan, console: Console) -> RunResult:
             timeout_s=BUILD_TIMEOUT_S,
             on_event=on_event,
         )
+
+    if not console.is_terminal:
+        with log_lines("build") as say:
+            return run(say)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(f"building {plan.recipe}", total=None)
+        return run(lambda text: progress.update(task, description=escape(text)))
 
 
 def engine_race(result: RunResult) -> str | None:
