@@ -590,27 +590,18 @@ def run_rollout(
         phase[0] = msg
         progress(msg)
 
+    interrupted = None
     try:
         _measure(spec, shape, spec_bw, backend, tracked, tick_s, measured, results, engines, sync_results)
     except KeyboardInterrupt:
         interrupted = {"phase": phase[0], "rows": len(results)}
-        raise RolloutInterrupted(
-            _report(
-                spec,
-                shape,
-                device_name,
-                backend,
-                arch,
-                measured.get("bandwidth"),
-                results,
-                engines,
-                sync_results,
-                interrupted=interrupted,
-            )
-        ) from None
-    return _report(
-        spec, shape, device_name, backend, arch, measured["bandwidth"], results, engines, sync_results
-    )
+    report = _report(
+        spec, shape, device_name, backend, arch, measured.get("bandwidth"), results, engines, sync_results,
+        interrupted=interrupted,
+    )  # fmt: skip
+    if interrupted is not None:
+        raise RolloutInterrupted(report) from None
+    return report
 
 
 def _measure(

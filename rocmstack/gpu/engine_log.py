@@ -166,6 +166,12 @@ def failure(text: str, keep: int = 12) -> Failure | None:
     return Failure(who, tail, then)
 
 
+def where_it_broke(text: str) -> Failure | None:
+    """Where a run that ended badly broke: its first failure, or, with no error in the log (a time limit, a
+    silent exit), what it was doing at its end. None for an empty log."""
+    return failure(text) or log_end(text)
+
+
 def log_end(text: str, keep: int = 8) -> Failure | None:
     """What the step was doing when it stopped without an error (a time limit): the log's last lines, each
     redraw of a progress bar (``\r``) on its own and said by the process whose prefix began its line (Ray's

@@ -22,7 +22,7 @@ from typing import Any
 
 from rocmstack.advisories.match import known_causes
 from rocmstack.errors import InputError, printable
-from rocmstack.gpu.engine_log import failure, log_end, selections
+from rocmstack.gpu.engine_log import selections, where_it_broke
 from rocmstack.gpu.weight_sync import free_port
 from rocmstack.gpu.worker_masks import job_env as masked_env
 from rocmstack.gpu.worker_masks import judge, read_records
@@ -267,9 +267,7 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
     )
     text = log.read_bytes().decode(errors="replace") if log.is_file() else ""  # a progress bar's \r kept
     found = selections(text)
-    broke = failure(text) if run["problem"] else None
-    if run["problem"] and broke is None:  # no traceback or error line: what the step was doing at its end
-        broke = log_end(text)
+    broke = where_it_broke(text) if run["problem"] else None
     workers = _workers(masks_dir, step, {**os.environ, **req.env})
     problem = run["problem"] or (
         f"{len(workers['mismatches'])} worker(s) with the wrong GPUs: {workers['mismatches'][0]}"

@@ -26,7 +26,7 @@ from typing import Any
 from rocmstack.advisories.match import known_causes
 from rocmstack.contract import LOCK_PATH
 from rocmstack.errors import InputError, printable
-from rocmstack.gpu.engine_log import Failure, failure, log_end
+from rocmstack.gpu.engine_log import where_it_broke
 from rocmstack.output import dumps, print_table, stdout, warn
 from rocmstack.platform.tools import run_tool
 from rocmstack.recipe.load import load_recipe
@@ -390,7 +390,7 @@ def run_framework_smoke(
     _, failed = verdict.verdict_of(criteria)
     # only a run that ended badly: a traceback a passing launcher printed on its way out (verl's DataLoader
     # worker at shutdown) is not why a metric failed
-    broke = broke_first(run.stdout, run.timed_out) if run.returncode != 0 or run.timed_out else None
+    broke = where_it_broke(run.stdout) if run.returncode != 0 or run.timed_out else None
     with (work_dir / "metrics.jsonl").open("w") as fh:
         for row in rows:
             fh.write(json.dumps(row, sort_keys=True) + "\n")
@@ -424,14 +424,6 @@ def run_framework_smoke(
     summary = FrameworkSummary.produce(summary).wire()
     (work_dir / "summary.json").write_text(dumps(json_safe(summary)))
     return summary
-
-
-def broke_first(log: str, timed_out: bool) -> Failure | None:
-    """Where a failed run broke: the process of the log's first raised exception, through Ray's and vLLM's
-    process prefixes (a root cause comes before the errors it sets off); for a run cut at its limit with
-    no error, what it was doing at its end."""
-    found = failure(log)
-    return log_end(log) if found is None and timed_out else found
 
 
 def json_safe(value: Any) -> Any:

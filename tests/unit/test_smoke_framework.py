@@ -279,6 +279,20 @@ def _alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
 
 
+def _python_loop(framework_name: str, script: str, check: dict, timeout_s: int = 60) -> FrameworkSmoke:
+    """A framework smoke whose command is this interpreter running SCRIPT, logging two steps' kv lines."""
+    return FrameworkSmoke.model_validate(
+        {
+            "framework": framework_name,
+            "command": ("{python}", "-c", script),
+            "timeout_s": timeout_s,
+            "steps": 2,
+            "metrics": {"format": "kv-console"},
+            "checks": (check,),
+        }
+    )
+
+
 def test_a_framework_past_its_time_limit_is_killed_whole_and_fails(tmp_path):
     pytest.importorskip("pyarrow", reason="the smoke's parquet is written with pyarrow (test extra)")
     # A parent that starts a child (as a framework starts Ray, engine and trainer processes), both asleep.
@@ -289,16 +303,7 @@ def test_a_framework_past_its_time_limit_is_killed_whole_and_fails(tmp_path):
         "print('child', child.pid, flush=True); "
         "time.sleep(600)"
     )
-    decl = FrameworkSmoke.model_validate(
-        {
-            "framework": "sleeper",
-            "command": ("{python}", "-c", script),
-            "timeout_s": 10,
-            "steps": 2,
-            "metrics": {"format": "kv-console"},
-            "checks": ({"metric": "a", "op": ">", "value": 0.0},),
-        }
-    )
+    decl = _python_loop("sleeper", script, {"metric": "a", "op": ">", "value": 0.0}, timeout_s=10)
     summary = framework.run_framework_smoke(decl, tmp_path, recipe="fw", timeout_s=4, python=sys.executable)
     assert summary["timed_out"] and not summary["passed"]
     assert summary["failed"] == ["exit_clean", "steps_seen"]
@@ -467,16 +472,7 @@ def test_a_failed_loop_names_the_process_that_broke_first_and_its_exception(tmp_
     pytest.importorskip("pyarrow", reason="the smoke's parquet is written with pyarrow (test extra)")
     log = ROOT / "tests/fixtures/preflight/verl-0.9.1-h100-no-flashinfer.log"
     script = f"import sys; sys.stdout.write(open({str(log)!r}).read()); sys.exit(1)"
-    decl = FrameworkSmoke.model_validate(
-        {
-            "framework": "verl",
-            "command": ("{python}", "-c", script),
-            "timeout_s": 60,
-            "steps": 2,
-            "metrics": {"format": "kv-console"},
-            "checks": ({"metric": "critic/rewards/mean", "op": "finite"},),
-        }
-    )
+    decl = _python_loop("verl", script, {"metric": "critic/rewards/mean", "op": "finite"})
     summary = framework.run_framework_smoke(decl, tmp_path, recipe="fw", python=sys.executable)
     assert not summary["passed"] and summary["failure"]["process"] == "Worker pid=8894"
     assert summary["failure"]["cause"] == "ModuleNotFoundError: No module named 'flashinfer'"
@@ -495,16 +491,7 @@ def test_a_loop_that_exits_0_names_no_broken_process_for_a_failed_metric(tmp_pat
         "print('Traceback (most recent call last):'); "
         "print('RuntimeError: DataLoader worker (pid 5056) is killed by signal: Killed. ')"
     )
-    decl = FrameworkSmoke.model_validate(
-        {
-            "framework": "verl",
-            "command": ("{python}", "-c", script),
-            "timeout_s": 60,
-            "steps": 2,
-            "metrics": {"format": "kv-console"},
-            "checks": ({"metric": "critic/rewards/mean", "op": "finite"},),
-        }
-    )
+    decl = _python_loop("verl", script, {"metric": "critic/rewards/mean", "op": "finite"})
     summary = framework.run_framework_smoke(decl, tmp_path, recipe="fw", python=sys.executable)
     assert summary["returncode"] == 0 and summary["failed"] == ["critic/rewards/mean finite"]
     assert summary["failure"] is None
