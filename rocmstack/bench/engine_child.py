@@ -18,10 +18,11 @@ import os
 import resource
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rocmstack.gpu.engine_bench import RESULT_MARK, VISIBILITY_MARK
+from rocmstack.gpu.engine_bench import RESULT_MARK, VISIBILITY_MARK, time_pairs
 from rocmstack.gpu.rollout import prompt_ids
 from rocmstack.platform.masks import MASK_VARS, process_visibility
 
@@ -83,11 +84,12 @@ def run(req: dict[str, Any]) -> dict[str, Any]:
         prompts = [{"prompt_token_ids": row} for row in ids]
         generate(prompts, 1)  # warm-up: this batch size's first scheduling, kernels, allocator
         generate(prompts, n)
-        one, full = [], []
-        for _ in range(int(req["iters"])):
-            one.append(_timed(lambda pr=prompts: generate(pr, 1)))
-            full.append(_timed(lambda pr=prompts: generate(pr, n)))
-        rows.append({"batch": batch, "t1_s": one, "tn_s": full})
+        one, full = (
+            partial(_timed, partial(generate, prompts, 1)),
+            partial(_timed, partial(generate, prompts, n)),
+        )
+        pairs = time_pairs(one, full, int(req["iters"]), n)
+        rows.append({"batch": batch, **pairs})
         print(f"rocmstack: {batch=} done", file=sys.stderr, flush=True)
     return {
         "engine": "vllm",

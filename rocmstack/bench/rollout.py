@@ -27,7 +27,7 @@ from rocmstack.bench.adapters import run_engine
 from rocmstack.bench.report import KIND, SCHEMA, BenchReport
 from rocmstack.bench.weightsync import bench_dist, bench_ipc
 from rocmstack.gpu import memory
-from rocmstack.gpu.engine_bench import EngineRequest
+from rocmstack.gpu.engine_bench import EngineRequest, not_measured
 from rocmstack.gpu.memory import MemoryEstimate
 from rocmstack.gpu.rollout import CATALOGUE, Catalogue, make_engine, prompt_ids
 from rocmstack.gpu.shapes import DTYPES, ModelShape, shape_from_config
@@ -303,6 +303,12 @@ def _run_hf(
             _sync(spec.device)
             total_s = time.perf_counter() - t0
         steps = clock.events.seconds()
+        why = not_measured(total_s, prefill_s, spec.new_tokens, 1)
+        if why:
+            out.append(_record("hf", batch, spec, shape, bandwidth, spec_bw, status=Status.ERROR, reason=why))
+            if eta is not None:
+                eta.finished(("hf", batch))
+            continue
         out.append(
             _record(
                 "hf",
@@ -313,7 +319,7 @@ def _run_hf(
                 spec_bw,
                 total_s=total_s,
                 prefill_s=prefill_s,
-                decode_s=max(total_s - prefill_s, 1e-9),
+                decode_s=total_s - prefill_s,
                 median_step_s=statistics.median_high(steps) if steps else None,
                 peak_gb=peak.peak_gb(),
             )
@@ -419,6 +425,13 @@ def _run_external(
             )
             status = run.status if run.status != Status.PASS else Status.ERROR
             out.append(_record(name, batch, spec, shape, bandwidth, spec_bw, status=status, reason=reason))
+            continue
+        if got.unmeasured:  # a row of figures that do not fit together is worse than none
+            out.append(
+                _record(
+                    name, batch, spec, shape, bandwidth, spec_bw, status=Status.ERROR, reason=got.unmeasured
+                )
+            )
             continue
         out.append(
             _record(

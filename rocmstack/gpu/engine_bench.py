@@ -36,6 +36,9 @@ VISIBILITY_MARK = "ROCMSTACK-ENGINE-VISIBILITY:"
 # The bench's launcher: a child's argv and environment (None: this process's) -> how it ran.
 Launch = Callable[[list[str], Mapping[str, str] | None], ToolRun]
 LOG_TAIL = 40  # log lines kept with a failed run
+# Pairs timed again while the N-token calls' median is not the longer (a busy machine), before the decode step is
+# reported as not measured.
+EXTRA_PAIRS = 6
 REASON_LINES = 4  # of those, in the one-line reason
 
 
@@ -64,6 +67,7 @@ class EngineBatch:
     step_s: float | None  # one steady decode step
     # mean full-batch latency as `vllm bench latency` times it (both prefill every call: no prefix cache)
     batch_latency_mean_s: float | None = None
+    unmeasured: str | None = None  # why no decode step could be timed (step_s is then None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,6 +198,7 @@ def run_vllm(req: EngineRequest, tmp: Path, launch: Launch) -> EngineRun:
                 total_s=s["total_s"],
                 step_s=s.get("step_s"),
                 batch_latency_mean_s=s["batch_latency_mean_s"],
+                unmeasured=s.get("unmeasured"),
             )
         )
     return EngineRun(
@@ -261,11 +266,46 @@ def sglang_batches(rows: list[dict[str, Any]]) -> tuple[EngineBatch, ...]:
     )
 
 
-def summarise(row: dict[str, Any], new_tokens: int) -> dict[str, float]:
-    """Medians of the timed calls; decode step from the difference of the two output lengths."""
+def time_pairs(
+    one: Callable[[], float], full: Callable[[], float], iters: int, new_tokens: int
+) -> dict[str, Any]:
+    """``iters`` timed pairs of a 1-token and an N-token call; while the N-token median is not the longer, up to
+    EXTRA_PAIRS more: noise longer than the decode itself (a busy host) would leave no decode time to report."""
+    t1: list[float] = []
+    tn: list[float] = []
+    while len(t1) < iters or (
+        new_tokens > 1 and statistics.median(tn) <= statistics.median(t1) and len(t1) < iters + EXTRA_PAIRS
+    ):
+        t1.append(one())
+        tn.append(full())
+    return {"t1_s": t1, "tn_s": tn}
+
+
+def not_measured(total_s: float, prefill_s: float, new_tokens: int, runs: int) -> str | None:
+    """Why a decode time of ``total_s - prefill_s`` is no measurement (None when it is one)."""
+    if new_tokens < 2 or total_s > prefill_s:
+        return None
+    runs_text = f"medians of {runs} runs" if runs > 1 else "one run each"
+    return (
+        f"decode not measured: {new_tokens} new tokens took {total_s:.4f} s, no longer than the prefill alone "
+        f"({prefill_s:.4f} s; {runs_text}): other work on the machine outweighed the decode; "
+        "run the bench on a quiet machine"
+    )
+
+
+def summarise(row: dict[str, Any], new_tokens: int) -> dict[str, Any]:
+    """Medians of the timed calls; decode step from the difference of the two output lengths. A difference
+    that is not positive is no figure: ``unmeasured`` says why, and no decode figure is given."""
     t1, tn = statistics.median(row["t1_s"]), statistics.median(row["tn_s"])
-    out = {"prefill_s": t1, "total_s": tn, "batch_latency_mean_s": statistics.fmean(row["tn_s"])}
-    if new_tokens > 1:
-        out["decode_s"] = max(tn - t1, 1e-9)
+    out: dict[str, Any] = {
+        "prefill_s": t1,
+        "total_s": tn,
+        "batch_latency_mean_s": statistics.fmean(row["tn_s"]),
+    }
+    why = not_measured(tn, t1, new_tokens, len(row["tn_s"]))
+    if why:
+        out["unmeasured"] = why
+    elif new_tokens > 1:
+        out["decode_s"] = tn - t1
         out["step_s"] = out["decode_s"] / (new_tokens - 1)
     return out

@@ -13,6 +13,7 @@ from rocmstack.bench import engine_child
 from rocmstack.bench.adapters import engine_available, run_engine
 from rocmstack.gpu.driver_memory import PeakSampler, driver_index
 from rocmstack.gpu.engine_bench import (
+    EXTRA_PAIRS,
     RESULT_MARK,
     VISIBILITY_MARK,
     EngineRequest,
@@ -22,6 +23,7 @@ from rocmstack.gpu.engine_bench import (
     run_sglang,
     sglang_command,
     summarise,
+    time_pairs,
     vllm_env,
 )
 from rocmstack.gpu.model_dir import write_model_dir
@@ -115,6 +117,40 @@ def test_decode_step_is_the_difference_of_two_output_lengths():
     assert s["step_s"] == pytest.approx(0.006)
     assert s["batch_latency_mean_s"] == pytest.approx((1.63 + 1.63 + 1.70) / 3)
     assert "step_s" not in summarise({"batch": 1, "t1_s": [0.1], "tn_s": [0.1]}, 1)
+
+
+def test_a_decode_no_longer_than_its_prefill_is_not_measured_never_a_figure():
+    # The figures of a CI run beside the unit tests (vLLM CPU, batch 1, 16 new tokens): the 1-token calls'
+    # median was longer than the 16-token calls'. A clamped difference gave a decode rate of 15 / 1e-9 tok/s.
+    s = summarise({"batch": 1, "t1_s": [0.107, 0.112, 0.098], "tn_s": [0.045, 0.051, 0.044]}, 16)
+    assert "step_s" not in s and "decode_s" not in s
+    assert s["unmeasured"].startswith("decode not measured: 16 new tokens took 0.0450 s")
+    assert (
+        "prefill alone (0.1070 s; medians of 3 runs)" in s["unmeasured"]
+        and "quiet machine" in s["unmeasured"]
+    )
+    # equal medians are no decode time either
+    assert "unmeasured" in summarise({"batch": 1, "t1_s": [0.05], "tn_s": [0.05]}, 16)
+
+
+def clock(times: list[float]):
+    """A timed call that returns the next of ``times``; the list it took them from shows how many ran."""
+    it = iter(times)
+    return lambda: next(it)
+
+
+def test_pairs_are_timed_again_while_the_machine_is_too_busy_to_order_them():
+    # Two noisy 1-token calls first, then quiet ones: pairs are added until the N-token median is the longer.
+    got = time_pairs(clock([0.3, 0.3, 0.01, 0.01, 0.01]), clock([0.05] * 5), iters=3, new_tokens=16)
+    assert got == {"t1_s": [0.3, 0.3, 0.01, 0.01, 0.01], "tn_s": [0.05] * 5}
+    assert summarise({"batch": 1, **got}, 16)["step_s"] == pytest.approx(0.04 / 15)
+    # A machine that never quiets: iters + EXTRA_PAIRS pairs, then the row says it was not measured.
+    n = 3 + EXTRA_PAIRS
+    got = time_pairs(clock([0.3] * n), clock([0.05] * n), iters=3, new_tokens=16)
+    assert len(got["t1_s"]) == len(got["tn_s"]) == n
+    assert "unmeasured" in summarise({"batch": 1, **got}, 16)
+    # One new token has no decode: the pairs asked for, no more.
+    assert len(time_pairs(clock([0.3] * 3), clock([0.05] * 3), iters=3, new_tokens=1)["t1_s"]) == 3
 
 
 def test_the_childs_answer_is_the_marked_line():
