@@ -82,7 +82,9 @@ def match(advisories: Iterable[Advisory], inv: Inventory) -> list[Match]:
 
 
 def match_text(advisories: Iterable[Advisory], text: str) -> list[tuple[Advisory, str]]:
-    """Advisories whose signatures match ``text``, each with the line it matched (first match)."""
+    """Advisories whose signatures match ``text``, each with the line it matched (first match); a progress
+    bar's redraw (``\r``) counts as a line of its own."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     found = []
     for advisory in advisories:
         for pattern in advisory.signatures:

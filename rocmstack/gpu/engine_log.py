@@ -91,15 +91,31 @@ _PROGRESS = re.compile(r":?\s*\d{1,3}%\|.*$")
 _DUMP = re.compile(r"""^\s*(?:['"{\[]|\w+=\w+\()""")
 
 
+def _said(text: str) -> list[tuple[str, str]]:
+    """(who, what) for each line and each redraw of a progress bar (``\r``) on it, said by the process whose
+    prefix began the line (Ray's coloured ``(vLLMHttpServer pid=N)``, an engine's ``(Worker pid=N)`` inside
+    it) unless the redraw carries its own."""
+    out: list[tuple[str, str]] = []
+    for line in text.split("\n"):
+        who = "main"
+        for k, part in enumerate(line.split("\r")):
+            if k == 0 or _PROCESS.match(part):
+                who, part = _speaker(part)
+            else:
+                part = _ANSI.sub("", part)
+            if part.strip():
+                out.append((who, part.strip()))
+    return out
+
+
 def selections(text: str) -> list[Selection]:
     """Every selection the log names, in order, each once per process (a progress bar once, as its label)."""
     out: list[Selection] = []
     seen: set[tuple[str, str]] = set()
-    for raw in text.replace("\r", "\n").splitlines():
-        who, line = _process(raw)
-        if _DUMP.match(line):
+    for who, said_line in _said(text):
+        if _DUMP.match(said_line):
             continue
-        line = _PROGRESS.sub("", line)
+        line = _PROGRESS.sub("", said_line)
         category = next((name for name, pattern in _categories() if pattern.search(line)), None)
         if category is None and _USING.search(line) and re.search(r"\b(?:INFO|WARNING)\b", line):
             category = "other"
@@ -108,9 +124,11 @@ def selections(text: str) -> list[Selection]:
         said = printable(re.sub(r"^.*?\[[\w.]+:\d+\]\s*", "", line))[
             :240
         ]  # drop "INFO 12-01 20:13:07 [x.py:1]"
-        if (who.split(" pid=")[0], said) in seen:
+        # a bar's redraws continue under the outer prefix alone (Ray prefixes each line it forwards): one bar
+        key = ("", said) if line != said_line else (who.split(" pid=")[0], said)
+        if key in seen:
             continue
-        seen.add((who.split(" pid=")[0], said))
+        seen.add(key)
         out.append(Selection(category, said, who))
     return out
 
@@ -177,16 +195,7 @@ def log_end(text: str, keep: int = 8) -> Failure | None:
     redraw of a progress bar (``\r``) on its own and said by the process whose prefix began its line (Ray's
     coloured ``(vLLMHttpServer pid=N)``, an engine's ``(Worker pid=N)`` inside it); the process is the last
     line's. None for an empty log."""
-    said: list[tuple[str, str]] = []
-    for line in text.split("\n"):
-        who = "main"
-        for k, part in enumerate(line.split("\r")):
-            if k == 0 or _PROCESS.match(part):
-                who, part = _speaker(part)
-            else:
-                part = _ANSI.sub("", part)
-            if part.strip():
-                said.append((who, part.strip()))
+    said = _said(text)
     if not said:
         return None
     tail = said[-keep:]

@@ -69,6 +69,12 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+def read_log(path: Path) -> str:
+    """A tool's log as it wrote it: a progress bar's redraws stay behind their ``\r`` on the line that began
+    them (reading as text would make each its own line, cut from the prefix that says who drew it)."""
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
 class Pending:
     """A started process, drained by its own thread (a chatty tool never blocks on a full pipe while we wait
     on another); ``result()`` waits until the process's own deadline and never raises."""
@@ -138,7 +144,7 @@ class Pending:
                 self.argv, None, out or "", err or "", time.monotonic() - start, timed_out=True
             )
         if self.log is not None and self._done is not None:
-            text = self.log.read_text(errors="replace")
+            text = read_log(self.log)
             self._done = dataclasses.replace(self._done, stdout=text, stderr="")
 
     def result(self) -> ToolRun:

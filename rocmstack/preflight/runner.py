@@ -26,7 +26,7 @@ from rocmstack.gpu.engine_log import selections, where_it_broke
 from rocmstack.gpu.weight_sync import free_port
 from rocmstack.gpu.worker_masks import job_env as masked_env
 from rocmstack.gpu.worker_masks import judge, read_records
-from rocmstack.platform.tools import run_tool
+from rocmstack.platform.tools import read_log, run_tool
 from rocmstack.preflight.adapters import Adapter, Inputs, Step, choose
 from rocmstack.preflight.shrink import LAYERS, read_config, write_shrunk_model
 from rocmstack.redact import scrub, secret_values
@@ -163,7 +163,7 @@ def _serve(
 
 def _framework(step: Step, env: Mapping[str, str], req: PreflightRequest, log: Path) -> dict:
     run = run_tool(list(step.argv), timeout=req.timeout_s, env=env, log=log, cwd=req.work_dir)
-    text = log.read_text(errors="replace") if log.is_file() else run.stdout
+    text = read_log(log) if log.is_file() else run.stdout
     stepped = step.done is None or re.search(step.done, text, flags=re.M) is not None
     problem = None
     if run.timed_out:
@@ -265,7 +265,7 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
         if step.kind == "server"
         else _framework(step, env, req, log)
     )
-    text = log.read_bytes().decode(errors="replace") if log.is_file() else ""  # a progress bar's \r kept
+    text = read_log(log) if log.is_file() else ""
     found = selections(text)
     broke = where_it_broke(text) if run["problem"] else None
     workers = _workers(masks_dir, step, {**os.environ, **req.env})

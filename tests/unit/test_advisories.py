@@ -96,6 +96,9 @@ def test_a_signature_names_the_line_it_matched():
         (advisory, "(EngineCore pid=7) RuntimeError: no kernel image for gfx942")
     ]
     assert match_text([advisory], "INFO healthy\n") == []
+    # a log read as written keeps a progress bar's redraws on one line: each is a line of its own here
+    bar = "(Worker pid=7) \rwarmup 1/3\rwarmup 2/3\rRuntimeError: no kernel image for gfx942\r\nINFO exit\n"
+    assert match_text([advisory], bar) == [(advisory, "RuntimeError: no kernel image for gfx942")]
 
 
 def test_check_names_a_known_bad_pin_before_the_build(tmp_path):

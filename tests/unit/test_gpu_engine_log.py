@@ -3,6 +3,7 @@ vLLM 0.24, a failing start of vLLM 0.32's CPU build; tests/fixtures/preflight/SO
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 from rocmstack.gpu.engine_log import failure, selections
@@ -82,3 +83,18 @@ def test_a_worker_inside_a_ray_actor_is_the_process_that_broke():
     assert found.then is not None and found.then.startswith(
         "main: RuntimeError: Engine core initialization failed. See root cause above."
     )
+
+
+def test_a_selection_names_the_engine_worker_that_made_it_and_a_redraw_its_line_s_process():
+    """verl 0.9.1's FP8 MoE step on one H200 (docs/evidence/preflight-h200-2026-12-06-5min): vLLM's worker
+    picks the attention and MoE backends under Ray's ``(vLLMHttpServer pid=8349) (Worker pid=8579)``, and
+    draws its CUDA-graph capture bar behind a ``\r`` on such a line."""
+    log = ROOT / "docs/evidence/preflight-h200-2026-12-06-5min/b-warm-shipped.log.gz"
+    found = selections(gzip.decompress(log.read_bytes()).decode())  # as written: each \r kept
+    by_text = {s.text.split(" out of ")[0]: s.process for s in found}
+    assert by_text["Using FLASH_ATTN attention backend"] == "Worker pid=8579"
+    assert by_text["Using TRITON Fp8 MoE backend"] == "Worker pid=8579"
+    assert by_text["Capturing CUDA graphs (decode, FULL)"] == "Worker pid=8579"
+    assert by_text["Resolved architecture: Qwen3MoeForCausalLM"] == "vLLMHttpServer pid=8349"
+    assert by_text["NCCL version 2.28.9+cuda13.0"] == "WorkerDict pid=7802"  # verl's FSDP worker
+    assert not any(s.process == "main" for s in found)

@@ -74,3 +74,14 @@ def test_crashing_probe_reason(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     result = finish_probe("torch", start_probe("torch", python=sys.executable, timeout=30, env=env))
     assert not result.ok and "crashed (signal 6)" in result.reason()
+
+
+def test_a_logged_run_keeps_a_progress_bars_redraws_on_the_line_that_began_them(tmp_path):
+    # A bar as vLLM's worker draws it under Ray's prefix: read as text, each redraw would be a line of its own
+    # with no prefix to say whose it is.
+    draw = "print('(Worker pid=7) ' + ''.join(f'\\rCapturing: {k}/3' for k in range(4)))"
+    run = run_tool([sys.executable, "-c", draw], timeout=30, log=tmp_path / "step.log")
+    assert (
+        run.ok
+        and run.stdout == "(Worker pid=7) \rCapturing: 0/3\rCapturing: 1/3\rCapturing: 2/3\rCapturing: 3/3\n"
+    )
