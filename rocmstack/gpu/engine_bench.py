@@ -282,7 +282,8 @@ def time_pairs(
 
 
 def not_measured(total_s: float, prefill_s: float, new_tokens: int, runs: int) -> str | None:
-    """Why a decode time of ``total_s - prefill_s`` is no measurement (None when it is one)."""
+    """Why a decode time of ``total_s - prefill_s`` (two calls timed apart) is no measurement (None when it is
+    one)."""
     if new_tokens < 2 or total_s > prefill_s:
         return None
     runs_text = f"medians of {runs} runs" if runs > 1 else "one run each"
