@@ -124,7 +124,8 @@ def _ask(engine: str, port: int, timeout: float) -> str:
 
 def _serve(
     step: Step, engine: str, port: int, env: Mapping[str, str], req: PreflightRequest, log: Path
-) -> dict:
+) -> tuple[dict, str]:
+    """How the server's start and one completion went, and its log."""
     t0 = time.monotonic()
     deadline = t0 + req.timeout_s
     with log.open("wb") as out:
@@ -151,7 +152,7 @@ def _serve(
                 timed_out = True
         finally:
             stop_group(proc, SERVER_STOP_S)
-    return {
+    run = {
         "returncode": proc.returncode,
         "timed_out": timed_out,
         "seconds": round(time.monotonic() - t0, 2),
@@ -159,11 +160,13 @@ def _serve(
         "answer": answer,
         "problem": problem,
     }
+    return run, read_log(log)
 
 
-def _framework(step: Step, env: Mapping[str, str], req: PreflightRequest, log: Path) -> dict:
+def _framework(step: Step, env: Mapping[str, str], req: PreflightRequest, log: Path) -> tuple[dict, str]:
+    """How the step went, and its log (``run_tool`` with a log returns the log as the tool wrote it)."""
     run = run_tool(list(step.argv), timeout=req.timeout_s, env=env, log=log, cwd=req.work_dir)
-    text = run.stdout  # with ``log``, the log as the tool wrote it
+    text = run.stdout
     stepped = step.done is None or re.search(step.done, text, flags=re.M) is not None
     problem = None
     if run.timed_out:
@@ -174,12 +177,13 @@ def _framework(step: Step, env: Mapping[str, str], req: PreflightRequest, log: P
         problem = f"the command exited {run.returncode}"
     elif not stepped:
         problem = "the command exited 0 but its log shows no finished step"
-    return {
+    summary = {
         "returncode": run.returncode,
         "timed_out": run.timed_out,
         "seconds": round(run.seconds, 2),
         "problem": problem,
     }
+    return summary, text
 
 
 def node_gpus(sysfs: Path = Path("/sys"), proc: Path = Path("/proc")) -> tuple[str, int]:
@@ -260,12 +264,11 @@ def run_preflight(req: PreflightRequest, progress: Progress = lambda _m: None) -
         return dict(scrub(report, secrets))
     log = req.work_dir / LOG_NAME
     progress(f"running {adapter.name}'s own launcher for one step (log {log})")
-    run = (
+    run, text = (
         _serve(step, adapter.name, inputs.port, env, req, log)
         if step.kind == "server"
         else _framework(step, env, req, log)
     )
-    text = read_log(log) if log.is_file() else ""
     found = selections(text)
     broke = where_it_broke(text) if run["problem"] else None
     workers = _workers(masks_dir, step, {**os.environ, **req.env})
